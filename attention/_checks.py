@@ -1,0 +1,110 @@
+"""Argument and input checks shared by every module.
+
+Each check raises a ``ValueError`` that names the module, what it expected and what
+it was given, so that a reader sees the mistake in their own terms instead of a shape
+error from deep inside a matrix product.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+
+def positive_int(owner: str, name: str, value: object) -> int:
+    """Return ``value`` as an int, or raise if it is not an integer >= 1."""
+    if isinstance(value, bool):
+        raise ValueError(f"{owner}: {name} must be a positive integer, got the boolean {value}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(
+            f"{owner}: {name} must be a positive integer, got {value!r} "
+            f"of type {type(value).__name__}"
+        ) from None
+    if number < 1:
+        raise ValueError(f"{owner}: {name} must be at least 1, got {number}")
+    return number
+
+
+def dropout_rate(owner: str, value: object) -> float:
+    """Return ``value`` as a float, or raise if it is not a probability in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"{owner}: dropout must be a number in [0, 1), got {value!r} "
+            f"of type {type(value).__name__}"
+        )
+    if not 0.0 <= value < 1.0:
+        raise ValueError(
+            f"{owner}: dropout must be in [0, 1) (the probability of dropping a weight), "
+            f"got {value}"
+        )
+    return float(value)
+
+
+def heads_divide(owner: str, d_out: int, num_heads: int) -> None:
+    """Raise unless ``num_heads`` splits ``d_out`` into equal whole heads."""
+    if d_out % num_heads:
+        raise ValueError(
+            f"{owner}: d_out must be divisible by num_heads so each head gets "
+            f"d_out // num_heads dimensions, got d_out={d_out} and num_heads={num_heads} "
+            f"({d_out} / {num_heads} = {d_out / num_heads:g})"
+        )
+
+
+def float_tensor(owner: str, name: str, x: object) -> torch.Tensor:
+    """Raise unless ``x`` is a floating-point tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise ValueError(
+            f"{owner}: {name} must be a floating-point tensor (embeddings are real numbers), "
+            f"got dtype {x.dtype}; convert it with .float()"
+        )
+    return x
+
+
+def module_input(
+    module: torch.nn.Module,
+    x: object,
+    *,
+    d_in: int,
+    ranks: tuple[int, ...] = (3,),
+    context_length: int | None = None,
+) -> torch.Tensor:
+    """Check the input of an attention module's forward pass.
+
+    Checks, in order: a floating-point tensor; of a rank in ``ranks``; whose last
+    dimension is ``d_in``; with at most ``context_length`` tokens; of the same dtype
+    as the module's parameters.
+    """
+    owner = type(module).__name__
+    x = float_tensor(owner, "the input", x)
+    layout = {2: "(num_tokens, d_in)", 3: "(batch, num_tokens, d_in)"}
+    expected = " or ".join(f"{r}-D {layout[r]}" for r in ranks)
+    if x.dim() not in ranks:
+        hint = " Add a batch dimension with x.unsqueeze(0)." if x.dim() == 2 else ""
+        raise ValueError(
+            f"{owner}: expected a {expected} input with d_in={d_in}, "
+            f"got a {x.dim()}-D tensor of shape {tuple(x.shape)}.{hint}"
+        )
+    if x.shape[-1] != d_in:
+        raise ValueError(
+            f"{owner}: expected the last dimension of the input to be d_in={d_in}, "
+            f"got {x.shape[-1]} (input shape {tuple(x.shape)})"
+        )
+    if context_length is not None and x.shape[-2] > context_length:
+        raise ValueError(
+            f"{owner}: got {x.shape[-2]} tokens but the module was built with "
+            f"context_length={context_length}, so its causal mask covers at most "
+            f"{context_length} tokens (input shape {tuple(x.shape)}); build it with a "
+            f"larger context_length or pass fewer tokens"
+        )
+    param = next(module.parameters(), None)
+    if param is not None and param.dtype != x.dtype:
+        raise ValueError(
+            f"{owner}: the module's weights are {param.dtype} but the input is {x.dtype}; "
+            f"convert one to match, e.g. module.to({x.dtype}) or x.to({param.dtype})"
+        )
+    return x
