@@ -4,16 +4,21 @@ Every session installs with the shared constraints file, so all of them get the
 same pinned ``torch`` (a CPU build) and the same versions of everything else.
 """
 
+import shutil
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
 CONSTRAINTS = str(ROOT / ".ci" / "constraints.txt")
+DOCS = ROOT / "docs"
+BUILD = DOCS / "_build"
+# No MPLBACKEND here: the chapters' Jupyter kernels need their inline backend to show figures.
+DOCS_ENV = {"PYDEVD_DISABLE_FILE_VALIDATION": "1", "PYTHONHASHSEED": "0"}
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["tests", "lint"]
+nox.options.sessions = ["tests", "lint", "docs"]
 
 
 def install(session: nox.Session, *args: str) -> None:
@@ -33,3 +38,39 @@ def lint(session: nox.Session) -> None:
     install(session, "ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site from scratch, re-running and verifying every example.
+
+    Fails on any warning, on an example that raises, and on any printed value that
+    differs from the one written in the page (see docs/contributing.md).
+    """
+    install(session, "-e", ".[docs,test]")
+    # Nothing from an earlier build may stand in for re-running an example.
+    shutil.rmtree(BUILD, ignore_errors=True)
+    shutil.rmtree(DOCS / "auto_gallery", ignore_errors=True)
+    session.run(
+        "sphinx-build", "-W", "--keep-going", "-n", "-E", "-a", "-b", "html",
+        str(DOCS), str(BUILD / "html"), *session.posargs,
+        env=DOCS_ENV,
+    )
+    # The gallery's downloads, run the way a reader runs them.
+    session.run(
+        "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gallery_downloads.py",
+        env={**DOCS_ENV, "MPLBACKEND": "Agg", "ATTENTION_DOCS_BUILT": "1"},
+    )
+
+
+@nox.session(name="docs-live")
+def docs_live(session: nox.Session) -> None:
+    """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit."""
+    install(session, "-e", ".[docs]", "sphinx-autobuild")
+    session.run(
+        "sphinx-autobuild", "--host", "127.0.0.1", "--port", "8000",
+        "--watch", str(ROOT / "attention"), "--watch", str(ROOT / "gallery"),
+        "--ignore", str(DOCS / "auto_gallery"), "--ignore", str(DOCS / "jupyter_execute"),
+        str(DOCS), str(BUILD / "html"), *session.posargs,
+        env=DOCS_ENV,
+    )

@@ -1,7 +1,7 @@
 """One head of causal self-attention in Karpathy's ``(B, T, C)`` notation.
 
 ``B`` is the batch size, ``T`` the number of tokens ("time"), ``C`` the embedding
-size ("channels"). The same computation as :class:`attention.CausalAttention`, written
+size ("channels"). The same computation as :class:`~attention.CausalAttention`, written
 the way "Let's build GPT" writes it.
 """
 
@@ -34,8 +34,8 @@ class Head(nn.Module):
 
     Attributes
     ----------
-    tril : torch.Tensor of bool, shape (block_size, block_size)
-        ``True`` on and below the diagonal: where a token may look. A buffer.
+    tril : torch.Tensor
+        Booleans of shape ``(block_size, block_size)``, ``True`` on and below the diagonal: where a token may look. A buffer.
 
     Shapes
     ------

@@ -1,7 +1,8 @@
 """Multi-head causal attention (section 3.6 of the book), two ways.
 
-:class:`MultiHeadAttentionWrapper` stacks independent :class:`CausalAttention` heads
-and concatenates their outputs. :class:`MultiHeadAttention` computes all heads with
+:class:`~attention.MultiHeadAttentionWrapper` stacks independent
+:class:`~attention.CausalAttention` heads
+and concatenates their outputs. :class:`~attention.MultiHeadAttention` computes all heads with
 one projection per query, key and value, splitting the result into heads with
 ``view`` and ``transpose``, and mixes the heads with an output projection.
 """
@@ -25,7 +26,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         Size of each input embedding.
     d_out : int
         Output size of *each head*; the module outputs ``num_heads * d_out`` features.
-        (In :class:`MultiHeadAttention`, ``d_out`` is the total instead.)
+        (In :class:`~attention.MultiHeadAttention`, ``d_out`` is the total instead.)
     context_length : int
         The most tokens the module accepts.
     dropout : float
@@ -104,8 +105,9 @@ class MultiHeadAttention(nn.Module):
 
     Attributes
     ----------
-    mask : torch.Tensor of bool, shape (context_length, context_length)
-        ``True`` above the diagonal (the future), a buffer shared by all heads.
+    mask : torch.Tensor
+        Booleans of shape ``(context_length, context_length)``, ``True`` above the
+        diagonal (the future): a buffer shared by all heads.
 
     Shapes
     ------
@@ -188,8 +190,9 @@ class MultiHeadAttention(nn.Module):
 
         Head ``h``'s projection weights become rows ``h * head_dim`` to
         ``(h + 1) * head_dim`` of the fused projections, and ``out_proj`` is the
-        identity with zero bias, since the wrapper only concatenates its heads.
-        Building it does not consume the global random generator.
+        identity with zero bias, since the wrapper only concatenates its heads. It
+        keeps the wrapper's dropout rate and training mode. Building it does not
+        consume the global random generator.
 
         Examples
         --------
@@ -229,4 +232,6 @@ class MultiHeadAttention(nn.Module):
                     fused.bias.copy_(torch.cat([getattr(h, name).bias for h in heads]))
             mha.out_proj.weight.copy_(torch.eye(mha.d_out))
             mha.out_proj.bias.zero_()
-        return mha
+        # A new module starts in training mode; match the wrapper's, so that an eval()
+        # wrapper does not become a module that applies dropout.
+        return mha.train(wrapper.training)

@@ -1,0 +1,96 @@
+"""Write the outputs of the last docs build into a chapter's ``expect`` metadata.
+
+For authors: write a chapter's cells, build the docs once, then run::
+
+    python docs/_ext/fill_expected.py docs/chapters/02-trainable-weights.md
+
+Every code cell that printed something and has neither ``expect`` nor ``unchecked``
+gets an ``expect`` with what it printed. With ``--update``, existing ``expect`` values
+are replaced too (after a deliberate change to the package). Review the diff before
+committing: the point of ``expect`` is that a person checked each value (against the
+book, or by reasoning), not that the build agrees with itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from verify_outputs import printed_text
+
+FENCE = re.compile(r"^(`{3,})\{code-cell\}")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def fill(page: Path, executed: Path, update: bool) -> int:
+    cells = [c for c in nbformat.read(executed, as_version=4).cells if c.cell_type == "code"]
+    lines = page.read_text(encoding="utf-8").splitlines()
+    out: list[str] = []
+    index = changed = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        if not FENCE.match(line):
+            continue
+        cell = cells[index]
+        index += 1
+        meta: dict = {}
+        if i < len(lines) and lines[i].strip() == "---":
+            end = lines.index("---", i + 1)
+            meta = yaml.safe_load("\n".join(lines[i + 1 : end])) or {}
+            block_end = end + 1
+        else:
+            block_end = i
+            while block_end < len(lines) and lines[block_end].startswith(":"):
+                key, _, value = lines[block_end][1:].partition(":")
+                meta[key.strip()] = yaml.safe_load(value.strip())
+                block_end += 1
+        actual = printed_text(cell)
+        wants = "unchecked" not in meta and actual and ("expect" not in meta or update)
+        if not wants or meta.get("expect") == actual + "\n":
+            out.extend(lines[i:block_end])
+        else:
+            meta["expect"] = actual + "\n"
+            dumped = yaml.dump(meta, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+            out.extend(["---", *dumped.rstrip("\n").splitlines(), "---"])
+            changed += 1
+        i = block_end
+    if index != len(cells):
+        sys.exit(f"{page}: found {index} code cells but the executed notebook has {len(cells)}")
+    page.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return changed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pages", nargs="+", type=Path)
+    parser.add_argument("--update", action="store_true", help="replace existing expect values")
+    parser.add_argument("--build", type=Path, default=Path("docs/_build"))
+    args = parser.parse_args()
+    docs = Path(__file__).resolve().parent.parent
+    for page in args.pages:
+        docname = page.resolve().relative_to(docs).with_suffix("")
+        executed = args.build / "jupyter_execute" / f"{docname}.ipynb"
+        print(f"{page}: {fill(page, executed, args.update)} cells updated")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Sphinx configuration for the attention documentation site."""
+
+import sys
+from pathlib import Path
+
+import attention
+
+DOCS = Path(__file__).parent
+sys.path.insert(0, str(DOCS / "_ext"))
+
+project = "Attention, step by step"
+author = "The attention authors"
+copyright = "2026, the attention authors"
+release = version = attention.__version__
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.intersphinx",
+    "sphinx_copybutton",
+    "sphinx_design",
+    "sphinx_gallery.gen_gallery",
+    "verify_outputs",
+]
+
+exclude_patterns = [
+    "_build",
+    "jupyter_execute",
+    # sphinx-gallery writes a notebook next to each generated page; myst-nb would
+    # otherwise read those notebooks as pages of their own.
+    "auto_gallery/*.ipynb",
+    "auto_gallery/*.py",
+    "auto_gallery/*.zip",
+    "auto_gallery/*.md5",
+    "auto_gallery/*.json",
+    "**/.ipynb_checkpoints",
+]
+
+# -- Strictness -----------------------------------------------------------------
+nitpicky = True
+# torch's own types do not resolve offline (no intersphinx inventory is fetched).
+nitpick_ignore_regex = [
+    (r"py:.*", r"torch(\..*)?"),
+    (r"py:.*", r"nn\..*"),
+    (r"py:.*", r"matplotlib(\..*)?"),
+]
+intersphinx_mapping = {}  # nothing is fetched at build time
+
+# -- MyST notebooks ---------------------------------------------------------------
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+nb_execution_mode = "force"  # re-run every page on every build; no cache can go stale
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_timeout = 300
+nb_output_stderr = "warn"  # a warning printed by a cell fails the build under -W
+nb_merge_streams = True
+
+# -- API reference ----------------------------------------------------------------
+autodoc_member_order = "bysource"
+autodoc_typehints = "none"  # the NumPy-style docstrings already give types and shapes
+autodoc_default_options = {"members": True, "show-inheritance": False}
+napoleon_numpy_docstring = True
+napoleon_google_docstring = False
+napoleon_custom_sections = [("Shapes", "notes_style")]
+# Render "x : torch.Tensor, shape (n, d)" as text: a shape is not a cross-reference.
+napoleon_use_param = False
+napoleon_use_rtype = False
+napoleon_preprocess_types = False
+autodoc_inherit_docstrings = False  # nn.Module's own docstrings are not ours to show
+
+# -- Gallery ------------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": str(DOCS.parent / "gallery"),
+    "gallery_dirs": "auto_gallery",
+    "filename_pattern": r".*\.py$",  # run every script, so each one is verified
+    "download_all_examples": True,
+    "remove_config_comments": True,
+    "write_computation_times": False,  # its table loads scripts from CDNs
+    "show_memory": False,
+    "min_reported_time": 10**9,
+    "matplotlib_animations": False,
+    "image_scrapers": ("matplotlib",),
+    "reset_modules": ("matplotlib", "seaborn"),
+    "capture_repr": ("__repr__",),
+    "first_notebook_cell": None,
+    "within_subsection_order": "FileNameSortKey",
+}
+
+# -- Copy buttons: copy code, never the prompts or outputs ------------------------
+copybutton_exclude = ".linenos, .gp, .go"
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+
+# -- HTML ------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = "Attention, step by step"
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
+html_theme_options = {
+    "repository_url": "https://github.com/OWNER/attention",
+    "use_repository_button": False,
+    "use_download_button": True,
+    "show_toc_level": 2,
+    "navigation_with_keys": True,
+}
+html_last_updated_fmt = None
