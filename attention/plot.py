@@ -1,0 +1,516 @@
+"""Heatmaps of attention weights, one head or a grid of heads (needs matplotlib).
+
+Install the optional extra with ``pip install attention[plot]``; the rest of the
+package does not need matplotlib, so import this module as ``attention.plot``.
+
+Each cell ``(i, j)`` shows how much query token ``i`` (a row) attends to key token
+``j`` (a column). Masked positions (the future, in causal attention) are drawn as
+grey hatching with no number, so that "not allowed to look" is never confused with
+"a weight of 0.01".
+
+The figures are meant to be saved as images and shown on both light and dark web
+pages, so a figure created here has an opaque white background and dark text: it
+reads the same on either page, where a transparent one would put black labels on a
+near-black page. (So save them as they are: ``savefig(..., transparent=True)`` would
+undo this.) The default colormap, viridis, is perceptually uniform (equal steps
+in weight look like equal steps in colour) and readable in greyscale and by readers
+with the common forms of colour blindness.
+
+>>> import torch
+>>> import matplotlib.pyplot as plt
+>>> from attention import INPUTS, TOKENS, MultiHeadAttention
+>>> from attention.plot import head_grid
+>>> _ = torch.manual_seed(123)
+>>> mha = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2)
+>>> fig = head_grid(mha.attention_weights(INPUTS.unsqueeze(0)), TOKENS, TOKENS)
+>>> [ax.get_title() for ax in fig.axes[:2]]
+['head 1', 'head 2']
+>>> plt.close(fig)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+try:
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+    from matplotlib.colors import Colormap
+    from matplotlib.figure import Figure
+    from matplotlib.image import AxesImage
+    from matplotlib.patches import Patch, PathPatch
+    from matplotlib.path import Path
+except ModuleNotFoundError as error:  # pragma: no cover - depends on the environment
+    raise ModuleNotFoundError(
+        "attention.plot needs matplotlib; install it with pip install 'attention[plot]'"
+    ) from error
+
+__all__ = ["head_grid", "heatmap"]
+
+#: Background of a figure created here: opaque, so the image reads on dark pages too.
+FACECOLOR = "white"
+#: Masked cells: a light neutral grey, a colour viridis and its kin never use...
+MASKED_COLOR = "#e4e4e4"
+#: ...crossed by darker hatching, so they differ from any weight in shape, not just colour.
+MASKED_HATCH_COLOR = "#9a9a9a"
+MASKED_HATCH = "///"
+#: Matrices up to this size in both directions get their values written in the cells.
+ANNOTATE_MAX = 12
+
+
+def _as_array(owner: str, weights: object) -> np.ndarray:
+    """``weights`` as a float64 NumPy array, whatever its device, dtype or grad."""
+    if isinstance(weights, torch.Tensor):
+        # detach: a tensor that requires grad refuses .numpy(); double: NumPy has no
+        # bfloat16, and float64 shows every float32 or float16 value exactly.
+        return weights.detach().cpu().double().numpy()
+    try:
+        return np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{owner}: expected a tensor or an array of numbers, got {type(weights).__name__}"
+        ) from None
+
+
+def _labels(owner: str, which: str, labels: Sequence[object] | None, n: int) -> list[str]:
+    """Tick labels, by default the positions 0 to n - 1."""
+    if labels is None:
+        return [str(i) for i in range(n)]
+    if isinstance(labels, str):  # a sentence, not a list of tokens
+        raise ValueError(
+            f"{owner}: {which} labels must be a sequence of {n} tokens, got the string "
+            f"{labels!r}; split it into tokens first"
+        )
+    labels = [str(label) for label in labels]
+    if len(labels) != n:
+        raise ValueError(f"{owner}: expected {n} {which} labels, got {len(labels)}")
+    return labels
+
+
+def _hidden(owner: str, values: np.ndarray, mask: object) -> np.ndarray:
+    """Bool array shaped like ``values``, ``True`` where a cell is masked.
+
+    A cell is masked by ``mask`` or by a non-finite value. ``values`` is
+    ``(rows, cols)`` or ``(num_heads, rows, cols)``; an array ``mask`` may have
+    either shape (one mask for every head, or one per head).
+    """
+    rows, cols = values.shape[-2:]
+    # -inf is how a masked score looks before the softmax, and nan has no colour.
+    hidden = ~np.isfinite(values)
+    if mask is None:
+        return hidden
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f'{owner}: mask must be a bool matrix, "causal" or None, got {mask!r}')
+        return hidden | np.triu(np.ones((rows, cols), dtype=bool), k=1)  # the future
+    if isinstance(mask, torch.Tensor):
+        mask = mask.detach().cpu().numpy()
+    mask = np.asarray(mask)
+    if mask.shape not in {(rows, cols), values.shape}:
+        raise ValueError(
+            f"{owner}: expected a mask of shape {(rows, cols)} to match the weights, "
+            f"got shape {mask.shape}"
+        )
+    if mask.dtype != np.bool_:
+        raise ValueError(
+            f"{owner}: mask must be a bool matrix with True at the hidden positions, got "
+            f"dtype {mask.dtype}; for a 0/1 matrix use mask == 1 (or, for a lower-"
+            f"triangular 'may look' matrix like Head.tril, use ~tril)"
+        )
+    return hidden | mask
+
+
+def _limits(
+    owner: str, values: np.ndarray, hidden: np.ndarray, vmin: float | None, vmax: float | None
+) -> tuple[float, float]:
+    """Colour scale limits; a missing limit is taken from the unmasked values."""
+    visible = values[~hidden]
+    given = vmax is not None
+    if vmin is None:
+        vmin = float(visible.min()) if visible.size else 0.0
+    if vmax is None:
+        vmax = float(visible.max()) if visible.size else vmin + 1.0
+    if vmax <= vmin:
+        if given:
+            raise ValueError(
+                f"{owner}: vmax must be greater than vmin, got vmin={vmin:g}, vmax={vmax:g}"
+            )
+        vmax = vmin + 1.0  # a constant matrix: any range shows it, as one colour
+    return float(vmin), float(vmax)
+
+
+def _ink(cmap: Colormap, fraction: float) -> str:
+    """Black or white, whichever contrasts more with colour ``cmap(fraction)``."""
+    rgb = np.asarray(cmap(fraction)[:3])
+    # WCAG relative luminance: undo the sRGB gamma, then weight by the eye's sensitivity.
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    luminance = float(linear @ [0.2126, 0.7152, 0.0722])
+    # Above 0.179 the contrast ratio with black, (L + 0.05) / 0.05, beats white's.
+    return "black" if luminance > 0.179 else "white"
+
+
+def _cell_points(ax: Axes, rows: int, cols: int) -> float:
+    """Approximate side of one cell in points, from the axes' current size."""
+    fig = ax.get_figure()
+    width, height = fig.get_size_inches()
+    box = ax.get_position()
+    return 72 * min(box.width * width / cols, box.height * height / rows)
+
+
+def _draw(
+    ax: Axes,
+    values: np.ndarray,
+    hidden: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    *,
+    title: str | None,
+    annotate: bool,
+    vmin: float,
+    vmax: float,
+    cmap: str | Colormap,
+    fmt: str,
+    xlabel: str | None,
+    ylabel: str | None,
+    cell_points: float,
+) -> AxesImage:
+    """Draw one heatmap on ``ax`` and return its image."""
+    rows, cols = values.shape
+    cmap = plt.get_cmap(cmap).with_extremes(bad=MASKED_COLOR)
+    image = ax.imshow(
+        np.ma.masked_array(values, mask=hidden),
+        cmap=cmap,
+        vmin=vmin,
+        vmax=vmax,
+        aspect="equal",
+        interpolation="nearest",  # one flat colour per cell, however the image is scaled
+    )
+    ax.set_facecolor(FACECOLOR)
+    if hidden.any():
+        # One compound path over every masked cell: a single artist however large the
+        # matrix, and the hatching runs on unbroken across neighbouring masked cells.
+        i, j = np.nonzero(hidden)
+        squares = [_square(row, col) for row, col in zip(i.tolist(), j.tolist(), strict=True)]
+        ax.add_patch(
+            PathPatch(
+                Path.make_compound_path(*squares),
+                facecolor="none",
+                edgecolor=MASKED_HATCH_COLOR,
+                hatch=MASKED_HATCH,
+                linewidth=0,
+            )
+        )
+
+    tick_size = 10 if max(rows, cols) <= 16 else 8 if max(rows, cols) <= 32 else 6
+    ax.set_xticks(range(cols), col_labels, fontsize=tick_size)
+    ax.set_yticks(range(rows), row_labels, fontsize=tick_size)
+    if max(map(len, col_labels)) > 2:
+        # Rotated and anchored at their right end, so long tokens end under their column.
+        plt.setp(ax.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor")
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    # Thin white lines between cells (on minor ticks at the cell edges), no tick marks.
+    ax.set_xticks(np.arange(cols + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(rows + 1) - 0.5, minor=True)
+    # Thinner for small cells, where 1.2 points of white would drown the colours.
+    ax.grid(which="minor", color=FACECOLOR, linewidth=min(1.2, 0.06 * cell_points))
+    ax.tick_params(which="both", length=0)
+    ax.spines[:].set_visible(False)
+
+    if annotate:
+        # A number of about 4 characters needs ~2.4 font sizes of width: fit it in the cell.
+        size = max(5.0, min(10.0, 0.33 * cell_points))
+        norm = image.norm
+        for (i, j), value in np.ndenumerate(values):
+            if hidden[i, j]:
+                continue  # the hatching says "masked"; a number would say "weight"
+            ink = _ink(cmap, float(np.clip(norm(value), 0.0, 1.0)))
+            ax.text(j, i, fmt.format(value), ha="center", va="center", color=ink, fontsize=size)
+    return image
+
+
+def _square(row: int, col: int) -> Path:
+    """The outline of cell ``(row, col)`` in image coordinates (cell centres at integers)."""
+    x, y = col - 0.5, row - 0.5
+    return Path([(x, y), (x + 1, y), (x + 1, y + 1), (x, y + 1), (x, y)], closed=True)
+
+
+def _legend(fig: Figure) -> None:
+    """A key for the hatching, so no reader has to guess what the grey cells mean."""
+    key = Patch(
+        facecolor=MASKED_COLOR, edgecolor=MASKED_HATCH_COLOR, hatch=MASKED_HATCH, label="masked"
+    )
+    # "outside" places it below the axes' decorations; it needs the constrained layout.
+    fig.legend(handles=[key], loc="outside lower right", frameon=False, fontsize=9)
+
+
+def heatmap(
+    weights: object,
+    row_labels: Sequence[object] | None = None,
+    col_labels: Sequence[object] | None = None,
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+    annotate: bool | None = None,
+    vmin: float | None = 0.0,
+    vmax: float | None = None,
+    cmap: str | Colormap = "viridis",
+    colorbar: bool = True,
+    mask: object = None,
+    fmt: str = "{:.2f}",
+    xlabel: str | None = "key (attended to)",
+    ylabel: str | None = "query (attending)",
+) -> Axes:
+    """Draw a matrix of attention weights as a heatmap, one row per query token.
+
+    Parameters
+    ----------
+    weights : torch.Tensor or array-like, shape (num_queries, num_keys)
+        Attention weights, or scores before the softmax. A tensor may require grad,
+        live on any device and have any floating dtype (bfloat16 included).
+        Non-finite entries (the ``-inf`` of a masked score) are drawn as masked.
+    row_labels, col_labels : sequence of str, optional
+        Query tokens (one per row) and key tokens (one per column); positions
+        ``0, 1, ...`` by default. Pass the same tokens twice for self-attention.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw. By default a new figure with a white background, sized to the
+        matrix, with a "masked" key below it when some cells are masked. (On axes
+        of your own there is no key: say what the hatching means in the caption.)
+    title : str, optional
+    annotate : bool, optional
+        Write each value in its cell. By default only when both sides have at most 12
+        cells, where the numbers still fit.
+    vmin, vmax : float or None
+        The weights mapped to the two ends of the colormap. ``vmin`` is 0 by default,
+        the smallest possible weight; pass ``vmin=None`` for scores, which can be
+        negative. ``vmax=None`` means the largest unmasked value.
+    cmap : str or matplotlib.colors.Colormap
+        A perceptually uniform colormap (viridis, magma, cividis, ...) keeps equal
+        differences in weight looking equal.
+    colorbar : bool
+        Add a colorbar beside the axes.
+    mask : bool matrix, "causal" or None
+        Cells to draw as masked (grey hatching, no number): a bool matrix of the same
+        shape with ``True`` at the hidden positions, as in ``Tensor.masked_fill`` and
+        :attr:`attention.CausalAttention.mask`, or ``"causal"`` for every position
+        above the diagonal (the future). Scores' ``-inf`` is masked on its own, but
+        after the softmax a masked weight is a plain 0: pass ``mask`` to show it.
+    fmt : str
+        Format of the written values, for ``fmt.format(value)``.
+    xlabel, ylabel : str or None
+        Axis titles; ``None`` leaves them out.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on; ``ax.images[0]`` is the heatmap (its array is a NumPy
+        masked array), ``ax.texts`` the written values and ``ax.figure`` the figure.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import matplotlib.pyplot as plt
+    >>> from attention import INPUTS, TOKENS, CausalAttention
+    >>> _ = torch.manual_seed(123)
+    >>> ca = CausalAttention(d_in=3, d_out=2, context_length=6, dropout=0.0)
+    >>> weights = ca.attention_weights(INPUTS.unsqueeze(0))[0]  # (6, 6)
+    >>> ax = heatmap(weights, TOKENS, TOKENS, title="causal weights", mask="causal")
+    >>> ax.get_title(), ax.get_xticklabels()[1].get_text()
+    ('causal weights', 'journey')
+    >>> [text.get_text() for text in ax.texts[:3]]  # row 0 sees only itself, row 1 two
+    ['1.00', '0.48', '0.52']
+    >>> plt.close(ax.figure)
+    """
+    values = _as_array("heatmap", weights)
+    if values.ndim != 2:
+        hint = " (pick one matrix, e.g. weights[0], or use head_grid)" if values.ndim > 2 else ""
+        raise ValueError(
+            f"heatmap: expected a 2-D matrix of weights, got shape {values.shape}{hint}"
+        )
+    rows, cols = values.shape
+    if rows == 0 or cols == 0:
+        raise ValueError(f"heatmap: expected a non-empty matrix, got shape {values.shape}")
+    row_labels = _labels("heatmap", "row", row_labels, rows)
+    col_labels = _labels("heatmap", "column", col_labels, cols)
+    hidden = _hidden("heatmap", values, mask)
+    vmin, vmax = _limits("heatmap", values, hidden, vmin, vmax)
+    if annotate is None:
+        annotate = rows <= ANNOTATE_MAX and cols <= ANNOTATE_MAX
+
+    own = ax is None
+    if own:
+        # ~0.6 inch cells for a small matrix, shrinking so a big one stays ~7 inches,
+        # plus room for the token labels (longer tokens, more room) and the colorbar.
+        cell = min(0.6, max(0.12, 7.0 / max(rows, cols)))
+        longest = max(map(len, [*row_labels, *col_labels]))
+        margin = 1.0 + 0.07 * longest
+        width = cols * cell + margin + (1.2 if colorbar else 0.3)
+        height = rows * cell + margin + (0.4 if title else 0.1) + 0.3
+        fig, ax = plt.subplots(figsize=(width, height), layout="constrained", facecolor=FACECOLOR)
+    fig = ax.get_figure()
+    image = _draw(
+        ax,
+        values,
+        hidden,
+        row_labels,
+        col_labels,
+        title=title,
+        annotate=annotate,
+        vmin=vmin,
+        vmax=vmax,
+        cmap=cmap,
+        fmt=fmt,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        cell_points=_cell_points(ax, rows, cols),
+    )
+    if colorbar:
+        bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.03)
+        bar.outline.set_visible(False)
+    if own and hidden.any():
+        # Only in a figure of our own: in someone else's there is no free corner to use.
+        _legend(fig)
+    return ax
+
+
+def head_grid(
+    weights: object,
+    row_labels: Sequence[object] | None = None,
+    col_labels: Sequence[object] | None = None,
+    *,
+    titles: Sequence[str] | None = None,
+    ncols: int | None = None,
+    vmin: float | None = 0.0,
+    vmax: float | None = None,
+    mask: object = None,
+    figsize: tuple[float, float] | None = None,
+    suptitle: str | None = None,
+    annotate: bool | None = None,
+    cmap: str | Colormap = "viridis",
+) -> Figure:
+    """One heatmap per attention head, all on one colour scale with one colorbar.
+
+    Sharing the scale means the same colour is the same weight in every panel, so
+    heads can be compared at a glance.
+
+    Parameters
+    ----------
+    weights : torch.Tensor or array-like, shape (num_heads, T, T) or (1, num_heads, T, T)
+        Each head's attention weights, as from ``MultiHeadAttention.attention_weights``
+        for a batch of one sequence. Non-finite entries are drawn as masked.
+    row_labels, col_labels : sequence of str, optional
+        Query and key tokens, as in :func:`heatmap`.
+    titles : sequence of str, optional
+        One title per head; ``"head 1"``, ``"head 2"``, ... by default.
+    ncols : int, optional
+        Panels per row; all heads in one row by default, up to 4.
+    vmin, vmax : float or None
+        The shared colour scale; ``vmax=None`` is the largest unmasked weight of any
+        head, ``vmin=None`` the smallest.
+    mask : bool array, "causal" or None
+        As in :func:`heatmap`: ``(T, T)`` for every head, or ``(num_heads, T, T)``.
+    figsize : (float, float), optional
+        Figure size in inches; by default sized to the number of heads and tokens.
+    suptitle : str, optional
+        A title above all the panels.
+    annotate : bool, optional
+        Write the values in the cells; by default when ``T <= 12``.
+    cmap : str or matplotlib.colors.Colormap
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``fig.axes[:num_heads]`` are the heads' axes, in order, and ``fig.axes[-1]``
+        is the colorbar's.
+
+    Examples
+    --------
+    >>> import torch
+    >>> import matplotlib.pyplot as plt
+    >>> weights = torch.softmax(torch.randn(3, 4, 4), dim=-1)  # (num_heads, T, T)
+    >>> fig = head_grid(weights, list("abcd"), list("abcd"), suptitle="three heads")
+    >>> len(fig.axes), fig.axes[2].get_title()  # three heads and one colorbar
+    (4, 'head 3')
+    >>> plt.close(fig)
+    """
+    values = _as_array("head_grid", weights)
+    if values.ndim == 4 and values.shape[0] == 1:
+        values = values[0]  # a batch of one sequence
+    if values.ndim != 3 or 0 in values.shape:
+        hint = ""
+        if values.ndim == 2:
+            hint = "; for a single matrix use heatmap"
+        elif values.ndim == 4:
+            hint = "; pick one sequence of the batch, e.g. weights[0]"
+        raise ValueError(
+            "head_grid: expected weights of shape (num_heads, T, T) or "
+            f"(1, num_heads, T, T), got shape {values.shape}{hint}"
+        )
+    num_heads, rows, cols = values.shape
+    row_labels = _labels("head_grid", "row", row_labels, rows)
+    col_labels = _labels("head_grid", "column", col_labels, cols)
+    if titles is None:
+        titles = [f"head {h + 1}" for h in range(num_heads)]
+    titles = list(titles)
+    if len(titles) != num_heads:
+        raise ValueError(f"head_grid: expected {num_heads} titles, got {len(titles)}")
+    if ncols is None:
+        ncols = min(num_heads, 4)
+    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"head_grid: ncols must be a positive integer, got {ncols!r}")
+    ncols = min(ncols, num_heads)
+    nrows = math.ceil(num_heads / ncols)
+    hidden = _hidden("head_grid", values, mask)
+    vmin, vmax = _limits("head_grid", values, hidden, vmin, vmax)  # over every head: one scale
+    if annotate is None:
+        annotate = rows <= ANNOTATE_MAX and cols <= ANNOTATE_MAX
+
+    if figsize is None:
+        # Each panel carries its own token labels: room for them beside and below it.
+        panel = min(4.0, max(2.4, 0.45 * max(rows, cols)))
+        beside = 0.3 + 0.08 * max(map(len, row_labels))
+        below = 0.5 + 0.06 * max(map(len, col_labels))
+        width = ncols * (panel + beside) + 0.3 + 1.0
+        height = nrows * (panel + below + 0.3) + (0.4 if suptitle else 0.0) + 0.3
+        figsize = (width, height)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=figsize, squeeze=False, layout="constrained", facecolor=FACECOLOR
+    )
+    axes = axes.ravel()
+    for extra in axes[num_heads:]:
+        extra.remove()  # the empty end of the last row
+    image = None
+    for h, ax in enumerate(axes[:num_heads]):
+        first_col, last_row = h % ncols == 0, h + ncols >= num_heads
+        image = _draw(
+            ax,
+            values[h],
+            hidden[h],
+            row_labels,
+            col_labels,
+            title=titles[h],
+            annotate=annotate,
+            vmin=vmin,
+            vmax=vmax,
+            cmap=cmap,
+            fmt="{:.2f}",
+            # Axis titles once per row and column of panels, not on every panel.
+            xlabel="key (attended to)" if last_row else None,
+            ylabel="query (attending)" if first_col else None,
+            cell_points=_cell_points(ax, rows, cols),
+        )
+    bar = fig.colorbar(image, ax=axes[:num_heads].tolist(), shrink=0.9, pad=0.02)
+    bar.outline.set_visible(False)
+    if suptitle:
+        fig.suptitle(suptitle)
+    if hidden.any():
+        _legend(fig)
+    return fig

@@ -1,0 +1,268 @@
+"""Tests of the heatmap helpers in attention.plot (matplotlib, Agg backend)."""
+
+import re
+
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")  # no display: render off-screen, before pyplot is imported
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
+
+from attention import INPUTS, TOKENS, CausalAttention, MultiHeadAttention  # noqa: E402
+from attention.plot import FACECOLOR, head_grid, heatmap  # noqa: E402
+
+CAUSAL = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # True above the diagonal
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def causal_weights():
+    torch.manual_seed(123)
+    ca = CausalAttention(d_in=3, d_out=2, context_length=6, dropout=0.0)
+    return ca.attention_weights(INPUTS.unsqueeze(0))[0]  # (6, 6), requires grad
+
+
+@pytest.fixture
+def head_weights():
+    torch.manual_seed(123)
+    mha = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2)
+    return mha.attention_weights(INPUTS.unsqueeze(0))  # (1, 2, 6, 6), requires grad
+
+
+def texts(ax):
+    return {(round(t.get_position()[1]), round(t.get_position()[0])): t for t in ax.texts}
+
+
+def test_tokens_are_the_tick_labels_of_both_axes():
+    ax = heatmap(torch.rand(6, 4), TOKENS, TOKENS[:4], title="weights")
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(TOKENS)
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(TOKENS[:4])
+    assert ax.get_title() == "weights"
+    assert ax.get_xlabel() == "key (attended to)"
+    assert ax.get_ylabel() == "query (attending)"
+
+
+def test_default_labels_are_positions():
+    ax = heatmap(torch.rand(3, 5))
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3", "4"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1", "2"]
+
+
+def test_small_matrix_has_every_value_written_in_its_cell():
+    weights = torch.tensor([[0.125, 0.875], [0.5, 0.5], [1.0, 0.0]])
+    ax = heatmap(weights)
+    cells = texts(ax)
+    assert len(cells) == 6
+    assert cells[(0, 0)].get_text() == "0.12"  # fmt "{:.2f}", round half to even
+    assert cells[(0, 1)].get_text() == "0.88"
+    assert cells[(2, 1)].get_text() == "0.00"
+    assert heatmap(weights, fmt="{:.0%}").texts[1].get_text() == "88%"
+
+
+def test_annotation_is_automatic_up_to_twelve_tokens():
+    assert len(heatmap(torch.rand(12, 12)).texts) == 144
+    assert len(heatmap(torch.rand(13, 13)).texts) == 0
+    assert len(heatmap(torch.rand(4, 13)).texts) == 0
+    assert len(heatmap(torch.rand(4, 4), annotate=False).texts) == 0
+    assert len(heatmap(torch.rand(13, 2), annotate=True).texts) == 26
+
+
+def test_text_colour_contrasts_with_its_cell():
+    # viridis runs from dark purple (0) to light yellow (1).
+    ax = heatmap(torch.tensor([[0.0, 1.0]]))
+    cells = texts(ax)
+    assert cells[(0, 0)].get_color() == "white"
+    assert cells[(0, 1)].get_color() == "black"
+    # Reversed colormap, reversed ink.
+    cells = texts(heatmap(torch.tensor([[0.0, 1.0]]), cmap="viridis_r"))
+    assert cells[(0, 0)].get_color() == "black"
+    assert cells[(0, 1)].get_color() == "white"
+
+
+def test_causal_mask_hides_the_future_from_image_and_numbers(causal_weights):
+    ax = heatmap(causal_weights, TOKENS, TOKENS, mask="causal")
+    shown = ax.images[0].get_array()
+    assert np.array_equal(np.ma.getmaskarray(shown), CAUSAL.numpy())
+    # Only the 21 visible cells carry numbers; masked ones have none, not "0.00".
+    cells = texts(ax)
+    assert set(cells) == {(i, j) for i in range(6) for j in range(i + 1)}
+    assert "0.00" not in [t.get_text() for t in ax.texts]
+    # Masked cells are drawn in a grey outside the colormap, under a hatched patch.
+    assert to_rgba(ax.images[0].get_cmap().get_bad()) != to_rgba(ax.images[0].cmap(0.0))
+    (hatched,) = ax.patches
+    assert hatched.get_hatch()
+    assert len(ax.figure.legends) == 1  # the "masked" key
+
+
+def test_zero_weights_without_a_mask_are_ordinary_cells(causal_weights):
+    ax = heatmap(causal_weights)
+    assert not np.ma.getmaskarray(ax.images[0].get_array()).any()
+    assert len(ax.texts) == 36
+    assert len(ax.patches) == 0
+    assert ax.figure.legends == []
+
+
+def test_bool_mask_matches_causal(causal_weights):
+    by_name = heatmap(causal_weights, mask="causal").images[0].get_array()
+    by_matrix = heatmap(causal_weights, mask=CAUSAL).images[0].get_array()
+    by_numpy = heatmap(causal_weights, mask=CAUSAL.numpy()).images[0].get_array()
+    assert np.array_equal(np.ma.getmaskarray(by_name), np.ma.getmaskarray(by_matrix))
+    assert np.array_equal(np.ma.getmaskarray(by_name), np.ma.getmaskarray(by_numpy))
+
+
+def test_minus_inf_scores_are_masked_automatically():
+    scores = (INPUTS @ INPUTS.T).masked_fill(CAUSAL, float("-inf"))
+    ax = heatmap(scores, TOKENS, TOKENS, vmin=None)
+    assert np.array_equal(np.ma.getmaskarray(ax.images[0].get_array()), CAUSAL.numpy())
+    assert len(ax.texts) == 21
+    assert not any("inf" in t.get_text() for t in ax.texts)
+    # The colour scale spans the finite scores only.
+    finite = scores[~CAUSAL]
+    assert ax.images[0].get_clim() == pytest.approx((finite.min().item(), finite.max().item()))
+
+
+def test_colour_scale_defaults_and_colorbar():
+    weights = torch.tensor([[0.2, 0.8], [0.6, 0.4]])
+    ax = heatmap(weights)
+    assert ax.images[0].get_clim() == pytest.approx((0.0, 0.8))
+    assert ax.images[0].get_cmap().name.startswith("viridis")
+    assert ax.images[0].colorbar is not None
+    assert len(ax.figure.axes) == 2
+    assert heatmap(weights, vmax=1.0).images[0].get_clim() == pytest.approx((0.0, 1.0))
+    assert len(heatmap(weights, colorbar=False).figure.axes) == 1
+
+
+def test_figure_is_opaque_white_and_cells_square():
+    ax = heatmap(torch.rand(3, 5))
+    assert to_rgba(ax.figure.get_facecolor()) == to_rgba(FACECOLOR) == (1, 1, 1, 1)
+    assert ax.get_aspect() == 1.0
+
+
+def test_draws_on_given_axes():
+    fig, (left, right) = plt.subplots(1, 2)
+    returned = heatmap(torch.rand(3, 3), ax=right, mask="causal")
+    assert returned is right
+    assert len(left.images) == 0 and len(right.images) == 1
+    assert fig.legends == []  # no key in someone else's figure
+
+
+def test_accepts_grad_bfloat16_and_plain_arrays(causal_weights):
+    assert causal_weights.requires_grad
+    expected = heatmap(causal_weights).images[0].get_array()
+    half = heatmap(causal_weights.to(torch.bfloat16)).images[0].get_array()
+    np.testing.assert_allclose(half, expected, atol=1e-2)  # bfloat16 keeps ~3 digits
+    listed = heatmap(causal_weights.tolist()).images[0].get_array()
+    np.testing.assert_allclose(listed, expected)
+    numpy = heatmap(causal_weights.detach().numpy()).images[0].get_array()
+    np.testing.assert_allclose(numpy, expected)
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        (torch.rand(2, 6, 6), r"expected a 2-D matrix of weights, got shape \(2, 6, 6\)"),
+        (torch.rand(6), r"expected a 2-D matrix of weights, got shape \(6,\)"),
+        (torch.rand(0, 3), r"expected a non-empty matrix"),
+        ("weights", r"expected a tensor or an array of numbers, got str"),
+    ],
+)
+def test_heatmap_rejects_wrong_shapes(weights, message):
+    with pytest.raises(ValueError, match=rf"^heatmap: {message}"):
+        heatmap(weights)
+
+
+def test_heatmap_rejects_wrong_labels_masks_and_limits():
+    weights = torch.rand(6, 6)
+    with pytest.raises(ValueError, match="heatmap: expected 6 row labels, got 5"):
+        heatmap(weights, TOKENS[:5], TOKENS)
+    with pytest.raises(ValueError, match="heatmap: expected 6 column labels, got 7"):
+        heatmap(weights, TOKENS, (*TOKENS, "extra"))
+    with pytest.raises(ValueError, match="split it into tokens"):
+        heatmap(weights, "Your journey starts with one step")
+    with pytest.raises(ValueError, match=r"expected a mask of shape \(6, 6\).*got shape \(5, 5\)"):
+        heatmap(weights, mask=CAUSAL[:5, :5])
+    with pytest.raises(ValueError, match="mask must be a bool matrix with True"):
+        heatmap(weights, mask=CAUSAL.int())
+    with pytest.raises(ValueError, match='"causal" or None'):
+        heatmap(weights, mask="future")
+    with pytest.raises(ValueError, match="vmax must be greater than vmin"):
+        heatmap(weights, vmin=0.5, vmax=0.5)
+
+
+def test_head_grid_shares_one_scale_and_one_colorbar(head_weights):
+    fig = head_grid(head_weights, TOKENS, TOKENS, suptitle="two heads")
+    heads = fig.axes[:2]
+    assert [ax.get_title() for ax in heads] == ["head 1", "head 2"]
+    assert fig.get_suptitle() == "two heads"
+    images = [image for ax in fig.axes for image in ax.images]
+    assert len(images) == 2
+    largest = head_weights.max().item()
+    assert all(image.get_clim() == pytest.approx((0.0, largest)) for image in images)
+    colorbars = [image.colorbar for image in images if image.colorbar is not None]
+    assert len(colorbars) == 1
+    assert len(fig.axes) == 3 and colorbars[0].ax is fig.axes[-1]
+    assert to_rgba(fig.get_facecolor()) == (1, 1, 1, 1)
+
+
+def test_head_grid_scale_is_the_maximum_over_all_heads():
+    weights = torch.full((3, 2, 2), 0.25)
+    weights[2, 1, 0] = 0.9  # only the last head reaches 0.9
+    fig = head_grid(weights, ncols=2)
+    assert len(fig.axes) == 4  # 3 heads on a 2 x 2 grid, the empty panel removed
+    assert all(ax.images[0].get_clim() == pytest.approx((0.0, 0.9)) for ax in fig.axes[:3])
+    fig = head_grid(weights, vmin=0.2, vmax=1.0, titles=["a", "b", "c"])
+    assert [ax.get_title() for ax in fig.axes[:3]] == ["a", "b", "c"]
+    assert fig.axes[0].images[0].get_clim() == pytest.approx((0.2, 1.0))
+
+
+def test_head_grid_masks_every_head(head_weights):
+    fig = head_grid(head_weights, mask="causal")
+    for ax in fig.axes[:2]:
+        assert np.array_equal(np.ma.getmaskarray(ax.images[0].get_array()), CAUSAL.numpy())
+        assert len(ax.texts) == 21
+    assert len(fig.legends) == 1
+    per_head = torch.zeros(2, 6, 6, dtype=torch.bool)
+    per_head[1, 0, 5] = True
+    fig = head_grid(head_weights, mask=per_head)
+    assert not np.ma.getmaskarray(fig.axes[0].images[0].get_array()).any()
+    assert np.ma.getmaskarray(fig.axes[1].images[0].get_array())[0, 5]
+
+
+def test_head_grid_accepts_bfloat16_and_unbatched(head_weights):
+    fig = head_grid(head_weights[0].to(torch.bfloat16))
+    assert len(fig.axes) == 3
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (2, 2, 6, 6), (1, 1, 2, 6, 6), (0, 6, 6)], ids=str)
+def test_head_grid_rejects_wrong_shapes(shape):
+    expected = (
+        "head_grid: expected weights of shape (num_heads, T, T) or (1, num_heads, T, T), "
+        f"got shape {shape}"
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        head_grid(torch.rand(shape))
+
+
+def test_head_grid_rejects_wrong_labels_and_titles(head_weights):
+    with pytest.raises(ValueError, match="head_grid: expected 6 row labels, got 5"):
+        head_grid(head_weights, TOKENS[:5])
+    with pytest.raises(ValueError, match="head_grid: expected 2 titles, got 3"):
+        head_grid(head_weights, titles=["a", "b", "c"])
+    with pytest.raises(ValueError, match="ncols must be a positive integer"):
+        head_grid(head_weights, ncols=0)
+
+
+def test_figures_render_to_png(causal_weights, head_weights, tmp_path):
+    # Drawing runs the layout engine and every artist, which building alone does not.
+    heatmap(causal_weights, TOKENS, TOKENS, mask="causal").figure.savefig(tmp_path / "a.png")
+    head_grid(head_weights, TOKENS, TOKENS, mask="causal").savefig(tmp_path / "b.png")
+    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "b.png").stat().st_size > 0
