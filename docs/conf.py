@@ -24,6 +24,7 @@ extensions = [
     "sphinx_design",
     "sphinx_gallery.gen_gallery",
     "verify_outputs",
+    "notebook_downloads",
 ]
 
 exclude_patterns = [
