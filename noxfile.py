@@ -52,13 +52,26 @@ def docs(session: nox.Session) -> None:
     shutil.rmtree(BUILD, ignore_errors=True)
     shutil.rmtree(DOCS / "auto_gallery", ignore_errors=True)
     session.run(
-        "sphinx-build", "-W", "--keep-going", "-n", "-E", "-a", "-b", "html",
-        str(DOCS), str(BUILD / "html"), *session.posargs,
+        "sphinx-build",
+        "-W",
+        "--keep-going",
+        "-n",
+        "-E",
+        "-a",
+        "-b",
+        "html",
+        str(DOCS),
+        str(BUILD / "html"),
+        *session.posargs,
         env=DOCS_ENV,
     )
     # The gallery's downloads, run the way a reader runs them.
     session.run(
-        "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gallery_downloads.py",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_gallery_downloads.py",
         env={**DOCS_ENV, "MPLBACKEND": "Agg", "ATTENTION_DOCS_BUILT": "1"},
     )
 
@@ -68,9 +81,21 @@ def docs_live(session: nox.Session) -> None:
     """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit."""
     install(session, "-e", ".[docs]", "sphinx-autobuild")
     session.run(
-        "sphinx-autobuild", "--host", "127.0.0.1", "--port", "8000",
-        "--watch", str(ROOT / "attention"), "--watch", str(ROOT / "gallery"),
-        "--ignore", str(DOCS / "auto_gallery"), "--ignore", str(DOCS / "jupyter_execute"),
-        str(DOCS), str(BUILD / "html"), *session.posargs,
+        "sphinx-autobuild",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--watch",
+        str(ROOT / "attention"),
+        "--watch",
+        str(ROOT / "gallery"),
+        "--ignore",
+        str(DOCS / "auto_gallery"),
+        "--ignore",
+        str(DOCS / "jupyter_execute"),
+        str(DOCS),
+        str(BUILD / "html"),
+        *session.posargs,
         env=DOCS_ENV,
     )

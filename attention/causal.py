@@ -29,9 +29,10 @@ class CausalAttention(nn.Module):
     Attributes
     ----------
     mask : torch.Tensor
-        Booleans of shape ``(context_length, context_length)``, ``True`` above the diagonal: the future positions each query must not see. A
-        registered buffer, so it is saved in ``state_dict`` and moves with
-        ``.to(device)``, but it is not a trainable parameter.
+        Booleans of shape ``(context_length, context_length)``, ``True`` above the
+        diagonal: the future positions each query must not see. A registered buffer,
+        so it is saved in ``state_dict`` and moves with ``.to(device)``, but it is not
+        a trainable parameter.
 
     Shapes
     ------

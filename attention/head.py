@@ -35,7 +35,8 @@ class Head(nn.Module):
     Attributes
     ----------
     tril : torch.Tensor
-        Booleans of shape ``(block_size, block_size)``, ``True`` on and below the diagonal: where a token may look. A buffer.
+        Booleans of shape ``(block_size, block_size)``, ``True`` on and below the
+        diagonal: where a token may look. A buffer.
 
     Shapes
     ------
@@ -67,7 +68,7 @@ class Head(nn.Module):
     def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
         """The affinities ``wei`` after softmax and dropout, shape ``(B, T, T)``."""
         _checks.module_input(self, x, d_in=self.n_embd, context_length=self.block_size)
-        B, T, C = x.shape
+        B, T, C = x.shape  # noqa: RUF059 (the notation is the point; only T is used)
         k = self.key(x)  # (B, T, head_size)
         q = self.query(x)  # (B, T, head_size)
         # Scale by 1/sqrt(head_size) so wei has unit variance at initialisation and the

@@ -164,7 +164,11 @@ class MultiHeadAttention(nn.Module):
         return split.transpose(1, 2)
 
     def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
-        """Each head's weights after dropout, shape ``(batch, num_heads, num_tokens, num_tokens)``."""
+        """Each head's weights after dropout.
+
+        Shape ``(batch, num_heads, num_tokens, num_tokens)``; each call draws a new
+        dropout pattern while training.
+        """
         _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
         num_tokens = x.shape[1]
         queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)

@@ -48,8 +48,12 @@ def test_the_zip_of_all_examples_holds_every_script(kind, suffix):
 @pytest.mark.parametrize("script", downloads(".py"), ids=lambda p: p.name)
 def test_downloaded_script_runs(script, tmp_path):
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=run_env(),
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=run_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 

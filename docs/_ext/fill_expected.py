@@ -20,7 +20,6 @@ from pathlib import Path
 
 import nbformat
 import yaml
-
 from verify_outputs import printed_text
 
 FENCE = re.compile(r"^(`{3,})\{code-cell\}")

@@ -76,7 +76,9 @@ def check_notebook(docname: str, source: Path, executed: Path) -> int:
         expect, unchecked = cell.metadata.get("expect"), cell.metadata.get("unchecked")
         if unchecked is not None:
             if expect is not None:
-                logger.warning("code cell %d has both 'expect' and 'unchecked'", index, location=location)
+                logger.warning(
+                    "code cell %d has both 'expect' and 'unchecked'", index, location=location
+                )
                 problems += 1
             continue
         if expect is None:
@@ -97,7 +99,9 @@ def check_notebook(docname: str, source: Path, executed: Path) -> int:
                 )
             )
             logger.warning(
-                "code cell %d printed something other than its 'expect':\n%s", index, diff,
+                "code cell %d printed something other than its 'expect':\n%s",
+                index,
+                diff,
                 location=location,
             )
             problems += 1
