@@ -25,6 +25,7 @@ The reader sees the real output of the build; the source holds the expected valu
 
 from __future__ import annotations
 
+import copy
 import difflib
 from pathlib import Path
 
@@ -168,7 +169,36 @@ def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         )
 
 
+def keep_saved_outputs_intact() -> None:
+    """Make myst-nb merge a cell's printed chunks on a copy, not in the notebook.
+
+    To show one block per cell, myst-nb (1.4) merges the stream outputs it renders by
+    appending the later chunks' text to the first chunk *in place*, yet it saves the
+    notebook with all the chunks. Whenever the kernel happened to send a cell's output
+    in several pieces, the saved notebook, which this extension reads and readers
+    download, repeats those lines. Merging a copy leaves the saved notebook exactly as
+    the kernel sent it.
+    """
+    from myst_nb.core import render
+
+    merge = getattr(render, "coalesce_streams", None)
+    if merge is None:
+        raise RuntimeError(
+            "verify_outputs: myst_nb.core.render.coalesce_streams is gone; check whether "
+            "the installed myst-nb still mutates outputs in place and update this patch"
+        )
+    if getattr(merge, "works_on_a_copy", False):
+        return
+
+    def merge_a_copy(outputs):
+        return merge(copy.deepcopy(outputs))
+
+    merge_a_copy.works_on_a_copy = True
+    render.coalesce_streams = merge_a_copy
+
+
 def setup(app: Sphinx) -> dict:
+    keep_saved_outputs_intact()
     app.connect("doctree-read", on_doctree_read)
     app.connect("env-merge-info", on_env_merge_info)
     app.connect("build-finished", on_build_finished)
