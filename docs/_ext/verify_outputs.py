@@ -169,32 +169,39 @@ def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         )
 
 
+def merge_streams(outputs: list) -> list:
+    """One block per stream, its text exactly as the kernel sent it, on copies."""
+    merged, streams = [], {}
+    for output in outputs:
+        if output["output_type"] == "stream" and output["name"] in streams:
+            streams[output["name"]]["text"] += output["text"]
+            continue
+        output = copy.deepcopy(output)
+        if output["output_type"] == "stream":
+            streams[output["name"]] = output
+        merged.append(output)
+    return merged
+
+
 def keep_saved_outputs_intact() -> None:
-    """Make myst-nb merge a cell's printed chunks on a copy, not in the notebook.
+    """Replace myst-nb's merging of a cell's printed chunks with :func:`merge_streams`.
 
     To show one block per cell, myst-nb (1.4) merges the stream outputs it renders by
-    appending the later chunks' text to the first chunk *in place*, yet it saves the
-    notebook with all the chunks. Whenever the kernel happened to send a cell's output
-    in several pieces, the saved notebook, which this extension reads and readers
-    download, repeats those lines. Merging a copy leaves the saved notebook exactly as
-    the kernel sent it.
+    appending the later chunks' text to the first chunk *in place* (adding a newline
+    after each chunk), yet it saves the notebook with all the chunks. Whenever the
+    kernel happened to send a cell's output in several pieces, the saved notebook,
+    which this extension reads and readers download, repeated those lines, and a line
+    split between two chunks was shown broken in two. Merging copies, without adding
+    anything, fixes both.
     """
     from myst_nb.core import render
 
-    merge = getattr(render, "coalesce_streams", None)
-    if merge is None:
+    if not hasattr(render, "coalesce_streams"):
         raise RuntimeError(
             "verify_outputs: myst_nb.core.render.coalesce_streams is gone; check whether "
-            "the installed myst-nb still mutates outputs in place and update this patch"
+            "the installed myst-nb still merges outputs in place and update this patch"
         )
-    if getattr(merge, "works_on_a_copy", False):
-        return
-
-    def merge_a_copy(outputs):
-        return merge(copy.deepcopy(outputs))
-
-    merge_a_copy.works_on_a_copy = True
-    render.coalesce_streams = merge_a_copy
+    render.coalesce_streams = merge_streams
 
 
 def setup(app: Sphinx) -> dict:
