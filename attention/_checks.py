@@ -72,34 +72,37 @@ def module_input(
     d_in: int,
     ranks: tuple[int, ...] = (3,),
     context_length: int | None = None,
+    names: tuple[str, str] = ("d_in", "context_length"),
 ) -> torch.Tensor:
     """Check the input of an attention module's forward pass.
 
     Checks, in order: a floating-point tensor; of a rank in ``ranks``; whose last
     dimension is ``d_in``; with at most ``context_length`` tokens; of the same dtype
-    as the module's parameters.
+    as the module's parameters. ``names`` are what the module calls ``d_in`` and
+    ``context_length`` (Karpathy's ``Head`` says ``n_embd`` and ``block_size``).
     """
     owner = type(module).__name__
+    d_in_name, length_name = names
     x = float_tensor(owner, "the input", x)
-    layout = {2: "(num_tokens, d_in)", 3: "(batch, num_tokens, d_in)"}
+    layout = {2: f"(num_tokens, {d_in_name})", 3: f"(batch, num_tokens, {d_in_name})"}
     expected = " or ".join(f"{r}-D {layout[r]}" for r in ranks)
     if x.dim() not in ranks:
         hint = " Add a batch dimension with x.unsqueeze(0)." if x.dim() == 2 else ""
         raise ValueError(
-            f"{owner}: expected a {expected} input with d_in={d_in}, "
+            f"{owner}: expected a {expected} input with {d_in_name}={d_in}, "
             f"got a {x.dim()}-D tensor of shape {tuple(x.shape)}.{hint}"
         )
     if x.shape[-1] != d_in:
         raise ValueError(
-            f"{owner}: expected the last dimension of the input to be d_in={d_in}, "
+            f"{owner}: expected the last dimension of the input to be {d_in_name}={d_in}, "
             f"got {x.shape[-1]} (input shape {tuple(x.shape)})"
         )
     if context_length is not None and x.shape[-2] > context_length:
         raise ValueError(
             f"{owner}: got {x.shape[-2]} tokens but the module was built with "
-            f"context_length={context_length}, so its causal mask covers at most "
+            f"{length_name}={context_length}, so its causal mask covers at most "
             f"{context_length} tokens (input shape {tuple(x.shape)}); build it with a "
-            f"larger context_length or pass fewer tokens"
+            f"larger {length_name} or pass fewer tokens"
         )
     param = next(module.parameters(), None)
     if param is not None and param.dtype != x.dtype:

@@ -155,7 +155,7 @@ def _ink(cmap: Colormap, fraction: float) -> str:
 
 def _cell_points(ax: Axes, rows: int, cols: int) -> float:
     """Approximate side of one cell in points, from the axes' current size."""
-    fig = ax.get_figure()
+    fig = ax.get_figure(root=True)  # a SubFigure has no size of its own
     width, height = fig.get_size_inches()
     box = ax.get_position()
     return 72 * min(box.width * width / cols, box.height * height / rows)

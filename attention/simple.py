@@ -151,6 +151,7 @@ def attention_weights(scores: torch.Tensor) -> torch.Tensor:
     >>> attention_weights(scores_for_query(INPUTS[1], INPUTS))
     tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581])
     """
+    float_tensor("attention_weights", "scores", scores)
     return softmax_stable(scores, dim=-1)
 
 
@@ -209,5 +210,6 @@ def simple_self_attention(inputs: torch.Tensor) -> torch.Tensor:
             [0.4671, 0.5910, 0.5266],
             [0.4177, 0.6503, 0.5645]])
     """
+    inputs = _check_inputs("simple_self_attention", inputs)
     weights = attention_weights(scores_for_all(inputs))  # (num_tokens, num_tokens)
     return weights @ inputs  # (num_tokens, d)

@@ -266,3 +266,11 @@ def test_figures_render_to_png(causal_weights, head_weights, tmp_path):
     heatmap(causal_weights, TOKENS, TOKENS, mask="causal").figure.savefig(tmp_path / "a.png")
     head_grid(head_weights, TOKENS, TOKENS, mask="causal").savefig(tmp_path / "b.png")
     assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "b.png").stat().st_size > 0
+
+
+def test_heatmap_draws_into_axes_inside_a_subfigure():
+    fig = plt.figure(figsize=(8, 4))
+    left, right = fig.subfigures(1, 2)
+    ax = heatmap(torch.rand(4, 4), ax=right.subplots(), mask="causal")
+    assert ax.images and len(ax.texts) == 10  # the 10 visible cells are annotated
+    plt.close(fig)

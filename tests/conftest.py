@@ -1,0 +1,27 @@
+"""Test-wide settings for a two-core machine.
+
+The shapes drawn are tiny, so a few dozen examples per property cover the corner
+cases (one token, one head, a full context) without slowing the suite down. Choose
+a bigger run with ``pytest --hypothesis-profile=thorough``.
+"""
+
+import pytest
+import torch
+from hypothesis import settings
+
+settings.register_profile("quick", max_examples=25, deadline=None)
+settings.register_profile("thorough", max_examples=500, deadline=None)
+settings.load_profile("quick")
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Run a test module on one intra-op thread, then restore the previous count.
+
+    On tensors of a few dozen numbers, waking a thread pool costs more than the
+    arithmetic, and on a busy two-core machine it more than doubles the CPU time.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
