@@ -270,7 +270,7 @@ def test_figures_render_to_png(causal_weights, head_weights, tmp_path):
 
 def test_heatmap_draws_into_axes_inside_a_subfigure():
     fig = plt.figure(figsize=(8, 4))
-    left, right = fig.subfigures(1, 2)
+    _, right = fig.subfigures(1, 2)
     ax = heatmap(torch.rand(4, 4), ax=right.subplots(), mask="causal")
     assert ax.images and len(ax.texts) == 10  # the 10 visible cells are annotated
     plt.close(fig)
