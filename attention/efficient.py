@@ -1,0 +1,589 @@
+"""Faster multi-head attention: the book's :class:`~attention.MultiHeadAttention`, rewritten.
+
+Every class here computes exactly the function ``MultiHeadAttention`` computes, takes
+the same arguments and raises the same errors, and changes one thing about *how*:
+
+==========================  ==============================================================
+``FusedQKVAttention``       one projection for queries, keys and values together
+``EinsumAttention``         every product, head split and head merge as one ``einsum``
+``SDPAttention``            the masked softmax replaced by ``scaled_dot_product_attention``
+``TorchMHAAdapter``         ``torch.nn.MultiheadAttention`` underneath
+``FastMultiHeadAttention``  fused projection + ``scaled_dot_product_attention``: use this
+``FlexAttention``           ``flex_attention`` with a causal block mask (CUDA only)
+==========================  ==============================================================
+
+``cls.from_module(mha)`` builds any of them with the weights of a ``MultiHeadAttention``,
+so they can be compared number for number; ``python -m attention.benchmark`` times them
+side by side. :data:`VARIANTS` holds the classes that run on this installation.
+
+>>> import torch
+>>> from attention import MultiHeadAttention
+>>> _ = torch.manual_seed(123)
+>>> book = MultiHeadAttention(d_in=8, d_out=8, context_length=16, dropout=0.0, num_heads=2)
+>>> x = torch.randn(2, 16, 8)  # (batch, num_tokens, d_in)
+>>> for name in list(VARIANTS)[:5]:  # and FlexAttention where CUDA is available
+...     print(name)
+FusedQKVAttention
+EinsumAttention
+SDPAttention
+TorchMHAAdapter
+FastMultiHeadAttention
+>>> variants = [cls.from_module(book) for cls in VARIANTS.values() if cls.runs_on_cpu]
+>>> all(torch.allclose(variant(x), book(x), atol=1e-6) for variant in variants)
+True
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import ClassVar, Self
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attention import _checks
+from attention.multihead import MultiHeadAttention
+from attention.scaled import scaled_dot_product_weights
+
+try:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+except ImportError:  # pragma: no cover - torch < 2.5
+    create_block_mask = flex_attention = None
+
+__all__ = [
+    "VARIANTS",
+    "EinsumAttention",
+    "FastMultiHeadAttention",
+    "FlexAttention",
+    "FusedQKVAttention",
+    "SDPAttention",
+    "TorchMHAAdapter",
+]
+
+
+def _causal_mask(context_length: int) -> torch.Tensor:
+    """``True`` above the diagonal (the future), like ``MultiHeadAttention.mask``."""
+    return torch.ones(context_length, context_length, dtype=torch.bool).triu(diagonal=1)
+
+
+def _stacked_qkv(mha: MultiHeadAttention) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The book's three projections stacked into one ``(3 * d_out, d_in)`` weight and bias."""
+    layers = (mha.W_query, mha.W_key, mha.W_value)
+    weight = torch.cat([layer.weight for layer in layers])
+    bias = None if mha.W_query.bias is None else torch.cat([layer.bias for layer in layers])
+    return weight, bias
+
+
+def _copy_fused_weights(module: nn.Module, mha: MultiHeadAttention) -> None:
+    """Copy ``mha`` into a module with a fused ``qkv`` projection and an ``out_proj``."""
+    weight, bias = _stacked_qkv(mha)
+    module.qkv.weight.copy_(weight)
+    if bias is not None:
+        module.qkv.bias.copy_(bias)
+    module.out_proj.load_state_dict(mha.out_proj.state_dict())
+
+
+class _Attention(nn.Module):
+    """What every variant shares: the book's arguments, input checks and ``from_module``."""
+
+    #: Whether the class runs on a CPU; the tests and the benchmark skip it where not.
+    runs_on_cpu: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+    ):
+        super().__init__()
+        # The same checks in the same order as MultiHeadAttention, so a bad argument
+        # gives the same error, naming this class instead.
+        owner = type(self).__name__
+        self.d_in = _checks.positive_int(owner, "d_in", d_in)
+        self.d_out = _checks.positive_int(owner, "d_out", d_out)
+        self.context_length = _checks.positive_int(owner, "context_length", context_length)
+        self.num_heads = _checks.positive_int(owner, "num_heads", num_heads)
+        self.dropout_p = _checks.dropout_rate(owner, dropout)
+        _checks.heads_divide(owner, d_out, num_heads)
+        self.head_dim = d_out // num_heads
+
+    def _check(self, x: object) -> torch.Tensor:
+        return _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
+
+    def _copy_weights(self, mha: MultiHeadAttention) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def from_module(cls, mha: MultiHeadAttention) -> Self:
+        """This variant with the weights, dropout rate and training mode of ``mha``.
+
+        Its device and dtype are those of ``mha``'s weights. Building it does not
+        consume the global random generator.
+
+        Parameters
+        ----------
+        mha : MultiHeadAttention
+            The book's module to copy.
+        """
+        if not isinstance(mha, MultiHeadAttention):
+            raise ValueError(
+                f"{cls.__name__}.from_module: expected a MultiHeadAttention, "
+                f"got {type(mha).__name__}"
+            )
+        reference = mha.W_query.weight
+        with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
+            new = cls(
+                mha.d_in,
+                mha.d_out,
+                mha.context_length,
+                mha.dropout.p,
+                mha.num_heads,
+                qkv_bias=mha.W_query.bias is not None,
+            ).to(device=reference.device, dtype=reference.dtype)
+        with torch.no_grad():
+            new._copy_weights(mha)
+        return new.train(mha.training)
+
+
+class FusedQKVAttention(_Attention):
+    """The book's attention with one ``(d_in, 3 * d_out)`` projection for Q, K and V.
+
+    One matrix product reads the input once and fills a single large output, instead
+    of three products that each read it; the attention itself is the book's masked
+    softmax (:func:`~attention.scaled_dot_product_weights`) and dropout.
+
+    Parameters
+    ----------
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias
+        As for :class:`~attention.MultiHeadAttention`.
+
+    Attributes
+    ----------
+    qkv : torch.nn.Linear
+        Rows ``0:d_out`` project queries, ``d_out:2*d_out`` keys, the rest values.
+    mask : torch.Tensor
+        Booleans ``(context_length, context_length)``, ``True`` above the diagonal.
+
+    Shapes
+    ------
+    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``; output
+    ``(batch, num_tokens, d_out)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attention import INPUTS, MultiHeadAttention
+    >>> batch = torch.stack((INPUTS, INPUTS))
+    >>> _ = torch.manual_seed(123)
+    >>> mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
+    >>> fused = FusedQKVAttention.from_module(mha)
+    >>> fused.qkv
+    Linear(in_features=3, out_features=6, bias=False)
+    >>> fused(batch)[0, [0, -1]]
+    tensor([[0.3190, 0.4858],
+            [0.2575, 0.4028]], grad_fn=<IndexBackward0>)
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(self.dropout_p)
+        self.register_buffer("mask", _causal_mask(context_length))
+
+    _copy_weights = _copy_fused_weights
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check(x)
+        batch, num_tokens, _ = x.shape
+        qkv = self.qkv(x)  # (batch, num_tokens, 3 * d_out)
+        # -> (3, batch, num_heads, num_tokens, head_dim): the leading 3 picks Q, K or V.
+        qkv = qkv.view(batch, num_tokens, 3, self.num_heads, self.head_dim)
+        queries, keys, values = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        future = self.mask[:num_tokens, :num_tokens]
+        weights = scaled_dot_product_weights(queries, keys, mask=future)
+        context = self.dropout(weights) @ values  # (batch, num_heads, num_tokens, head_dim)
+        context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
+        return self.out_proj(context)  # (batch, num_tokens, d_out)
+
+
+class EinsumAttention(_Attention):
+    """The book's attention with every product written as an ``einsum``.
+
+    Each index names an axis, so the head split and merge need no ``view`` or
+    ``transpose``: a projection weight ``(d_out, d_in)`` is read as ``(num_heads,
+    head_dim, d_in)`` and the product lands directly in ``(batch, heads, tokens,
+    head_dim)``. Letters: ``b`` batch, ``t`` token, ``c`` input feature, ``h`` head,
+    ``d`` head feature, ``q``/``k`` query/key token, ``o`` output feature. The
+    parameters are the book's (``W_query``, ``W_key``, ``W_value``, ``out_proj``).
+
+    Parameters
+    ----------
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias
+        As for :class:`~attention.MultiHeadAttention`.
+
+    Shapes
+    ------
+    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``; output
+    ``(batch, num_tokens, d_out)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attention import INPUTS, MultiHeadAttention
+    >>> batch = torch.stack((INPUTS, INPUTS))
+    >>> _ = torch.manual_seed(123)
+    >>> mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
+    >>> EinsumAttention.from_module(mha)(batch)[0, [0, -1]]
+    tensor([[0.3190, 0.4858],
+            [0.2575, 0.4028]], grad_fn=<IndexBackward0>)
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(self.dropout_p)
+        self.register_buffer("mask", _causal_mask(context_length))
+
+    def _copy_weights(self, mha: MultiHeadAttention) -> None:
+        self.load_state_dict(mha.state_dict(), strict=True)
+
+    def _project(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        weight = layer.weight.view(self.num_heads, self.head_dim, self.d_in)
+        projected = torch.einsum("btc,hdc->bhtd", x, weight)  # (batch, heads, tokens, head_dim)
+        if layer.bias is not None:
+            projected = projected + layer.bias.view(self.num_heads, 1, self.head_dim)
+        return projected
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check(x)
+        num_tokens = x.shape[1]
+        queries = self._project(self.W_query, x)  # (batch, heads, tokens, head_dim)
+        keys = self._project(self.W_key, x)
+        values = self._project(self.W_value, x)
+        scores = torch.einsum("bhqd,bhkd->bhqk", queries, keys)  # (batch, heads, tokens, tokens)
+        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], float("-inf"))
+        weights = self.dropout(torch.softmax(scores / self.head_dim**0.5, dim=-1))
+        context = torch.einsum("bhqk,bhkd->bhqd", weights, values)  # (batch, heads, tokens, hd)
+        # out_proj's weight (d_out, d_out) read as (d_out, heads, head_dim): summing over
+        # h and d merges the heads and projects them in one product.
+        out_weight = self.out_proj.weight.view(self.d_out, self.num_heads, self.head_dim)
+        return torch.einsum("bhtd,ohd->bto", context, out_weight) + self.out_proj.bias
+
+
+class SDPAttention(_Attention):
+    """The book's attention with ``scaled_dot_product_attention(is_causal=True)``.
+
+    The book's projections, head split and merge, with the scores, mask, softmax,
+    dropout and weighted sum replaced by one call that PyTorch dispatches to a fused
+    kernel; ``is_causal=True`` means no mask buffer is needed. Dropout applies only
+    in training mode, as ``nn.Dropout`` does.
+
+    Parameters
+    ----------
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias
+        As for :class:`~attention.MultiHeadAttention`.
+
+    Shapes
+    ------
+    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``; output
+    ``(batch, num_tokens, d_out)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attention import INPUTS, MultiHeadAttention
+    >>> batch = torch.stack((INPUTS, INPUTS))
+    >>> _ = torch.manual_seed(123)
+    >>> mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
+    >>> SDPAttention.from_module(mha)(batch)[0, [0, -1]]
+    tensor([[0.3190, 0.4858],
+            [0.2575, 0.4028]], grad_fn=<IndexBackward0>)
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+
+    def _copy_weights(self, mha: MultiHeadAttention) -> None:
+        # The book's state_dict minus its mask buffer, which this class does not need.
+        self.load_state_dict({k: v for k, v in mha.state_dict().items() if k != "mask"})
+
+    def _split_heads(self, projected: torch.Tensor) -> torch.Tensor:
+        batch, num_tokens, _ = projected.shape  # (batch, num_tokens, d_out)
+        return projected.view(batch, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check(x)
+        batch, num_tokens, _ = x.shape
+        queries = self._split_heads(self.W_query(x))  # (batch, heads, tokens, head_dim)
+        keys = self._split_heads(self.W_key(x))
+        values = self._split_heads(self.W_value(x))
+        context = F.scaled_dot_product_attention(
+            queries,
+            keys,
+            values,
+            dropout_p=self.dropout_p if self.training else 0.0,
+            is_causal=True,
+        )  # (batch, heads, tokens, head_dim)
+        context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
+        return self.out_proj(context)  # (batch, num_tokens, d_out)
+
+
+class TorchMHAAdapter(_Attention):
+    """``torch.nn.MultiheadAttention`` behind the book's interface.
+
+    ``nn.MultiheadAttention`` projects the query from ``embed_dim`` to ``embed_dim``
+    features, so it can only compute the book's function when ``d_in == d_out``; any
+    other ``d_in`` raises a ``ValueError`` here rather than adding a projection the
+    book does not have. Its ``bias=True`` gives both projections a bias; with
+    ``qkv_bias=False`` the input projection's bias is removed, so the parameters are
+    exactly the book's. The causal mask is passed both as ``attn_mask`` (``True`` =
+    may not attend, as in the book) and as the ``is_causal`` hint, with
+    ``need_weights=False``, which lets PyTorch use its fused kernels. (In inference,
+    eval mode without gradients, ``nn.MultiheadAttention`` takes its own fast path
+    instead, which applies the mask as a matrix and so does materialise the scores.)
+
+    Parameters
+    ----------
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias
+        As for :class:`~attention.MultiHeadAttention`; ``d_in`` must equal ``d_out``.
+
+    Attributes
+    ----------
+    mha : torch.nn.MultiheadAttention
+        Built with ``batch_first=True``.
+
+    Shapes
+    ------
+    Input ``(batch, num_tokens, d_out)`` with ``num_tokens <= context_length``; output
+    ``(batch, num_tokens, d_out)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attention import MultiHeadAttention
+    >>> _ = torch.manual_seed(123)
+    >>> mha = MultiHeadAttention(4, 4, context_length=6, dropout=0.0, num_heads=2)
+    >>> adapter = TorchMHAAdapter.from_module(mha)
+    >>> x = torch.randn(2, 6, 4)
+    >>> torch.allclose(adapter(x), mha(x), atol=1e-6)
+    True
+    >>> TorchMHAAdapter(3, 4, context_length=6, dropout=0.0, num_heads=2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: TorchMHAAdapter: torch.nn.MultiheadAttention needs d_in == d_out ...
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        if self.d_in != self.d_out:
+            raise ValueError(
+                f"TorchMHAAdapter: torch.nn.MultiheadAttention needs d_in == d_out (its query "
+                f"projection maps embed_dim features to embed_dim), got d_in={d_in} and "
+                f"d_out={d_out}; use FastMultiHeadAttention for d_in != d_out"
+            )
+        self.mha = nn.MultiheadAttention(
+            d_out, num_heads, dropout=self.dropout_p, bias=True, batch_first=True
+        )
+        if not qkv_bias:
+            self.mha.register_parameter("in_proj_bias", None)
+        self.register_buffer("mask", _causal_mask(context_length))
+
+    def _copy_weights(self, mha: MultiHeadAttention) -> None:
+        weight, bias = _stacked_qkv(mha)
+        self.mha.in_proj_weight.copy_(weight)
+        if bias is not None:
+            self.mha.in_proj_bias.copy_(bias)
+        self.mha.out_proj.load_state_dict(mha.out_proj.state_dict())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check(x)
+        num_tokens = x.shape[1]
+        future = self.mask[:num_tokens, :num_tokens]
+        out, _ = self.mha(x, x, x, attn_mask=future, need_weights=False, is_causal=True)
+        return out  # (batch, num_tokens, d_out)
+
+
+class FastMultiHeadAttention(_Attention):
+    """Multi-head causal attention as fast as plain PyTorch gets: the one to use.
+
+    Fused Q/K/V projection, ``scaled_dot_product_attention(is_causal=True)`` and the
+    output projection; nothing else. It is fast because:
+
+    * one matrix product projects queries, keys and values, reading the input once
+      (three kernel launches become one, and one large product runs closer to the
+      machine's peak than three smaller ones);
+    * ``scaled_dot_product_attention`` runs a fused kernel (FlashAttention or the
+      memory-efficient kernel on a GPU, a tiled flash-style kernel on a CPU) that
+      computes the softmax block by block with a running maximum, so the
+      ``(num_tokens, num_tokens)`` score matrix is never materialised: memory grows
+      linearly with the number of tokens, not quadratically, and the whole
+      scores-mask-softmax-dropout-product chain is one pass over memory;
+    * ``is_causal=True`` lets the kernel skip the blocks above the diagonal, half
+      of the attention work, and needs no mask buffer;
+    * the heads are split and merged with views, so the only copy is the one the
+      merge needs, and there are few Python operations per call.
+
+    It has no ``attention_weights``: the kernel never forms them. To look at the
+    weights, use :class:`~attention.MultiHeadAttention` with the same weights.
+
+    Parameters
+    ----------
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias
+        As for :class:`~attention.MultiHeadAttention`. Dropout applies only in
+        training mode.
+
+    Attributes
+    ----------
+    qkv : torch.nn.Linear
+        Rows ``0:d_out`` project queries, ``d_out:2*d_out`` keys, the rest values.
+
+    Shapes
+    ------
+    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``; output
+    ``(batch, num_tokens, d_out)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attention import INPUTS, MultiHeadAttention
+    >>> batch = torch.stack((INPUTS, INPUTS))
+    >>> _ = torch.manual_seed(123)
+    >>> mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
+    >>> FastMultiHeadAttention.from_module(mha)(batch)[0, [0, -1]]
+    tensor([[0.3190, 0.4858],
+            [0.2575, 0.4028]], grad_fn=<IndexBackward0>)
+    >>> gpt2 = FastMultiHeadAttention(768, 768, context_length=1024, dropout=0.0, num_heads=12)
+    >>> sum(p.numel() for p in gpt2.parameters())  # the same as the book's module
+    2360064
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+
+    _copy_weights = _copy_fused_weights
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check(x)
+        B, T, _ = x.shape
+        # (B, T, 3 * d_out) -> (3, B, num_heads, T, head_dim); unbind gives three views.
+        qkv = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        dropout_p = self.dropout_p if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        # (B, num_heads, T, head_dim) -> (B, T, d_out); reshape copies only if it must.
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, self.d_out))
+
+
+def _causal(batch, head, q_idx, kv_idx):
+    """flex_attention's mask_mod: query ``q_idx`` may see key ``kv_idx`` at or before it."""
+    return q_idx >= kv_idx
+
+
+@functools.cache
+def _compiled_flex_attention():
+    # flex_attention is only fused (and fast) when compiled; compile once, on first use.
+    return torch.compile(flex_attention)
+
+
+class FlexAttention(_Attention):
+    """Fused projection + ``flex_attention`` with a causal block mask (CUDA only).
+
+    ``flex_attention`` takes the mask as a function of the query and key positions;
+    ``create_block_mask`` turns it into a block-sparse map, so the compiled kernel
+    skips every block above the diagonal. The same function could express sliding
+    windows or document masks, which is the point of FlexAttention.
+
+    It runs on CUDA only. On a CPU, this torch runs ``flex_attention`` uncompiled,
+    which materialises the full score matrix, and not at all backwards; compiled,
+    it rejects float64 and takes minutes to build. So a CPU input raises
+    ``NotImplementedError``, and :data:`VARIANTS` lists this class only where CUDA
+    is available. ``flex_attention`` has no dropout, so training with
+    ``dropout > 0`` raises a ``ValueError`` (evaluation is fine).
+
+    Parameters
+    ----------
+    d_in, d_out, context_length, dropout, num_heads, qkv_bias
+        As for :class:`~attention.MultiHeadAttention`.
+
+    Shapes
+    ------
+    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``, on a
+    CUDA device; output ``(batch, num_tokens, d_out)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> flex = FlexAttention(4, 4, context_length=8, dropout=0.0, num_heads=2)
+    >>> flex(torch.randn(1, 8, 4))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: FlexAttention runs on CUDA only, got an input on cpu; ...
+    """
+
+    runs_on_cpu: ClassVar[bool] = False
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        if flex_attention is None:  # pragma: no cover - torch < 2.5
+            raise NotImplementedError(
+                f"FlexAttention needs torch.nn.attention.flex_attention (torch >= 2.5), "
+                f"this is torch {torch.__version__}"
+            )
+        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self._block_masks = {}  # (num_tokens, device) -> BlockMask, built once each
+
+    _copy_weights = _copy_fused_weights
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._check(x)
+        if self.training and self.dropout_p > 0:
+            raise ValueError(
+                f"FlexAttention: flex_attention cannot drop attention weights, so it cannot "
+                f"train with dropout={self.dropout_p}; call .eval(), or build it with "
+                f"dropout=0.0"
+            )
+        if x.device.type != "cuda":
+            raise NotImplementedError(
+                f"FlexAttention runs on CUDA only, got an input on {x.device}; on a CPU, "
+                f"torch {torch.__version__} runs flex_attention unfused and without "
+                f"backward. Use FastMultiHeadAttention"
+            )
+        B, T, _ = x.shape
+        key = (T, x.device)
+        if key not in self._block_masks:
+            self._block_masks[key] = create_block_mask(_causal, None, None, T, T, device=x.device)
+        qkv = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (B, num_heads, T, head_dim)
+        y = _compiled_flex_attention()(q, k, v, block_mask=self._block_masks[key])
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, self.d_out))
+
+
+#: The variants that run on this installation, by class name. FlexAttention is listed
+#: only where flex_attention exists and CUDA is available.
+VARIANTS: dict[str, type[nn.Module]] = {
+    cls.__name__: cls
+    for cls in (
+        FusedQKVAttention,
+        EinsumAttention,
+        SDPAttention,
+        TorchMHAAdapter,
+        FastMultiHeadAttention,
+    )
+}
+if flex_attention is not None and torch.cuda.is_available():
+    VARIANTS["FlexAttention"] = FlexAttention

@@ -1,0 +1,340 @@
+"""Every efficient variant computes what the book's MultiHeadAttention computes.
+
+Each variant is built with ``from_module`` from a ``MultiHeadAttention`` and compared
+in float64 to 1e-10, in eval and train mode, forward and backward, over
+hypothesis-drawn shapes plus the corner cases in ``EDGE_SHAPES``. Bad arguments and
+bad inputs must raise the book's ``ValueError``, naming the variant instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+import torch
+from helpers import Shape, build, make_input, shapes, with_edge_shapes
+from hypothesis import given
+
+from attention import MultiHeadAttention, MultiHeadAttentionWrapper, benchmark
+from attention.efficient import (
+    VARIANTS,
+    FastMultiHeadAttention,
+    FlexAttention,
+    SDPAttention,
+    TorchMHAAdapter,
+    flex_attention,
+)
+
+TIGHT = {"atol": 1e-10, "rtol": 1e-10}
+#: The variants that run on a CPU (all but FlexAttention), which these tests use.
+CPU_VARIANTS = [cls for cls in VARIANTS.values() if cls.runs_on_cpu]
+#: Variants that can only compute the book's function when d_in == d_out.
+SQUARE_ONLY = (TorchMHAAdapter,)
+
+
+def ids(value):
+    return value.__name__ if isinstance(value, type) else None
+
+
+def assert_tight(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    torch.testing.assert_close(actual, expected, **TIGHT)
+
+
+def fit(cls: type, shape: Shape) -> Shape:
+    """``shape``, made square for the variants that need ``d_in == d_out``."""
+    return dataclasses.replace(shape, d_in=shape.d_out) if cls in SQUARE_ONLY else shape
+
+
+def test_the_expected_variants_are_registered():
+    expected = [
+        "FusedQKVAttention",
+        "EinsumAttention",
+        "SDPAttention",
+        "TorchMHAAdapter",
+        "FastMultiHeadAttention",
+    ]
+    assert list(VARIANTS)[:5] == expected
+    flex_supported = flex_attention is not None and torch.cuda.is_available()
+    assert ("FlexAttention" in VARIANTS) == flex_supported
+    assert all(name == cls.__name__ for name, cls in VARIANTS.items())
+
+
+# ---------------------------------------------------------------------------------------
+# The same function as MultiHeadAttention
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@given(shape=shapes())
+@with_edge_shapes()
+def test_variant_equals_multi_head_attention_in_eval_mode(cls, shape):
+    shape = fit(cls, shape)
+    book = build("MultiHeadAttention", shape, dropout=0.5).eval()
+    variant = cls.from_module(book)
+    assert not variant.training and variant.dropout_p == 0.5
+    x = make_input(shape)
+    assert_tight(variant(x), book(x))
+    with torch.no_grad():  # the inference-only fast paths (nn.MultiheadAttention has one)
+        assert_tight(variant(x), book(x))
+
+
+@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@given(shape=shapes())
+@with_edge_shapes()
+def test_variant_equals_multi_head_attention_in_train_mode_without_dropout(cls, shape):
+    shape = fit(cls, shape)
+    book = build("MultiHeadAttention", shape)
+    variant = cls.from_module(book)
+    assert variant.training
+    x = make_input(shape)
+    assert_tight(variant(x), book(x))
+
+
+@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@given(shape=shapes())
+@with_edge_shapes()
+def test_variant_gradients_equal_multi_head_attention_gradients(cls, shape):
+    shape = fit(cls, shape)
+    book = build("MultiHeadAttention", shape)
+    variant = cls.from_module(book)
+    x = make_input(shape)
+    grad_out = torch.randn(shape.batch, shape.num_tokens, shape.d_out, dtype=torch.float64)
+    x_book, x_variant = x.clone().requires_grad_(), x.clone().requires_grad_()
+    book(x_book).backward(grad_out)
+    variant(x_variant).backward(grad_out)
+    assert_tight(x_variant.grad, x_book.grad)
+    # Every parameter is trained, and the output projection's gradient is the book's.
+    assert all(p.grad is not None and p.grad.isfinite().all() for p in variant.parameters())
+    out_proj = variant.mha.out_proj if cls is TorchMHAAdapter else variant.out_proj
+    assert_tight(out_proj.weight.grad, book.out_proj.weight.grad)
+    assert_tight(out_proj.bias.grad, book.out_proj.bias.grad)
+
+
+@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+def test_variant_has_exactly_the_book_parameter_count(cls):
+    for qkv_bias in (False, True):
+        book = MultiHeadAttention(6, 6, 4, 0.0, num_heads=2, qkv_bias=qkv_bias)
+        variant = cls.from_module(book)
+        count = [sum(p.numel() for p in m.parameters()) for m in (variant, book)]
+        assert count[0] == count[1], qkv_bias
+
+
+# ---------------------------------------------------------------------------------------
+# Dropout and training mode
+# ---------------------------------------------------------------------------------------
+
+DROPOUT_SHAPE = Shape(2, 6, 6, d_in=4, num_heads=2, head_dim=2, qkv_bias=True, seed=7)
+
+
+@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+def test_dropout_changes_train_outputs_between_calls_but_not_eval_outputs(cls):
+    shape = fit(cls, DROPOUT_SHAPE)
+    x = make_input(shape)
+    without = cls.from_module(build("MultiHeadAttention", shape).eval())
+    variant = cls.from_module(build("MultiHeadAttention", shape, dropout=0.5))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        first, second = variant(x), variant(x)
+    assert not torch.allclose(first, second)
+    assert not torch.allclose(first, without(x))
+    assert_tight(variant.eval()(x), without(x))
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+def test_from_module_copies_mode_dtype_and_leaves_the_global_generator_alone(cls, training):
+    book = build("MultiHeadAttention", fit(cls, DROPOUT_SHAPE), dropout=0.25).train(training)
+    before = torch.get_rng_state()
+    variant = cls.from_module(book)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert variant.training is training
+    assert variant.dropout_p == 0.25
+    assert {p.dtype for p in variant.parameters()} == {torch.float64}
+
+
+@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+def test_from_module_copies_the_weights_not_shares_them(cls):
+    book = build("MultiHeadAttention", fit(cls, DROPOUT_SHAPE))
+    variant = cls.from_module(book)
+    x = make_input(fit(cls, DROPOUT_SHAPE))
+    before = variant(x).detach()
+    with torch.no_grad():
+        book.out_proj.weight.add_(1.0)
+    assert_tight(variant(x), before)
+
+
+# ---------------------------------------------------------------------------------------
+# The same ValueErrors as MultiHeadAttention
+# ---------------------------------------------------------------------------------------
+
+#: Valid arguments every variant accepts (TorchMHAAdapter needs d_in == d_out).
+VALID = {"d_in": 4, "d_out": 4, "context_length": 4, "dropout": 0.0, "num_heads": 2}
+
+
+def message(call) -> str:
+    with pytest.raises(ValueError) as error:
+        call()
+    return str(error.value)
+
+
+def same_error(cls, call_variant, call_book) -> None:
+    """Both calls raise a ValueError, with the same message up to the class name."""
+    expected = message(call_book).replace("MultiHeadAttention", cls.__name__)
+    assert message(call_variant) == expected
+
+
+BAD_ARGUMENTS = {
+    "d_in zero": {"d_in": 0},
+    "d_out a float": {"d_out": 2.5},
+    "context_length a bool": {"context_length": True},
+    "num_heads zero": {"num_heads": 0},
+    "d_out not divisible by num_heads": {"d_out": 5, "num_heads": 2},
+    "dropout one": {"dropout": 1.0},
+    "dropout negative": {"dropout": -0.1},
+    "dropout a string": {"dropout": "0.1"},
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_ARGUMENTS.values()), ids=list(BAD_ARGUMENTS))
+@pytest.mark.parametrize("cls", [*VARIANTS.values(), FlexAttention], ids=ids)
+def test_bad_constructor_arguments_raise_the_books_error(cls, bad):
+    kwargs = {**VALID, **bad}
+    same_error(cls, lambda: cls(**kwargs), lambda: MultiHeadAttention(**kwargs))
+
+
+BAD_INPUTS = {
+    "too many tokens": torch.rand(2, 5, 4),
+    "wrong last dimension": torch.rand(2, 3, 3),
+    "unbatched": torch.rand(3, 4),
+    "4-D": torch.rand(1, 2, 3, 4),
+    "integers": torch.ones(2, 3, 4, dtype=torch.int64),
+    "booleans": torch.ones(2, 3, 4, dtype=torch.bool),
+    "float64 into float32": torch.rand(2, 3, 4, dtype=torch.float64),
+    "a list": [[[0.1, 0.2, 0.3, 0.4]]],
+}
+
+
+@pytest.mark.parametrize("x", list(BAD_INPUTS.values()), ids=list(BAD_INPUTS))
+@pytest.mark.parametrize("cls", [*VARIANTS.values(), FlexAttention], ids=ids)
+def test_bad_inputs_raise_the_books_error(cls, x):
+    book = MultiHeadAttention(**VALID)
+    variant = cls.from_module(book)
+    same_error(cls, lambda: variant(x), lambda: book(x))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FastMultiHeadAttention(**VALID),  # a variant is not the book's module
+        lambda: TorchMHAAdapter(**VALID).mha,
+        lambda: MultiHeadAttentionWrapper(**VALID),
+    ],
+    ids=["FastMultiHeadAttention", "MultiheadAttention", "MultiHeadAttentionWrapper"],
+)
+def test_from_module_rejects_anything_but_multi_head_attention(make):
+    module = make()
+    with pytest.raises(
+        ValueError,
+        match=f"^SDPAttention.from_module: expected a MultiHeadAttention, got "
+        f"{type(module).__name__}$",
+    ):
+        SDPAttention.from_module(module)
+
+
+def test_torch_mha_adapter_rejects_d_in_other_than_d_out():
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "TorchMHAAdapter: torch.nn.MultiheadAttention needs d_in == d_out (its query "
+            "projection maps embed_dim features to embed_dim), got d_in=3 and d_out=4; use "
+            "FastMultiHeadAttention for d_in != d_out"
+        ),
+    ):
+        TorchMHAAdapter.from_module(MultiHeadAttention(3, 4, 4, 0.0, num_heads=2))
+
+
+def test_torch_mha_adapter_without_qkv_bias_has_no_input_bias():
+    adapter = TorchMHAAdapter(**VALID, qkv_bias=False)
+    assert adapter.mha.in_proj_bias is None
+    assert adapter.mha.out_proj.bias is not None  # as the book's out_proj
+
+
+# ---------------------------------------------------------------------------------------
+# FlexAttention: CUDA only
+# ---------------------------------------------------------------------------------------
+
+needs_flex = pytest.mark.skipif(
+    flex_attention is None, reason="this torch has no torch.nn.attention.flex_attention"
+)
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="FlexAttention runs on CUDA only (on a CPU flex_attention is unfused, forward-only)",
+)
+
+
+@needs_flex
+def test_flex_attention_refuses_a_cpu_input():
+    flex = FlexAttention(**VALID)
+    with pytest.raises(NotImplementedError, match=r"^FlexAttention runs on CUDA only, got an"):
+        flex(torch.rand(1, 3, 4))
+
+
+@needs_flex
+def test_flex_attention_refuses_to_train_with_dropout():
+    flex = FlexAttention(**{**VALID, "dropout": 0.1})
+    with pytest.raises(ValueError, match=r"^FlexAttention: .* cannot train with dropout=0.1"):
+        flex(torch.rand(1, 3, 4))
+
+
+@needs_flex
+@needs_cuda
+@pytest.mark.parametrize("num_tokens", [1, 100, 256])
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_flex_attention_equals_multi_head_attention_on_cuda(num_tokens, qkv_bias):
+    # float32 with head_dim 16: the sizes flex_attention's GPU kernels support.
+    shape = Shape(2, num_tokens, 256, d_in=24, num_heads=2, head_dim=16, qkv_bias=qkv_bias, seed=3)
+    book = build("MultiHeadAttention", shape, dtype=torch.float32).cuda()
+    flex = FlexAttention.from_module(book)
+    x = make_input(shape, dtype=torch.float32).cuda().requires_grad_()
+    x_book = x.detach().clone().requires_grad_()
+    torch.testing.assert_close(flex(x), book(x_book), atol=1e-4, rtol=1e-4)
+    flex(x).sum().backward()
+    book(x_book).sum().backward()
+    torch.testing.assert_close(x.grad, x_book.grad, atol=1e-4, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# The benchmark runs end to end (a smoke test: no timing is checked)
+# ---------------------------------------------------------------------------------------
+
+
+def test_benchmark_runs_at_a_tiny_size_and_writes_its_results(tmp_path, capsys):
+    tiny = "--batch 1 --tokens 8 --d-model 8 --heads 2 --repeats 2 --warmup 1 --sweep-max 0"
+    benchmark.main([*tiny.split(), "--matmul-size", "64", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "results.json").read_text())
+    rows = {row["name"] for row in results["runs"][0]["rows"]}
+    assert {"bare reference", "MultiHeadAttention", "torch.nn.MultiheadAttention"} <= rows
+    assert {name for name, cls in VARIANTS.items() if cls.runs_on_cpu} <= rows
+    assert "FastMultiHeadAttention" in capsys.readouterr().out
+
+
+def test_benchmark_memory_worker_reports_every_row_and_length():
+    spec = {
+        "device": "cpu",
+        "dtype": "float32",
+        "batch": 1,
+        "d_model": 8,
+        "heads": 2,
+        "lengths": [4, 8],
+        "rows": ["bare reference", "FastMultiHeadAttention"],
+        "seed": 0,
+    }
+    memory = benchmark.memory_worker(spec)
+    assert set(memory) == {"bare reference", "FastMultiHeadAttention"}
+    for per_length in memory.values():
+        assert set(per_length) == {"4", "8"}
+        for peaks in per_length.values():
+            assert set(peaks) == {"forward", "forward+backward"}
+            assert all(v is None or v >= 0 for v in peaks.values())
