@@ -154,9 +154,11 @@ class Row:
 
 
 def _bare_reference(book: MultiHeadAttention) -> Row:
-    w_qkv, b_qkv = (t.detach().clone().requires_grad_() for t in _stacked_qkv(book))
-    w_out = book.out_proj.weight.detach().clone().requires_grad_()
-    b_out = book.out_proj.bias.detach().clone().requires_grad_()
+    def leaf(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.detach().clone().requires_grad_()
+
+    w_qkv, b_qkv = (leaf(t) for t in _stacked_qkv(book))
+    w_out, b_out = leaf(book.out_proj.weight), leaf(book.out_proj.bias)
     heads = book.num_heads
 
     def call(x: torch.Tensor) -> torch.Tensor:
@@ -166,7 +168,7 @@ def _bare_reference(book: MultiHeadAttention) -> Row:
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return F.linear(y.transpose(1, 2).reshape(B, T, -1), w_out, b_out)
 
-    return Row(BARE, call, [w_qkv, b_qkv, w_out, b_out])
+    return Row(BARE, call, [t for t in (w_qkv, b_qkv, w_out, b_out) if t is not None])
 
 
 def _torch_multihead(book: MultiHeadAttention) -> Row:
@@ -645,6 +647,7 @@ def _main(args: argparse.Namespace) -> int:
     dtypes = [torch.float32] + ([torch.bfloat16] if device.type == "cuda" else [])
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     del settings["memory_worker"]
+    del settings["out"]  # a local path, meaningless in a committed results file
     results = {
         "environment": environment(device),
         "settings": settings,
