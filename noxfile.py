@@ -99,3 +99,51 @@ def docs_live(session: nox.Session) -> None:
         *session.posargs,
         env=DOCS_ENV,
     )
+
+
+@nox.session
+def site(session: nox.Session) -> None:
+    """Check the built site in headless Chromium, the way a reader uses it.
+
+    Needs `nox -s docs` first, and a `chromium` on PATH (Debian: `apt-get install
+    chromium`); Playwright drives it and never downloads a browser. Every page is
+    served from 127.0.0.1 and checked for console errors, failed or third-party
+    requests, broken images and links, and sideways scrolling on a phone; then
+    search, previous/next, dark mode and the gallery's downloads. Screenshots land in
+    docs/_build/screenshots/. Check another build with `nox -s site -- PATH/TO/html`
+    (or ATTENTION_SITE_DIR=PATH/TO/html); drive another Chromium-based browser with
+    ATTENTION_CHROMIUM=PATH (e.g. google-chrome).
+    """
+    import os
+
+    session.env["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
+    args = list(session.posargs)  # [HTML_DIR] [pytest options]
+    html = args.pop(0) if args and not args[0].startswith("-") else None
+    html = Path(html or os.environ.get("ATTENTION_SITE_DIR") or BUILD / "html").resolve()
+    if not (html / "index.html").is_file():
+        session.error(f"no built site at {html}: run `nox -s docs` first")
+    browser = os.environ.get("ATTENTION_CHROMIUM")  # e.g. google-chrome; else chromium
+    if not (browser or shutil.which("chromium") or shutil.which("chromium-browser")):
+        session.error("no `chromium` on PATH: install it (Debian: `apt-get install chromium`)")
+    install(session, "-e", ".[docs,test,site]")
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "tests/site",
+        *args,
+        env={
+            **DOCS_ENV,
+            "ATTENTION_SITE_DIR": str(html),
+            "ATTENTION_SITE_SCREENSHOTS": str(html.parent / "screenshots"),
+            "MPLBACKEND": "Agg",
+            "JUPYTER_PLATFORM_DIRS": "1",
+        },
+    )
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Measure every attention variant side by side (see attention/benchmark.py)."""
+    install(session, "-e", ".[plot]")
+    session.run("python", "-m", "attention.benchmark", *session.posargs)

@@ -68,9 +68,7 @@ class Head(nn.Module):
     def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
         """The affinities ``wei`` after softmax and dropout, shape ``(B, T, T)``."""
         names = ("n_embd", "block_size")
-        _checks.module_input(
-            self, x, d_in=self.n_embd, context_length=self.block_size, names=names
-        )
+        _checks.module_input(self, x, d_in=self.n_embd, context_length=self.block_size, names=names)
         B, T, C = x.shape  # noqa: RUF059 (the notation is the point; only T is used)
         k = self.key(x)  # (B, T, head_size)
         q = self.query(x)  # (B, T, head_size)

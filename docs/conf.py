@@ -66,10 +66,17 @@ nb_execution_timeout = 300
 nb_output_stderr = "warn"  # a warning printed by a cell fails the build under -W
 nb_merge_streams = True
 
+# -- Math --------------------------------------------------------------------------
+# MathJax 3.2.2 (Apache-2.0) is served from the site itself, not a CDN, so the site
+# works offline and makes no third-party request. tex-svg.js is one self-contained
+# file: TeX input, SVG output, its fonts inlined as paths. From `npm pack mathjax@3.2.2`,
+# file es5/tex-svg.js; its LICENSE sits beside it.
+mathjax_path = "mathjax/tex-svg.js"
+
 # -- API reference ----------------------------------------------------------------
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # the NumPy-style docstrings already give types and shapes
-autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_default_options = {"members": True}
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False
 napoleon_custom_sections = [("Shapes", "notes_style")]
@@ -107,11 +114,19 @@ html_theme = "sphinx_book_theme"
 html_title = "Attention, step by step"
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
+# A tiny causal heatmap; without an icon, browsers ask for a /favicon.ico that is not there.
+html_favicon = "_static/favicon.png"
 html_theme_options = {
     "repository_url": "https://github.com/OWNER/attention",
     "use_repository_button": False,
     "use_download_button": True,
     "show_toc_level": 2,
     "navigation_with_keys": True,
+    # pydata-sphinx-theme 0.20 would add a search field in a top bar of its own, above
+    # the book theme's layout, doubling the sidebar's search; keep the book layout.
+    "navbar_persistent": [],
 }
 html_last_updated_fmt = None
+# The page follows the reader's system setting until they pick light or dark. Without
+# this, a first visit (nothing in localStorage) logs "Got invalid theme mode" to the console.
+html_context = {"default_mode": "auto"}
