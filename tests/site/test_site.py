@@ -25,6 +25,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import pytest
 
 SITE = Path(os.environ["ATTENTION_SITE_DIR"]).resolve()
+REPO = Path(__file__).resolve().parents[2]
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 NOT_PAGES = {"_static", "_sources", "_downloads", "_images", "jupyter_execute"}
@@ -757,10 +759,15 @@ def test_gallery_index_lists_examples(base_url: str):
     zips = [a["href"] for a in page.select(".sphx-glr-download a.reference.download")]
     if len(zips) < 2:
         problems.append(f"expected the .py and .ipynb zips of all examples, found {zips}")
+    scripts = sorted(p.stem for p in (REPO / "gallery").glob("*.py"))
     for href in zips:
         status, body = fetch(urljoin(base_url + index, href))
         if status != 200 or not body.startswith(b"PK"):
             problems.append(f"{href}: HTTP {status}, {len(body)} bytes, not a zip")
+            continue
+        names = zipfile.ZipFile(io.BytesIO(body)).namelist()
+        if sorted(Path(name).stem for name in names) != scripts:
+            problems.append(f"{href} holds {sorted(names)}, not one file per gallery script")
     assert not problems, report("the gallery index", problems)
 
 
