@@ -112,6 +112,13 @@ class _Attention(nn.Module):
         _checks.heads_divide(owner, d_out, num_heads)
         self.head_dim = d_out // num_heads
 
+    def _add_book_layers(self, qkv_bias: bool) -> None:
+        """The book's four projections, created in its order, for variants that keep them."""
+        self.W_query = nn.Linear(self.d_in, self.d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(self.d_in, self.d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(self.d_in, self.d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(self.d_out, self.d_out)
+
     def _check(self, x: object) -> torch.Tensor:
         return _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
 
@@ -246,10 +253,7 @@ class EinsumAttention(_Attention):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
+        self._add_book_layers(qkv_bias)
         self.dropout = nn.Dropout(self.dropout_p)
         self.register_buffer("mask", _causal_mask(context_length))
 
@@ -311,10 +315,7 @@ class SDPAttention(_Attention):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
+        self._add_book_layers(qkv_bias)
 
     def _copy_weights(self, mha: MultiHeadAttention) -> None:
         # The book's state_dict minus its mask buffer, which this class does not need.
