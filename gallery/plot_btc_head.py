@@ -27,6 +27,8 @@ B, T, C = 4, 8, 32  # batch, time, channels
 x = torch.randn(B, T, C)
 head = Head(n_embd=C, head_size=16, block_size=T)
 print("x:", tuple(x.shape))
+# Expected output:
+# x: (4, 8, 32)
 assert x.shape == (4, 8, 32)
 
 # %%
@@ -37,6 +39,8 @@ with torch.no_grad():
     k = head.key(x)  # (B, T, 16)
     q = head.query(x)  # (B, T, 16)
 print("k:", tuple(k.shape), " q:", tuple(q.shape))
+# Expected output:
+# k: (4, 8, 16)  q: (4, 8, 16)
 assert k.shape == q.shape == (4, 8, 16)
 
 # %%
@@ -49,11 +53,12 @@ wei = q @ k.transpose(-2, -1) * head.head_size**-0.5  # (B, T, T)
 wei = wei.masked_fill(~head.tril[:T, :T], float("-inf"))  # tril: True where a token may look
 wei = F.softmax(wei, dim=-1)
 print("wei:", tuple(wei.shape))
+# Expected output:
+# wei: (4, 8, 8)
 assert wei.shape == (4, 8, 8)
 print(wei[0, 1])
-torch.testing.assert_close(
-    wei[0, 1], torch.tensor([0.3966, 0.6034, 0, 0, 0, 0, 0, 0]), atol=5e-5, rtol=0
-)
+# Expected output:
+# tensor([0.3966, 0.6034, 0.0000, 0.0000, 0.0000, 0.0000, 0.0000, 0.0000])
 
 # %%
 # The same weights come out of ``Head.attention_weights``. The output aggregates the
@@ -66,6 +71,8 @@ with torch.no_grad():
     out = wei @ v
     torch.testing.assert_close(head(x), out)
 print("out:", tuple(out.shape))
+# Expected output:
+# out: (4, 8, 16)
 assert out.shape == (4, 8, 16)
 
 # %%
@@ -78,7 +85,8 @@ assert out.shape == (4, 8, 16)
 
 unscaled = (q @ k.transpose(-2, -1)).masked_fill(~head.tril, float("-inf")).softmax(dim=-1)
 print(unscaled[0, 1, :2])
-torch.testing.assert_close(unscaled[0, 1, :2], torch.tensor([0.1574, 0.8426]), atol=5e-5, rtol=0)
+# Expected output:
+# tensor([0.1574, 0.8426])
 
 # %%
 # One heatmap per sequence of the batch. The head's weights are the same for all
@@ -108,7 +116,8 @@ plt.show()
 tril = torch.ones(T, T).tril()
 flat = torch.zeros(T, T).masked_fill(tril == 0, float("-inf")).softmax(dim=-1)  # (T, T)
 print(flat[3])
-torch.testing.assert_close(flat[3], torch.tensor([0.25, 0.25, 0.25, 0.25, 0, 0, 0, 0]))
+# Expected output:
+# tensor([0.2500, 0.2500, 0.2500, 0.2500, 0.0000, 0.0000, 0.0000, 0.0000])
 running_mean = x.cumsum(dim=1) / torch.arange(1, T + 1).view(1, T, 1)  # (B, T, C)
 torch.testing.assert_close(flat @ x, running_mean)
 

@@ -35,15 +35,14 @@ weights = attention_weights(scores)  # (6, 6), rows sum to 1
 context = weights @ SWITCH_INPUTS  # (6, 3)
 
 print("scores of light: ", scores[4])
-torch.testing.assert_close(
-    scores[4], torch.tensor([0.9046, 0.5701, 0.6006, 0.7121, 0.7818, 0.5065]), atol=5e-5, rtol=0
-)
+# Expected output:
+# scores of light:  tensor([0.9046, 0.5701, 0.6006, 0.7121, 0.7818, 0.5065])
 print("weights of light:", weights[4])
-torch.testing.assert_close(
-    weights[4], torch.tensor([0.2068, 0.1480, 0.1526, 0.1706, 0.1829, 0.1389]), atol=5e-5, rtol=0
-)
+# Expected output:
+# weights of light: tensor([0.2068, 0.1480, 0.1526, 0.1706, 0.1829, 0.1389])
 print("context of light:", context[4])
-torch.testing.assert_close(context[4], torch.tensor([0.3039, 0.5600, 0.5155]), atol=5e-5, rtol=0)
+# Expected output:
+# context of light: tensor([0.3039, 0.5600, 0.5155])
 
 # %%
 # "light" gives its largest weight to "I" (0.2068), not to itself (0.1829). By
@@ -52,19 +51,11 @@ torch.testing.assert_close(context[4], torch.tensor([0.3039, 0.5600, 0.5155]), a
 # embedding of "I" is longer than that of "light".
 
 print("cosine with light:", torch.cosine_similarity(SWITCH_INPUTS[4], SWITCH_INPUTS, dim=-1))
-torch.testing.assert_close(
-    torch.cosine_similarity(SWITCH_INPUTS[4], SWITCH_INPUTS, dim=-1),
-    torch.tensor([0.9785, 0.7679, 0.7794, 0.7698, 1.0000, 0.7118]),
-    atol=5e-5,
-    rtol=0,
-)
+# Expected output:
+# cosine with light: tensor([0.9785, 0.7679, 0.7794, 0.7698, 1.0000, 0.7118])
 print("lengths:", SWITCH_INPUTS.norm(dim=-1))
-torch.testing.assert_close(
-    SWITCH_INPUTS.norm(dim=-1),
-    torch.tensor([1.0455, 0.8396, 0.8715, 1.0462, 0.8842, 0.8048]),
-    atol=5e-5,
-    rtol=0,
-)
+# Expected output:
+# lengths: tensor([1.0455, 0.8396, 0.8715, 1.0462, 0.8842, 0.8048])
 
 # %%
 # Which token does each word attend to most, in both sentences? In "Your
@@ -81,6 +72,9 @@ for tokens, top in ((TOKENS, journey_top), (SWITCH_TOKENS, switch_top)):
             f"{query} -> {tokens[key]}" for query, key in zip(tokens, top.tolist(), strict=True)
         )
     )
+# Expected output:
+# Your -> Your, journey -> journey, starts -> journey, with -> journey, one -> starts, step -> journey
+# I -> I, can't -> I, find -> find, the -> the, light -> I, switch -> the
 assert journey_top.tolist() == [0, 1, 1, 1, 2, 1]
 assert switch_top.tolist() == [0, 0, 2, 3, 0, 3]
 

@@ -48,6 +48,13 @@ for number, (batch, num_tokens, context_length, num_heads, head_dim, qkv_bias) i
         f"case {number}: B={batch} T={num_tokens} context_length={context_length} "
         f"num_heads={num_heads} head_dim={head_dim} qkv_bias={qkv_bias}"
     )
+# Expected output:
+# case 1: B=1 T=6 context_length=7 num_heads=4 head_dim=6 qkv_bias=True
+# case 2: B=4 T=5 context_length=8 num_heads=4 head_dim=2 qkv_bias=False
+# case 3: B=1 T=2 context_length=4 num_heads=4 head_dim=7 qkv_bias=False
+# case 4: B=3 T=6 context_length=6 num_heads=2 head_dim=7 qkv_bias=False
+# case 5: B=1 T=4 context_length=6 num_heads=2 head_dim=6 qkv_bias=False
+# case 6: B=2 T=4 context_length=8 num_heads=1 head_dim=4 qkv_bias=True
 assert cases == [
     (1, 6, 7, 4, 6, True),
     (4, 5, 8, 4, 2, False),
@@ -84,6 +91,13 @@ for number, (batch, num_tokens, context_length, _, head_dim, qkv_bias) in enumer
     single_head.append((ours, theirs, difference))
     print(f"case {number}: max |difference| < 1e-12: {difference < TOLERANCE}")
     assert difference < TOLERANCE
+# Expected output:
+# case 1: max |difference| < 1e-12: True
+# case 2: max |difference| < 1e-12: True
+# case 3: max |difference| < 1e-12: True
+# case 4: max |difference| < 1e-12: True
+# case 5: max |difference| < 1e-12: True
+# case 6: max |difference| < 1e-12: True
 
 # %%
 # ``MultiHeadAttention`` against ``torch.nn.MultiheadAttention``
@@ -124,6 +138,13 @@ for number, (batch, num_tokens, context_length, num_heads, head_dim, qkv_bias) i
     multi_head.append((ours, theirs, difference))
     print(f"case {number}: max |difference| < 1e-12: {difference < TOLERANCE}")
     assert difference < TOLERANCE
+# Expected output:
+# case 1: max |difference| < 1e-12: True
+# case 2: max |difference| < 1e-12: True
+# case 3: max |difference| < 1e-12: True
+# case 4: max |difference| < 1e-12: True
+# case 5: max |difference| < 1e-12: True
+# case 6: max |difference| < 1e-12: True
 
 # %%
 # Left, every output number of every case, ours against PyTorch's: all on the

@@ -42,11 +42,24 @@ for d_k in sizes:
 # keys while with scaling it is not.
 
 print(" d_k  var(q.k)  var(q.k/sqrt(d_k))  max weight  max weight (scaled)")
+# Expected output:
+#  d_k  var(q.k)  var(q.k/sqrt(d_k))  max weight  max weight (scaled)
 for i, d_k in enumerate(sizes):
     print(
         f"{d_k:4d}  {variance['unscaled'][i]:8.1f}  {variance['scaled'][i]:18.2f}"
         f"  {largest['unscaled'][i]:10.2f}  {largest['scaled'][i]:19.2f}"
     )
+# Expected output:
+#    2       1.9                0.95        0.40                 0.32
+#    4       4.0                1.00        0.54                 0.35
+#    8       8.2                1.03        0.66                 0.36
+#   16      15.4                0.96        0.75                 0.35
+#   32      31.2                0.97        0.82                 0.36
+#   64      63.5                0.99        0.87                 0.36
+#  128     129.6                1.01        0.92                 0.36
+#  256     256.5                1.00        0.95                 0.37
+#  512     521.1                1.02        0.95                 0.36
+# 1024    1057.8                1.03        0.97                 0.37
 
 for i, d_k in enumerate(sizes):
     assert abs(variance["unscaled"][i] - d_k) < 0.15 * d_k, (d_k, variance["unscaled"][i])

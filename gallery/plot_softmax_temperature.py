@@ -26,27 +26,18 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 scores = scores_for_query(INPUTS[1], INPUTS)  # (6,): the scores of "journey"
 print("scores of journey:", scores)
-torch.testing.assert_close(
-    scores, torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]), atol=5e-5, rtol=0
-)
+# Expected output:
+# scores of journey: tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865])
 
 factors = torch.tensor([0.25, 1.0, 4.0, 16.0, 64.0])
 weights = torch.softmax(factors[:, None] * scores, dim=-1)  # (5, 6): one row per factor
 print(weights)
-torch.testing.assert_close(
-    weights,
-    torch.tensor(
-        [
-            [0.1605, 0.1837, 0.1828, 0.1561, 0.1509, 0.1659],
-            [0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581],
-            [0.0489, 0.4253, 0.3932, 0.0314, 0.0182, 0.0830],
-            [0.0001, 0.5772, 0.4218, 0.0000, 0.0000, 0.0008],
-            [0.0000, 0.7781, 0.2219, 0.0000, 0.0000, 0.0000],
-        ]
-    ),
-    atol=5e-5,
-    rtol=0,
-)
+# Expected output:
+# tensor([[0.1605, 0.1837, 0.1828, 0.1561, 0.1509, 0.1659],
+#         [0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581],
+#         [0.0489, 0.4253, 0.3932, 0.0314, 0.0182, 0.0830],
+#         [0.0001, 0.5772, 0.4218, 0.0000, 0.0000, 0.0008],
+#         [0.0000, 0.7781, 0.2219, 0.0000, 0.0000, 0.0000]])
 
 # %%
 # A factor of 4 is a temperature of 0.25: the same weights either way.
@@ -82,14 +73,15 @@ plt.show()
 
 largest = weights.max(dim=-1).values
 print("largest weight:", largest)
-torch.testing.assert_close(
-    largest, torch.tensor([0.1837, 0.2379, 0.4253, 0.5772, 0.7781]), atol=5e-5, rtol=0
-)
+# Expected output:
+# largest weight: tensor([0.1837, 0.2379, 0.4253, 0.5772, 0.7781])
 entropy = torch.special.entr(weights).sum(dim=-1)
 print("entropy:", entropy)
-torch.testing.assert_close(
-    entropy, torch.tensor([1.7889, 1.7460, 1.2664, 0.6884, 0.5294]), atol=5e-5, rtol=0
-)
+# Expected output:
+# entropy: tensor([1.7889, 1.7460, 1.2664, 0.6884, 0.5294])
+print("entropy of uniform weights, log 6:", torch.tensor(6.0).log())
+# Expected output:
+# entropy of uniform weights, log 6: tensor(1.7918)
 
 # %%
 # The same two measures over a continuous range of factors, from 0.01 to 1000.
@@ -136,16 +128,11 @@ plt.show()
 # near end each is within a thousandth of uniform, 1/6 = 0.1667.
 
 print("factor 1000:", sweep_weights[-1])
-torch.testing.assert_close(
-    sweep_weights[-1], torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), atol=5e-5, rtol=0
-)
+# Expected output:
+# factor 1000: tensor([0.0000, 1.0000, 0.0000, 0.0000, 0.0000, 0.0000])
 print("factor 0.01:", sweep_weights[0])
-torch.testing.assert_close(
-    sweep_weights[0],
-    torch.tensor([0.1664, 0.1673, 0.1673, 0.1662, 0.1660, 0.1667]),
-    atol=5e-5,
-    rtol=0,
-)
+# Expected output:
+# factor 0.01: tensor([0.1664, 0.1673, 0.1673, 0.1662, 0.1660, 0.1667])
 assert torch.allclose(sweep_weights[0], torch.full((6,), 1 / 6), atol=1e-3, rtol=0)
 
 # %%

@@ -41,7 +41,11 @@ def make_batch(batch_size):
 
 tokens, targets = make_batch(2)
 print(tokens[0])
+# Expected output:
+# tensor([12, 15,  5,  0,  3, 11,  3,  7])
 print(targets[0])
+# Expected output:
+# tensor([-100,   12,   15,    5,    0,    3,   11,    3])
 assert tokens[0].tolist() == [12, 15, 5, 0, 3, 11, 3, 7]
 assert targets[0].tolist() == [-100, 12, 15, 5, 0, 3, 11, 3]
 
@@ -135,6 +139,8 @@ losses, checkpoints = train(model)
 # almost every time.
 
 print(f"loss: first step {losses[0]:.1f}, last step {losses[-1]:.1f}")
+# Expected output:
+# loss: first step 2.8, last step 0.0
 assert abs(losses[0] - math.log(VOCAB)) < 0.3
 assert losses[-1] < 0.2 * losses[0]
 
@@ -143,6 +149,8 @@ with torch.no_grad():
     predictions = model(tokens).argmax(dim=-1)  # (B, T)
 accuracy = (predictions[:, 1:] == targets[:, 1:]).float().mean().item()
 print(f"accuracy on fresh sequences > 0.95: {accuracy > 0.95}")
+# Expected output:
+# accuracy on fresh sequences > 0.95: True
 assert accuracy > 0.95
 
 # %%
@@ -154,8 +162,14 @@ assert accuracy > 0.95
 with torch.no_grad():
     after = model.attention_weights(example)[0]  # (T, T)
     on_previous = previous_token_weight(model.attention_weights(probe))
-print(f"weight on the previous token before training < 0.5: {checkpoints[0][1] < 0.5}")
+evenly = sum(1 / (t + 1) for t in range(1, T)) / (T - 1)  # every row spread evenly
+untrained = checkpoints[0][1]
+print(f"weight on the previous token before training: {untrained:.2f}, evenly: {evenly:.2f}")
+# Expected output:
+# weight on the previous token before training: 0.22, evenly: 0.25
 print(f"weight on the previous token after training > 0.8: {on_previous > 0.8}")
+# Expected output:
+# weight on the previous token after training > 0.8: True
 assert checkpoints[0][1] < 0.5
 assert on_previous > 0.8
 
@@ -175,6 +189,8 @@ with torch.no_grad():
     without = no_positions.attention_weights(example)[0]  # (T, T)
 accuracy_no_positions = (predictions[:, 1:] == targets[:, 1:]).float().mean().item()
 print(f"accuracy without positions < 0.7: {accuracy_no_positions < 0.7}")
+# Expected output:
+# accuracy without positions < 0.7: True
 assert accuracy_no_positions < 0.7
 
 # %%

@@ -1,26 +1,37 @@
-"""Write the outputs of the last docs build into a chapter's ``expect`` metadata.
+"""Write what pages and gallery scripts print into their expected outputs.
 
-For authors: write a chapter's cells, build the docs once, then run::
+For authors. A chapter: write its cells, build the docs once, then run::
 
     python docs/_ext/fill_expected.py docs/chapters/02-trainable-weights.md
 
 Every code cell that printed something and has neither ``expect`` nor ``unchecked``
-gets an ``expect`` with what it printed. With ``--update``, existing ``expect`` values
-are replaced too (after a deliberate change to the package). Review the diff before
-committing: the point of ``expect`` is that a person checked each value (against the
-book, or by reasoning), not that the build agrees with itself.
+gets an ``expect`` with what it printed. A gallery script needs no build: ::
+
+    python docs/_ext/fill_expected.py gallery/plot_causal_mask_steps.py
+
+runs the script one top-level statement at a time and writes a ``# Expected
+output:`` comment after each statement that printed something (a loop's output goes
+after the loop). With ``--update``, existing expected outputs are replaced too (after
+a deliberate change to the package). Review the diff before committing: the point of
+an expected output is that a person checked each value (against the book, or by
+reasoning), not that the build agrees with itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import io
+import os
 import re
 import sys
 from pathlib import Path
 
 import nbformat
 import yaml
-from verify_outputs import printed_text
+from verify_gallery import EXPECTED, UNCHECKED
+from verify_outputs import normalise, printed_text
 
 FENCE = re.compile(r"^(`{3,})\{code-cell\}")
 
@@ -78,6 +89,54 @@ def fill(page: Path, executed: Path, update: bool) -> int:
     return changed
 
 
+def statement_outputs(script: Path) -> list[tuple[ast.stmt, str]]:
+    """Run ``script`` one top-level statement at a time; what each one printed."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    tree = ast.parse(script.read_text(encoding="utf-8"), str(script))
+    namespace = {"__name__": "__main__", "__file__": str(script)}
+    outputs = []
+    for statement in tree.body:
+        code = compile(ast.Module([statement], type_ignores=[]), str(script), "exec")
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            exec(code, namespace)
+        outputs.append((statement, normalise(printed.getvalue())))
+    return outputs
+
+
+def fill_script(script: Path, update: bool) -> int:
+    """Write each statement's output after it as a ``# Expected output:`` comment."""
+    lines = script.read_text(encoding="utf-8").splitlines()
+    insertions: dict[int, list[str]] = {}  # after line number -> comment lines
+    removals: set[int] = set()
+    changed = 0
+    for statement, printed in statement_outputs(script):
+        end = statement.end_lineno  # 1-based, the statement's last line
+        existing = end  # the existing comment, if any, occupies lines end+1 .. existing
+        if existing < len(lines) and lines[existing].strip() == EXPECTED:
+            existing += 1
+            while existing < len(lines) and lines[existing].startswith("#"):
+                existing += 1
+        has_comment = existing > end
+        body = [f"# {line}".rstrip() for line in printed.splitlines()]
+        start = max((i for i in range(end) if lines[i].startswith("# %%")), default=0)
+        stop = next((i for i in range(end, len(lines)) if lines[i].startswith("# %%")), None)
+        unchecked = any(line.startswith(UNCHECKED) for line in lines[start:stop])
+        if not printed or unchecked or (has_comment and not update):
+            continue
+        if has_comment and lines[end + 1 : existing] == body:
+            continue
+        removals.update(range(end, existing))
+        insertions[end] = [EXPECTED, *body]
+        changed += 1
+    out = []
+    for number, line in enumerate(lines):
+        if number not in removals:
+            out.append(line)
+        out.extend(insertions.get(number + 1, []))
+    script.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pages", nargs="+", type=Path)
@@ -86,6 +145,9 @@ def main() -> None:
     args = parser.parse_args()
     docs = Path(__file__).resolve().parent.parent
     for page in args.pages:
+        if page.suffix == ".py":
+            print(f"{page}: {fill_script(page, args.update)} statements updated")
+            continue
         docname = page.resolve().relative_to(docs).with_suffix("")
         executed = args.build / "jupyter_execute" / f"{docname}.ipynb"
         print(f"{page}: {fill(page, executed, args.update)} cells updated")

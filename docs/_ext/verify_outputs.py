@@ -1,7 +1,7 @@
-"""Fail the docs build when a chapter prints something its source does not expect.
+"""Fail the docs build when a page prints something its source does not expect.
 
-Every code cell of a chapter that prints text carries the expected output in its
-metadata, next to the code::
+**Chapters.** Every code cell of a chapter that prints text carries the expected
+output in its metadata, next to the code::
 
     ```{code-cell} ipython3
     ---
@@ -14,11 +14,22 @@ metadata, next to the code::
 myst-nb executes the page and writes the executed notebook to ``jupyter_execute/``;
 right after that (Sphinx's ``doctree-read`` event) this extension compares each
 cell's real text output (stdout and the value of the last expression, not figures)
-with its ``expect``. A difference, a printing cell without ``expect``, or an
-``expect`` on a cell that prints nothing is a warning naming the file and line, and
+with its ``expect``.
+
+**Gallery scripts** (:mod:`verify_gallery`) write the expected output as a comment
+right after the code that prints it, and are checked the same way.
+
+**Prose.** A number written with two or more decimals in a page's text restates a
+computed value, so it must be one the page printed (see :func:`printed_values.unprinted`).
+
+Outputs are compared number by number (:mod:`printed_values`): the text around the
+numbers must match, each number only to 1.5 units in its last printed digit, so the
+last-bit differences between CPUs do not fail the build. A difference, a printing
+cell without ``expect``, an ``expect`` on a cell that prints nothing, or a number in
+the prose that the page never printed is a warning naming the file and line, and
 ``-W`` turns it into a failed build. A cell whose output legitimately differs between
-machines (a dropout pattern) says why with ``unchecked: <reason>`` instead, and checks
-the properties that must hold with ``assert`` in its own code.
+runs (a dropout pattern) says why with ``unchecked: <reason>`` instead, and checks the
+properties that must hold with ``assert`` in its own code.
 
 The reader sees the real output of the build; the source holds the expected value.
 """
@@ -26,14 +37,26 @@ The reader sees the real output of the build; the source holds the expected valu
 from __future__ import annotations
 
 import copy
-import difflib
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from printed_values import explain, numbers, unprinted
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Tally:
+    """What one page or script had checked, and how many problems were found."""
+
+    outputs: int = 0
+    values: int = 0
+    prose: int = 0
+    problems: list[str] = field(default_factory=list)
 
 
 def printed_text(cell: nbformat.NotebookNode) -> str:
@@ -63,53 +86,92 @@ def source_line(source_lines: list[str], cell_source: str, start: int) -> int:
     return start + 1
 
 
-def check_notebook(docname: str, source: Path, executed: Path) -> int:
+def check_output(
+    tally: Tally, what: str, actual: str, expect: str | None, unchecked: str | None, warn
+) -> None:
+    """Compare one cell's or code block's printed text with what its source expects."""
+    if unchecked is not None:
+        if expect is not None:
+            warn(f"{what} has both an expected output and 'unchecked'")
+        return
+    if expect is None:
+        if actual:
+            warn(f"{what} prints output but has no expected output; it printed:\n{indent(actual)}")
+        return
+    expected = normalise(expect)
+    if expected and not actual:
+        warn(f"{what} expects output but printed nothing")
+        return
+    tally.outputs += 1
+    tally.values += len(numbers(expected))
+    problem = explain(expected, actual)
+    if problem:
+        warn(f"{what} printed something other than its expected output: {problem}")
+
+
+def check_notebook(docname: str, source: Path, executed: Path) -> Tally:
     """Warn about every cell whose printed output differs from its ``expect``."""
     notebook = nbformat.read(executed, as_version=4)
-    source_lines = source.read_text(encoding="utf-8").splitlines()
-    problems, line = 0, 0
+    source_text = source.read_text(encoding="utf-8")
+    source_lines = source_text.splitlines()
+    tally, line, printed = Tally(), 0, []
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
     for index, cell in enumerate(code_cells, start=1):
         line = source_line(source_lines, cell.source, line)
         location = (docname, line)
-        problems += check_figures(cell, index, location)
+
+        def warn(message: str, location: tuple[str, int] = location) -> None:
+            logger.warning(message, location=location)
+            tally.problems.append(message)
+
+        for problem in figure_problems(cell, index):
+            warn(problem)
         actual = printed_text(cell)
-        expect, unchecked = cell.metadata.get("expect"), cell.metadata.get("unchecked")
-        if unchecked is not None:
-            if expect is not None:
-                logger.warning(
-                    "code cell %d has both 'expect' and 'unchecked'", index, location=location
-                )
-                problems += 1
-            continue
-        if expect is None:
-            if actual:
-                logger.warning(
-                    "code cell %d prints output but its metadata has no 'expect'; it printed:\n%s",
-                    index,
-                    indent(actual),
-                    location=location,
-                )
-                problems += 1
-            continue
-        expected = normalise(str(expect))
-        if actual != expected:
-            diff = "\n".join(
-                difflib.unified_diff(
-                    expected.splitlines(), actual.splitlines(), "expected", "printed", lineterm=""
-                )
-            )
-            logger.warning(
-                "code cell %d printed something other than its 'expect':\n%s",
-                index,
-                diff,
-                location=location,
-            )
-            problems += 1
-    return problems
+        printed.append(actual)
+        meta = cell.metadata
+        check_output(
+            tally, f"code cell {index}", actual, meta.get("expect"), meta.get("unchecked"), warn
+        )
+    check_prose(tally, prose_lines(source_text), printed, lambda line: (docname, line))
+    return tally
 
 
-def check_figures(cell: nbformat.NotebookNode, index: int, location: tuple[str, int]) -> int:
+def check_prose(tally: Tally, lines: list[tuple[int, str]], printed: list[str], where) -> None:
+    """Every number with two or more decimals in the prose must be one the page printed."""
+    values = [number.text for text in printed for number in numbers(text)]
+    for line, text in lines:
+        found, missing = unprinted(text, values)
+        tally.prose += found
+        for number in missing:
+            message = (
+                f"the prose says {number}, but the page printed no value within 1.5 units "
+                "of its last digit; restate a printed value (or round it), or print the value"
+            )
+            logger.warning(message, location=where(line))
+            tally.problems.append(message)
+
+
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def prose_lines(markdown: str) -> list[tuple[int, str]]:
+    """The lines of a MyST page that a reader reads as text: no front matter, no code."""
+    lines = markdown.splitlines()
+    prose, fence, start = [], None, 0
+    if lines and lines[0].strip() == "---":
+        start = lines.index("---", 1) + 1
+    for number, line in enumerate(lines[start:], start=start + 1):
+        match = FENCE.match(line)
+        if fence is None and match:
+            fence = match.group(1)
+        elif fence is not None and line.strip() == fence:
+            fence = None
+        elif fence is None:
+            prose.append((number, line))
+    return prose
+
+
+def figure_problems(cell: nbformat.NotebookNode, index: int) -> list[str]:
     """Every figure needs alt text, and a cell that promises a figure must draw one."""
     images = sum(
         1
@@ -119,25 +181,23 @@ def check_figures(cell: nbformat.NotebookNode, index: int, location: tuple[str, 
     )
     alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
     if images and not alt:
-        logger.warning(
-            "code cell %d draws a figure without alt text; add mystnb: image: alt: ... "
-            "to its metadata",
-            index,
-            location=location,
-        )
-        return 1
+        return [
+            f"code cell {index} draws a figure without alt text; add mystnb: image: alt: ... "
+            "to its metadata"
+        ]
     if alt and not images:
-        logger.warning(
-            "code cell %d has alt text but drew no figure (end the cell with plt.show())",
-            index,
-            location=location,
-        )
-        return 1
-    return 0
+        return [f"code cell {index} has alt text but drew no figure (end the cell with plt.show())"]
+    return []
 
 
 def indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines()) or "  (nothing)"
+
+
+def record(app: Sphinx, name: str, tally: Tally) -> None:
+    if not hasattr(app.env, "verified_outputs"):
+        app.env.verified_outputs = {}
+    app.env.verified_outputs[name] = tally
 
 
 def on_doctree_read(app: Sphinx, doctree) -> None:
@@ -146,25 +206,32 @@ def on_doctree_read(app: Sphinx, doctree) -> None:
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
     if source.suffix != ".md" or not executed.exists():
         return
-    if not hasattr(app.env, "verified_pages"):
-        app.env.verified_pages = {}
-    app.env.verified_pages[docname] = check_notebook(docname, source, executed)
+    record(app, docname, check_notebook(docname, source, executed))
 
 
 def on_env_merge_info(app: Sphinx, env, docnames, other) -> None:
     # Parallel builds read pages in worker processes; collect their results.
-    if not hasattr(env, "verified_pages"):
-        env.verified_pages = {}
-    env.verified_pages.update(getattr(other, "verified_pages", {}))
+    if not hasattr(env, "verified_outputs"):
+        env.verified_outputs = {}
+    env.verified_outputs.update(getattr(other, "verified_outputs", {}))
 
 
 def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
-    pages = getattr(app.env, "verified_pages", {})
-    if exception is None and pages:
-        failed = sum(1 for count in pages.values() if count)
+    tallies = getattr(app.env, "verified_outputs", {})
+    if exception is None and tallies:
+        total = Tally()
+        for tally in tallies.values():
+            total.outputs += tally.outputs
+            total.values += tally.values
+            total.prose += tally.prose
+        failed = sum(1 for tally in tallies.values() if tally.problems)
         logger.info(
-            "verify_outputs: checked the printed output of %d executed pages, %d with problems",
-            len(pages),
+            "verify_outputs: %d pages and scripts; %d printed outputs (%d numbers) and %d "
+            "numbers in the prose checked; %d with problems",
+            len(tallies),
+            total.outputs,
+            total.values,
+            total.prose,
             failed,
         )
 
@@ -183,6 +250,10 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+# The myst-nb release whose stream merging keep_saved_outputs_intact replaces.
+PATCHED_MYST_NB = "1.4.0"
+
+
 def keep_saved_outputs_intact() -> None:
     """Replace myst-nb's merging of a cell's printed chunks with :func:`merge_streams`.
 
@@ -194,12 +265,15 @@ def keep_saved_outputs_intact() -> None:
     split between two chunks was shown broken in two. Merging copies, without adding
     anything, fixes both.
     """
+    import myst_nb
     from myst_nb.core import render
 
-    if not hasattr(render, "coalesce_streams"):
+    if myst_nb.__version__ != PATCHED_MYST_NB or not hasattr(render, "coalesce_streams"):
         raise RuntimeError(
-            "verify_outputs: myst_nb.core.render.coalesce_streams is gone; check whether "
-            "the installed myst-nb still merges outputs in place and update this patch"
+            f"verify_outputs replaces myst_nb.core.render.coalesce_streams as myst-nb "
+            f"{PATCHED_MYST_NB} wrote it, but myst-nb {myst_nb.__version__} is installed; "
+            "check whether it still merges outputs in place, then update this patch and "
+            "PATCHED_MYST_NB"
         )
     render.coalesce_streams = merge_streams
 

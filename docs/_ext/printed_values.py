@@ -1,0 +1,169 @@
+"""Compare what a page printed with what its source expects, number by number.
+
+Printed floats are not portable: the last bits of a result change with the CPU
+(AVX2, AVX-512, NEON), the BLAS library and the torch build, and torch changes the
+whole layout of a tensor when they do (``tensor([1., 1.])`` where every value is
+exactly 1, ``tensor([1.0000, 1.0000])`` where one of them is 1.0000001). So two
+outputs match when
+
+* the text around the numbers is the same, apart from whitespace and column
+  alignment: words, brackets, commas, ``grad_fn=<...>``, ``dtype=...``, and with
+  them the count and nesting of the numbers;
+* integers are equal;
+* each pair of floats differs by at most 1.5 units in the last digit printed: the
+  coarser of the two numbers sets the unit, so ``0.4858`` and ``0.4857`` match
+  (unit 1e-4), ``1.2346e-07`` and ``1.2345e-07`` match (unit 1e-11, so relative
+  to the number's size), and ``0.0000`` matches ``1.0000e-08``. torch prints a
+  float tensor whose values are all whole numbers as ``1.``; such a number gives
+  no unit, so ``1.`` matches ``1.0000`` but not ``1.4`` or ``2.``.
+
+The parsing is pytest-doctestplus's ``FLOAT_CMP``; this module only sets the
+tolerance and explains a mismatch (which line, which number, by how much).
+"""
+
+from __future__ import annotations
+
+import difflib
+import doctest
+import math
+import re
+from dataclasses import dataclass
+
+from pytest_doctestplus.output_checker import FLOAT_CMP, OutputChecker
+
+FLAGS = FLOAT_CMP | doctest.NORMALIZE_WHITESPACE
+# How many units of the last printed digit two numbers may differ by.
+UNITS = 1.5
+
+
+def last_digit(number: str) -> float | None:
+    """The value of one unit in the last digit of a printed number.
+
+    ``None`` for torch's ``1.``: a whole number printed without decimals.
+
+    >>> last_digit("0.4858"), last_digit("-1.2345e-07"), last_digit("1.")
+    (0.0001, 1e-11, None)
+    """
+    mantissa, _, exponent = number.strip().lower().partition("e")
+    _, point, decimals = mantissa.partition(".")
+    if point and not decimals and not exponent:
+        return None
+    return 10.0 ** (int(exponent or 0) - len(decimals))
+
+
+def tolerance(expected: str, printed: str) -> float:
+    """1.5 units in the last digit of the coarser number (0 for two whole numbers)."""
+    units = [unit for unit in (last_digit(expected), last_digit(printed)) if unit is not None]
+    return UNITS * max(units, default=0.0)
+
+
+def same_number(expected: str, printed: str) -> bool:
+    a, b = float(expected), float(printed)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    # Round away the float error of the subtraction itself (0.4858 - 0.4857 > 1e-4).
+    return round(abs(a - b), 12) <= tolerance(expected, printed)
+
+
+class PrintedOutputChecker(OutputChecker):
+    """doctestplus's number-aware checker, with the tolerance of :func:`same_number`.
+
+    doctestplus recognises a number only between separators. Printed sentences also
+    end a number with ``:``, ``;``, ``%`` or a full stop, so those count too.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        exponent = r"(?:e[+-]?\d+)"
+        number = (
+            rf"\s*([+-]?\d+\.\d*{exponent}?|[+-]?\.\d+{exponent}?|[+-]?\d+{exponent}|nan|[+-]?inf)"
+        )
+        before = r"\s|[*+,<=(\[:/]"
+        after = r"\s|[*+,<=(\[>j)\]}:;%]|\.(?:\s|$)"
+        self.num_got_rgx = self.num_want_rgx = re.compile(
+            rf"(^{number}(?={after}|$)|(?<={before}){number}(?={after}|$))"
+        )
+
+    def equal_floats(self, a: str, b: str) -> bool:
+        return same_number(a, b)
+
+
+CHECKER = PrintedOutputChecker()
+
+
+def matches(expected: str, printed: str) -> bool:
+    """Whether ``printed`` is ``expected`` up to layout and printed precision.
+
+    >>> matches("tensor([1., 1.])", "tensor([1.0000, 1.0000])")
+    True
+    >>> matches("tensor([0.4858, 1.4950])", "tensor([0.4857, 1.4970])")
+    False
+    """
+    return CHECKER.check_output(expected, printed, FLAGS)
+
+
+@dataclass
+class Number:
+    text: str
+    line: int  # 1-based line within its output
+
+
+def numbers(text: str) -> list[Number]:
+    """The floats in ``text`` as the checker sees them, with their line numbers."""
+    found = []
+    for match in CHECKER.num_got_rgx.finditer(text):
+        start = match.start(1) + len(match.group(1)) - len(match.group(1).lstrip())
+        found.append(Number(match.group(1).strip(), text.count("\n", 0, start) + 1))
+    return found
+
+
+def skeleton(text: str) -> str:
+    """The text around the numbers, whitespace collapsed: what must match exactly."""
+    return CHECKER.num_got_rgx.sub("#", " ".join(text.split()))
+
+
+def explain(expected: str, printed: str) -> str | None:
+    """``None`` if the outputs match; otherwise what differs, for a build warning."""
+    if matches(expected, printed):
+        return None
+    diff = "\n".join(
+        difflib.unified_diff(
+            expected.splitlines(), printed.splitlines(), "expected", "printed", lineterm=""
+        )
+    )
+    if skeleton(expected) != skeleton(printed):
+        reason = "the text around the numbers differs (words, brackets, or how many numbers)"
+        return f"{reason}:\n{diff}"
+    lines = []
+    for want, got in zip(numbers(expected), numbers(printed), strict=True):
+        if not same_number(want.text, got.text):
+            off = abs(float(want.text) - float(got.text))
+            lines.append(
+                f"  line {got.line}: expected {want.text}, printed {got.text} "
+                f"(off by {off:.3g}; tolerance {tolerance(want.text, got.text):.3g})"
+            )
+    return "numbers differ by more than 1.5 units in their last digit:\n" + "\n".join(
+        [*lines, diff]
+    )
+
+
+# A number written with two or more decimals, as prose restates a printed value:
+# 1.4950, 0.17, −0.25. Not part of a longer token (2.13.0, x_0.25, 1.5e-4 counts
+# from its mantissa's digits only if written with two decimals).
+PROSE_NUMBER = re.compile(r"(?<![\w.])[-−]?\d+\.\d{2,}(?:e[+-]?\d+)?(?![\w]|\.\d)")
+
+
+def unprinted(prose: str, printed: list[str]) -> tuple[int, list[str]]:
+    """How many numbers ``prose`` restates, and those that no printed number matches.
+
+    A restated number matches a printed one within 1.5 units of the coarser last
+    digit, so rounding is allowed ("about 0.24" for 0.2379) but a changed digit is not.
+
+    >>> unprinted("The highest score, 1.4950, is about 1.50; dropout 0.1.", ["1.4950"])
+    (2, [])
+    >>> unprinted("The highest score is 1.4970.", ["1.4950", "0.9544"])
+    (1, ['1.4970'])
+    """
+    found = [match.group().replace("−", "-") for match in PROSE_NUMBER.finditer(prose)]
+    missing = [n for n in found if not any(same_number(n, value) for value in printed)]
+    return len(found), missing

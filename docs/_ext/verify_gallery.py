@@ -1,0 +1,165 @@
+"""Check what every gallery script prints against the expected output written in it.
+
+A gallery script writes what a ``print`` shows as a comment right after the code,
+so that a reader who downloads the script can compare too::
+
+    print(weights.sum(dim=-1))
+    # Expected output:
+    # tensor([1., 1., 1., 1., 1., 1.])
+
+The expected outputs of one code block (the code between two ``# %%`` text blocks)
+are joined in order and compared, number by number (:mod:`printed_values`), with
+what sphinx-gallery captured when it ran that block. A block whose output is random
+says so with ``# Unchecked output: <reason>`` and asserts what must hold. A block
+that prints with no expected output, expects output and prints nothing, or a number
+with two or more decimals in the text blocks that the script never printed, is a
+warning naming the script and line; ``-W`` fails the build.
+
+sphinx-gallery runs the scripts and writes one reST page each, marking every block
+with ``.. GENERATED FROM PYTHON SOURCE LINES a-b``; this extension reads the script
+with sphinx-gallery's own parser, takes each block's output from that page (Sphinx's
+``source-read`` event), and removes the expected-output comments from the code shown
+on the page, where the real output stands right below it. The downloads keep them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx_gallery.py_source_parser import split_code_and_text_blocks
+from verify_outputs import Tally, check_output, check_prose, record
+
+logger = logging.getLogger(__name__)
+
+EXPECTED = "# Expected output:"
+UNCHECKED = "# Unchecked output:"
+GENERATED = re.compile(r"^\.\. GENERATED FROM PYTHON SOURCE LINES (\d+)-(\d+)$", re.MULTILINE)
+OUTPUT = re.compile(r"^\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n", re.M)
+
+
+def expected_output(code: str) -> tuple[str | None, str | None]:
+    """A code block's expected output (``None`` if it states none), and why it is unchecked.
+
+    >>> code = "print(1.5)\\n# Expected output:\\n# 1.5\\nprint('a')\\n# Expected output:\\n# a"
+    >>> expected_output(code)
+    ('1.5\\na', None)
+    """
+    expected, unchecked, inside = None, None, False
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped == EXPECTED:
+            inside, expected = True, expected or []
+        elif stripped.startswith(UNCHECKED):
+            unchecked, inside = stripped.removeprefix(UNCHECKED).strip(), False
+        elif inside and stripped.startswith("#"):
+            expected.append(stripped.removeprefix("#").removeprefix(" "))
+        else:
+            inside = False
+    return (None if expected is None else "\n".join(expected)), unchecked
+
+
+def first_line(lineno: int, code: str, prefixes: tuple[str, ...]) -> int:
+    """The script line of the first line of ``code`` (starting at ``lineno``) with a prefix."""
+    lines = code.splitlines()
+    for offset, line in enumerate(lines):
+        if line.strip().startswith(prefixes):
+            return lineno + offset
+    return lineno + next((i for i, line in enumerate(lines) if line.strip()), 0)
+
+
+def without_expectations(code: str) -> str:
+    """The code block as the page shows it: the expected-output comments removed."""
+    kept, inside = [], False
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped == EXPECTED:
+            inside = True
+            continue
+        if stripped.startswith(UNCHECKED):
+            continue
+        if inside and stripped.startswith("#"):
+            continue
+        inside = False
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def block_outputs(rst: str) -> dict[int, str]:
+    """What each code block printed, keyed by its first line in the script."""
+    outputs = {}
+    markers = list(GENERATED.finditer(rst))
+    for marker, following in zip(markers, [*markers[1:], None], strict=True):
+        section = rst[marker.end() : following.start() if following else len(rst)]
+        found = OUTPUT.search(section)
+        text = ""
+        if found:
+            lines = []
+            for line in section[found.end() :].splitlines():
+                if line.strip() and not line.startswith("    "):
+                    break
+                lines.append(line[4:])
+            text = "\n".join(lines)
+        outputs[int(marker.group(1))] = "\n".join(s.rstrip() for s in text.strip("\n").splitlines())
+    return outputs
+
+
+def check_script(script: Path, rst: str, shown_as: str) -> Tally:
+    """Compare every code block's output with its expectation, and the prose with both."""
+    tally, printed = Tally(), []
+    _, blocks = split_code_and_text_blocks(str(script))
+    outputs = block_outputs(rst)
+
+    def warner(line: int):
+        def warn(message: str) -> None:
+            logger.warning(message, location=f"{shown_as}:{line}")
+            tally.problems.append(message)
+
+        return warn
+
+    prose = []
+    for block in blocks:
+        if block.type == "text":
+            prose += [(block.lineno + i, text) for i, text in enumerate(block.content.splitlines())]
+            continue
+        actual = outputs.get(block.lineno, "")
+        printed.append(actual)
+        expect, unchecked = expected_output(block.content)
+        line = first_line(block.lineno, block.content, (EXPECTED, UNCHECKED, "print("))
+        check_output(tally, "this code block", actual, expect, unchecked, warner(line))
+    check_prose(tally, prose, printed, lambda line: f"{shown_as}:{line}")
+    return tally
+
+
+def on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+    conf = app.config.sphinx_gallery_conf
+    gallery_dir = conf["gallery_dirs"]
+    if not docname.startswith(f"{gallery_dir}/") or docname.endswith("/index"):
+        return
+    name = docname.removeprefix(f"{gallery_dir}/")
+    script = Path(conf["examples_dirs"]) / f"{name}.py"
+    if not script.exists():
+        return
+    shown_as = str(script.relative_to(Path(app.srcdir).parent))
+    record(app, shown_as, check_script(script, source[0], shown_as))
+    source[0] = strip_expectations(source[0])
+
+
+CODE = re.compile(r"^\.\. code-block:: Python\n\n((?:    .*\n|\n)+)", re.MULTILINE)
+
+
+def strip_expectations(rst: str) -> str:
+    """Remove the expected-output comments from every code block of a generated page."""
+
+    def strip(match: re.Match) -> str:
+        return ".. code-block:: Python\n\n" + without_expectations(match.group(1)) + "\n"
+
+    return CODE.sub(strip, rst)
+
+
+def setup(app: Sphinx) -> dict:
+    app.setup_extension("verify_outputs")
+    app.connect("source-read", on_source_read)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
