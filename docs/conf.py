@@ -9,8 +9,6 @@ import attention
 DOCS = Path(__file__).parent
 sys.path.insert(0, str(DOCS / "_ext"))
 
-import perturb_prints  # from _ext, just added to the path
-
 project = "Attention, step by step"
 author = "The attention authors"
 copyright = "2026, the attention authors"
@@ -27,6 +25,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "verify_outputs",
     "verify_gallery",
+    "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "notebook_downloads",
 ]
 
@@ -109,17 +108,6 @@ sphinx_gallery_conf = {
     "first_notebook_cell": None,
     "within_subsection_order": "FileNameSortKey",
 }
-
-# -- Another CPU's arithmetic ------------------------------------------------------
-# ATTENTION_PERTURB_PRINTS=1e-6 (nox -s docs-other-cpu) prints every float tensor
-# off by that much, as another CPU might compute it; the build must still pass.
-if perturb_prints.relative_from_environment():
-    os.environ["IPYTHONDIR"] = str(perturb_prints.startup_dir())  # the chapters' kernels
-    # Gallery scripts may run in joblib workers: they import the hook by name.
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(DOCS / "_ext"), os.environ.get("PYTHONPATH")])
-    )
-    sphinx_gallery_conf["reset_modules"] += ("perturb_prints.before_gallery_script",)
 
 # -- Copy buttons: copy code, never the prompts or outputs ------------------------
 copybutton_exclude = ".linenos, .gp, .go"

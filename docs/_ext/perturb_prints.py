@@ -13,18 +13,20 @@ value must still fail it.
 Only the printed text changes: the computation, the random generator and every
 ``assert`` in the pages see the true values.
 
-Hooks, all switched on by ``conf.py`` when the variable is set:
+As a Sphinx extension it does nothing unless the variable is set; then it adds
 
-* chapters: an IPython startup file in every Jupyter kernel (:func:`startup_dir`);
-* gallery scripts: sphinx-gallery's ``reset_modules``, which runs before each script
-  in whichever process executes it (:func:`before_gallery_script`).
+* for the chapters, an IPython startup file to every Jupyter kernel the build starts
+  (:func:`startup_dir`);
+* for the gallery, a sphinx-gallery ``reset_modules`` hook, which runs before each
+  script in whichever process executes it (:func:`before_gallery_script`).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
+
+from sphinx.application import Sphinx
 
 VARIABLE = "ATTENTION_PERTURB_PRINTS"
 
@@ -64,14 +66,31 @@ def before_gallery_script(gallery_conf: dict, fname: str) -> None:
         install(relative)
 
 
-def startup_dir() -> Path:
-    """An ``IPYTHONDIR`` whose startup file perturbs prints in every kernel it starts."""
-    ipython_dir = Path(tempfile.mkdtemp(prefix="attention-perturbed-ipython-"))
+def startup_dir(ipython_dir: Path) -> Path:
+    """Make ``ipython_dir`` an ``IPYTHONDIR`` whose kernels perturb what they print."""
     startup = ipython_dir / "profile_default" / "startup"
-    startup.mkdir(parents=True)
+    startup.mkdir(parents=True, exist_ok=True)
     (startup / "00-perturb-prints.py").write_text(
         "import perturb_prints\n"
         "perturb_prints.install(perturb_prints.relative_from_environment())\n",
         encoding="utf-8",
     )
     return ipython_dir
+
+
+def on_config_inited(app: Sphinx, config) -> None:
+    if not relative_from_environment():
+        return
+    here = str(Path(__file__).parent)
+    # Kernels and sphinx-gallery's worker processes import this module by name.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    os.environ["IPYTHONDIR"] = str(startup_dir(Path(app.outdir).parent / "perturbed-ipython"))
+    gallery = config.sphinx_gallery_conf
+    hook = f"{__name__}.before_gallery_script"
+    gallery["reset_modules"] = (*gallery.get("reset_modules", ()), hook)
+
+
+def setup(app: Sphinx) -> dict:
+    # Before sphinx-gallery reads its configuration (priority 500).
+    app.connect("config-inited", on_config_inited, priority=400)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

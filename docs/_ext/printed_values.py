@@ -14,8 +14,10 @@ outputs match when
   coarser of the two numbers sets the unit, so ``0.4858`` and ``0.4857`` match
   (unit 1e-4), ``1.2346e-07`` and ``1.2345e-07`` match (unit 1e-11, so relative
   to the number's size), and ``0.0000`` matches ``1.0000e-08``. torch prints a
-  float tensor whose values are all whole numbers as ``1.``; such a number gives
-  no unit, so ``1.`` matches ``1.0000`` but not ``1.4`` or ``2.``.
+  float tensor whose values are all whole numbers as ``1.``; such a number counts
+  as printed with torch's 4 decimals, so ``1.`` matches ``1.0000`` but not ``1.4``
+  or ``2.``. Large numbers get at least 1e-5 of their size: ``152.0002`` carries more
+  digits than float32 holds.
 
 The parsing is pytest-doctestplus's ``FLOAT_CMP``; this module only sets the
 tolerance and explains a mismatch (which line, which number, by how much).
@@ -34,27 +36,36 @@ from pytest_doctestplus.output_checker import FLOAT_CMP, OutputChecker
 FLAGS = FLOAT_CMP | doctest.NORMALIZE_WHITESPACE
 # How many units of the last printed digit two numbers may differ by.
 UNITS = 1.5
+# The unit of a whole number printed as ``1.``: torch's default 4 decimals.
+WHOLE = 1e-4
+# ... and never less than this fraction of the number: about 100 float32 roundings.
+RELATIVE = 1e-5
 
 
-def last_digit(number: str) -> float | None:
+def last_digit(number: str) -> float:
     """The value of one unit in the last digit of a printed number.
 
-    ``None`` for torch's ``1.``: a whole number printed without decimals.
+    torch prints a tensor of whole numbers as ``1.``; such a number is whole to the
+    4 decimals torch prints by default, so its unit is 1e-4 too.
 
     >>> last_digit("0.4858"), last_digit("-1.2345e-07"), last_digit("1.")
-    (0.0001, 1e-11, None)
+    (0.0001, 1e-11, 0.0001)
     """
     mantissa, _, exponent = number.strip().lower().partition("e")
     _, point, decimals = mantissa.partition(".")
     if point and not decimals and not exponent:
-        return None
+        return WHOLE
     return 10.0 ** (int(exponent or 0) - len(decimals))
 
 
 def tolerance(expected: str, printed: str) -> float:
-    """1.5 units in the last digit of the coarser number (0 for two whole numbers)."""
-    units = [unit for unit in (last_digit(expected), last_digit(printed)) if unit is not None]
-    return UNITS * max(units, default=0.0)
+    """1.5 units in the last digit of the coarser number, and at least 1e-5 of its size.
+
+    The floor matters only for large numbers printed with many decimals (``152.0002``),
+    where the last digits are beyond what float32 holds.
+    """
+    size = max(abs(float(expected)), abs(float(printed)))
+    return max(UNITS * max(last_digit(expected), last_digit(printed)), RELATIVE * size)
 
 
 def same_number(expected: str, printed: str) -> bool:

@@ -139,7 +139,7 @@ def on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     if not docname.startswith(f"{gallery_dir}/") or docname.endswith("/index"):
         return
     name = docname.removeprefix(f"{gallery_dir}/")
-    script = Path(conf["examples_dirs"]) / f"{name}.py"
+    script = Path(app.srcdir, conf["examples_dirs"], f"{name}.py").resolve()
     if not script.exists():
         return
     shown_as = str(script.relative_to(Path(app.srcdir).parent))

@@ -1,0 +1,358 @@
+"""The docs extensions, on a two-cell page and a two-block gallery script.
+
+As MyST-NB tests its own extension, these build a tiny Sphinx project for real:
+myst-nb executes the page in a Jupyter kernel and sphinx-gallery runs the script,
+then the warnings are read back. One build holds only correct expectations and must
+be silent even with every printed float perturbed as on another CPU; the other
+plants the mistakes the checks exist for, and each must be reported at its line.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+from fill_expected import fill, fill_script
+from verify_gallery import block_outputs, expected_output, without_expectations
+from verify_outputs import (
+    PATCHED_MYST_NB,
+    figure_problems,
+    keep_saved_outputs_intact,
+    merge_streams,
+    printed_text,
+    prose_lines,
+)
+
+EXTENSIONS = Path(__file__).resolve().parents[2] / "docs" / "_ext"
+
+CONF = f"""
+import sys
+sys.path.insert(0, {str(EXTENSIONS)!r})
+extensions = ["myst_nb", "sphinx_gallery.gen_gallery", "verify_outputs", "verify_gallery",
+              "perturb_prints"]
+exclude_patterns = ["_build", "auto_gallery/*.ipynb", "auto_gallery/*.py",
+                    "auto_gallery/*.zip", "auto_gallery/*.md5", "auto_gallery/*.json"]
+nb_execution_mode = "force"
+nb_execution_raise_on_error = True
+nb_merge_streams = True
+sphinx_gallery_conf = {{
+    "examples_dirs": "../gallery", "gallery_dirs": "auto_gallery", "filename_pattern": ".*",
+    "capture_repr": (), "image_scrapers": (), "download_all_examples": False,
+    "reset_modules": (),
+}}
+html_theme = "basic"
+"""
+
+INDEX = """\
+# Demo
+
+```{toctree}
+page
+auto_gallery/index
+```
+"""
+
+PAGE = """\
+---
+file_format: mystnb
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+
+# A page
+
+```{code-cell} ipython3
+import torch
+torch.set_printoptions(precision=4, sci_mode=False)
+```
+
+The weights sum to 1.00; the largest is 0.4950.
+
+```{code-cell} ipython3
+---
+expect: |
+  tensor([0.4950, 0.5050])
+  tensor([1., 1., 1.])
+---
+print(torch.tensor([0.4950, 0.5050]))
+print(torch.ones(3))
+```
+"""
+
+SCRIPT = '''\
+"""
+A demo
+======
+
+The sum is 0.75.
+"""
+
+# %%
+# Two numbers.
+
+import torch
+
+torch.set_printoptions(precision=4, sci_mode=False)
+print(torch.tensor([0.25, 0.5]))
+# Expected output:
+# tensor([0.2500, 0.5000])
+print(torch.ones(2))
+# Expected output:
+# tensor([1., 1.])
+
+# %%
+# Their sum.
+
+print(torch.tensor(0.75))
+# Expected output:
+# tensor(0.7500)
+'''
+
+
+def make_project(top: Path, page: str = PAGE, script: str = SCRIPT) -> Path:
+    """``top/docs`` (the Sphinx project) and ``top/gallery``, as in this repository."""
+    root = top / "docs"
+    root.mkdir()
+    (top / "gallery").mkdir()
+    (root / "conf.py").write_text(CONF)
+    (root / "index.md").write_text(INDEX)
+    (root / "page.md").write_text(page)
+    (top / "gallery" / "README.rst").write_text("Gallery\n=======\n")
+    (top / "gallery" / "plot_demo.py").write_text(script)
+    return root
+
+
+def build(root: Path, perturb: str | None = None) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ATTENTION_PERTURB_PRINTS"}
+    if perturb:
+        env["ATTENTION_PERTURB_PRINTS"] = perturb
+    warnings = root / "warnings.txt"
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-n", "-E", "-b", "html", "-w", str(warnings)]
+        + [str(root), str(root / "_build" / "html")],
+        env={**env, "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": "Agg"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.returncode, warnings.read_text() if warnings.exists() else result.stderr
+
+
+def warning_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "WARNING" in line]
+
+
+@pytest.fixture(scope="module")
+def good_build(tmp_path_factory):
+    """The correct project, built with every printed float off by 1e-6."""
+    root = make_project(tmp_path_factory.mktemp("good"))
+    return root, *build(root, perturb="1e-6")
+
+
+def test_correct_expectations_pass_with_another_cpus_last_digits(good_build):
+    root, code, warnings = good_build
+    assert code == 0, warnings
+    assert warning_lines(warnings) == []
+    # The perturbation really happened: torch printed 1.0000 where the page expects 1.
+    executed = (root / "_build" / "jupyter_execute" / "page.ipynb").read_text()
+    assert "tensor([1.0000, 1.0000, 1.0000])" in executed
+    assert "tensor([1.0000, 1.0000])" in (root / "auto_gallery" / "plot_demo.rst").read_text()
+
+
+def test_the_page_does_not_show_the_expected_output_comments(good_build):
+    root, _, _ = good_build
+    html = (root / "_build" / "html" / "auto_gallery" / "plot_demo.html").read_text()
+    assert "Expected output" not in html
+    assert "tensor(0.7500)" in html  # the real output is there
+
+
+BAD_PAGE = (
+    PAGE.replace("largest is 0.4950", "largest is 0.4970")  # prose off by 0.0020
+    .replace("  tensor([0.4950, 0.5050])\n", "  tensor([0.4970, 0.5050])\n")  # 20 units off
+    + "\n```{code-cell} ipython3\nprint('unexpected')\n```\n"  # prints, no expect
+    + "\n```{code-cell} ipython3\n---\nexpect: |\n  1\n---\nx = 1\n```\n"  # expects, silent
+)
+BAD_SCRIPT = (
+    SCRIPT.replace("The sum is 0.75.", "The sum is 0.77.")  # prose off by 0.02
+    .replace("# tensor([0.2500, 0.5000])", "# tensor([0.2500, 0.5200])")  # 200 units off
+    + "print(torch.zeros(2))\n"  # one more tensor at the end, with no expected output
+)
+
+
+@pytest.fixture(scope="module")
+def bad_build(tmp_path_factory):
+    """Planted mistakes, built with perturbed prints: each must still be reported."""
+    root = make_project(tmp_path_factory.mktemp("bad"), BAD_PAGE, BAD_SCRIPT)
+    return root, *build(root, perturb="1e-6")
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+PLANTED = {
+    "a value 20 units off in a page": (
+        f"page.md:{line_of(BAD_PAGE, 'print(torch.tensor([0.4950')}",
+        "code cell 2 printed something other than its expected output: numbers differ",
+        "line 1: expected 0.4970, printed 0.4950 (off by 0.002; tolerance 0.00015)",
+    ),
+    "a number in a page's prose off by 0.0020": (
+        f"page.md:{line_of(BAD_PAGE, 'largest is 0.4970')}",
+        "the prose says 0.4970, but the page printed no value",
+        "",
+    ),
+    "a page cell that prints with no expect": (
+        f"page.md:{line_of(BAD_PAGE, 'print(' + chr(39) + 'unexpected')}",
+        "code cell 3 prints output but has no expected output",
+        "  unexpected",
+    ),
+    "a page cell that expects output and prints none": (
+        f"page.md:{line_of(BAD_PAGE, 'x = 1')}",
+        "code cell 4 expects output but printed nothing",
+        "",
+    ),
+    "a value off in a script": (
+        f"gallery/plot_demo.py:{line_of(BAD_SCRIPT, 'print(torch.tensor([0.25, 0.5]))')}",
+        "this code block printed something other than its expected output: numbers differ",
+        "line 1: expected 0.5200, printed 0.5000",
+    ),
+    "an extra tensor printed at the end of a script": (
+        f"gallery/plot_demo.py:{line_of(BAD_SCRIPT, 'print(torch.tensor(0.75))')}",
+        "this code block printed something other than its expected output: the text around",
+        "+tensor([0., 0.])",
+    ),
+    "a number in a script's text off by 0.02": (
+        f"gallery/plot_demo.py:{line_of(BAD_SCRIPT, 'The sum is 0.77')}",
+        "the prose says 0.77, but the page printed no value",
+        "",
+    ),
+}
+
+
+def warnings_by_location(text: str) -> dict[str, str]:
+    """Each warning's location (``file:line``, relative) and its whole message."""
+    found, current = {}, None
+    for line in text.splitlines():
+        if ": WARNING: " in line:
+            where, _, message = line.partition(": WARNING: ")
+            current = where.split("/docs/")[-1] if "/docs/" in where else where
+            found[current] = message
+        elif current:
+            found[current] += "\n" + line
+    return found
+
+
+@pytest.mark.parametrize(("where", "message", "detail"), PLANTED.values(), ids=PLANTED.keys())
+def test_planted_mistakes_are_reported_at_their_lines(bad_build, where, message, detail):
+    _, _, warnings = bad_build
+    found = warnings_by_location(warnings)
+    assert where in found, warnings
+    assert found[where].startswith(message), found[where]
+    assert detail in found[where]
+
+
+def test_nothing_else_is_reported(bad_build):
+    _, _, warnings = bad_build
+    assert len(warnings_by_location(warnings)) == len(PLANTED), warnings
+
+
+# -- The pieces, without a build ----------------------------------------------------
+
+
+def stream(text: str, name: str = "stdout") -> nbformat.NotebookNode:
+    return nbformat.v4.new_output("stream", name=name, text=text)
+
+
+def test_printed_text_is_stdout_and_results_not_stderr_or_figures():
+    cell = nbformat.v4.new_code_cell(
+        "x",
+        outputs=[
+            stream("a  \n"),
+            stream("warning\n", name="stderr"),
+            nbformat.v4.new_output("execute_result", data={"text/plain": "tensor(1.)"}),
+            nbformat.v4.new_output("display_data", data={"image/png": "", "text/plain": "Fig"}),
+        ],
+    )
+    assert printed_text(cell) == "a\ntensor(1.)"
+
+
+def test_merge_streams_joins_chunks_exactly_and_leaves_the_notebook_alone():
+    outputs = [stream("tensor([0.1,"), stream(" 0.2])\n"), stream("err\n", "stderr")]
+    saved = copy.deepcopy(outputs)
+    merged = merge_streams(outputs)
+    assert [o["text"] for o in merged] == ["tensor([0.1, 0.2])\n", "err\n"]
+    assert outputs == saved
+
+
+def test_the_stream_patch_refuses_another_myst_nb(monkeypatch):
+    import myst_nb
+
+    monkeypatch.setattr(myst_nb, "__version__", "9.9.9")
+    with pytest.raises(RuntimeError, match=f"myst-nb {PATCHED_MYST_NB}.*9.9.9"):
+        keep_saved_outputs_intact()
+
+
+def test_figures_need_alt_text_and_alt_text_needs_a_figure():
+    figure = nbformat.v4.new_output("display_data", data={"image/png": ""})
+    without_alt = nbformat.v4.new_code_cell("plt.show()", outputs=[figure])
+    with_alt = copy.deepcopy(without_alt)
+    with_alt.metadata["mystnb"] = {"image": {"alt": "A heatmap"}}
+    no_figure = nbformat.v4.new_code_cell("x = 1", metadata=with_alt.metadata)
+    assert "without alt text" in figure_problems(without_alt, 1)[0]
+    assert figure_problems(with_alt, 1) == []
+    assert "drew no figure" in figure_problems(no_figure, 1)[0]
+
+
+def test_prose_is_the_text_outside_front_matter_and_code():
+    lines = dict(prose_lines(PAGE))
+    assert lines[line_of(PAGE, "sum to 1.00")].startswith("The weights")
+    assert line_of(PAGE, "print(torch.ones") not in lines
+    assert line_of(PAGE, "file_format") not in lines
+
+
+def test_a_script_states_its_expected_output_in_comments():
+    expected, unchecked = expected_output(SCRIPT.split("# %%")[1])
+    assert expected == "tensor([0.2500, 0.5000])\ntensor([1., 1.])"
+    assert unchecked is None
+    assert expected_output("# Unchecked output: a random draw\nprint(x)") == (
+        None,
+        "a random draw",
+    )
+    assert expected_output("print(x)") == (None, None)
+    assert "Expected output" not in without_expectations(SCRIPT)
+    assert "print(torch.ones(2))" in without_expectations(SCRIPT)
+
+
+def test_block_outputs_are_read_from_the_generated_page(good_build):
+    root, _, _ = good_build
+    outputs = block_outputs((root / "auto_gallery" / "plot_demo.rst").read_text())
+    first_block = line_of(SCRIPT, "# Two numbers.") + 1
+    assert outputs[first_block].splitlines()[0] == "tensor([0.2500, 0.5000])"
+
+
+def test_fill_expected_writes_what_a_page_printed(good_build, tmp_path):
+    root, _, _ = good_build
+    page = tmp_path / "page.md"
+    page.write_text(PAGE.replace("  tensor([0.4950, 0.5050])\n  tensor([1., 1., 1.])\n", ""))
+    page.write_text(page.read_text().replace("---\nexpect: |\n---\n", ""))
+    executed = root / "_build" / "jupyter_execute" / "page.ipynb"
+    assert fill(page, executed, update=False) == 1
+    # Written from the perturbed build: what that build printed, 1.0000 included.
+    assert "expect: |\n  tensor([0.4950, 0.5050])\n  tensor([1.0000, 1.0000, 1.0000])" in (
+        page.read_text()
+    )
+
+
+def test_fill_expected_writes_what_a_script_printed(tmp_path):
+    script = tmp_path / "plot_demo.py"
+    script.write_text(without_expectations(SCRIPT) + "\n")
+    assert fill_script(script, update=False) == 3
+    assert script.read_text() == SCRIPT
+    assert fill_script(script, update=False) == 0  # nothing left to write
