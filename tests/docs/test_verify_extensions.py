@@ -13,7 +13,6 @@ import copy
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import nbformat
@@ -135,8 +134,20 @@ def build(root: Path, perturb: str | None = None) -> tuple[int, str]:
         env["ATTENTION_PERTURB_PRINTS"] = perturb
     warnings = root / "warnings.txt"
     result = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-q", "-n", "-E", "-b", "html", "-w", str(warnings)]
-        + [str(root), str(root / "_build" / "html")],
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-q",
+            "-n",
+            "-E",
+            "-b",
+            "html",
+            "-w",
+            str(warnings),
+            str(root),
+            str(root / "_build" / "html"),
+        ],
         env={**env, "PYDEVD_DISABLE_FILE_VALIDATION": "1", "MPLBACKEND": "Agg"},
         capture_output=True,
         text=True,
@@ -174,14 +185,16 @@ def test_the_page_does_not_show_the_expected_output_comments(good_build):
 
 
 BAD_PAGE = (
-    PAGE.replace("largest is 0.4950", "largest is 0.4970")  # prose off by 0.0020
-    .replace("  tensor([0.4950, 0.5050])\n", "  tensor([0.4970, 0.5050])\n")  # 20 units off
+    PAGE.replace("largest is 0.4950", "largest is 0.4970").replace(  # prose off by 0.0020
+        "  tensor([0.4950, 0.5050])\n", "  tensor([0.4970, 0.5050])\n"
+    )  # 20 units off
     + "\n```{code-cell} ipython3\nprint('unexpected')\n```\n"  # prints, no expect
     + "\n```{code-cell} ipython3\n---\nexpect: |\n  1\n---\nx = 1\n```\n"  # expects, silent
 )
 BAD_SCRIPT = (
-    SCRIPT.replace("The sum is 0.75.", "The sum is 0.77.")  # prose off by 0.02
-    .replace("# tensor([0.2500, 0.5000])", "# tensor([0.2500, 0.5200])")  # 200 units off
+    SCRIPT.replace("The sum is 0.75.", "The sum is 0.77.").replace(  # prose off by 0.02
+        "# tensor([0.2500, 0.5000])", "# tensor([0.2500, 0.5200])"
+    )  # 200 units off
     + "print(torch.zeros(2))\n"  # one more tensor at the end, with no expected output
 )
 
