@@ -2,9 +2,21 @@
 
 Every session installs with the shared constraints file, so all of them get the
 same pinned ``torch`` (a CPU build) and the same versions of everything else.
+
+On Linux, PyPI's torch is the CUDA build: several GB of NVIDIA libraries this
+project never uses. So torch is installed first, in a pip call of its own, from
+PyTorch's CPU wheel index (about 190 MB), unless pip already has a wheel of the
+pinned version on this machine (its find-links), which is then used as it is.
+``ATTENTION_TORCH_INDEX`` names another index (``pypi`` for PyPI's own build);
+on macOS and Windows PyPI's torch is the CPU build already.
 """
 
+import functools
+import os
+import re
 import shutil
+import sys
+import zipfile
 from pathlib import Path
 
 import nox
@@ -21,7 +33,58 @@ nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests", "lint", "docs"]
 
 
+TORCH_INDEX_ENV = "ATTENTION_TORCH_INDEX"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def pinned(name: str) -> str:
+    """The version the constraints file pins for ``name``."""
+    text = Path(CONSTRAINTS).read_text(encoding="utf-8")
+    return re.search(rf"^{re.escape(name)}==(\S+)$", text, re.MULTILINE).group(1)
+
+
+def torch_index() -> str | None:
+    """Where torch comes from: PyTorch's CPU index on Linux, else pip's own choice."""
+    index = os.environ.get(TORCH_INDEX_ENV)
+    if index is None:
+        index = CPU_INDEX if sys.platform.startswith("linux") else "pypi"
+    return None if index in ("", "pypi") else index
+
+
+def install_torch(session: nox.Session, python: str = "python") -> None:
+    """Install the pinned torch, CPU build, in its own pip call (see the module docstring).
+
+    ``python`` is the interpreter of the environment to install into: the session's
+    own, or a fresh one a session made (``nox -s downloads``).
+    """
+    version, index = pinned("torch"), torch_index()
+    run = functools.partial(session.run, external=python != "python")
+
+    def installed() -> bool:
+        code = "import importlib.metadata as m; print(m.version('torch').split('+')[0])"
+        found = run(python, "-c", code, silent=True, success_codes=[0, 1]) or ""
+        return found.strip() == version
+
+    if index is None or installed():
+        return
+    pip = [python, "-m", "pip", "install", "--no-deps", f"torch=={version}"]
+    # A wheel of the pinned version that pip can find on this machine comes first.
+    run(*pip, "--no-index", silent=True, success_codes=[0, 1])
+    if installed():
+        return
+    try:
+        run(*pip, "--index-url", index, "--retries", "2")
+    except nox.command.CommandFailed:
+        session.error(
+            f"could not install torch=={version} from {index}. Set {TORCH_INDEX_ENV} to "
+            "another index, or to `pypi` for PyPI's build (on Linux the CUDA build, "
+            "several GB)."
+        )
+
+
 def install(session: nox.Session, *args: str) -> None:
+    """Install into the session: torch first (CPU build), then ``args``, all pinned."""
+    install_torch(session)
     session.install("-c", CONSTRAINTS, *args)
 
 
@@ -39,7 +102,7 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """Check style and common mistakes with ruff."""
-    install(session, "ruff")
+    session.install("-c", CONSTRAINTS, "ruff")  # no torch needed
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -90,6 +153,63 @@ def docs_other_cpu(session: nox.Session) -> None:
     It builds into docs/_build/other-cpu/, leaving `nox -s docs`'s site alone.
     """
     build_docs(session, BUILD / "other-cpu" / "html", {"ATTENTION_PERTURB_PRINTS": "1e-6"})
+
+
+@nox.session
+def downloads(session: nox.Session) -> None:
+    """Run every download of the built site as a reader with only the download would.
+
+    Needs `nox -s docs` first. Builds the sdist and wheel (`twine check` must pass, the
+    wheel must hold py.typed and the licence), makes a fresh virtual environment with
+    only that wheel, its `plot` extra and the notebook runner, copies every `.py` and
+    `.ipynb` the site offers into an empty folder, and runs each there, offline: the
+    notebooks' install cells are satisfied by the local wheel. Each must print what
+    its page shows (docs/_ext/check_downloads.py).
+    """
+    html = BUILD / "html"
+    if not (html / "index.html").is_file():
+        session.error(f"no built site at {html}: run `nox -s docs` first")
+    session.install("-c", CONSTRAINTS, "build", "setuptools", "twine", "nbformat")
+    session.install("-c", CONSTRAINTS, "pytest-doctestplus")  # the number-aware comparison
+    work = Path(session.create_tmp()).resolve() / "downloads"
+    shutil.rmtree(work, ignore_errors=True)
+    dist = work / "dist"
+    session.run("python", "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT))
+    session.run("twine", "check", "--strict", *map(str, sorted(dist.iterdir())))
+    wheel = next(dist.glob("*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("attention/py.typed", ".dist-info/licenses/LICENSE"):
+        if not any(name.endswith(needed) for name in names):
+            session.error(f"{wheel.name} has no {needed}")
+
+    reader = work / "reader"
+    session.run("python", "-m", "venv", str(reader))
+    python = str(reader / ("Scripts" if sys.platform == "win32" else "bin") / "python")
+    install_torch(session, python)
+    session.run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "-c",
+        CONSTRAINTS,
+        f"attention-step-by-step[plot] @ {wheel.as_uri()}",
+        "nbclient",
+        "ipykernel",
+        external=True,
+    )
+    session.run(
+        "python",
+        str(DOCS / "_ext" / "check_downloads.py"),
+        "--site",
+        str(html),
+        "--python",
+        python,
+        "--wheels",
+        str(dist),
+        "--work",
+        str(work),
+    )
 
 
 @nox.session(name="docs-live")

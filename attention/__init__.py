@@ -12,6 +12,8 @@ exactly as the book's code does, so the same seed gives the book's numbers.
 torch.Size([1, 6, 2])
 """
 
+from attention._version import __version__ as __version__
+from attention._version import check_version
 from attention.causal import CausalAttention
 from attention.data import (
     INPUTS,
@@ -35,8 +37,6 @@ from attention.simple import (
     softmax_stable,
 )
 
-__version__ = "0.1.0"
-
 __all__ = [
     "INPUTS",
     "SENTENCE",
@@ -51,6 +51,7 @@ __all__ = [
     "SelfAttentionV1",
     "SelfAttentionV2",
     "attention_weights",
+    "check_version",
     "context_vectors",
     "scaled_dot_product_weights",
     "scores_for_all",

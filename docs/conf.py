@@ -9,6 +9,8 @@ import attention
 DOCS = Path(__file__).parent
 sys.path.insert(0, str(DOCS / "_ext"))
 
+from downloads import install_cell  # docs/_ext, just put on the path
+
 project = "Attention, step by step"
 author = "The attention authors"
 copyright = "2026, the attention authors"
@@ -26,7 +28,7 @@ extensions = [
     "verify_outputs",
     "verify_gallery",
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
-    "notebook_downloads",
+    "downloads",
 ]
 
 exclude_patterns = [
@@ -105,7 +107,8 @@ sphinx_gallery_conf = {
     "capture_repr": (),
     # Run scripts side by side when sphinx-build runs with -j.
     "parallel": True,
-    "first_notebook_cell": None,
+    # Every downloaded notebook installs the package at this site's version first.
+    "first_notebook_cell": install_cell(release),
     "within_subsection_order": "FileNameSortKey",
 }
 

@@ -30,8 +30,7 @@ from pathlib import Path
 
 import nbformat
 import yaml
-from verify_gallery import EXPECTED, UNCHECKED
-from verify_outputs import normalise, printed_text
+from printed_values import EXPECTED, UNCHECKED, normalise, printed_text
 
 FENCE = re.compile(r"^(`{3,})\{code-cell\}")
 

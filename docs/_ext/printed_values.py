@@ -102,15 +102,36 @@ class PrintedOutputChecker(OutputChecker):
 CHECKER = PrintedOutputChecker()
 
 
-def matches(expected: str, printed: str) -> bool:
+def printed_text(cell: dict) -> str:
+    """The text a reader sees under a notebook's code cell: streams and plain-text results."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output["output_type"] == "stream" and output["name"] == "stdout":
+            parts.append(output["text"])
+        elif output["output_type"] == "execute_result":
+            parts.append(output["data"].get("text/plain", "") + "\n")
+    return normalise("".join(parts))
+
+
+def normalise(text: str) -> str:
+    """Ignore trailing spaces on each line and blank lines at either end."""
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+def matches(expected: str, printed: str, ellipsis: bool = False) -> bool:
     """Whether ``printed`` is ``expected`` up to layout and printed precision.
+
+    With ``ellipsis``, ``...`` in ``expected`` stands for any text (an unchecked part).
 
     >>> matches("tensor([1., 1.])", "tensor([1.0000, 1.0000])")
     True
     >>> matches("tensor([0.4858, 1.4950])", "tensor([0.4857, 1.4970])")
     False
+    >>> matches("a: 0.5\\n...\\nb: 1.", "a: 0.5000\\n12.3 ms\\nb: 1.0000", ellipsis=True)
+    True
     """
-    return CHECKER.check_output(expected, printed, FLAGS)
+    flags = FLAGS | (doctest.ELLIPSIS if ellipsis else 0)
+    return CHECKER.check_output(expected, printed, flags)
 
 
 @dataclass
@@ -178,3 +199,52 @@ def unprinted(prose: str, printed: list[str]) -> tuple[int, list[str]]:
     found = [match.group().replace("−", "-") for match in PROSE_NUMBER.finditer(prose)]
     missing = [n for n in found if not any(same_number(n, value) for value in printed)]
     return len(found), missing
+
+
+# -- Expected output written in a script ---------------------------------------------
+# A gallery script states what a print shows in a comment right after it:
+#
+#     print(weights.sum(dim=-1))
+#     # Expected output:
+#     # tensor([1., 1., 1., 1., 1., 1.])
+
+EXPECTED = "# Expected output:"
+UNCHECKED = "# Unchecked output:"
+
+
+def expected_output(code: str) -> tuple[str | None, str | None]:
+    """A code block's expected output (``None`` if it states none), and why it is unchecked.
+
+    >>> code = "print(1.5)\\n# Expected output:\\n# 1.5\\nprint('a')\\n# Expected output:\\n# a"
+    >>> expected_output(code)
+    ('1.5\\na', None)
+    """
+    expected, unchecked, inside = None, None, False
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped == EXPECTED:
+            inside, expected = True, expected or []
+        elif stripped.startswith(UNCHECKED):
+            unchecked, inside = stripped.removeprefix(UNCHECKED).strip(), False
+        elif inside and stripped.startswith("#"):
+            expected.append(stripped.removeprefix("#").removeprefix(" "))
+        else:
+            inside = False
+    return (None if expected is None else "\n".join(expected)), unchecked
+
+
+def without_expectations(code: str) -> str:
+    """The code block as the page shows it: the expected-output comments removed."""
+    kept, inside = [], False
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped == EXPECTED:
+            inside = True
+            continue
+        if stripped.startswith(UNCHECKED):
+            continue
+        if inside and stripped.startswith("#"):
+            continue
+        inside = False
+        kept.append(line)
+    return "\n".join(kept)

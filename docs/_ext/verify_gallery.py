@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from printed_values import EXPECTED, UNCHECKED, expected_output, without_expectations
 from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx_gallery.py_source_parser import split_code_and_text_blocks
@@ -34,31 +35,8 @@ from verify_outputs import Tally, check_output, check_prose, record
 
 logger = logging.getLogger(__name__)
 
-EXPECTED = "# Expected output:"
-UNCHECKED = "# Unchecked output:"
 GENERATED = re.compile(r"^\.\. GENERATED FROM PYTHON SOURCE LINES (\d+)-(\d+)$", re.MULTILINE)
 OUTPUT = re.compile(r"^\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n", re.M)
-
-
-def expected_output(code: str) -> tuple[str | None, str | None]:
-    """A code block's expected output (``None`` if it states none), and why it is unchecked.
-
-    >>> code = "print(1.5)\\n# Expected output:\\n# 1.5\\nprint('a')\\n# Expected output:\\n# a"
-    >>> expected_output(code)
-    ('1.5\\na', None)
-    """
-    expected, unchecked, inside = None, None, False
-    for line in code.splitlines():
-        stripped = line.strip()
-        if stripped == EXPECTED:
-            inside, expected = True, expected or []
-        elif stripped.startswith(UNCHECKED):
-            unchecked, inside = stripped.removeprefix(UNCHECKED).strip(), False
-        elif inside and stripped.startswith("#"):
-            expected.append(stripped.removeprefix("#").removeprefix(" "))
-        else:
-            inside = False
-    return (None if expected is None else "\n".join(expected)), unchecked
 
 
 def first_line(lineno: int, code: str, prefixes: tuple[str, ...]) -> int:
@@ -68,23 +46,6 @@ def first_line(lineno: int, code: str, prefixes: tuple[str, ...]) -> int:
         if line.strip().startswith(prefixes):
             return lineno + offset
     return lineno + next((i for i, line in enumerate(lines) if line.strip()), 0)
-
-
-def without_expectations(code: str) -> str:
-    """The code block as the page shows it: the expected-output comments removed."""
-    kept, inside = [], False
-    for line in code.splitlines():
-        stripped = line.strip()
-        if stripped == EXPECTED:
-            inside = True
-            continue
-        if stripped.startswith(UNCHECKED):
-            continue
-        if inside and stripped.startswith("#"):
-            continue
-        inside = False
-        kept.append(line)
-    return "\n".join(kept)
 
 
 def block_outputs(rst: str) -> dict[int, str]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from printed_values import explain, numbers, unprinted
+from printed_values import explain, normalise, numbers, printed_text, unprinted
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -57,22 +57,6 @@ class Tally:
     values: int = 0
     prose: int = 0
     problems: list[str] = field(default_factory=list)
-
-
-def printed_text(cell: nbformat.NotebookNode) -> str:
-    """The text a reader sees under a code cell: streams and plain-text results."""
-    parts = []
-    for output in cell.get("outputs", []):
-        if output.output_type == "stream" and output.name == "stdout":
-            parts.append(output.text)
-        elif output.output_type == "execute_result":
-            parts.append(output.data.get("text/plain", "") + "\n")
-    return normalise("".join(parts))
-
-
-def normalise(text: str) -> str:
-    """Ignore trailing spaces on each line and blank lines at either end."""
-    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
 
 
 def source_line(source_lines: list[str], cell_source: str, start: int) -> int:

@@ -18,13 +18,13 @@ from pathlib import Path
 import nbformat
 import pytest
 from fill_expected import fill, fill_script
-from verify_gallery import block_outputs, expected_output, without_expectations
+from printed_values import expected_output, printed_text, without_expectations
+from verify_gallery import block_outputs
 from verify_outputs import (
     PATCHED_MYST_NB,
     figure_problems,
     keep_saved_outputs_intact,
     merge_streams,
-    printed_text,
     prose_lines,
 )
 

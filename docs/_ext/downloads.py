@@ -1,0 +1,124 @@
+"""Make every download from the site run for a reader who has only the download.
+
+A reader downloads a chapter or a gallery example and runs it in Jupyter, Colab or a
+terminal, where the package it imports is not installed yet. So every download says
+how to get the package, at the version the site was built with, and checks it:
+
+* Chapters are offered as ``.ipynb`` (the notebook myst-nb executed during this build):
+  sphinx-book-theme lists a page's notebook only when launch buttons are configured,
+  so this extension copies it next to the page sources and points the theme's download
+  menu at it. Its first cell is the :func:`install_cell`.
+* sphinx-gallery's notebooks get the same first cell (``first_notebook_cell``, set in
+  ``conf.py`` from :func:`install_cell`).
+* sphinx-gallery's ``.py`` downloads, alone and in the zips, start with a comment giving
+  the same command, and check the version right after their docstring
+  (:func:`with_install_header`).
+
+None of this appears on the rendered pages, which run against the package the build
+installed. ``nox -s downloads`` runs every download in a fresh environment that has
+only the built wheel, as a reader would.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import zipfile
+from pathlib import Path
+
+import nbformat
+from sphinx.application import Sphinx
+
+from attention._version import DISTRIBUTION
+
+
+def requirement(version: str) -> str:
+    """What to ``pip install`` for the package at ``version``, with the plotting extra."""
+    return f"{DISTRIBUTION}[plot]=={version}"
+
+
+def install_cell(version: str) -> str:
+    """The first cell of every downloaded notebook: install, import, check the version."""
+    return (
+        "# The package these examples run on (import name: attention); pip skips it if\n"
+        "# it is installed already.\n"
+        f'%pip install --quiet "{requirement(version)}"\n'
+        "import attention\n"
+        "\n"
+        f'attention.check_version("{version}")'
+    )
+
+
+def with_install_header(script: str, version: str) -> str:
+    """A gallery script as downloaded: the install command first, the version check next.
+
+    >>> print(with_install_header("'Title.'\\n\\nimport torch\\n", "1.2.3"))
+    # Runs on attention-step-by-step 1.2.3 (import name: attention). Install it with
+    #     pip install "attention-step-by-step[plot]==1.2.3"
+    'Title.'
+    <BLANKLINE>
+    import attention
+    <BLANKLINE>
+    attention.check_version("1.2.3")  # prints a line if you have another version
+    <BLANKLINE>
+    import torch
+    <BLANKLINE>
+    """
+    tree = ast.parse(script)
+    docstring = ast.get_docstring(tree, clean=False) is not None
+    after = tree.body[0].end_lineno if docstring else 0
+    lines = script.splitlines()
+    header = [
+        f"# Runs on {DISTRIBUTION} {version} (import name: attention). Install it with",
+        f'#     pip install "{requirement(version)}"',
+    ]
+    check = [
+        "import attention",
+        "",
+        f'attention.check_version("{version}")  # prints a line if you have another version',
+        "",
+    ]
+    body = lines[after:]
+    while body and not body[0].strip():
+        body.pop(0)
+    return "\n".join([*header, *lines[:after], "", *check, *body]) + "\n"
+
+
+def add_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if doctree is None or not executed.exists():
+        return
+    notebook = nbformat.read(executed, as_version=4)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(install_cell(app.config.release)))
+    for index, cell in enumerate(notebook.cells):
+        cell.id = f"cell-{index}"  # unique ids, as nbformat 4.5 requires
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def add_script_headers(app: Sphinx, exception: Exception | None) -> None:
+    """Rewrite the gallery's ``.py`` downloads, and the zip of them, with the header."""
+    downloads = Path(app.outdir) / "_downloads"
+    if exception is not None or not downloads.is_dir():
+        return
+    version = app.config.release
+    for script in downloads.glob("*/plot_*.py"):
+        script.write_text(with_install_header(script.read_text("utf-8"), version), "utf-8")
+    for archive in downloads.glob("*/*.zip"):  # each example's zip, and the gallery's
+        rewritten = archive.with_suffix(".tmp")
+        with zipfile.ZipFile(archive) as old, zipfile.ZipFile(rewritten, "w") as new:
+            for member in old.infolist():
+                data = old.read(member)
+                if Path(member.filename).match("plot_*.py"):
+                    data = with_install_header(data.decode("utf-8"), version).encode("utf-8")
+                new.writestr(member, data, compress_type=zipfile.ZIP_DEFLATED)
+        shutil.move(rewritten, archive)
+
+
+def setup(app: Sphinx) -> dict:
+    # Before the theme builds its header buttons (priority 500).
+    app.connect("html-page-context", add_ipynb, priority=400)
+    app.connect("build-finished", add_script_headers)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
