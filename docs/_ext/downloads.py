@@ -7,7 +7,9 @@ how to get the package, at the version the site was built with, and checks it:
 * Chapters are offered as ``.ipynb`` (the notebook myst-nb executed during this build):
   sphinx-book-theme lists a page's notebook only when launch buttons are configured,
   so this extension copies it next to the page sources and points the theme's download
-  menu at it. Its first cell is the :func:`install_cell`.
+  menu at it. Its first cell is the :func:`install_cell`. A cell tagged ``site-only``
+  (one that reads a file kept with the site, such as saved benchmark results) becomes a
+  short note in the download, because the reader has only the notebook.
 * sphinx-gallery's notebooks get the same first cell (``first_notebook_cell``, set in
   ``conf.py`` from :func:`install_cell`).
 * sphinx-gallery's ``.py`` downloads, alone and in the zips, start with a comment giving
@@ -84,14 +86,43 @@ def with_install_header(script: str, version: str) -> str:
     return "\n".join([*header, *lines[:after], "", *check, *body]) + "\n"
 
 
+SITE_ONLY = "site-only"
+SITE_ONLY_NOTE = (
+    "*On the site, a cell here reads a file that is kept with the site, not with this "
+    "notebook, and shows what it holds. See the page for its output.*\n\n"
+    "```python\n{source}\n```"
+)
+
+
+def for_download(notebook: nbformat.NotebookNode, version: str) -> nbformat.NotebookNode:
+    """The executed notebook as a reader downloads it.
+
+    The install cell comes first, and each ``site-only`` cell becomes a note that shows
+    its code without running it.
+
+    >>> page = nbformat.v4.new_notebook(cells=[
+    ...     nbformat.v4.new_code_cell("print(1)"),
+    ...     nbformat.v4.new_code_cell("load()", metadata={"tags": ["site-only"]}),
+    ... ])
+    >>> [cell.cell_type for cell in for_download(page, "1.0").cells]
+    ['code', 'code', 'markdown']
+    """
+    cells = [nbformat.v4.new_code_cell(install_cell(version))]
+    for cell in notebook.cells:
+        if SITE_ONLY in cell.get("metadata", {}).get("tags", []):
+            cell = nbformat.v4.new_markdown_cell(SITE_ONLY_NOTE.format(source=cell.source))
+        cells.append(cell)
+    for index, cell in enumerate(cells):
+        cell.id = f"cell-{index}"  # unique ids, as nbformat 4.5 requires
+    notebook.cells = cells
+    return notebook
+
+
 def add_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if doctree is None or not executed.exists():
         return
-    notebook = nbformat.read(executed, as_version=4)
-    notebook.cells.insert(0, nbformat.v4.new_code_cell(install_cell(app.config.release)))
-    for index, cell in enumerate(notebook.cells):
-        cell.id = f"cell-{index}"  # unique ids, as nbformat 4.5 requires
+    notebook = for_download(nbformat.read(executed, as_version=4), app.config.release)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
