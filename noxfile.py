@@ -138,8 +138,8 @@ def docs(session: nox.Session) -> None:
 
     Fails on any warning, on an example that raises, on any printed value that
     differs from the one written in the page or script, and on a number in the prose
-    that the page never printed (see docs/contributing.md). The gallery's downloads
-    are fetched and run as a reader would by `nox -s site`.
+    that the page never printed (see docs/contributing.md). `nox -s downloads` then
+    runs every download of the built site as a reader would.
     """
     build_docs(session, BUILD / "html", {})
 
