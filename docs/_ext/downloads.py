@@ -24,6 +24,7 @@ only the built wheel, as a reader would.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -33,18 +34,35 @@ from sphinx.application import Sphinx
 
 from attention._version import DISTRIBUTION
 
+# The package's extras a download needs: matplotlib always (``plot``), and Hugging Face
+# transformers (``transformers``) where an example compares with its modules.
+IMPORTS_NEEDING_EXTRA = {"transformers": "transformers"}
 
-def requirement(version: str) -> str:
-    """What to ``pip install`` for the package at ``version``, with the plotting extra."""
-    return f"{DISTRIBUTION}[plot]=={version}"
+
+def extras_for(source: str) -> tuple[str, ...]:
+    """The extras to install for code that imports ``source``'s modules.
+
+    >>> extras_for("import torch")
+    ('plot',)
+    >>> extras_for("from transformers import LlamaConfig")
+    ('plot', 'transformers')
+    """
+    imported = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", source, re.MULTILINE))
+    needed = [extra for module, extra in IMPORTS_NEEDING_EXTRA.items() if module in imported]
+    return ("plot", *needed)
 
 
-def install_cell(version: str) -> str:
+def requirement(version: str, extras: tuple[str, ...] = ("plot",)) -> str:
+    """What to ``pip install`` for the package at ``version``, with its extras."""
+    return f"{DISTRIBUTION}[{','.join(extras)}]=={version}"
+
+
+def install_cell(version: str, extras: tuple[str, ...] = ("plot",)) -> str:
     """The first cell of every downloaded notebook: install, import, check the version."""
     return (
         "# The package these examples run on (import name: attention); pip skips it if\n"
         "# it is installed already.\n"
-        f'%pip install --quiet "{requirement(version)}"\n'
+        f'%pip install --quiet "{requirement(version, extras)}"\n'
         "import attention\n"
         "\n"
         f'attention.check_version("{version}")'
@@ -72,7 +90,7 @@ def with_install_header(script: str, version: str) -> str:
     lines = script.splitlines()
     header = [
         f"# Runs on {DISTRIBUTION} {version} (import name: attention). Install it with",
-        f'#     pip install "{requirement(version)}"',
+        f'#     pip install "{requirement(version, extras_for(script))}"',
     ]
     check = [
         "import attention",
@@ -107,7 +125,8 @@ def for_download(notebook: nbformat.NotebookNode, version: str) -> nbformat.Note
     >>> [cell.cell_type for cell in for_download(page, "1.0").cells]
     ['code', 'code', 'markdown']
     """
-    cells = [nbformat.v4.new_code_cell(install_cell(version))]
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    cells = [nbformat.v4.new_code_cell(install_cell(version, extras_for(code)))]
     for cell in notebook.cells:
         if SITE_ONLY in cell.get("metadata", {}).get("tags", []):
             cell = nbformat.v4.new_markdown_cell(SITE_ONLY_NOTE.format(source=cell.source))
@@ -137,6 +156,13 @@ def add_script_headers(app: Sphinx, exception: Exception | None) -> None:
     version = app.config.release
     for script in downloads.glob("*/plot_*.py"):
         script.write_text(with_install_header(script.read_text("utf-8"), version), "utf-8")
+    # sphinx-gallery gives every notebook the same first cell (conf.py): the plot extra.
+    for path in downloads.glob("*/plot_*.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        code = "\n".join(cell.source for cell in notebook.cells[1:] if cell.cell_type == "code")
+        if extras_for(code) != ("plot",):
+            notebook.cells[0].source = install_cell(version, extras_for(code))
+            nbformat.write(notebook, path)
     for archive in downloads.glob("*/*.zip"):  # each example's zip, and the gallery's
         rewritten = archive.with_suffix(".tmp")
         with zipfile.ZipFile(archive) as old, zipfile.ZipFile(rewritten, "w") as new:
