@@ -108,6 +108,17 @@ def check_notebook(docname: str, source: Path, executed: Path) -> Tally:
             logger.warning(message, location=location)
             tally.problems.append(message)
 
+        error = next((out for out in cell.get("outputs", []) if out.output_type == "error"), None)
+        if error is not None:  # the cells after it did not run: nothing more to compare
+            rest = ""
+            if index < len(code_cells):
+                later = (
+                    f"cell {index + 1}" if index + 1 == len(code_cells) else "the cells after it"
+                )
+                rest = f"; {later} did not run"
+            warn(f"code cell {index} raised {error.ename}: {error.evalue}{rest}")
+            break
+
         for problem in figure_problems(cell, index):
             warn(problem)
         actual = printed_text(cell)
@@ -116,7 +127,11 @@ def check_notebook(docname: str, source: Path, executed: Path) -> Tally:
         check_output(
             tally, f"code cell {index}", actual, meta.get("expect"), meta.get("unchecked"), warn
         )
-    check_prose(tally, prose_lines(source_text), printed, lambda line: (docname, line))
+    else:
+        line = len(source_lines) + 1
+    # Only the text above the last cell that ran: later text may restate what never ran.
+    prose = [(number, text) for number, text in prose_lines(source_text) if number < line]
+    check_prose(tally, prose, printed, lambda line: (docname, line))
     return tally
 
 

@@ -38,7 +38,7 @@ extensions = ["myst_nb", "sphinx_gallery.gen_gallery", "verify_outputs", "verify
 exclude_patterns = ["_build", "auto_gallery/*.ipynb", "auto_gallery/*.py",
                     "auto_gallery/*.zip", "auto_gallery/*.md5", "auto_gallery/*.json"]
 nb_execution_mode = "force"
-nb_execution_raise_on_error = True
+nb_execution_raise_on_error = False  # as the site: report, and go on
 nb_merge_streams = True
 sphinx_gallery_conf = {{
     "examples_dirs": "../gallery", "gallery_dirs": "auto_gallery", "filename_pattern": ".*",
@@ -190,6 +190,8 @@ BAD_PAGE = (
     )  # 20 units off
     + "\n```{code-cell} ipython3\nprint('unexpected')\n```\n"  # prints, no expect
     + "\n```{code-cell} ipython3\n---\nexpect: |\n  1\n---\nx = 1\n```\n"  # expects, silent
+    + "\n```{code-cell} ipython3\nraise ValueError('scaling broke')\n```\n"  # raises
+    + "\n```{code-cell} ipython3\n---\nexpect: |\n  2\n---\nprint(2)\n```\n"  # never runs
 )
 BAD_SCRIPT = (
     SCRIPT.replace("The sum is 0.75.", "The sum is 0.77.").replace(  # prose off by 0.02
@@ -231,6 +233,16 @@ PLANTED = {
         "code cell 4 expects output but printed nothing",
         "",
     ),
+    "a cell that raises (the build goes on)": (
+        f"page.md:{line_of(BAD_PAGE, 'scaling broke')}",
+        "code cell 5 raised ValueError: scaling broke; cell 6 did not run",
+        "",
+    ),
+    "myst-nb's own report of the raising page": (
+        "page.md",
+        "Executing notebook failed: CellExecutionError",
+        "",
+    ),
     "a value off in a script": (
         f"gallery/plot_demo.py:{line_of(BAD_SCRIPT, 'print(torch.tensor([0.25, 0.5]))')}",
         "this code block printed something other than its expected output: numbers differ",
@@ -256,7 +268,7 @@ def warnings_by_location(text: str) -> dict[str, str]:
         if ": WARNING: " in line:
             where, _, message = line.partition(": WARNING: ")
             current = where.split("/docs/")[-1] if "/docs/" in where else where
-            found[current] = message
+            found[current] = f"{found[current]}\n{message}" if current in found else message
         elif current:
             found[current] += "\n" + line
     return found
