@@ -134,6 +134,8 @@ def thumbnail_alts(index: str, folder: Path, scripts: Path) -> str:
 
 
 def on_source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+    if "sphinx_gallery_conf" not in app.config:  # a build without the gallery
+        return
     conf = app.config.sphinx_gallery_conf
     gallery_dir = conf["gallery_dirs"]
     if docname == f"{gallery_dir}/index":
