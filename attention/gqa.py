@@ -39,7 +39,9 @@ def grouped_query_attention(
 
     ``scaled_dot_product_attention`` with ``enable_gqa=True``: query head ``h`` attends
     with key/value head ``h // (num_heads // num_kv_heads)``, as if each key/value head
-    were repeated with ``repeat_interleave`` (without making the copies).
+    were repeated with ``repeat_interleave`` (without making the copies). For a single
+    query token and no mask (a decoding step), each group's query heads are stacked as
+    rows against their one key/value head instead, which reads the cache once per group.
 
     Parameters
     ----------
@@ -79,6 +81,19 @@ def grouped_query_attention(
             f"dividing num_heads, got queries of shape {tuple(queries.shape)} and keys of "
             f"shape {tuple(keys.shape)}"
         )
+    batch, num_heads, num_queries, head_dim = queries.shape
+    num_kv_heads = keys.shape[1]
+    group = num_heads // num_kv_heads
+    if num_queries == 1 and group > 1 and mask is None:
+        # Decoding one token: the group's query heads become the rows of one query
+        # matrix over their shared key/value head, so each cached key/value head is read
+        # once for the whole group. (batch, num_heads, 1, head_dim) ->
+        # (batch, num_kv_heads, group, head_dim): query head h = kv_head * group + g.
+        packed = queries.reshape(batch, num_kv_heads, group, head_dim)
+        out = F.scaled_dot_product_attention(
+            packed, keys, values, dropout_p=dropout, scale=scale
+        )  # (batch, num_kv_heads, group, value_dim)
+        return out.reshape(batch, num_heads, 1, values.shape[-1])
     return F.scaled_dot_product_attention(
         queries,
         keys,
@@ -86,7 +101,7 @@ def grouped_query_attention(
         attn_mask=mask,
         dropout_p=dropout,
         scale=scale,
-        enable_gqa=keys.shape[1] != queries.shape[1],
+        enable_gqa=group > 1,
     )
 
 
