@@ -10,7 +10,7 @@ is multi-head attention, ``num_kv_heads == 1`` multi-query attention.
 :class:`GroupedQueryAttention` also takes the other changes today's decoders made:
 rotary position embeddings (``rope_base``), a sliding window (``window``) and a
 :class:`~attention.KVCache`. The module owns the weights; the attention itself is one
-function, :func:`grouped_query_attention`.
+function, :func:`~attention.grouped_query_attention`.
 """
 
 from __future__ import annotations

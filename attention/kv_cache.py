@@ -6,7 +6,7 @@ only looks back), so recomputing them at every step is wasted work: a
 :class:`KVCache` keeps them, and each step projects only the newest token.
 
 The price is memory. Per token and layer the cache holds one key and one value per
-key/value head, so a model needs :func:`kv_cache_bytes_per_token`
+key/value head, so a model needs :func:`~attention.kv_cache_bytes_per_token`
 ``= 2 * layers * kv_heads * head_dim * bytes per number`` for each token of context;
 that is what grouped-query and latent attention shrink.
 """

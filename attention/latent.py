@@ -12,7 +12,7 @@ would otherwise cache ``128 * (192 + 128) = 40960``.
 
 Queries may be compressed the same way (``q_lora_rank``), which saves weights but not
 cache. The layers match ``transformers``' ``DeepseekV3Attention``; see
-:meth:`MultiHeadLatentAttention.forward` for the shapes at each step.
+:meth:`~attention.MultiHeadLatentAttention.forward` for the shapes at each step.
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
 """Boolean attention masks beyond the plain causal triangle.
 
 Every mask here uses the convention of ``scaled_dot_product_attention``'s boolean
-``attn_mask``: ``True`` where a query *may attend* (or, for :func:`padding_mask`,
+``attn_mask``: ``True`` where a query *may attend* (or, for :func:`~attention.padding_mask`,
 where a token is real). The book's modules use the opposite, ``True`` for the
 hidden future (``masked_fill``); ``~mask`` converts one into the other.
 
-* :func:`causal_mask`: each query sees itself and the past. With fewer queries than
+* :func:`~attention.causal_mask`: each query sees itself and the past. With fewer queries than
   keys (decoding with a cache) the queries are the *last* ones, so the triangle is
   aligned to the bottom-right corner, as ``torch.nn.attention.bias.causal_lower_right``
   does, not the top-left corner that ``is_causal=True`` uses.
-* :func:`sliding_window_mask`: causal, and only the last ``window`` positions (Mistral,
+* :func:`~attention.sliding_window_mask`: causal, and only the last ``window`` positions (Mistral,
   Gemma's local layers).
-* :func:`padding_mask`: which tokens of a right-padded batch are real.
+* :func:`~attention.padding_mask`: which tokens of a right-padded batch are real.
 """
 
 from __future__ import annotations

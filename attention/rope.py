@@ -8,10 +8,10 @@ position ``m`` and a key at position ``n`` then meet at an angle that depends on
 
 Two layouts pair the numbers differently:
 
-* **half-split** (:func:`apply_rope`): number ``j`` pairs with number
+* **half-split** (:func:`~attention.apply_rope`): number ``j`` pairs with number
   ``j + head_dim / 2``. This is the layout of ``transformers``' ``apply_rotary_pos_emb``
   with ``rotate_half``, used by Llama, Mistral and most checkpoints on the Hub.
-* **interleaved** (:func:`apply_rope_interleaved`): neighbours ``(0, 1), (2, 3), ...``
+* **interleaved** (:func:`~attention.apply_rope_interleaved`): neighbours ``(0, 1), (2, 3), ...``
   pair up, as in the RoFormer paper, Meta's original Llama code and DeepSeek's weights.
 
 The two differ only by a fixed permutation of the head dimensions, so a model trained
