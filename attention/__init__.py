@@ -23,8 +23,13 @@ from attention.data import (
     SWITCH_TOKENS,
     TOKENS,
 )
+from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
+from attention.kv_cache import KVCache, kv_cache_bytes_per_token
+from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
+from attention.masks import causal_mask, padding_mask, sliding_window_mask
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
+from attention.rope import apply_rope, apply_rope_interleaved
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attention.simple import (
@@ -45,18 +50,30 @@ __all__ = [
     "SWITCH_TOKENS",
     "TOKENS",
     "CausalAttention",
+    "GroupedQueryAttention",
     "Head",
+    "KVCache",
+    "LatentCache",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
+    "MultiHeadLatentAttention",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "apply_rope",
+    "apply_rope_interleaved",
     "attention_weights",
+    "causal_mask",
     "check_version",
     "context_vectors",
+    "grouped_query_attention",
+    "kv_cache_bytes_per_token",
+    "latent_cache_bytes_per_token",
+    "padding_mask",
     "scaled_dot_product_weights",
     "scores_for_all",
     "scores_for_query",
     "simple_self_attention",
+    "sliding_window_mask",
     "softmax_naive",
     "softmax_stable",
 ]

@@ -1,0 +1,311 @@
+"""Grouped-query attention: query heads that share keys and values (Llama 2 70B, Llama 3, Mistral).
+
+The book's :class:`~attention.MultiHeadAttention` gives every head its own keys and
+values. During generation those are what the KV cache stores, and with dozens of heads
+and thousands of tokens the cache outgrows the weights. Grouped-query attention keeps
+``num_heads`` query heads but only ``num_kv_heads`` key/value heads; query head ``h``
+uses key/value head ``h // (num_heads // num_kv_heads)``. ``num_kv_heads == num_heads``
+is multi-head attention, ``num_kv_heads == 1`` multi-query attention.
+
+:class:`GroupedQueryAttention` also takes the other changes today's decoders made:
+rotary position embeddings (``rope_base``), a sliding window (``window``) and a
+:class:`~attention.KVCache`. The module owns the weights; the attention itself is one
+function, :func:`grouped_query_attention`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attention import _checks
+from attention.kv_cache import KVCache
+from attention.masks import causal_mask
+from attention.rope import apply_rope
+
+__all__ = ["GroupedQueryAttention", "grouped_query_attention"]
+
+
+def grouped_query_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout: float = 0.0,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Scaled dot-product attention where groups of query heads share a key/value head.
+
+    ``scaled_dot_product_attention`` with ``enable_gqa=True``: query head ``h`` attends
+    with key/value head ``h // (num_heads // num_kv_heads)``, as if each key/value head
+    were repeated with ``repeat_interleave`` (without making the copies).
+
+    Parameters
+    ----------
+    queries : torch.Tensor, shape (batch, num_heads, num_queries, head_dim)
+    keys : torch.Tensor, shape (batch, num_kv_heads, num_keys, head_dim)
+    values : torch.Tensor, shape (batch, num_kv_heads, num_keys, value_dim)
+        ``num_kv_heads`` must divide ``num_heads``.
+    mask : torch.Tensor of bool, optional
+        ``True`` where a query may attend; broadcastable to
+        ``(batch, num_heads, num_queries, num_keys)``. ``None``: every key.
+    dropout : float
+        Dropout probability on the attention weights.
+    scale : float, optional
+        Multiplies the scores; default ``1 / sqrt(head_dim)``.
+
+    Returns
+    -------
+    torch.Tensor, shape (batch, num_heads, num_queries, value_dim)
+
+    Examples
+    --------
+    >>> import torch
+    >>> q = torch.randn(1, 4, 3, 8)  # 4 query heads
+    >>> k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)  # 2 key/value heads
+    >>> out = grouped_query_attention(q, k, v)
+    >>> out.shape
+    torch.Size([1, 4, 3, 8])
+    >>> repeated = [t.repeat_interleave(2, dim=1) for t in (k, v)]  # heads 0 0 1 1
+    >>> torch.allclose(out, torch.nn.functional.scaled_dot_product_attention(q, *repeated),
+    ...                atol=1e-6)
+    True
+    """
+    if queries.dim() != 4 or keys.dim() != 4 or queries.shape[1] % keys.shape[1]:
+        raise ValueError(
+            "grouped_query_attention: expected queries (batch, num_heads, num_queries, "
+            "head_dim) and keys (batch, num_kv_heads, num_keys, head_dim) with num_kv_heads "
+            f"dividing num_heads, got queries of shape {tuple(queries.shape)} and keys of "
+            f"shape {tuple(keys.shape)}"
+        )
+    return F.scaled_dot_product_attention(
+        queries,
+        keys,
+        values,
+        attn_mask=mask,
+        dropout_p=dropout,
+        scale=scale,
+        enable_gqa=keys.shape[1] != queries.shape[1],
+    )
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal attention with ``num_kv_heads`` key/value heads shared by ``num_heads`` query heads.
+
+    With ``num_kv_heads == num_heads`` and the same seed, this is the book's
+    :class:`~attention.MultiHeadAttention`: the same layers, created in the same order,
+    so the same weights and the same output.
+
+    Parameters
+    ----------
+    d_in : int
+        Size of each input embedding.
+    d_out : int
+        Size of the output and of all query heads together: ``head_dim = d_out // num_heads``.
+    context_length : int
+        The most tokens the module attends over, cached ones included.
+    num_heads : int
+        Query heads; must divide ``d_out``.
+    num_kv_heads : int
+        Key/value heads; must divide ``num_heads``. 1 is multi-query attention.
+    dropout : float
+        Dropout probability on the attention weights, in [0, 1), while training.
+    qkv_bias : bool
+        Whether the query, key and value projections have a bias (``out_proj`` always has).
+    rope_base : float, optional
+        If given, queries and keys are rotated by :func:`~attention.apply_rope` with this
+        base (Llama's half-split layout); ``head_dim`` must then be even.
+    window : int, optional
+        If given, sliding-window attention: the query at position ``i`` sees keys
+        ``i - window + 1`` to ``i``.
+
+    Attributes
+    ----------
+    W_query : nn.Linear
+        ``d_in -> d_out``: ``num_heads`` query heads.
+    W_key, W_value : nn.Linear
+        ``d_in -> num_kv_heads * head_dim``: the shared key and value heads.
+    out_proj : nn.Linear
+        ``d_out -> d_out``: mixes what the heads found.
+
+    Shapes
+    ------
+    Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``. With a
+    cache, the new tokens sit at positions ``len(cache)`` onwards, and
+    ``len(cache) + num_tokens <= context_length``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attention import INPUTS, KVCache, MultiHeadAttention
+    >>> x = INPUTS.unsqueeze(0)  # (1, 6, 3)
+    >>> _ = torch.manual_seed(123)
+    >>> gqa = GroupedQueryAttention(3, 8, context_length=6, num_heads=4, num_kv_heads=2)
+    >>> gqa.W_key  # 2 key heads of head_dim 2, instead of 4
+    Linear(in_features=3, out_features=4, bias=False)
+    >>> gqa(x).shape
+    torch.Size([1, 6, 8])
+
+    Generation with a cache: a prefill, then one token at a time, as one full pass.
+
+    >>> cache = KVCache()
+    >>> steps = [gqa(x[:, :4], cache=cache)]  # prefill: tokens 0-3
+    >>> steps += [gqa(x[:, 4:5], cache=cache), gqa(x[:, 5:], cache=cache)]  # decode 4, then 5
+    >>> torch.allclose(torch.cat(steps, dim=1), gqa(x), atol=1e-6), cache.shape
+    (True, torch.Size([1, 2, 6, 2]))
+
+    With as many key/value heads as query heads, it is the book's module:
+
+    >>> _ = torch.manual_seed(123)
+    >>> mha = GroupedQueryAttention(3, 2, context_length=6, num_heads=2, num_kv_heads=2)
+    >>> _ = torch.manual_seed(123)
+    >>> book = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
+    >>> torch.allclose(mha(x), book(x), atol=1e-6)
+    True
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        num_heads: int,
+        num_kv_heads: int,
+        dropout: float = 0.0,
+        qkv_bias: bool = False,
+        rope_base: float | None = None,
+        window: int | None = None,
+    ):
+        super().__init__()
+        owner = type(self).__name__
+        self.d_in = _checks.positive_int(owner, "d_in", d_in)
+        self.d_out = _checks.positive_int(owner, "d_out", d_out)
+        self.context_length = _checks.positive_int(owner, "context_length", context_length)
+        self.num_heads = _checks.positive_int(owner, "num_heads", num_heads)
+        self.num_kv_heads = _checks.positive_int(owner, "num_kv_heads", num_kv_heads)
+        dropout = _checks.dropout_rate(owner, dropout)
+        _checks.heads_divide(owner, d_out, num_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(
+                f"{owner}: num_heads must be divisible by num_kv_heads so that each key/value "
+                f"head serves the same number of query heads, got num_heads={num_heads} and "
+                f"num_kv_heads={num_kv_heads} ({num_heads} / {num_kv_heads} = "
+                f"{num_heads / num_kv_heads:g})"
+            )
+        self.head_dim = d_out // num_heads
+        if rope_base is not None:
+            if isinstance(rope_base, bool) or not isinstance(rope_base, int | float):
+                raise ValueError(
+                    f"{owner}: rope_base must be a number greater than 1 or None, "
+                    f"got {rope_base!r} of type {type(rope_base).__name__}"
+                )
+            if not rope_base > 1:
+                raise ValueError(f"{owner}: rope_base must be greater than 1, got {rope_base}")
+            if self.head_dim % 2:
+                raise ValueError(
+                    f"{owner}: rotary embeddings rotate pairs of numbers, so head_dim = "
+                    f"d_out // num_heads must be even, got head_dim={self.head_dim} "
+                    f"(d_out={d_out}, num_heads={num_heads})"
+                )
+        if window is not None:
+            window = _checks.positive_int(owner, "window", window)
+        self.rope_base = rope_base
+        self.window = window
+        kv_dim = self.num_kv_heads * self.head_dim
+        # Same layers, in the same order, as the book's MultiHeadAttention: one seed,
+        # the same weights when num_kv_heads == num_heads.
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, kv_dim, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, kv_dim, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def cache_bytes_per_token(self) -> int:
+        """Bytes this layer's :class:`~attention.KVCache` grows by per token.
+
+        ``2 * num_kv_heads * head_dim * bytes per number``: a key and a value per key/value head.
+        """
+        return 2 * self.num_kv_heads * self.head_dim * self.W_key.weight.element_size()
+
+    def _heads(self, projected: torch.Tensor, num_heads: int) -> torch.Tensor:
+        # (batch, num_tokens, num_heads * head_dim) -> (batch, num_heads, num_tokens, head_dim)
+        batch, num_tokens, _ = projected.shape
+        return projected.view(batch, num_tokens, num_heads, self.head_dim).transpose(1, 2)
+
+    def _project(
+        self, x: object, cache: KVCache | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
+        owner = type(self).__name__
+        if cache is not None and not isinstance(cache, KVCache):
+            raise ValueError(
+                f"{owner}: cache must be a KVCache or None, got {type(cache).__name__}"
+            )
+        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
+        num_cached = 0 if cache is None else len(cache)
+        num_tokens = x.shape[1]
+        if num_cached + num_tokens > self.context_length:
+            raise ValueError(
+                f"{owner}: the cache holds {num_cached} tokens and {num_tokens} more make "
+                f"{num_cached + num_tokens}, past context_length={self.context_length}; "
+                "build the module with a larger context_length or start a new KVCache"
+            )
+        queries = self._heads(self.W_query(x), self.num_heads)  # (b, num_heads, n, head_dim)
+        keys = self._heads(self.W_key(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
+        values = self._heads(self.W_value(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
+        if self.rope_base is not None:
+            # The new tokens continue where the cache stops.
+            positions = torch.arange(num_cached, num_cached + num_tokens, device=x.device)
+            queries = apply_rope(queries, positions, self.rope_base)
+            keys = apply_rope(keys, positions, self.rope_base)  # cached already rotated
+        if cache is not None:
+            # (b, num_kv_heads, num_cached + n, head_dim)
+            keys, values = cache.update(keys, values)
+        num_keys = keys.shape[2]
+        mask = None
+        # One new token with no window sees every key: no mask needed, which lets SDPA
+        # pick its fastest kernel for decoding.
+        if num_tokens > 1 or (self.window is not None and self.window < num_keys):
+            mask = causal_mask(num_tokens, num_keys, window=self.window, device=x.device)
+        return queries, keys, values, mask
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (batch, num_tokens, d_in)
+        cache : KVCache, optional
+            This layer's cache; updated in place.
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, num_tokens, d_out)
+        """
+        queries, keys, values, mask = self._project(x, cache)
+        dropout = self.dropout.p if self.training else 0.0
+        # (b, num_heads, n, head_dim), each query head reading its group's key/value head
+        context = grouped_query_attention(queries, keys, values, mask, dropout)
+        batch, num_tokens, _ = x.shape
+        context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
+        return self.out_proj(context)  # (batch, num_tokens, d_out)
+
+    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+        """Each query head's attention weights over a full pass, for heatmaps.
+
+        Computed explicitly, key/value heads repeated with ``repeat_interleave`` (no
+        dropout, no cache).
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
+        """
+        queries, keys, _, mask = self._project(x, None)
+        # (b, num_kv_heads, n, head_dim) -> (b, num_heads, n, head_dim): heads 0 0 1 1 ...
+        keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
+        scores = queries @ keys.transpose(-2, -1) / self.head_dim**0.5  # (b, num_heads, n, n)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1)

@@ -1,0 +1,305 @@
+"""Multi-head latent attention (MLA), the attention of DeepSeek-V2 and DeepSeek-V3.
+
+Grouped-query attention shrinks the KV cache by sharing key/value heads. MLA keeps
+every head distinct and caches something smaller instead: one *latent* vector per
+token, ``kv_lora_rank`` numbers, from which each head's key and value are
+re-projected (``W_uk``, ``W_uv``). The latent carries no position, because RoPE's
+rotation could not be moved through those up-projections; so each key gets a second,
+*decoupled* part, ``qk_rope_head_dim`` numbers rotated by RoPE and shared by all heads,
+which the cache holds too. Per token and layer the cache is
+``kv_lora_rank + qk_rope_head_dim`` numbers: 576 for DeepSeek-V3, where its 128 heads
+would otherwise cache ``128 * (192 + 128) = 40960``.
+
+Queries may be compressed the same way (``q_lora_rank``), which saves weights but not
+cache. The layers match ``transformers``' ``DeepseekV3Attention``; see
+:meth:`MultiHeadLatentAttention.forward` for the shapes at each step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attention import _checks
+from attention.kv_cache import KVCache, _dtype_bytes
+from attention.masks import causal_mask
+from attention.rope import apply_rope
+
+__all__ = ["LatentCache", "MultiHeadLatentAttention", "latent_cache_bytes_per_token"]
+
+
+def latent_cache_bytes_per_token(
+    num_layers: int,
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    dtype: torch.dtype | int = torch.float32,
+) -> int:
+    """Bytes an MLA cache needs per token: ``layers * (kv_lora_rank + qk_rope_head_dim) * size``.
+
+    No factor 2 and no heads: one latent and one shared rotary key per token and layer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> latent_cache_bytes_per_token(61, 512, 64, torch.bfloat16)  # DeepSeek-V3: about 69 KiB
+    70272
+    """
+    owner = "latent_cache_bytes_per_token"
+    num_layers = _checks.positive_int(owner, "num_layers", num_layers)
+    kv_lora_rank = _checks.positive_int(owner, "kv_lora_rank", kv_lora_rank)
+    qk_rope_head_dim = _checks.positive_int(owner, "qk_rope_head_dim", qk_rope_head_dim)
+    return num_layers * (kv_lora_rank + qk_rope_head_dim) * _dtype_bytes(owner, dtype)
+
+
+class LatentCache(KVCache):
+    """What MLA caches per token: the latent and the shared rotary key.
+
+    A :class:`~attention.KVCache` whose two slots hold, instead of per-head keys and
+    values, :attr:`latent` ``(batch, num_cached, kv_lora_rank)`` and :attr:`rope_keys`
+    ``(batch, num_cached, qk_rope_head_dim)`` (already rotated).
+
+    Examples
+    --------
+    >>> import torch
+    >>> cache = LatentCache()
+    >>> _ = cache.update(torch.zeros(1, 3, 16), torch.zeros(1, 3, 4))  # 3 tokens
+    >>> cache.latent.shape, cache.rope_keys.shape, cache.nbytes // len(cache)
+    (torch.Size([1, 3, 16]), torch.Size([1, 3, 4]), 80)
+    """
+
+    @property
+    def latent(self) -> torch.Tensor | None:
+        """The compressed keys and values, ``(batch, num_cached, kv_lora_rank)``."""
+        return self.keys
+
+    @property
+    def rope_keys(self) -> torch.Tensor | None:
+        """The rotated key part shared by all heads, ``(batch, num_cached, qk_rope_head_dim)``."""
+        return self.values
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Causal multi-head latent attention, as in DeepSeek-V2 and V3.
+
+    Parameters
+    ----------
+    d_in : int
+        Size of each input embedding (``hidden_size``).
+    d_out : int
+        Output size (``hidden_size`` again in DeepSeek).
+    context_length : int
+        The most tokens the module attends over, cached ones included.
+    num_heads : int
+        Attention heads (``num_attention_heads``).
+    kv_lora_rank : int
+        Size of the latent that keys and values are compressed into, and cached as.
+    qk_nope_head_dim : int
+        Per head, the part of the query and key without position (from the latent).
+    qk_rope_head_dim : int
+        Per head, the part of the query and key rotated by RoPE; the key part is one
+        vector shared by all heads. Must be even.
+    v_head_dim : int
+        Size of each head's value.
+    q_lora_rank : int, optional
+        If given, queries go through a latent of this size too; ``None``: one projection.
+    dropout : float
+        Dropout probability on the attention weights, in [0, 1), while training.
+    bias : bool
+        Bias on the down-projections ``W_dq``, ``W_dkv``, ``W_kr`` and on ``out_proj``
+        (``attention_bias`` in the config).
+    rope_base : float
+        RoPE's base (``rope_parameters["rope_theta"]``). Plain RoPE only: DeepSeek-V3's
+        released weights add YaRN scaling, which this module does not do.
+    rope_interleave : bool
+        Whether the rotary parts of ``W_uq``/``W_query`` and ``W_kr`` are laid out in
+        interleaved pairs, as in DeepSeek's weights and ``transformers``' default
+        (``rope_interleave=True``); ``False``: the half-split layout.
+    norm_eps : float
+        Epsilon of the RMS norms on the latents (``rms_norm_eps``).
+
+    Attributes
+    ----------
+    W_dq, q_norm, W_uq : nn.Linear, nn.RMSNorm, nn.Linear
+        Query down-projection, norm and up-projection (with ``q_lora_rank``);
+        ``W_query`` instead without.
+    W_dkv, kv_norm : nn.Linear, nn.RMSNorm
+        ``d_in -> kv_lora_rank``: the latent that is cached.
+    W_kr : nn.Linear
+        ``d_in -> qk_rope_head_dim``: the decoupled key, rotated and cached.
+    W_uk, W_uv : nn.Linear
+        ``kv_lora_rank -> num_heads * qk_nope_head_dim`` and ``-> num_heads * v_head_dim``.
+    out_proj : nn.Linear
+        ``num_heads * v_head_dim -> d_out``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> mla = MultiHeadLatentAttention(32, 32, context_length=8, num_heads=4, q_lora_rank=12,
+    ...     kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
+    >>> x = torch.randn(1, 8, 32)
+    >>> cache = LatentCache()
+    >>> out = torch.cat([mla(x[:, :5], cache=cache), mla(x[:, 5:], cache=cache)], dim=1)
+    >>> torch.allclose(out, mla(x), atol=1e-5)
+    True
+    >>> cache.latent.shape, cache.rope_keys.shape  # (batch, tokens, 8) and (batch, tokens, 4)
+    (torch.Size([1, 8, 8]), torch.Size([1, 8, 4]))
+    >>> mla.cache_bytes_per_token  # (8 + 4) float32 numbers, whatever the number of heads
+    48
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        num_heads: int,
+        *,
+        kv_lora_rank: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        q_lora_rank: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = False,
+        rope_base: float = 10000.0,
+        rope_interleave: bool = True,
+        norm_eps: float = 1e-6,
+    ):
+        super().__init__()
+        owner = type(self).__name__
+        check = _checks.positive_int
+        self.d_in = check(owner, "d_in", d_in)
+        self.d_out = check(owner, "d_out", d_out)
+        self.context_length = check(owner, "context_length", context_length)
+        self.num_heads = check(owner, "num_heads", num_heads)
+        self.kv_lora_rank = check(owner, "kv_lora_rank", kv_lora_rank)
+        self.qk_nope_head_dim = check(owner, "qk_nope_head_dim", qk_nope_head_dim)
+        self.qk_rope_head_dim = check(owner, "qk_rope_head_dim", qk_rope_head_dim)
+        self.v_head_dim = check(owner, "v_head_dim", v_head_dim)
+        self.q_lora_rank = None if q_lora_rank is None else check(owner, "q_lora_rank", q_lora_rank)
+        dropout = _checks.dropout_rate(owner, dropout)
+        if qk_rope_head_dim % 2:
+            raise ValueError(
+                f"{owner}: qk_rope_head_dim must be even, since RoPE rotates pairs of "
+                f"numbers, got qk_rope_head_dim={qk_rope_head_dim}"
+            )
+        if isinstance(rope_base, bool) or not isinstance(rope_base, int | float) or rope_base <= 1:
+            raise ValueError(
+                f"{owner}: rope_base must be a number greater than 1, got {rope_base!r}"
+            )
+        if isinstance(norm_eps, bool) or not isinstance(norm_eps, int | float) or norm_eps <= 0:
+            raise ValueError(f"{owner}: norm_eps must be a positive number, got {norm_eps!r}")
+        self.rope_base = float(rope_base)
+        self.rope_interleave = bool(rope_interleave)
+        self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
+        q_out = num_heads * self.qk_head_dim
+        if q_lora_rank is None:
+            self.W_query = nn.Linear(d_in, q_out, bias=False)
+        else:
+            self.W_dq = nn.Linear(d_in, q_lora_rank, bias=bias)
+            self.q_norm = nn.RMSNorm(q_lora_rank, eps=norm_eps)
+            self.W_uq = nn.Linear(q_lora_rank, q_out, bias=False)
+        self.W_dkv = nn.Linear(d_in, kv_lora_rank, bias=bias)
+        self.W_kr = nn.Linear(d_in, qk_rope_head_dim, bias=bias)
+        self.kv_norm = nn.RMSNorm(kv_lora_rank, eps=norm_eps)
+        self.W_uk = nn.Linear(kv_lora_rank, num_heads * qk_nope_head_dim, bias=False)
+        self.W_uv = nn.Linear(kv_lora_rank, num_heads * v_head_dim, bias=False)
+        self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def cache_bytes_per_token(self) -> int:
+        """Bytes this layer's :class:`LatentCache` grows by per token.
+
+        ``(kv_lora_rank + qk_rope_head_dim) * bytes per number``, whatever ``num_heads``.
+        """
+        return (self.kv_lora_rank + self.qk_rope_head_dim) * self.W_dkv.weight.element_size()
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if self.rope_interleave:
+            # Pairs are neighbours (0, 1), (2, 3), ...: reorder evens first, odds second,
+            # and the half-split rotation does the rest. transformers'
+            # apply_rotary_pos_emb_interleave returns the same, in the same order.
+            x = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
+        return apply_rope(x, positions, self.rope_base)
+
+    def _project(
+        self, x: object, cache: LatentCache | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        owner = type(self).__name__
+        if cache is not None and not isinstance(cache, LatentCache):
+            raise ValueError(
+                f"{owner}: cache must be a LatentCache (it holds latents, not per-head keys "
+                f"and values) or None, got {type(cache).__name__}"
+            )
+        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
+        num_cached = 0 if cache is None else len(cache)
+        batch, num_tokens, _ = x.shape
+        if num_cached + num_tokens > self.context_length:
+            raise ValueError(
+                f"{owner}: the cache holds {num_cached} tokens and {num_tokens} more make "
+                f"{num_cached + num_tokens}, past context_length={self.context_length}; "
+                "build the module with a larger context_length or start a new LatentCache"
+            )
+        positions = torch.arange(num_cached, num_cached + num_tokens, device=x.device)
+        H, nope = self.num_heads, self.qk_nope_head_dim
+
+        if self.q_lora_rank is None:
+            queries = self.W_query(x)  # (b, n, H * qk_head_dim)
+        else:
+            queries = self.W_uq(self.q_norm(self.W_dq(x)))  # via (b, n, q_lora_rank)
+        queries = queries.view(batch, num_tokens, H, self.qk_head_dim).transpose(1, 2)
+        q_nope, q_rope = queries.split([nope, self.qk_rope_head_dim], dim=-1)
+        q_rope = self._rope(q_rope, positions)  # (b, H, n, qk_rope_head_dim)
+
+        latent = self.kv_norm(self.W_dkv(x))  # (b, n, kv_lora_rank)
+        k_rope = self._rope(self.W_kr(x), positions)  # (b, n, qk_rope_head_dim), one for all heads
+        if cache is not None:
+            # (b, num_cached + n, kv_lora_rank) and (b, num_cached + n, qk_rope_head_dim)
+            latent, k_rope = cache.update(latent, k_rope)
+        num_keys = latent.shape[1]
+
+        # Each head's keys and values, re-projected from the latent
+        k_nope = self.W_uk(latent).view(batch, num_keys, H, nope).transpose(1, 2)
+        values = self.W_uv(latent).view(batch, num_keys, H, self.v_head_dim).transpose(1, 2)
+        k_rope = k_rope[:, None].expand(batch, H, num_keys, self.qk_rope_head_dim)
+        keys = torch.cat((k_nope, k_rope), dim=-1)  # (b, H, num_keys, qk_head_dim)
+        queries = torch.cat((q_nope, q_rope), dim=-1)  # (b, H, n, qk_head_dim)
+        mask = causal_mask(num_tokens, num_keys, device=x.device) if num_tokens > 1 else None
+        return queries, keys, values, mask
+
+    def forward(self, x: torch.Tensor, cache: LatentCache | None = None) -> torch.Tensor:
+        """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (batch, num_tokens, d_in)
+        cache : LatentCache, optional
+            This layer's cache; updated in place.
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, num_tokens, d_out)
+        """
+        queries, keys, values, mask = self._project(x, cache)
+        dropout = self.dropout.p if self.training else 0.0
+        # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim)
+        context = F.scaled_dot_product_attention(queries, keys, values, mask, dropout)
+        batch, num_tokens, _ = x.shape
+        context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
+        return self.out_proj(context)  # (b, n, d_out)
+
+    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+        """Each head's attention weights over a full pass (no dropout, no cache).
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
+        """
+        queries, keys, _, mask = self._project(x, None)
+        scores = queries @ keys.transpose(-2, -1) / self.qk_head_dim**0.5
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1)

@@ -1,0 +1,200 @@
+"""Boolean attention masks beyond the plain causal triangle.
+
+Every mask here uses the convention of ``scaled_dot_product_attention``'s boolean
+``attn_mask``: ``True`` where a query *may attend* (or, for :func:`padding_mask`,
+where a token is real). The book's modules use the opposite, ``True`` for the
+hidden future (``masked_fill``); ``~mask`` converts one into the other.
+
+* :func:`causal_mask`: each query sees itself and the past. With fewer queries than
+  keys (decoding with a cache) the queries are the *last* ones, so the triangle is
+  aligned to the bottom-right corner, as ``torch.nn.attention.bias.causal_lower_right``
+  does, not the top-left corner that ``is_causal=True`` uses.
+* :func:`sliding_window_mask`: causal, and only the last ``window`` positions (Mistral,
+  Gemma's local layers).
+* :func:`padding_mask`: which tokens of a right-padded batch are real.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+
+import torch
+
+from attention import _checks
+
+__all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
+
+
+def _non_negative_int(owner: str, name: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{owner}: {name} must be an integer >= 0, got the boolean {value}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(
+            f"{owner}: {name} must be an integer >= 0, got {value!r} of type {type(value).__name__}"
+        ) from None
+    if number < 0:
+        raise ValueError(f"{owner}: {name} must be at least 0, got {number}")
+    return number
+
+
+def _window(owner: str, window: object) -> int:
+    what = "window must be an integer >= 1 (how many positions a query sees, itself included)"
+    if isinstance(window, bool):
+        raise ValueError(f"{owner}: {what}, got the boolean {window}")
+    try:
+        window = operator.index(window)
+    except TypeError:
+        raise ValueError(
+            f"{owner}: {what}, got {window!r} of type {type(window).__name__}"
+        ) from None
+    if window < 1:
+        raise ValueError(f"{owner}: {what}, got window={window}")
+    return window
+
+
+def causal_mask(
+    num_queries: int,
+    num_keys: int | None = None,
+    *,
+    window: int | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Which keys each query may attend to: itself and the past, optionally only the recent past.
+
+    The queries are the *last* ``num_queries`` of ``num_keys`` positions: query ``i``
+    sits at position ``num_keys - num_queries + i`` and sees keys up to there.
+
+    Parameters
+    ----------
+    num_queries : int
+        Number of queries, at least 1.
+    num_keys : int, optional
+        Number of keys, at least ``num_queries``; default ``num_queries``.
+    window : int, optional
+        If given, a query at position ``p`` sees only keys ``p - window + 1 ... p``.
+    device : torch.device or str, optional
+        Where to build the mask.
+
+    Returns
+    -------
+    torch.Tensor of bool, shape (num_queries, num_keys)
+        ``True`` where the query may attend.
+
+    Examples
+    --------
+    >>> causal_mask(2, 4).int()  # 2 new tokens after 2 cached ones: bottom-right aligned
+    tensor([[1, 1, 1, 0],
+            [1, 1, 1, 1]], dtype=torch.int32)
+    """
+    owner = "causal_mask"
+    num_queries = _checks.positive_int(owner, "num_queries", num_queries)
+    num_keys = (
+        num_queries if num_keys is None else _checks.positive_int(owner, "num_keys", num_keys)
+    )
+    if num_keys < num_queries:
+        raise ValueError(
+            f"{owner}: num_keys must be at least num_queries (the queries are the last "
+            f"tokens, and each sees itself), got num_queries={num_queries} and "
+            f"num_keys={num_keys}"
+        )
+    query_pos = torch.arange(num_keys - num_queries, num_keys, device=device)[:, None]
+    key_pos = torch.arange(num_keys, device=device)[None, :]
+    allowed = key_pos <= query_pos  # (num_queries, num_keys)
+    if window is not None:
+        allowed &= key_pos > query_pos - _window(owner, window)
+    return allowed
+
+
+def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
+    """Causal attention over the last ``window`` positions only.
+
+    Query ``i`` sees keys ``i - window + 1`` to ``i``: itself and the ``window - 1``
+    tokens before it, as ``transformers``' Mistral does with ``sliding_window=window``.
+    Stacking layers widens what a token can draw on: after ``L`` layers, information
+    from up to ``L * (window - 1)`` positions back.
+
+    Parameters
+    ----------
+    num_tokens : int
+        Number of tokens (queries and keys), at least 1.
+    window : int
+        Positions each query sees, itself included, at least 1. ``window >= num_tokens``
+        is the plain causal mask; ``window == 1`` lets each token see only itself.
+
+    Returns
+    -------
+    torch.Tensor of bool, shape (num_tokens, num_tokens)
+        ``True`` where the query may attend.
+
+    Examples
+    --------
+    >>> sliding_window_mask(5, window=3).int()
+    tensor([[1, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0],
+            [1, 1, 1, 0, 0],
+            [0, 1, 1, 1, 0],
+            [0, 0, 1, 1, 1]], dtype=torch.int32)
+    """
+    owner = "sliding_window_mask"
+    num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
+    return causal_mask(num_tokens, window=_window(owner, window))
+
+
+def padding_mask(lengths: Sequence[int] | torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """Which tokens are real in a batch of sequences padded on the right to ``num_tokens``.
+
+    Combine it with a causal mask to hide the padding's keys:
+    ``causal_mask(n) & padding_mask(lengths, n)[:, None, None, :]`` has shape
+    ``(batch, 1, n, n)``, one mask per sequence shared by every head.
+
+    Parameters
+    ----------
+    lengths : sequence of int or 1-D integer tensor, shape (batch,)
+        Each sequence's number of real tokens, from 1 to ``num_tokens``.
+    num_tokens : int
+        The padded length, at least 1.
+
+    Returns
+    -------
+    torch.Tensor of bool, shape (batch, num_tokens)
+        ``True`` for a real token, ``False`` for padding (``transformers``'
+        ``attention_mask`` with 1 and 0).
+
+    Examples
+    --------
+    >>> padding_mask([3, 1, 4], num_tokens=4).int()
+    tensor([[1, 1, 1, 0],
+            [1, 0, 0, 0],
+            [1, 1, 1, 1]], dtype=torch.int32)
+    """
+    owner = "padding_mask"
+    num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
+    if isinstance(lengths, torch.Tensor):
+        if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+            raise ValueError(f"{owner}: lengths must be integers, got a tensor of {lengths.dtype}")
+        if lengths.dim() != 1:
+            raise ValueError(
+                f"{owner}: expected lengths of shape (batch,), got shape {tuple(lengths.shape)}"
+            )
+        device, lengths = lengths.device, lengths.tolist()
+    else:
+        device = None
+        if isinstance(lengths, str | bytes) or not isinstance(lengths, Sequence):
+            raise ValueError(
+                f"{owner}: lengths must be a sequence of integers (one per sequence), "
+                f"got {type(lengths).__name__}"
+            )
+        lengths = [_non_negative_int(owner, "each length", n) for n in lengths]
+    if not lengths:
+        raise ValueError(f"{owner}: lengths must hold at least one sequence's length, got none")
+    for index, length in enumerate(lengths):
+        if not 1 <= length <= num_tokens:
+            raise ValueError(
+                f"{owner}: each length must be from 1 to num_tokens={num_tokens} (a sequence "
+                f"with no real token has nothing to attend to), got lengths[{index}]={length}"
+            )
+    limits = torch.tensor(lengths, device=device)[:, None]  # (batch, 1)
+    return torch.arange(num_tokens, device=device)[None, :] < limits  # (batch, num_tokens)

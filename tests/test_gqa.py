@@ -1,0 +1,305 @@
+"""GroupedQueryAttention: head sharing, the book's module as a special case, and parity
+with SDPA's ``enable_gqa`` and with transformers' ``LlamaAttention`` and ``MistralAttention``.
+
+Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) wherever both sides
+compute in float64; ``hf_models.FLOAT32_STEP`` (1e-5) against Llama's eager kernel,
+whose softmax runs in float32, and against ``LlamaRotaryEmbedding``'s float32 angles.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import Shape, build, make_input, shapes, with_edge_shapes
+from hf_models import (
+    EXACT,
+    FLOAT32_STEP,
+    causal_4d,
+    llama_attention,
+    llama_config,
+    mistral_attention,
+    rope_cos_sin,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.nn import functional as F
+from transformers.masking_utils import sliding_window_causal_mask_function
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+from attention import GroupedQueryAttention, MultiHeadAttention, grouped_query_attention
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+F64 = torch.float64
+
+
+@st.composite
+def gqa_layouts(draw: st.DrawFn, *, max_tokens: int = 6, even_head_dim: bool = False) -> dict:
+    """Sizes of a GroupedQueryAttention whose d_in equals d_out (as Llama's hidden_size)."""
+    num_kv_heads = draw(st.integers(1, 3))
+    num_heads = num_kv_heads * draw(st.integers(1, 3))
+    head_dim = 2 * draw(st.integers(1, 3)) if even_head_dim else draw(st.integers(1, 5))
+    context_length = draw(st.integers(1, max_tokens))
+    return {
+        "num_heads": num_heads,
+        "num_kv_heads": num_kv_heads,
+        "head_dim": head_dim,
+        "context_length": context_length,
+        "num_tokens": draw(st.integers(1, context_length)),
+        "batch": draw(st.integers(1, 2)),
+        "qkv_bias": draw(st.booleans()),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
+    d = layout["num_heads"] * layout["head_dim"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        module = GroupedQueryAttention(
+            d,
+            d,
+            layout["context_length"],
+            layout["num_heads"],
+            layout["num_kv_heads"],
+            qkv_bias=layout["qkv_bias"],
+            **kwargs,
+        )
+    return module.to(F64).eval()
+
+
+def layout_input(layout: dict) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(layout["seed"] + 1)
+    d = layout["num_heads"] * layout["head_dim"]
+    return torch.randn(layout["batch"], layout["num_tokens"], d, generator=generator, dtype=F64)
+
+
+# --- the kernel ---------------------------------------------------------------------------
+
+
+@given(
+    num_kv_heads=st.integers(1, 3),
+    group=st.integers(1, 3),
+    num_queries=st.integers(1, 4),
+    extra_keys=st.integers(0, 3),
+    use_mask=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_kernel_matches_sdpa_on_repeated_heads_and_enable_gqa(
+    num_kv_heads, group, num_queries, extra_keys, use_mask, seed
+):
+    generator = torch.Generator().manual_seed(seed)
+    num_keys = num_queries + extra_keys
+    q = torch.randn(2, num_kv_heads * group, num_queries, 4, generator=generator, dtype=F64)
+    k, v = torch.randn(2, 2, num_kv_heads, num_keys, 4, generator=generator, dtype=F64)
+    mask = causal_4d(num_queries, num_keys) if use_mask else None
+    ours = grouped_query_attention(q, k, v, mask)
+    # Query head h reads key/value head h // group: heads 0 0 1 1 ... after repeat_interleave.
+    repeated = [t.repeat_interleave(group, dim=1) for t in (k, v)]
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, *repeated, mask), **EXACT)
+    expected = F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=True)
+    torch.testing.assert_close(ours, expected, **EXACT)
+
+
+def test_kernel_pairs_query_head_h_with_kv_head_h_div_group():
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 6, 3, 4, generator=generator, dtype=F64)  # 6 query heads
+    k, v = torch.randn(2, 1, 2, 3, 4, generator=generator, dtype=F64)  # 2 key/value heads
+    out = grouped_query_attention(q, k, v)
+    for h in range(6):
+        kv = h // 3
+        alone = F.scaled_dot_product_attention(q[:, h], k[:, kv], v[:, kv])
+        torch.testing.assert_close(out[:, h], alone, **EXACT)
+
+
+def test_kernel_rejects_heads_that_do_not_group():
+    q, k = torch.randn(1, 4, 2, 3), torch.randn(1, 3, 2, 3)
+    with pytest.raises(ValueError, match=r"num_kv_heads dividing num_heads.*\(1, 4, 2, 3\).*"):
+        grouped_query_attention(q, k, k)
+
+
+# --- the module against the book's MultiHeadAttention -----------------------------------
+
+
+@given(shape=shapes())
+@with_edge_shapes()
+def test_equal_heads_is_the_books_multihead_attention(shape: Shape):
+    """Same seed, same layers in the same order: the same weights and the same output."""
+    book = build("MultiHeadAttention", shape).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(shape.seed)
+        gqa = GroupedQueryAttention(
+            shape.d_in,
+            shape.d_out,
+            shape.context_length,
+            shape.num_heads,
+            shape.num_heads,
+            qkv_bias=shape.qkv_bias,
+        )
+    gqa = gqa.to(F64).eval()
+    book_weights = {k: v for k, v in book.state_dict().items() if k != "mask"}
+    assert book_weights.keys() == gqa.state_dict().keys()
+    for name, value in gqa.state_dict().items():
+        assert torch.equal(value, book_weights[name]), name
+    x = make_input(shape)
+    torch.testing.assert_close(gqa(x), book(x), **EXACT)
+    torch.testing.assert_close(gqa.attention_weights(x), book.attention_weights(x), **EXACT)
+
+
+@given(layout=gqa_layouts())
+def test_grouped_module_is_mha_with_each_kv_head_repeated_for_its_group(layout):
+    """GQA == MHA whose key/value weights repeat kv head j for each query head of group j."""
+    gqa = make_gqa(layout)
+    group = layout["num_heads"] // layout["num_kv_heads"]
+    d, head_dim = gqa.d_out, layout["head_dim"]
+    mha = MultiHeadAttention(d, d, layout["context_length"], 0.0, layout["num_heads"])
+    mha = mha.to(F64).eval()
+    mha.W_query.bias = mha.W_key.bias = mha.W_value.bias = None
+    with torch.no_grad():
+        for name in ("W_query", "W_key", "W_value", "out_proj"):
+            layer = getattr(gqa, name)
+            weight, bias = layer.weight, layer.bias
+            if name in ("W_key", "W_value"):
+                weight = weight.view(-1, head_dim, d).repeat_interleave(group, dim=0).reshape(d, d)
+                bias = None if bias is None else bias.view(-1, head_dim).repeat_interleave(group, 0)
+            getattr(mha, name).weight = torch.nn.Parameter(weight.clone())
+            if bias is not None:
+                getattr(mha, name).bias = torch.nn.Parameter(bias.reshape(-1).clone())
+    x = layout_input(layout)
+    torch.testing.assert_close(gqa(x), mha(x), **EXACT)
+
+
+def test_one_kv_head_is_multi_query_attention():
+    mqa = GroupedQueryAttention(16, 16, context_length=4, num_heads=4, num_kv_heads=1)
+    mha = GroupedQueryAttention(16, 16, context_length=4, num_heads=4, num_kv_heads=4)
+    assert mqa.W_key.out_features == mqa.W_value.out_features == mqa.head_dim == 4
+    assert mqa.cache_bytes_per_token * 4 == mha.cache_bytes_per_token == 2 * 16 * 4
+    weights = mqa.attention_weights(torch.randn(1, 4, 16))  # (1, 4 heads, 4, 4)
+    assert weights.shape == (1, 4, 4, 4)
+
+
+# --- against transformers' LlamaAttention and MistralAttention -------------------------
+
+
+@given(layout=gqa_layouts(even_head_dim=True), base=st.sampled_from([10000.0, 500000.0]))
+def test_matches_llama_attention_sdpa(layout, base):
+    """Llama's sdpa kernel, an explicit causal mask and float64 cos/sin: EXACT."""
+    gqa = make_gqa(layout, rope_base=base)
+    llama = llama_attention(gqa, "sdpa")
+    x = layout_input(layout)
+    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    cos_sin = rope_cos_sin(positions, gqa.head_dim, base)
+    theirs, _ = llama(x, cos_sin, causal_4d(x.shape[1], x.shape[1]))
+    torch.testing.assert_close(gqa(x), theirs, **EXACT)
+
+
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_matches_llama_attention_eager_with_explicit_causal_mask(layout):
+    """Llama's eager kernel takes an additive mask and runs its softmax in float32."""
+    gqa = make_gqa(layout, rope_base=10000.0)
+    llama = llama_attention(gqa, "eager")
+    x = layout_input(layout)
+    n = x.shape[1]
+    positions = torch.arange(n).expand(x.shape[0], -1)
+    additive = torch.zeros(1, 1, n, n, dtype=F64).masked_fill(~causal_4d(n, n), float("-inf"))
+    theirs, weights = llama(x, rope_cos_sin(positions, gqa.head_dim, 10000.0), additive)
+    torch.testing.assert_close(gqa(x), theirs, **FLOAT32_STEP)
+    torch.testing.assert_close(gqa.attention_weights(x), weights, **FLOAT32_STEP)
+
+
+def test_llama_eager_without_a_mask_is_not_causal():
+    """With attention_mask=None, Llama's eager kernel lets every token see the future."""
+    gqa = make_gqa(
+        {"num_heads": 4, "num_kv_heads": 2, "head_dim": 4, "context_length": 6, "num_tokens": 6}
+        | {"batch": 1, "qkv_bias": False, "seed": 0},
+        rope_base=10000.0,
+    )
+    llama = llama_attention(gqa, "eager")
+    x = torch.randn(1, 6, 16, dtype=F64, generator=torch.Generator().manual_seed(1))
+    cos_sin = rope_cos_sin(torch.arange(6)[None], 4, 10000.0)
+    _, weights = llama(x, cos_sin, None)
+    assert weights[0, :, 0, 1:].sum() > 0.1  # token 0 attends to later tokens
+    mask = torch.zeros(1, 1, 6, 6, dtype=F64).masked_fill(~causal_4d(6, 6), float("-inf"))
+    masked, weights = llama(x, cos_sin, mask)
+    assert weights[0, :, 0, 1:].sum() == 0
+    torch.testing.assert_close(gqa(x), masked, **FLOAT32_STEP)
+
+
+def test_rope_base_lives_in_rope_parameters_and_matches_llamas_rotary_embedding():
+    """transformers 5 keeps the base in config.rope_parameters["rope_theta"]."""
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "context_length": 32}
+    gqa = make_gqa(
+        layout | {"num_tokens": 32, "batch": 1, "qkv_bias": True, "seed": 3}, rope_base=500000.0
+    )
+    config = llama_config(gqa)
+    assert config.rope_parameters["rope_theta"] == 500000.0
+    llama = llama_attention(gqa, "sdpa", config=config)
+    x = torch.randn(1, 32, 32, dtype=F64, generator=torch.Generator().manual_seed(4))
+    cos_sin = LlamaRotaryEmbedding(config)(x, torch.arange(32)[None])  # float32 angles
+    theirs, _ = llama(x, cos_sin, causal_4d(32, 32))
+    torch.testing.assert_close(gqa(x), theirs, **FLOAT32_STEP)
+
+
+@given(layout=gqa_layouts(max_tokens=8, even_head_dim=True), window=st.integers(1, 5))
+def test_matches_mistral_sliding_window_attention(layout, window):
+    """The mask is transformers' own sliding_window_causal_mask_function, evaluated per pair."""
+    gqa = make_gqa(layout | {"qkv_bias": False}, rope_base=10000.0, window=window)
+    mistral = mistral_attention(gqa, "sdpa")
+    assert mistral.config.sliding_window == window
+    x = layout_input(layout)
+    n = x.shape[1]
+    allowed = sliding_window_causal_mask_function(window)
+    index = torch.arange(n)
+    mask = allowed(0, 0, index[:, None], index[None, :])[None, None]  # (1, 1, n, n)
+    positions = index.expand(x.shape[0], -1)
+    theirs, _ = mistral(x, rope_cos_sin(positions, gqa.head_dim, 10000.0), mask)
+    torch.testing.assert_close(gqa(x), theirs, **EXACT)
+
+
+def test_window_hides_what_is_further_back():
+    gqa = GroupedQueryAttention(8, 8, context_length=6, num_heads=2, num_kv_heads=1, window=2)
+    weights = gqa.attention_weights(torch.randn(1, 6, 8))
+    far = torch.ones(6, 6, dtype=torch.bool).tril(-2)  # keys at least 2 back
+    assert torch.all(weights[..., far] == 0)
+    assert torch.all(weights[..., ~far & torch.ones(6, 6, dtype=torch.bool).tril()] > 0)
+
+
+# --- bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"num_heads": 4, "num_kv_heads": 3},
+            r"num_heads=4 and num_kv_heads=3 \(4 / 3 = 1.33333\)",
+        ),
+        ({"num_kv_heads": 0}, r"num_kv_heads must be at least 1, got 0"),
+        ({"d_out": 10}, r"d_out=10 and num_heads=4"),
+        (
+            {"d_out": 12, "rope_base": 10000.0},
+            r"d_out // num_heads must be even, got head_dim=3 \(d_out=12, num_heads=4\)",
+        ),
+        ({"rope_base": 1.0}, r"rope_base must be greater than 1, got 1.0"),
+        ({"rope_base": "10000"}, r"rope_base must be a number.*'10000' of type str"),
+        ({"window": 0}, r"window must be at least 1, got 0"),
+        ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
+    ],
+)
+def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
+    arguments = {"d_in": 8, "d_out": 8, "context_length": 4, "num_heads": 4, "num_kv_heads": 2}
+    with pytest.raises(ValueError, match=message):
+        GroupedQueryAttention(**(arguments | kwargs))
+
+
+def test_bad_inputs_name_what_was_expected_and_given():
+    gqa = GroupedQueryAttention(8, 8, context_length=4, num_heads=4, num_kv_heads=2)
+    with pytest.raises(ValueError, match=r"d_in=8, got 5"):
+        gqa(torch.randn(1, 3, 5))
+    with pytest.raises(ValueError, match=r"got 5 tokens.*context_length=4"):
+        gqa(torch.randn(1, 5, 8))
+    with pytest.raises(ValueError, match=r"cache must be a KVCache or None, got dict"):
+        gqa(torch.randn(1, 2, 8), cache={})
+    with pytest.raises(
+        ValueError, match=r"weights are torch.float32 but the input is torch.float64"
+    ):
+        gqa(torch.randn(1, 2, 8, dtype=F64))

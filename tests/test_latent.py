@@ -1,0 +1,175 @@
+"""MultiHeadLatentAttention against transformers' DeepseekV3Attention, its cache, errors.
+
+Tolerances (float64):
+
+* EXACT (rtol 1e-10, atol 1e-12) against ``DeepseekV3Attention`` (sdpa) given float64
+  cos/sin and with its two RMS norms swapped for float64 ones (``float64_norms``): the
+  projections, the decoupled RoPE (interleaved and half-split), the latent cache and
+  the attention agree to rounding.
+* FLOAT32_STEP (1e-5) against the module untouched, with ``DeepseekV3RotaryEmbedding``:
+  ``DeepseekV3RMSNorm`` normalizes in float32 and the rotary angles are float32.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_models import (
+    EXACT,
+    FLOAT32_STEP,
+    causal_4d,
+    deepseek_attention,
+    deepseek_config,
+    float64_norms,
+    rope_cos_sin,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from transformers import DynamicCache
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RotaryEmbedding
+
+from attention import (
+    KVCache,
+    LatentCache,
+    MultiHeadLatentAttention,
+    kv_cache_bytes_per_token,
+    latent_cache_bytes_per_token,
+)
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+F64 = torch.float64
+
+
+@st.composite
+def mla_layouts(draw: st.DrawFn, max_tokens: int = 6) -> dict:
+    context_length = draw(st.integers(1, max_tokens))
+    return {
+        "num_heads": draw(st.integers(1, 3)),
+        "q_lora_rank": draw(st.none() | st.integers(1, 6)),
+        "kv_lora_rank": draw(st.integers(1, 6)),
+        "qk_nope_head_dim": draw(st.integers(1, 4)),
+        "qk_rope_head_dim": 2 * draw(st.integers(1, 3)),
+        "v_head_dim": draw(st.integers(1, 4)),
+        "bias": draw(st.booleans()),
+        "rope_interleave": draw(st.booleans()),
+        "context_length": context_length,
+        "num_tokens": draw(st.integers(1, context_length)),
+        "batch": draw(st.integers(1, 2)),
+        "d_model": draw(st.integers(1, 8)),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def make_mla(layout: dict) -> MultiHeadLatentAttention:
+    sizes = ("num_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
+    kwargs = {k: layout[k] for k in (*sizes, "v_head_dim", "bias", "rope_interleave")}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        d = layout["d_model"]
+        mla = MultiHeadLatentAttention(d, d, layout["context_length"], **kwargs)
+        # Norm weights start at 1; random ones check that they are copied and applied.
+        for norm in (mla.kv_norm, getattr(mla, "q_norm", None)):
+            if norm is not None:
+                torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
+    return mla.to(F64).eval()
+
+
+def layout_input(layout: dict) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(layout["seed"] + 1)
+    size = (layout["batch"], layout["num_tokens"], layout["d_model"])
+    return torch.randn(size, generator=generator, dtype=F64)
+
+
+@given(layout=mla_layouts())
+def test_matches_deepseek_v3_attention_in_float64(layout):
+    mla = make_mla(layout)
+    theirs = float64_norms(deepseek_attention(mla))
+    x = layout_input(layout)
+    n = x.shape[1]
+    positions = torch.arange(n).expand(x.shape[0], -1)
+    cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
+    expected, _ = theirs(x, cos_sin, causal_4d(n, n))
+    torch.testing.assert_close(mla(x), expected, **EXACT)
+
+
+@given(layout=mla_layouts())
+def test_matches_deepseek_v3_attention_as_shipped(layout):
+    """Untouched: its own rotary embedding and RMS norms, which compute in float32."""
+    mla = make_mla(layout)
+    theirs = deepseek_attention(mla, "eager")
+    x = layout_input(layout)
+    n = x.shape[1]
+    rotary = DeepseekV3RotaryEmbedding(deepseek_config(mla))
+    mask = torch.zeros(1, 1, n, n, dtype=F64).masked_fill(~causal_4d(n, n), float("-inf"))
+    expected, weights = theirs(x, rotary(x, torch.arange(n)[None]), mask)
+    torch.testing.assert_close(mla(x), expected, **FLOAT32_STEP)
+    torch.testing.assert_close(mla.attention_weights(x), weights, **FLOAT32_STEP)
+
+
+@given(layout=mla_layouts(max_tokens=7), data=st.data())
+def test_cache_holds_the_latent_and_the_rotated_key_like_dynamic_cache(layout, data):
+    """Prefill + steps == full pass, and the cache holds exactly what DeepSeek's holds."""
+    mla = make_mla(layout)
+    theirs = float64_norms(deepseek_attention(mla))
+    x = layout_input(layout)
+    n = x.shape[1]
+    prefill = data.draw(st.integers(1, n), label="prefill")
+    ours, their_cache = LatentCache(), DynamicCache()
+    pieces = []
+    for start, stop in zip([0, *range(prefill, n)], range(prefill, n + 1), strict=False):
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
+        mask = causal_4d(stop - start, stop) if stop - start > 1 else None
+        expected, _ = theirs(x[:, start:stop], cos_sin, mask, past_key_values=their_cache)
+        pieces.append(mla(x[:, start:stop], cache=ours))
+        torch.testing.assert_close(pieces[-1], expected, **EXACT)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), mla(x), **EXACT)
+    # transformers stores the latent and the rotary key as one-head "keys" and "values".
+    torch.testing.assert_close(ours.latent, their_cache.layers[0].keys[:, 0], **EXACT)
+    torch.testing.assert_close(ours.rope_keys, their_cache.layers[0].values[:, 0], **EXACT)
+    assert ours.nbytes == x.shape[0] * n * mla.cache_bytes_per_token
+
+
+def test_cache_per_token_is_latent_plus_rope_key_whatever_the_heads():
+    kwargs = {"kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8}
+    few = MultiHeadLatentAttention(32, 32, 8, num_heads=2, **kwargs)
+    many = MultiHeadLatentAttention(32, 32, 8, num_heads=16, **kwargs)
+    assert few.cache_bytes_per_token == many.cache_bytes_per_token == (16 + 4) * 4
+    assert latent_cache_bytes_per_token(1, 16, 4, torch.float32) == few.cache_bytes_per_token
+    # DeepSeek-V3 (61 layers, bf16) against caching 128 heads' keys (192) and values (128)
+    v3 = latent_cache_bytes_per_token(61, 512, 64, torch.bfloat16)
+    per_head_cache = 61 * 128 * (192 + 128) * 2
+    assert v3 == 70272 and per_head_cache == kv_cache_bytes_per_token(61, 128, 160, 2)
+    assert per_head_cache / v3 == pytest.approx(71.1, abs=0.05)
+
+
+def test_going_past_context_length_names_both_numbers():
+    mla = MultiHeadLatentAttention(
+        8, 8, 3, 2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2
+    )
+    cache = LatentCache()
+    mla(torch.randn(1, 2, 8), cache=cache)
+    with pytest.raises(
+        ValueError, match=r"holds 2 tokens and 2 more make 4, past context_length=3"
+    ):
+        mla(torch.randn(1, 2, 8), cache=cache)
+    with pytest.raises(ValueError, match=r"must be a LatentCache .* got KVCache"):
+        mla(torch.randn(1, 1, 8), cache=KVCache())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even.*got qk_rope_head_dim=3"),
+        ({"kv_lora_rank": 0}, r"kv_lora_rank must be at least 1, got 0"),
+        ({"q_lora_rank": -1}, r"q_lora_rank must be at least 1, got -1"),
+        ({"v_head_dim": 2.0}, r"v_head_dim must be a positive integer, got 2.0 of type float"),
+        ({"rope_base": 0.5}, r"rope_base must be a number greater than 1, got 0.5"),
+        ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
+        ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
+    ],
+)
+def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
+    arguments = {"kv_lora_rank": 4, "qk_nope_head_dim": 2, "qk_rope_head_dim": 2, "v_head_dim": 2}
+    with pytest.raises(ValueError, match=message):
+        MultiHeadLatentAttention(8, 8, 4, 2, **(arguments | kwargs))

@@ -1,0 +1,125 @@
+"""causal_mask, sliding_window_mask and padding_mask against transformers and PyTorch.
+
+Masks are booleans, compared for equality; attention outputs with EXACT (rtol 1e-10,
+atol 1e-12) in float64.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_models import EXACT
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.nn import functional as F
+from torch.nn.attention.bias import causal_lower_right
+from transformers.masking_utils import (
+    causal_mask_function,
+    padding_mask_function,
+    sliding_window_causal_mask_function,
+)
+
+from attention import causal_mask, padding_mask, sliding_window_mask
+
+
+def grid(mask_function, num_queries: int, num_keys: int, offset: int = 0) -> torch.Tensor:
+    """Evaluate one of transformers' index-based mask functions on every (query, key) pair."""
+    q = torch.arange(offset, offset + num_queries)[:, None]
+    return mask_function(0, 0, q, torch.arange(num_keys)[None, :])
+
+
+@given(num_tokens=st.integers(1, 12), window=st.integers(1, 14))
+def test_sliding_window_is_transformers_sliding_window_causal_mask(num_tokens, window):
+    expected = grid(sliding_window_causal_mask_function(window), num_tokens, num_tokens)
+    mask = sliding_window_mask(num_tokens, window)
+    assert mask.dtype == torch.bool
+    assert torch.equal(mask, expected)
+
+
+@given(num_tokens=st.integers(1, 10), window=st.integers(1, 10))
+def test_each_query_sees_min_of_window_and_position_plus_one_keys(num_tokens, window):
+    counts = sliding_window_mask(num_tokens, window).sum(dim=-1)
+    assert counts.tolist() == [min(window, i + 1) for i in range(num_tokens)]
+
+
+def test_window_at_least_num_tokens_is_causal():
+    assert torch.equal(sliding_window_mask(5, 5), causal_mask(5))
+    assert torch.equal(sliding_window_mask(5, 99), torch.ones(5, 5, dtype=torch.bool).tril())
+
+
+@given(num_queries=st.integers(1, 6), extra=st.integers(0, 6))
+def test_causal_mask_is_bottom_right_aligned_like_causal_lower_right(num_queries, extra):
+    num_keys = num_queries + extra
+    expected = grid(causal_mask_function, num_queries, num_keys, offset=extra)
+    assert torch.equal(causal_mask(num_queries, num_keys), expected)
+    q = torch.randn(1, 2, num_queries, 4, dtype=torch.float64)
+    k, v = torch.randn(2, 1, 2, num_keys, 4, dtype=torch.float64)
+    ours = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(num_queries, num_keys))
+    theirs = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=causal_lower_right(num_queries, num_keys)
+    )
+    torch.testing.assert_close(ours, theirs, **EXACT)
+
+
+def test_is_causal_aligns_top_left_so_a_decoding_query_would_see_only_the_first_key():
+    """The trap: with one query and 5 keys, is_causal=True keeps only key 0."""
+    q = torch.randn(1, 1, 1, 4, dtype=torch.float64)
+    k, v = torch.randn(2, 1, 1, 5, 4, dtype=torch.float64)
+    top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(top_left, v[:, :, :1], **EXACT)
+    right = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(1, 5))
+    torch.testing.assert_close(right, F.scaled_dot_product_attention(q, k, v), **EXACT)
+
+
+@given(lengths=st.lists(st.integers(1, 7), min_size=1, max_size=4), pad=st.integers(0, 3))
+def test_padding_mask_is_transformers_padding_mask(lengths, pad):
+    num_tokens = max(lengths) + pad
+    mask = padding_mask(lengths, num_tokens)
+    assert mask.shape == (len(lengths), num_tokens)
+    assert mask.sum(dim=-1).tolist() == lengths
+    attention_mask = torch.tensor([[1] * n + [0] * (num_tokens - n) for n in lengths]).bool()
+    keys = torch.arange(num_tokens)
+    for b in range(len(lengths)):
+        assert torch.equal(mask[b], padding_mask_function(attention_mask)(b, 0, 0, keys))
+
+
+def test_padding_then_causal_gives_each_sentence_what_it_gets_alone():
+    """Padded batch attention == each sentence alone, on its real tokens."""
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 2, 2, 5, 4, generator=generator, dtype=torch.float64)
+    lengths = [5, 3]
+    combined = causal_mask(5) & padding_mask(lengths, 5)[:, None, None, :]  # (2, 1, 5, 5)
+    batched = F.scaled_dot_product_attention(q, k, v, attn_mask=combined)
+    for b, n in enumerate(lengths):
+        alone = F.scaled_dot_product_attention(
+            q[b, :, :n], k[b, :, :n], v[b, :, :n], is_causal=True
+        )
+        torch.testing.assert_close(batched[b, :, :n], alone, **EXACT)
+
+
+def test_padding_mask_accepts_a_tensor_of_lengths():
+    mask = padding_mask(torch.tensor([2, 1]), 3)
+    assert mask.tolist() == [[True, True, False], [True, False, False]]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: sliding_window_mask(4, 0), r"sliding_window_mask: window must be .*got window=0"),
+        (lambda: sliding_window_mask(4, -2), r"got window=-2"),
+        (lambda: sliding_window_mask(4, 2.5), r"window must be an integer.*2.5 of type float"),
+        (lambda: sliding_window_mask(0, 2), r"num_tokens must be at least 1, got 0"),
+        (lambda: causal_mask(3, 2), r"num_queries=3 and num_keys=2"),
+        (lambda: causal_mask(2, window=0), r"causal_mask: window must be .*got window=0"),
+        (lambda: padding_mask([2, 5], 4), r"from 1 to num_tokens=4.*lengths\[1\]=5"),
+        (lambda: padding_mask([0], 4), r"lengths\[0\]=0"),
+        (lambda: padding_mask([], 4), r"at least one sequence's length, got none"),
+        (lambda: padding_mask(3, 4), r"sequence of integers.*got int"),
+        (lambda: padding_mask([1.5], 4), r"integer >= 0, got 1.5 of type float"),
+        (lambda: padding_mask(torch.ones(2, 2).long(), 4), r"shape \(batch,\), got shape \(2, 2\)"),
+        (lambda: padding_mask(torch.ones(2), 4), r"integers, got a tensor of torch.float32"),
+    ],
+)
+def test_bad_input_names_what_was_expected_and_given(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

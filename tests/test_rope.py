@@ -1,0 +1,121 @@
+"""apply_rope and apply_rope_interleaved: transformers' layouts, relative positions, errors.
+
+Tolerances (float64): EXACT (rtol 1e-10, atol 1e-12) against ``apply_rotary_pos_emb``
+and ``apply_rotary_pos_emb_interleave`` given float64 cos/sin; FLOAT32_STEP (1e-5)
+against ``LlamaRotaryEmbedding``'s own cos/sin, computed from float32 angles.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_models import EXACT, FLOAT32_STEP, rope_cos_sin
+from hypothesis import given
+from hypothesis import strategies as st
+from transformers import LlamaConfig
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+from attention import apply_rope, apply_rope_interleaved
+
+F64 = torch.float64
+bases = st.sampled_from([10.0, 10000.0, 500000.0])
+
+
+def vectors(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+@given(
+    num_tokens=st.integers(1, 8),
+    half=st.integers(1, 4),
+    start=st.integers(0, 1000),
+    base=bases,
+    seed=st.integers(0, 2**16),
+)
+def test_half_split_layout_is_transformers_apply_rotary_pos_emb(
+    num_tokens, half, start, base, seed
+):
+    q = vectors(seed, 2, 3, num_tokens, 2 * half)  # (batch, heads, tokens, head_dim)
+    k = vectors(seed + 1, 2, 3, num_tokens, 2 * half)
+    positions = torch.arange(start, start + num_tokens).expand(2, -1)  # (batch, tokens)
+    q_theirs, k_theirs = apply_rotary_pos_emb(q, k, *rope_cos_sin(positions, 2 * half, base))
+    torch.testing.assert_close(apply_rope(q, positions[:, None], base), q_theirs, **EXACT)
+    torch.testing.assert_close(apply_rope(k, positions[0], base), k_theirs, **EXACT)
+
+
+@given(num_tokens=st.integers(1, 8), half=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_interleaved_layout_is_deepseeks_after_reordering(num_tokens, half, seed):
+    """DeepSeek's apply_rotary_pos_emb_interleave rotates neighbours and returns evens then odds."""
+    q, k = vectors(seed, 2, num_tokens, 2 * half), vectors(seed + 1, 2, num_tokens, 2 * half)
+    positions = torch.arange(num_tokens)[None]
+    q_theirs, k_theirs = apply_rotary_pos_emb_interleave(
+        q[:, None], k[:, None], *rope_cos_sin(positions, 2 * half, 10000.0)
+    )
+    for ours, theirs in (
+        (apply_rope_interleaved(q), q_theirs),
+        (apply_rope_interleaved(k), k_theirs),
+    ):
+        evens_then_odds = torch.cat((ours[..., 0::2], ours[..., 1::2]), dim=-1)
+        torch.testing.assert_close(evens_then_odds, theirs[:, 0], **EXACT)
+
+
+def test_matches_llama_rotary_embedding_with_its_float32_angles():
+    config = LlamaConfig(
+        hidden_size=32,
+        num_attention_heads=2,
+        head_dim=16,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    x = vectors(0, 1, 2, 64, 16)
+    positions = torch.arange(64)[None]
+    cos, sin = LlamaRotaryEmbedding(config)(x, positions)
+    theirs, _ = apply_rotary_pos_emb(x, x, cos, sin)
+    torch.testing.assert_close(apply_rope(x, positions), theirs, **FLOAT32_STEP)
+
+
+@given(
+    num_tokens=st.integers(1, 6),
+    half=st.integers(1, 4),
+    shift=st.integers(-50, 5000),
+    base=bases,
+    seed=st.integers(0, 2**16),
+)
+def test_scores_depend_only_on_relative_positions(num_tokens, half, shift, base, seed):
+    q, k = vectors(seed, num_tokens, 2 * half), vectors(seed + 1, num_tokens, 2 * half)
+    positions = torch.arange(num_tokens) * 7 + 60  # any positions, then all shifted
+    for rope in (apply_rope, apply_rope_interleaved):
+        scores = rope(q, positions, base) @ rope(k, positions, base).T
+        shifted = rope(q, positions + shift, base) @ rope(k, positions + shift, base).T
+        torch.testing.assert_close(shifted, scores, rtol=1e-9, atol=1e-9)
+
+
+@given(num_tokens=st.integers(1, 6), half=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_rotation_keeps_lengths_and_position_zero_is_identity(num_tokens, half, seed):
+    x = vectors(seed, num_tokens, 2 * half)
+    rotated = apply_rope(x, torch.arange(num_tokens) + 3)
+    torch.testing.assert_close(rotated.norm(dim=-1), x.norm(dim=-1), **EXACT)
+    torch.testing.assert_close(apply_rope(x, torch.zeros(num_tokens, dtype=torch.long)), x)
+
+
+def test_keeps_dtype_and_shape():
+    x = torch.randn(2, 3, 5, 8, dtype=torch.bfloat16)
+    assert apply_rope(x).dtype == torch.bfloat16
+    assert apply_rope_interleaved(x).shape == x.shape
+
+
+@pytest.mark.parametrize("rope", [apply_rope, apply_rope_interleaved])
+@pytest.mark.parametrize(
+    ("x", "kwargs", "message"),
+    [
+        (torch.randn(3, 5), {}, r"head_dim must be even.*got head_dim=5 \(x of shape \(3, 5\)\)"),
+        (torch.randn(4), {}, r"shape \(\.\.\., num_tokens, head_dim\), got a 1-D tensor"),
+        (torch.ones(3, 4, dtype=torch.long), {}, r"floating-point tensor.*torch.int64"),
+        (torch.randn(3, 4), {"positions": [0, 1]}, r"num_tokens=3, got shape \(2,\)"),
+        (torch.randn(3, 4), {"positions": [0.0, 1.0, 2.0]}, r"integers.*torch.float32"),
+        (torch.randn(3, 4), {"base": 1}, r"base must be a number greater than 1, got 1"),
+    ],
+)
+def test_bad_input_names_what_was_expected_and_given(rope, x, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        rope(x, **kwargs)
