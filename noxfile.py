@@ -161,7 +161,7 @@ def downloads(session: nox.Session) -> None:
 
     Needs `nox -s docs` first. Builds the sdist and wheel (`twine check` must pass, the
     wheel must hold py.typed and the licence), makes a fresh virtual environment with
-    only that wheel, its `plot` extra and the notebook runner, copies every `.py` and
+    only that wheel, its `plot` and `transformers` extras and the notebook runner, copies every `.py` and
     `.ipynb` the site offers into an empty folder, and runs each there, offline: the
     notebooks' install cells are satisfied by the local wheel. Each must print what
     its page shows (docs/_ext/check_downloads.py).
@@ -193,7 +193,8 @@ def downloads(session: nox.Session) -> None:
         "install",
         "-c",
         CONSTRAINTS,
-        f"attention-step-by-step[plot] @ {wheel.as_uri()}",
+        # Every extra a download's install cell may ask for (downloads.extras_for).
+        f"attention-step-by-step[plot,transformers] @ {wheel.as_uri()}",
         "nbclient",
         "ipykernel",
         external=True,
