@@ -161,8 +161,9 @@ def downloads(session: nox.Session) -> None:
 
     Needs `nox -s docs` first. Builds the sdist and wheel (`twine check` must pass, the
     wheel must hold py.typed and the licence), makes a fresh virtual environment with
-    only that wheel, its `plot` and `transformers` extras and the notebook runner, copies every `.py` and
-    `.ipynb` the site offers into an empty folder, and runs each there, offline: the
+    only that wheel, its `plot` and `transformers` extras and the notebook runner,
+    copies every `.py` and `.ipynb` the site offers into an empty folder, and runs each
+    there, offline: the
     notebooks' install cells are satisfied by the local wheel. Each must print what
     its page shows (docs/_ext/check_downloads.py).
     """

@@ -29,6 +29,7 @@ extensions = [
     "verify_gallery",
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
+    "parallel_pages",  # one page per parallel task, the longest first
 ]
 
 exclude_patterns = [

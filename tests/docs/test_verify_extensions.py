@@ -381,3 +381,29 @@ def test_fill_expected_writes_what_a_script_printed(tmp_path):
     assert fill_script(script, update=False) == 3
     assert script.read_text() == SCRIPT
     assert fill_script(script, update=False) == 0  # nothing left to write
+
+
+def test_parallel_pages_refuses_a_sphinx_without_its_chunker(monkeypatch):
+    import parallel_pages
+    import sphinx.builders
+
+    monkeypatch.delattr(sphinx.builders, parallel_pages.CHUNKER)
+    with pytest.raises(RuntimeError, match="make_chunks"):
+        parallel_pages.setup(None)
+
+
+def test_parallel_pages_reads_executed_notebooks_first_longest_first(tmp_path):
+    import parallel_pages
+
+    sources = {
+        "api": "# API\n" * 200,
+        "short": "---\nfile_format: mystnb\n---\n# Short\n",
+        "long": "---\nfile_format: mystnb\n---\n# Long\n" + "text\n" * 100,
+    }
+    for name, text in sources.items():
+        (tmp_path / f"{name}.md").write_text(text)
+    env = type("Env", (), {"doc2path": staticmethod(lambda name: tmp_path / f"{name}.md")})
+    app = type("App", (), {"env": env})
+    docnames = ["api", "short", "long"]
+    parallel_pages.longest_first(app, env, docnames)
+    assert docnames == ["long", "short", "api"]
