@@ -80,10 +80,21 @@ def _positive(owner: str, name: str, value: object, most: int) -> int:
     return number
 
 
-def _canvas(width: float, height: float) -> tuple[Figure, Axes]:
-    """A white figure with one axes in inches-like data units and no frame."""
-    fig = plt.figure(figsize=(width, height), facecolor=FACECOLOR)
-    ax = fig.add_axes((0, 0, 1, 1))
+def _canvas(
+    owner: str, width: float, height: float, title: str | None = None
+) -> tuple[Figure, Axes]:
+    """A white figure with one frameless axes whose data units are inches.
+
+    A ``title`` goes above the drawing, as the figure's suptitle (which sphinx-gallery
+    also uses as the image's alt text), in room added for it.
+    """
+    if title is not None and not isinstance(title, str):
+        raise ValueError(f"{owner}: title must be a string or None, got {type(title).__name__}")
+    extra = 0.25 + 0.22 * (title.count("\n") + 1) if title else 0.0
+    fig = plt.figure(figsize=(width, height + extra), facecolor=FACECOLOR)
+    ax = fig.add_axes((0, 0, 1, height / (height + extra)))
+    if title:
+        fig.suptitle(title, fontsize=11, color=INK, y=1 - 0.1 / (height + extra), va="top")
     ax.set_xlim(0, width)
     ax.set_ylim(0, height)
     ax.set_axis_off()
@@ -149,7 +160,9 @@ def _arrow(
     )
 
 
-def roadmap(current: int | None = None, *, note: str | None = None) -> Figure:
+def roadmap(
+    current: int | None = None, *, note: str | None = None, title: str | None = None
+) -> Figure:
     """The four stages of self-attention, left to right, with one of them marked.
 
     Parameters
@@ -160,6 +173,8 @@ def roadmap(current: int | None = None, *, note: str | None = None) -> Figure:
         after it dashed. ``None`` marks none, for an overview.
     note : str, optional
         One line under the stages, to say where a page beyond the four stands.
+    title : str, optional
+        A title above the figure (every function here takes one).
 
     Returns
     -------
@@ -190,7 +205,7 @@ def roadmap(current: int | None = None, *, note: str | None = None) -> Figure:
     box_w, box_h, gap, margin = 1.9, 0.95, 0.55, 0.2
     width = 2 * margin + len(STAGES) * box_w + (len(STAGES) - 1) * gap
     height = 2.0 + (0.35 if note else 0.0)
-    fig, ax = _canvas(width, height)
+    fig, ax = _canvas("roadmap", width, height, title)
     y = 0.55 + (0.35 if note else 0.0)
     for number, (name, chapter) in enumerate(STAGES, start=1):
         x = margin + (number - 1) * (box_w + gap)
@@ -307,7 +322,12 @@ def _labelled_arrow(
 
 
 def matrix_form(
-    num_tokens: int = 6, d_in: int = 3, d_out: int = 2, *, causal: bool = False
+    num_tokens: int = 6,
+    d_in: int = 3,
+    d_out: int = 2,
+    *,
+    causal: bool = False,
+    title: str | None = None,
 ) -> Figure:
     """Self-attention as matrix products: X to Q, K, V, then scores, weights, context.
 
@@ -323,6 +343,8 @@ def matrix_form(
     causal : bool
         Hatch the weights above the diagonal, as the causal mask of chapter 3 hides
         them.
+    title : str, optional
+        A title above the figure.
 
     Returns
     -------
@@ -348,7 +370,7 @@ def matrix_form(
     vgap = 0.5
     height = 3 * block + 2 * vgap + 0.9
     width = 0.3 + (d_in + 2 * d_out + 2 * t) * cell + 4 * gap + 0.6
-    fig, ax = _canvas(width, height)
+    fig, ax = _canvas("matrix_form", width, height, title)
 
     mid = height / 2 + 0.1  # vertical centre of X, K, the scores and the weights
     x0 = 0.3
@@ -435,7 +457,9 @@ def _memory_order(tensor: torch.Tensor) -> list[tuple[int, int]]:
     return [(value, order) for _, value, order in by_slot]
 
 
-def head_split(num_tokens: int = 6, num_heads: int = 2, head_dim: int = 2) -> Figure:
+def head_split(
+    num_tokens: int = 6, num_heads: int = 2, head_dim: int = 2, *, title: str | None = None
+) -> Figure:
     """Splitting into heads and merging back, as the tensor's memory sees it.
 
     Each row is one step of :class:`~attention.MultiHeadAttention` for one sequence:
@@ -451,6 +475,8 @@ def head_split(num_tokens: int = 6, num_heads: int = 2, head_dim: int = 2) -> Fi
     num_tokens, num_heads, head_dim : int
         Tokens of the sequence, heads, and features per head; at most 48 numbers in
         all (``num_tokens * num_heads * head_dim``).
+    title : str, optional
+        A title above the figure.
 
     Returns
     -------
@@ -491,7 +517,7 @@ def head_split(num_tokens: int = 6, num_heads: int = 2, head_dim: int = 2) -> Fi
     def shape(x: torch.Tensor) -> str:
         return str(tuple(x.shape)).replace(",)", ")")
 
-    def title(code: str, x: torch.Tensor, what: str) -> str:
+    def describe(code: str, x: torch.Tensor, what: str) -> str:
         state = "contiguous" if x.is_contiguous() else "not contiguous"
         return f"{code}   shape {shape(x)}, strides {shape_of(x.stride())}: {what}, {state}"
 
@@ -499,13 +525,15 @@ def head_split(num_tokens: int = 6, num_heads: int = 2, head_dim: int = 2) -> Fi
         return str(tuple(stride)).replace(",)", ")")
 
     steps = [
-        (title("queries", q, "one row per token"), q),
-        (title(f"q_split = queries.view({t}, {h}, {hd})", q_split, "same memory"), q_split),
-        (title("q_heads = q_split.transpose(0, 1)", q_heads, "same memory"), q_heads),
-        (title("context = weights @ v_heads", context, "new memory, head by head"), context),
-        (title("context_t = context.transpose(0, 1)", context_t, "same memory"), context_t),
+        (describe("queries", q, "one row per token"), q),
+        (describe(f"q_split = queries.view({t}, {h}, {hd})", q_split, "same memory"), q_split),
+        (describe("q_heads = q_split.transpose(0, 1)", q_heads, "same memory"), q_heads),
+        (describe("context = weights @ v_heads", context, "new memory, head by head"), context),
+        (describe("context_t = context.transpose(0, 1)", context_t, "same memory"), context_t),
         (
-            title(f"context_t.contiguous().view({t}, {d_out})", merged, "a copy, token by token"),
+            describe(
+                f"context_t.contiguous().view({t}, {d_out})", merged, "a copy, token by token"
+            ),
             merged,
         ),
     ]
@@ -514,7 +542,7 @@ def head_split(num_tokens: int = 6, num_heads: int = 2, head_dim: int = 2) -> Fi
     row_h = 0.95
     width = n * cell + 0.6
     height = len(steps) * row_h + 0.95
-    fig, ax = _canvas(width, height)
+    fig, ax = _canvas("head_split", width, height, title)
     x0 = 0.3
     for row, (text, tensor) in enumerate(steps):
         top = height - 0.2 - row * row_h
@@ -583,7 +611,7 @@ def head_split(num_tokens: int = 6, num_heads: int = 2, head_dim: int = 2) -> Fi
 
 
 def scaled_dot_product_diagram(
-    num_tokens: int | None = 6, d_k: int = 2, d_v: int | None = None
+    num_tokens: int | None = 6, d_k: int = 2, d_v: int | None = None, *, title: str | None = None
 ) -> Figure:
     """The paper's scaled dot-product attention as a flow chart, bottom to top.
 
@@ -598,6 +626,8 @@ def scaled_dot_product_diagram(
         leaves the shapes out.
     d_k, d_v : int
         Size of the queries and keys, and of the values (``d_v`` defaults to ``d_k``).
+    title : str, optional
+        A title above the figure.
 
     Returns
     -------
@@ -630,7 +660,7 @@ def scaled_dot_product_diagram(
     bottom = 0.95 if t is not None else 0.8  # the first box; the inputs sit below it
     top = bottom + len(chain) * step  # the last MatMul
     width, height = 3.9, top + box_h + 0.75
-    fig, ax = _canvas(width, height)
+    fig, ax = _canvas("scaled_dot_product_diagram", width, height, title)
     cx = 1.3  # the centre line of the chain
     for i, (name, fill, style, what) in enumerate(chain):
         y = bottom + i * step

@@ -204,3 +204,16 @@ def test_scaled_dot_product_diagram_without_shapes_and_with_other_sizes():
 def test_scaled_dot_product_diagram_rejects_a_bad_size(bad):
     with pytest.raises(ValueError, match=r"scaled_dot_product_diagram: num_tokens must be"):
         scaled_dot_product_diagram(bad)
+
+
+@pytest.mark.parametrize("draw", [roadmap, matrix_form, head_split, scaled_dot_product_diagram])
+def test_a_title_goes_above_the_drawing_in_room_of_its_own(draw):
+    plain = draw()
+    titled = draw(title="A diagram\non two lines")
+    assert titled.get_suptitle() == "A diagram\non two lines"
+    width, height = plain.get_size_inches()
+    assert titled.get_size_inches()[0] == pytest.approx(width)
+    assert titled.get_size_inches()[1] > height  # the drawing keeps its size
+    assert titled.axes[0].get_position().y1 < 1.0
+    with pytest.raises(ValueError, match=rf"{draw.__name__}: title must be a string or None"):
+        draw(title=3)
