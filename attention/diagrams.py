@@ -52,10 +52,10 @@ HEAD_COLORS = ("#a6cee3", "#fdbf6f", "#b2df8a", "#cab2d6")
 HEAD_HATCHES = ("", "///", "...", "xx")
 
 #: The four stages of the book's chapter 3, in order, with the chapter of this site
-#: that builds each one.
+#: that builds each one. The names are short, so that the figure stays legible on a phone.
 STAGES = (
-    ("Simplified\nself-attention", "chapter 1"),
-    ("Self-attention with\ntrainable weights", "chapter 2"),
+    ("Simplified\nattention", "chapter 1"),
+    ("Trainable\nweights", "chapter 2"),
     ("Causal\nattention", "chapter 3"),
     ("Multi-head\nattention", "chapter 4"),
 )
@@ -202,11 +202,12 @@ def roadmap(
     if note is not None and not isinstance(note, str):
         raise ValueError(f"roadmap: note must be a string or None, got {type(note).__name__}")
 
-    box_w, box_h, gap, margin = 1.9, 0.95, 0.55, 0.2
+    # Large type in a narrow figure: on a phone the whole row is 360 pixels wide.
+    box_w, box_h, gap, margin, size = 1.55, 0.95, 0.4, 0.15, 14
     width = 2 * margin + len(STAGES) * box_w + (len(STAGES) - 1) * gap
-    height = 2.0 + (0.35 if note else 0.0)
+    height = 2.05 + (0.4 if note else 0.0)
     fig, ax = _canvas("roadmap", width, height, title)
-    y = 0.55 + (0.35 if note else 0.0)
+    y = 0.55 + (0.4 if note else 0.0)
     for number, (name, chapter) in enumerate(STAGES, start=1):
         x = margin + (number - 1) * (box_w + gap)
         if number == current:
@@ -222,6 +223,7 @@ def roadmap(
                 ink="white",
                 width=2.4,
                 weight="bold",
+                size=size,
             )
             ax.text(
                 x + box_w / 2,
@@ -230,15 +232,15 @@ def roadmap(
                 ha="center",
                 va="bottom",
                 color=CURRENT,
-                fontsize=10,
+                fontsize=12,
                 fontweight="bold",
             )
         elif current is not None and number < current:
-            _box(ax, x, y, box_w, box_h, name, fill=DONE, edge=CURRENT)
+            _box(ax, x, y, box_w, box_h, name, fill=DONE, edge=CURRENT, size=size)
         elif current is not None:
-            _box(ax, x, y, box_w, box_h, name, edge=MUTED, ink=MUTED, style="--")
+            _box(ax, x, y, box_w, box_h, name, edge=MUTED, ink=MUTED, style="--", size=size)
         else:
-            _box(ax, x, y, box_w, box_h, name, fill=DONE, edge=CURRENT)
+            _box(ax, x, y, box_w, box_h, name, fill=DONE, edge=CURRENT, size=size)
         done = current is not None and number < current
         ax.text(
             x + box_w / 2,
@@ -246,14 +248,14 @@ def roadmap(
             ("✓ " if done else "") + chapter,
             ha="center",
             va="top",
-            fontsize=9,
+            fontsize=11,
             color=INK if number == current else MUTED,
         )
         if number < len(STAGES):
             _arrow(ax, (x + box_w + 0.08, y + box_h / 2), (x + box_w + gap - 0.08, y + box_h / 2))
     if note:
         ax.text(
-            width / 2, 0.18, note, ha="center", va="bottom", fontsize=9.5, color=INK, style="italic"
+            width / 2, 0.15, note, ha="center", va="bottom", fontsize=11, color=INK, style="italic"
         )
     return fig
 
