@@ -26,13 +26,7 @@ CONSTRAINTS = str(ROOT / ".ci" / "constraints.txt")
 DOCS = ROOT / "docs"
 BUILD = DOCS / "_build"
 # No MPLBACKEND here: the chapters' Jupyter kernels need their inline backend to show figures.
-DOCS_ENV = {
-    "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-    "PYTHONHASHSEED": "0",
-    # transformers imports tqdm, which warns on stderr (and so fails the build) in a
-    # Jupyter kernel without ipywidgets. Harmless for a reader; silenced here only.
-    "PYTHONWARNINGS": "ignore:IProgress not found",
-}
+DOCS_ENV = {"PYDEVD_DISABLE_FILE_VALIDATION": "1", "PYTHONHASHSEED": "0"}
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_venv = "yes"

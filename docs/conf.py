@@ -64,6 +64,9 @@ intersphinx_mapping = {}  # nothing is fetched at build time
 # -- MyST notebooks ---------------------------------------------------------------
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
+# transformers imports tqdm, which warns on stderr (and so fails the build) in a
+# Jupyter kernel without ipywidgets. Harmless; silenced for the kernels this build runs.
+os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
 nb_execution_mode = "force"  # re-run every page on every build; no cache can go stale
 # A cell that raises is a warning naming the page (and fails the build under -W), not
 # an abort: the build goes on, so that every other problem is reported in the same run.
