@@ -282,6 +282,14 @@ def site(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Measure every attention variant side by side (see attention/benchmark.py)."""
-    install(session, "-e", ".[plot]")
-    session.run("python", "-m", "attention.benchmark", *session.posargs)
+    """Run the benchmarks in benchmarks/: the variants side by side, then the decode race.
+
+    Every argument goes to benchmarks/variants.py (`nox -s bench -- --help`); `--quick`
+    goes to benchmarks/decode.py too, whose JSON lands beside the variants' results.
+    """
+    install(session, "-e", ".[plot,transformers]")
+    args = list(session.posargs)
+    session.run("python", "benchmarks/variants.py", *args)
+    out = args[args.index("--out") + 1] if "--out" in args[:-1] else "bench-results"
+    quick = ["--quick"] if "--quick" in args else []
+    session.run("python", "benchmarks/decode.py", *quick, "--out", str(Path(out) / "decode.json"))

@@ -53,6 +53,30 @@ def heads_divide(owner: str, d_out: int, num_heads: int) -> None:
         )
 
 
+def multi_head_arguments(
+    module: object,
+    d_in: object,
+    d_out: object,
+    context_length: object,
+    num_heads: object,
+    dropout: object,
+) -> float:
+    """MultiHeadAttention's argument checks, in its order, for it and its rewrites.
+
+    Sets ``d_in``, ``d_out``, ``context_length``, ``num_heads`` and ``head_dim`` on
+    ``module`` and returns the dropout rate; the errors name ``module``'s class.
+    """
+    owner = type(module).__name__
+    module.d_in = positive_int(owner, "d_in", d_in)
+    module.d_out = positive_int(owner, "d_out", d_out)
+    module.context_length = positive_int(owner, "context_length", context_length)
+    module.num_heads = positive_int(owner, "num_heads", num_heads)
+    dropout = dropout_rate(owner, dropout)
+    heads_divide(owner, d_out, num_heads)
+    module.head_dim = d_out // num_heads
+    return dropout
+
+
 def float_tensor(owner: str, name: str, x: object) -> torch.Tensor:
     """Raise unless ``x`` is a floating-point tensor."""
     if not isinstance(x, torch.Tensor):

@@ -139,14 +139,9 @@ class MultiHeadAttention(nn.Module):
         qkv_bias: bool = False,
     ):
         super().__init__()
-        owner = type(self).__name__
-        self.d_in = _checks.positive_int(owner, "d_in", d_in)
-        self.d_out = _checks.positive_int(owner, "d_out", d_out)
-        self.context_length = _checks.positive_int(owner, "context_length", context_length)
-        self.num_heads = _checks.positive_int(owner, "num_heads", num_heads)
-        dropout = _checks.dropout_rate(owner, dropout)
-        _checks.heads_divide(owner, d_out, num_heads)
-        self.head_dim = d_out // num_heads
+        # Sets d_in, d_out, context_length, num_heads and head_dim, or raises.
+        args = (d_in, d_out, context_length, num_heads, dropout)
+        dropout = _checks.multi_head_arguments(self, *args)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

@@ -10,7 +10,7 @@ forward and backward, for each module.
 
 # %%
 # The book's module at a small size: two sequences of 256 tokens, 128 features,
-# 4 heads. ``from_module`` builds each variant with the book's weights, so every
+# 4 heads. ``variants_of`` builds each variant with the book's weights, so every
 # module below computes the same function; the only difference is how.
 
 import random
@@ -21,17 +21,14 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import MultiHeadAttention
-from attention.efficient import VARIANTS
+from attention.efficient import variants_of
 
 torch.manual_seed(123)
 torch.set_printoptions(precision=4, sci_mode=False)
 
 batch, num_tokens, d_model, num_heads = 2, 256, 128, 4
 book = MultiHeadAttention(d_model, d_model, num_tokens, dropout=0.0, num_heads=num_heads)
-modules = {"MultiHeadAttention": book}
-for name, cls in VARIANTS.items():
-    if cls.runs_on_cpu:  # FlexAttention, listed where CUDA is available, needs a GPU
-        modules[name] = cls.from_module(book)
+modules = variants_of(book)  # the book's module, then each variant that runs here
 print(", ".join(modules))
 # Expected output:
 # MultiHeadAttention, FusedQKVAttention, EinsumAttention, SDPAttention, TorchMHAAdapter, FastMultiHeadAttention

@@ -9,21 +9,16 @@ bad inputs must raise the book's ``ValueError``, naming the variant instead.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 
 import pytest
 import torch
 from helpers import Shape, build, make_input, shapes, with_edge_shapes
 from hypothesis import given
-from hypothesis import strategies as st
-from torch.nn import functional as F
 
 from attention import (
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
-    benchmark,
-    scaled_dot_product_weights,
 )
 from attention.efficient import (
     VARIANTS,
@@ -32,7 +27,6 @@ from attention.efficient import (
     SDPAttention,
     TorchMHAAdapter,
     flex_attention,
-    tiled_attention,
 )
 
 TIGHT = {"atol": 1e-10, "rtol": 1e-10}
@@ -238,8 +232,14 @@ def test_bad_inputs_raise_the_books_error(cls, x):
         lambda: FastMultiHeadAttention(**VALID),  # a variant is not the book's module
         lambda: TorchMHAAdapter(**VALID).mha,
         lambda: MultiHeadAttentionWrapper(**VALID),
+        lambda: SDPAttention(**VALID),  # a subclass, whose forward is not the book's
     ],
-    ids=["FastMultiHeadAttention", "MultiheadAttention", "MultiHeadAttentionWrapper"],
+    ids=[
+        "FastMultiHeadAttention",
+        "MultiheadAttention",
+        "MultiHeadAttentionWrapper",
+        "SDPAttention",
+    ],
 )
 def test_from_module_rejects_anything_but_multi_head_attention(make):
     module = make()
@@ -278,15 +278,30 @@ needs_flex = pytest.mark.skipif(
 )
 needs_cuda = pytest.mark.skipif(
     not torch.cuda.is_available(),
-    reason="FlexAttention runs on CUDA only (on a CPU flex_attention is unfused, forward-only)",
+    reason="FlexAttention trains on CUDA only (on a CPU flex_attention has no backward)",
 )
 
 
 @needs_flex
-def test_flex_attention_refuses_a_cpu_input():
+def test_flex_attention_refuses_a_cpu_input_that_needs_gradients():
     flex = FlexAttention(**VALID)
-    with pytest.raises(NotImplementedError, match=r"^FlexAttention runs on CUDA only, got an"):
+    with pytest.raises(
+        NotImplementedError, match=r"^FlexAttention: on a CPU, flex_attention has no backward"
+    ):
         flex(torch.rand(1, 3, 4))
+
+
+@needs_flex
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@given(shape=shapes())
+@with_edge_shapes()
+def test_flex_attention_forward_equals_multi_head_attention_on_cpu(shape, training):
+    # On a CPU flex_attention runs forward only, uncompiled: without gradients.
+    book = build("MultiHeadAttention", shape).train(training)
+    flex = FlexAttention.from_module(book)
+    x = make_input(shape)
+    with torch.no_grad():
+        assert_tight(flex(x), book(x))
 
 
 @needs_flex
@@ -311,173 +326,3 @@ def test_flex_attention_equals_multi_head_attention_on_cuda(num_tokens, qkv_bias
     flex(x).sum().backward()
     book(x_book).sum().backward()
     torch.testing.assert_close(x.grad, x_book.grad, atol=1e-4, rtol=1e-4)
-
-
-# ---------------------------------------------------------------------------------------
-# The benchmark runs end to end (a smoke test: no timing is checked)
-# ---------------------------------------------------------------------------------------
-
-
-def test_benchmark_runs_at_a_tiny_size_and_writes_its_results(tmp_path, capsys):
-    tiny = "--batch 1 --tokens 8 --d-model 8 --heads 2 --repeats 2 --warmup 1 --sweep-max 0"
-    benchmark.main([*tiny.split(), "--matmul-size", "64", "--out", str(tmp_path)])
-    results = json.loads((tmp_path / "results.json").read_text())
-    rows = {row["name"] for row in results["runs"][0]["rows"]}
-    assert {"bare reference", "MultiHeadAttention", "torch.nn.MultiheadAttention"} <= rows
-    assert {name for name, cls in VARIANTS.items() if cls.runs_on_cpu} <= rows
-    assert "FastMultiHeadAttention" in capsys.readouterr().out
-
-
-def test_benchmark_memory_worker_reports_every_row_and_length():
-    spec = {
-        "device": "cpu",
-        "dtype": "float32",
-        "batch": 1,
-        "d_model": 8,
-        "heads": 2,
-        "lengths": [4, 8],
-        "rows": ["bare reference", "FastMultiHeadAttention"],
-        "seed": 0,
-    }
-    memory = benchmark.memory_worker(spec)
-    assert set(memory) == {"bare reference", "FastMultiHeadAttention"}
-    for per_length in memory.values():
-        assert set(per_length) == {"4", "8"}
-        for peaks in per_length.values():
-            assert set(peaks) == {"forward", "forward+backward"}
-            assert all(v is None or v >= 0 for v in peaks.values())
-
-
-# ---------------------------------------------------------------------------------------
-# tiled_attention: the online softmax, block by block, equals the fused kernel
-# ---------------------------------------------------------------------------------------
-
-
-@st.composite
-def tiled_problems(draw: st.DrawFn) -> dict:
-    """Random float64 queries, keys and values, a block size and a causal flag.
-
-    Token counts run to 20 and block sizes to 24, so the draws include block sizes of
-    1, sizes that do not divide the token count, and sizes at or above it.
-    """
-    causal = draw(st.booleans())
-    leading = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))  # e.g. (batch, heads)
-    num_queries = draw(st.integers(1, 20))
-    num_keys = num_queries if causal else draw(st.integers(1, 20))
-    head_dim, value_dim = draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    generator = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1)))
-
-    def randn(*size: int) -> torch.Tensor:
-        return torch.randn(*leading, *size, generator=generator, dtype=torch.float64)
-
-    return {
-        "queries": randn(num_queries, head_dim),
-        "keys": randn(num_keys, head_dim),
-        "values": randn(num_keys, value_dim),
-        "block_size": draw(st.integers(1, 24)),
-        "causal": causal,
-    }
-
-
-def assert_tiled_equals_sdpa(problem: dict) -> None:
-    q, k, v = problem["queries"], problem["keys"], problem["values"]
-    expected = F.scaled_dot_product_attention(q, k, v, is_causal=problem["causal"])
-    assert_tight(tiled_attention(**problem), expected)
-
-
-@given(problem=tiled_problems())
-def test_tiled_attention_equals_scaled_dot_product_attention(problem):
-    assert_tiled_equals_sdpa(problem)
-
-
-@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize(
-    ("num_tokens", "block_size"),
-    [
-        (1, 1),  # one token
-        (1, 64),  # one token, a block far larger
-        (7, 1),  # one token per block: the online softmax at its most incremental
-        (10, 4),  # 10 tokens are not a whole number of blocks of 4
-        (8, 8),  # one block exactly
-        (5, 64),  # block_size above num_tokens: a single, partial block
-        (130, 64),  # the default block size, with a last block of 2 tokens
-    ],
-)
-def test_tiled_attention_edge_cases(num_tokens, block_size, causal):
-    generator = torch.Generator().manual_seed(num_tokens * 100 + block_size)
-    q, k, v = (
-        torch.randn(2, 3, num_tokens, 4, generator=generator, dtype=torch.float64) for _ in range(3)
-    )
-    assert_tiled_equals_sdpa(
-        {"queries": q, "keys": k, "values": v, "block_size": block_size, "causal": causal}
-    )
-
-
-def test_tiled_attention_equals_the_book_weights_and_survives_huge_scores():
-    # The book's masked softmax, then the weighted sum: the naive computation. Scores
-    # of several hundred would overflow a softmax without the running maximum.
-    generator = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 9, 5, generator=generator, dtype=torch.float64) for _ in range(3))
-    q = q * 100
-    future = torch.ones(9, 9, dtype=torch.bool).triu(1)
-    naive = scaled_dot_product_weights(q, k, mask=future) @ v
-    tiled = tiled_attention(q, k, v, block_size=2)
-    assert tiled.isfinite().all()
-    assert_tight(tiled, naive)
-
-
-def test_tiled_attention_keeps_dtype_shape_and_gradients():
-    q, k, v = (torch.randn(3, 6, 2, requires_grad=True) for _ in range(3))
-    out = tiled_attention(q, k, v, block_size=4)
-    assert out.dtype == torch.float32 and out.shape == (3, 6, 2)
-    out.sum().backward()
-    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    torch.testing.assert_close(out, expected)
-    grads = [t.grad.clone() for t in (q, k, v)]
-    for t in (q, k, v):
-        t.grad = None
-    expected.sum().backward()
-    for grad, t in zip(grads, (q, k, v), strict=True):
-        torch.testing.assert_close(grad, t.grad)
-
-
-GOOD = {"queries": torch.rand(2, 4, 3), "keys": torch.rand(2, 4, 3), "values": torch.rand(2, 4, 5)}
-
-BAD_TILED = {
-    "a list": ({"queries": [[0.1, 0.2]]}, "queries must be a torch.Tensor, got list"),
-    "integers": (
-        {"keys": torch.ones(2, 4, 3, dtype=torch.int64)},
-        "keys must be a floating-point tensor",
-    ),
-    "1-D": ({"values": torch.rand(5)}, "values must have shape (..., num_tokens, features)"),
-    "mixed dtypes": (
-        {"keys": torch.rand(2, 4, 3, dtype=torch.float64)},
-        "must share one dtype and device",
-    ),
-    "other leading dims": ({"keys": torch.rand(3, 4, 3)}, "the same leading (batch, head)"),
-    "head_dim mismatch": ({"keys": torch.rand(2, 4, 2)}, "the same number of features"),
-    "keys and values": ({"values": torch.rand(2, 3, 5)}, "the same number of tokens"),
-    "no tokens": (
-        {
-            "queries": torch.rand(2, 0, 3),
-            "keys": torch.rand(2, 0, 3),
-            "values": torch.rand(2, 0, 5),
-        },
-        "needs at least one query and one key",
-    ),
-    "causal, fewer queries": ({"queries": torch.rand(2, 3, 3)}, "as many queries as keys"),
-    "causal not a bool": ({"causal": 1}, "causal must be True or False, got 1"),
-    "block_size zero": ({"block_size": 0}, "block_size must be at least 1, got 0"),
-    "block_size a float": ({"block_size": 2.0}, "block_size must be a positive integer"),
-}
-
-
-@pytest.mark.parametrize(("bad", "match"), list(BAD_TILED.values()), ids=list(BAD_TILED))
-def test_tiled_attention_rejects_bad_arguments(bad, match):
-    with pytest.raises(ValueError, match="^tiled_attention: .*" + re.escape(match)):
-        tiled_attention(**{**GOOD, **bad})
-
-
-def test_tiled_attention_allows_other_query_counts_without_the_mask():
-    out = tiled_attention(**{**GOOD, "queries": torch.rand(2, 3, 3)}, block_size=2, causal=False)
-    assert out.shape == (2, 3, 5)

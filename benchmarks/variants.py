@@ -1,4 +1,4 @@
-"""Time every attention variant side by side: ``python -m attention.benchmark``.
+"""Time every attention variant side by side: ``python benchmarks/variants.py``.
 
 Rows: the book's :class:`~attention.MultiHeadAttention`, ``torch.nn.MultiheadAttention``,
 every class in :data:`attention.efficient.VARIANTS`, and a *bare reference*: one fused
@@ -29,13 +29,20 @@ backward in train mode, at the GPT-2-small shape by default (batch 8, 1024 token
   ``/proc/self/clear_refs``), with glibc told to return every block above 64 KiB
   to the system when it is freed, so the peak is not hidden by reused memory.
 
+Usage::
+
+    python benchmarks/variants.py             # GPT-2 small's shape
+    python benchmarks/variants.py --quick     # a reduced run: does everything work?
+    python benchmarks/variants.py --help      # every option
+
 Results (environment, settings, every raw time) go to ``--out/results.json`` with
 plots of time and memory against sequence length. A summary table with the
 project's targets for :class:`~attention.efficient.FastMultiHeadAttention` is
 printed; a missed target is reported, not an error: this is a measurement.
 
->>> forward_flops(batch=8, tokens=1024, d_in=768, d_out=768, heads=12) / 1e9
-51.539607552
+The FLOP count is the package's :func:`attention.efficient.forward_flops`, and the
+modules come from :func:`attention.efficient.variants_of`, so the chapter's race and
+this benchmark time the same things.
 """
 
 from __future__ import annotations
@@ -63,8 +70,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attention.efficient import VARIANTS, _stacked_qkv
-from attention.multihead import MultiHeadAttention
+from attention import MultiHeadAttention
+from attention.efficient import forward_flops, variants_of
 
 BARE = "bare reference"
 BOOK = "MultiHeadAttention"
@@ -103,27 +110,6 @@ QUICK = {
 }
 
 
-def forward_flops(batch: int, tokens: int, d_in: int, d_out: int, heads: int) -> int:
-    """Useful floating-point operations of one causal multi-head attention forward.
-
-    A product of ``(m, k)`` and ``(k, n)`` matrices counts ``2 * m * k * n``. The
-    projections are ``3 * 2*B*T*d_in*d_out`` (queries, keys, values) plus
-    ``2*B*T*d_out*d_out`` (output); the two attention products (scores and the
-    weighted sum) are ``2*B*heads*T*T*head_dim`` each, of which causal attention
-    needs only the half on and below the diagonal. Softmax, scaling and masking are
-    not counted. Forward plus backward counts ``TRAIN_FLOP_FACTOR = 3`` times this.
-
-    Examples
-    --------
-    >>> forward_flops(batch=1, tokens=2, d_in=4, d_out=4, heads=2)  # 256 + 32
-    288
-    """
-    head_dim = d_out // heads
-    projections = 3 * 2 * batch * tokens * d_in * d_out + 2 * batch * tokens * d_out * d_out
-    attention = 2 * (2 * batch * heads * tokens * tokens * head_dim) // 2
-    return projections + attention
-
-
 def summarize(times: list[float]) -> dict[str, float]:
     """Median, quartiles and extremes of ``times``.
 
@@ -153,13 +139,15 @@ class Row:
     module: nn.Module | None = None  # switched between train() and eval(), if any
 
 
-def _bare_reference(book: MultiHeadAttention) -> Row:
+def _bare_reference(fast: nn.Module) -> Row:
+    """FastMultiHeadAttention's computation as plain function calls, on copies of its weights."""
+
     def leaf(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.detach().clone().requires_grad_()
 
-    w_qkv, b_qkv = (leaf(t) for t in _stacked_qkv(book))
-    w_out, b_out = leaf(book.out_proj.weight), leaf(book.out_proj.bias)
-    heads = book.num_heads
+    w_qkv, b_qkv = leaf(fast.qkv.weight), leaf(fast.qkv.bias)
+    w_out, b_out = leaf(fast.out_proj.weight), leaf(fast.out_proj.bias)
+    heads = fast.num_heads
 
     def call(x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
@@ -171,10 +159,9 @@ def _bare_reference(book: MultiHeadAttention) -> Row:
     return Row(BARE, call, [t for t in (w_qkv, b_qkv, w_out, b_out) if t is not None])
 
 
-def _torch_multihead(book: MultiHeadAttention) -> Row:
-    mha = VARIANTS["TorchMHAAdapter"].from_module(book).mha
-    future = torch.ones(book.context_length, book.context_length, dtype=torch.bool).triu(1)
-    future = future.to(book.W_query.weight.device)
+def _torch_multihead(adapter: nn.Module, device: torch.device) -> Row:
+    mha = adapter.mha
+    future = adapter.mask.to(device)
 
     def call(x: torch.Tensor) -> torch.Tensor:
         return mha(x, x, x, attn_mask=future, need_weights=False, is_causal=True)[0]
@@ -195,13 +182,11 @@ def build_rows(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         book = MultiHeadAttention(d_model, d_model, tokens, 0.0, heads, qkv_bias=True)
-    book = book.to(device=device, dtype=dtype)
-    rows = [_bare_reference(book), Row(BOOK, book, list(book.parameters()), book)]
-    rows.append(_torch_multihead(book))
-    for name, cls in VARIANTS.items():
-        if cls.runs_on_cpu or device.type != "cpu":
-            variant = cls.from_module(book)
-            rows.append(Row(name, variant, list(variant.parameters()), variant))
+    modules = variants_of(book.to(device=device, dtype=dtype))
+    rows = [Row(name, m, list(m.parameters()), m) for name, m in modules.items()]
+    # The same order as ever: the bare reference, the book, torch's module, the variants.
+    rows[0:0] = [_bare_reference(modules[RECOMMENDED])]
+    rows.insert(2, _torch_multihead(modules["TorchMHAAdapter"], device))
     return [row for row in rows if names is None or row.name in names]
 
 
@@ -372,15 +357,10 @@ def memory_worker(spec: dict) -> dict[str, dict[str, dict[str, int | None]]]:
 def measure_memory(spec: dict, progress: Callable[[str], None]) -> dict:
     """Run :func:`memory_worker` in a fresh Python process and return what it found."""
     progress(f"memory: {len(spec['rows'])} rows x {len(spec['lengths'])} lengths, fresh process")
-    root = str(Path(__file__).resolve().parents[1])
-    env = {
-        **os.environ,
-        # Every block over 64 KiB gets its own mapping, returned on free, so the
-        # resident set tracks what is really in use.
-        "MALLOC_MMAP_THRESHOLD_": "65536",
-        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-    }
-    command = [sys.executable, "-m", "attention.benchmark", "--memory-worker", json.dumps(spec)]
+    # Every block over 64 KiB gets its own mapping, returned on free, so the resident
+    # set tracks what is really in use.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    command = [sys.executable, __file__, "--memory-worker", json.dumps(spec)]
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         error = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
@@ -583,7 +563,7 @@ def plot(results: dict, out: Path) -> list[Path]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m attention.benchmark",
+        prog="python benchmarks/variants.py",
         description="Time every attention variant side by side (see the module docstring).",
     )
     add = parser.add_argument
