@@ -29,6 +29,7 @@ extensions = [
     "verify_gallery",
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
+    "explorer_data",  # the attention explorer's numbers, checked against the chapters
 ]
 
 exclude_patterns = [
