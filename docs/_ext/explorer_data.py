@@ -491,8 +491,16 @@ def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
     data = export()
-    for location, message in drift(data, Path(app.config.attention_explorer_root)):
+    problems = drift(data, Path(app.config.attention_explorer_root))
+    for location, message in problems:
         logger.warning(message, location=location)
+    logger.info(
+        "explorer_data: %d views exported; %d printed outputs of the chapters and gallery "
+        "checked against them, %d differ",
+        len(data["views"]),
+        len(CHECKS),
+        len(problems),
+    )
     static = Path(app.outdir) / "_static"
     static.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, separators=(",", ":"))
