@@ -77,7 +77,7 @@
 
     let causalBox = null;
     if (view.causal_toggle) {
-      const wrap = el("div", { class: "ae-control" });
+      const wrap = el("div", { class: "ae-control ae-causal" });
       const id = `ae-${name}-causal`;
       causalBox = el("input", { type: "checkbox", id });
       causalBox.checked = st.causal;
