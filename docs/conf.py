@@ -30,6 +30,7 @@ extensions = [
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
     "parallel_pages",  # one page per parallel task, the longest first
+    "explorer_data",  # the attention explorer's numbers, checked against the chapters
 ]
 
 exclude_patterns = [

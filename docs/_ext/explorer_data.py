@@ -1,0 +1,522 @@
+"""The numbers behind the attention explorer (``docs/explorer.md``), from the package.
+
+The explorer page lets a reader hover, tap or focus a token and see how much it
+attends to every token, for the same modules, seeds and sentence as the chapters.
+This extension computes those numbers with the ``attention`` package at build time
+and writes them into the built site twice:
+
+* ``_static/explorer-data.json``, for anyone (and the site tests) to read;
+* ``_static/explorer-data.js``, the same object as ``window.ATTENTION_EXPLORER = ...``,
+  which the page loads with a plain ``<script>`` tag: a browser refuses to ``fetch()``
+  a file next to a page opened from ``file://``, but runs a script.
+
+Each view holds raw attention *scores*, one ``(T, T)`` matrix per head, and the
+factor (``1 / sqrt(d_k)``, or 1 in chapter 1) the module multiplies them by before
+its softmax. The page's script (``_static/explorer.js``) turns them into weights
+itself, ``softmax(scale * scores / temperature)`` over the visible keys, so that the
+temperature slider and the causal toggle work live.
+
+**Drift check.** The explorer must show the chapters' numbers, so every build
+compares the exported scores, and the weights they give, with the expected output
+that a chapter (or the gallery script) states for the same quantity: the text the
+cell would print, rendered from the exported numbers, against the cell's ``expect``
+(which ``verify_outputs`` checks against what the cell really prints). Numbers match
+as everywhere on the site (:mod:`printed_values`: 1.5 units in the last printed
+digit). A difference, or a cell that can no longer be found, is a warning naming the
+file and line, and ``-W`` fails the build.
+
+The directive ``.. attention-explorer:: VIEW`` puts one view on a page; the page then
+loads the data and the explorer's script and stylesheet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import yaml
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from printed_values import explain, normalise
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from torch import nn
+from torch.nn import functional as F
+
+import attention
+from attention import (
+    INPUTS,
+    TOKENS,
+    Head,
+    MultiHeadAttention,
+    SelfAttentionV2,
+    scores_for_all,
+)
+
+logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+DATA_JSON = "explorer-data.json"
+DATA_JS = "explorer-data.js"
+GLOBAL = "ATTENTION_EXPLORER"
+
+
+# -- The views ------------------------------------------------------------------------
+
+
+def _matrix(tensor: torch.Tensor) -> list[list[float]]:
+    """A float32 matrix as nested lists of the exact same values (JSON numbers)."""
+    return tensor.detach().to(torch.float32).tolist()
+
+
+def weight_free_view() -> dict:
+    """Chapter 1: each embedding is its own query and key; scores are dot products."""
+    return {
+        "title": "Attention without trainable weights",
+        "source": "chapters/01-attention-without-weights",
+        "tokens": list(TOKENS),
+        "query": 1,  # "journey", as in chapter 1
+        "scale": 1.0,
+        "causal": False,
+        "causal_toggle": False,
+        "states": [
+            {"label": "", "heads": [{"label": "", "scores": _matrix(scores_for_all(INPUTS))}]}
+        ],
+    }
+
+
+def trainable_view() -> dict:
+    """Chapters 2 and 3: ``SelfAttentionV2`` with the book's seed 789, d_k = 2."""
+    torch.manual_seed(789)
+    module = SelfAttentionV2(d_in=3, d_out=2)
+    with torch.no_grad():
+        queries, keys = module.W_query(INPUTS), module.W_key(INPUTS)  # (6, 2) each
+        scores = queries @ keys.T  # (6, 6)
+        # What the page computes must be what the module computes.
+        scale = keys.shape[-1] ** -0.5
+        torch.testing.assert_close(
+            torch.softmax(scores * scale, dim=-1), module.attention_weights(INPUTS)
+        )
+    return {
+        "title": "Trainable weights, with or without the causal mask",
+        "source": "chapters/03-causal-attention",
+        "tokens": list(TOKENS),
+        "query": 1,
+        "scale": scale,
+        "causal": True,
+        "causal_toggle": True,
+        "states": [{"label": "", "heads": [{"label": "", "scores": _matrix(scores)}]}],
+    }
+
+
+def multi_head_view() -> dict:
+    """Chapter 4: the two heads of ``MultiHeadAttention(3, 4, 6, 0.0, num_heads=2)``, seed 123."""
+    torch.manual_seed(123)
+    module = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2)
+    x = INPUTS.unsqueeze(0)  # (1, 6, 3)
+    with torch.no_grad():
+        queries = module._split_heads(module.W_query(x))[0]  # (num_heads, 6, head_dim)
+        keys = module._split_heads(module.W_key(x))[0]  # (num_heads, 6, head_dim)
+        scores = queries @ keys.transpose(1, 2)  # (num_heads, 6, 6)
+        scale = module.head_dim**-0.5
+        future = module.mask[:6, :6]
+        weights = torch.softmax((scores * scale).masked_fill(future, -torch.inf), dim=-1)
+        torch.testing.assert_close(weights, module.attention_weights(x)[0])
+    heads = [
+        {
+            "label": f"head {h + 1}",
+            "scores": _matrix(scores[h]),
+            "queries": _matrix(queries[h]),
+            "keys": _matrix(keys[h]),
+        }
+        for h in range(module.num_heads)
+    ]
+    return {
+        "title": "Multi-head attention",
+        "source": "chapters/04-multi-head-attention",
+        "tokens": list(TOKENS),
+        "query": 5,
+        "scale": scale,
+        "causal": True,
+        "causal_toggle": False,
+        "states": [{"label": "", "heads": heads}],
+    }
+
+
+# The previous-token task of gallery/plot_train_previous_token.py, with its seed, sizes
+# and order of random draws, so that the model here is the one trained there.
+VOCAB, LENGTH = 16, 8
+EXAMPLE = (3, 14, 7, 7, 0, 11, 5, 9)
+
+
+class PreviousTokenModel(nn.Module):
+    """Token and position embeddings, one causal :class:`attention.Head`, a read-out."""
+
+    def __init__(self, n_embd: int = 32, head_size: int = 16):
+        super().__init__()
+        self.token_embedding = nn.Embedding(VOCAB, n_embd)
+        self.position_embedding = nn.Embedding(LENGTH, n_embd)
+        self.head = Head(n_embd, head_size, block_size=LENGTH, dropout=0.0)
+        self.to_logits = nn.Linear(head_size, VOCAB)
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, n_embd)
+        positions = torch.arange(tokens.shape[1])
+        return self.token_embedding(tokens) + self.position_embedding(positions)
+
+    def scores(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, T), unscaled
+        x = self.embed(tokens)
+        return self.head.query(x) @ self.head.key(x).transpose(-2, -1)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, VOCAB)
+        return self.to_logits(self.head(self.embed(tokens)))
+
+
+def previous_token_batch(batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random sequences, and as targets the token before each (-100, ignored, at 0)."""
+    tokens = torch.randint(VOCAB, (batch_size, LENGTH))
+    targets = tokens.roll(1, dims=1)
+    targets[:, 0] = -100
+    return tokens, targets
+
+
+def weight_on_previous(model: PreviousTokenModel, tokens: torch.Tensor) -> float:
+    """Mean weight that positions 1..T-1 put on the position just before them."""
+    with torch.no_grad():
+        weights = model.head.attention_weights(model.embed(tokens))  # (B, T, T)
+    return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean().item()
+
+
+def trained_view(steps: int = 100) -> dict:
+    """The gallery's previous-token head, on its example sequence, before and after training."""
+    torch.manual_seed(0)
+    previous_token_batch(2)  # the gallery draws a batch to show first
+    model = PreviousTokenModel()
+    example = torch.tensor([EXAMPLE])
+    states = []
+
+    def snapshot(label: str) -> None:
+        with torch.no_grad():
+            scores = model.scores(example)[0]  # (T, T)
+            scale = model.head.head_size**-0.5
+            torch.testing.assert_close(
+                torch.softmax((scores * scale).masked_fill(~model.head.tril, -torch.inf), -1),
+                model.head.attention_weights(model.embed(example))[0],
+            )
+        states.append({"label": label, "heads": [{"label": "", "scores": _matrix(scores)}]})
+
+    snapshot("before training")
+    probe, _ = previous_token_batch(256)  # sequences never trained on
+    before = weight_on_previous(model, probe)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+    for _ in range(steps):
+        tokens, targets = previous_token_batch(64)
+        logits = model(tokens)  # (B, T, VOCAB)
+        loss = F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1), ignore_index=-100)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    snapshot("after training")
+    after = weight_on_previous(model, probe)
+    return {
+        "title": "A head trained to attend to the previous token",
+        "source": "auto_gallery/plot_train_previous_token",
+        "tokens": [str(token) for token in EXAMPLE],
+        "query": 3,  # the second 7: content alone cannot tell it from the first
+        "scale": model.head.head_size**-0.5,
+        "causal": True,
+        "causal_toggle": False,
+        "states": states,
+        "previous_token_weight": {"before": before, "after": after, "sequences": len(probe)},
+    }
+
+
+VIEWS: dict[str, Callable[[], dict]] = {
+    "weight-free": weight_free_view,
+    "trainable": trainable_view,
+    "multi-head": multi_head_view,
+    "trained": trained_view,
+}
+
+
+def export() -> dict:
+    """Every view's data, computed now from the package, with the random state restored."""
+    state = torch.random.get_rng_state()
+    try:
+        views = {name: make() for name, make in VIEWS.items()}
+    finally:
+        torch.random.set_rng_state(state)
+    return {"version": attention.__version__, "views": views}
+
+
+# -- Weights from the exported scores, as the page computes them -----------------------
+
+
+def weights(
+    view: dict, state: int = 0, head: int = 0, causal: bool | None = None, temperature: float = 1.0
+) -> torch.Tensor:
+    """``softmax(scale * scores / temperature)`` of one head, masked if causal; float32."""
+    scores = torch.tensor(view["states"][state]["heads"][head]["scores"])
+    scaled = scores * view["scale"] / temperature
+    if view["causal"] if causal is None else causal:
+        future = torch.ones_like(scaled, dtype=torch.bool).triu(diagonal=1)
+        scaled = scaled.masked_fill(future, -torch.inf)
+    return torch.softmax(scaled, dim=-1)
+
+
+def causal_scores(view: dict) -> torch.Tensor:
+    scores = torch.tensor(view["states"][0]["heads"][0]["scores"])
+    return scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), -torch.inf)
+
+
+def evenly(length: int) -> float:
+    """The weight on the previous token if every row spread its weight evenly."""
+    return sum(1 / (t + 1) for t in range(1, length)) / (length - 1)
+
+
+# -- The drift check ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Printed:
+    """A chapter cell (or gallery print) whose output the explorer's data must reproduce.
+
+    ``marker`` is a line of its code; ``render`` writes, from the exported data, the
+    text that the cell prints.
+    """
+
+    path: str  # relative to the repository root
+    marker: str
+    render: Callable[[dict], str]
+
+
+def _tensor_text(*tensors: torch.Tensor) -> str:
+    """How the chapters print tensors: torch's repr, 4 decimals, no scientific notation."""
+    from torch._tensor_str import printoptions
+
+    with printoptions(precision=4, sci_mode=False):
+        return "\n".join(str(t) for t in tensors)
+
+
+def _v(data: dict, name: str) -> dict:
+    return data["views"][name]
+
+
+CH1 = "docs/chapters/01-attention-without-weights.md"
+CH2 = "docs/chapters/02-trainable-weights.md"
+CH3 = "docs/chapters/03-causal-attention.md"
+CH4 = "docs/chapters/04-multi-head-attention.md"
+GALLERY = "gallery/plot_train_previous_token.py"
+
+
+def _ch4_queries(data: dict) -> str:
+    heads = _v(data, "multi-head")["states"][0]["heads"]
+    journey = torch.tensor([head["queries"][1] for head in heads])  # (num_heads, head_dim)
+    return _tensor_text(journey.flatten(), journey)
+
+
+def _previous_before(data: dict) -> str:
+    view = _v(data, "trained")
+    before = view["previous_token_weight"]["before"]
+    return (
+        f"weight on the previous token before training: {before:.2f}, "
+        f"evenly: {evenly(len(view['tokens'])):.2f}"
+    )
+
+
+def _previous_after(data: dict) -> str:
+    after = _v(data, "trained")["previous_token_weight"]["after"]
+    return f"weight on the previous token after training > 0.8: {after > 0.8}"
+
+
+CHECKS: tuple[Printed, ...] = (
+    Printed(
+        CH1,
+        "all_scores[i, j] = torch.dot(x_i, x_j)",
+        lambda d: _tensor_text(
+            torch.tensor(_v(d, "weight-free")["states"][0]["heads"][0]["scores"])
+        ),
+    ),
+    Printed(
+        CH1,
+        "weights = attention_weights(scores)",
+        lambda d: _tensor_text(weights(_v(d, "weight-free"))[1]),
+    ),
+    Printed(
+        CH1,
+        "all_weights = torch.softmax(all_scores, dim=-1)",
+        lambda d: _tensor_text(w := weights(_v(d, "weight-free")), w.sum(dim=-1)),
+    ),
+    Printed(
+        CH2,
+        "weights_v2 = sa_v2.attention_weights(INPUTS)",
+        lambda d: _tensor_text(weights(_v(d, "trainable"), causal=False)),
+    ),
+    Printed(
+        CH3,
+        "scores = queries @ keys.T  # (6, 6): row i holds query i's scores",
+        lambda d: _tensor_text(weights(_v(d, "trainable"), causal=False)),
+    ),
+    Printed(
+        CH3,
+        "masked_scores = scores.masked_fill(mask.bool(), -torch.inf)",
+        lambda d: _tensor_text(causal_scores(_v(d, "trainable"))),
+    ),
+    Printed(
+        CH3,
+        "causal_weights = torch.softmax(masked_scores",
+        lambda d: _tensor_text(weights(_v(d, "trainable"), causal=True)),
+    ),
+    Printed(CH4, "print(queries[0, 1])  # 4 features", _ch4_queries),
+    Printed(GALLERY, 'print(f"weight on the previous token before training', _previous_before),
+    Printed(GALLERY, 'print(f"weight on the previous token after training', _previous_after),
+)
+
+_FENCE = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
+_GRAD_FN = re.compile(r",\s*grad_fn=<\w+>")
+
+
+def expected_output(path: Path, marker: str) -> tuple[int, str] | None:
+    """The line and the expected output of the chapter cell, or gallery print, with ``marker``.
+
+    In a chapter, the ``expect`` of the first code cell whose code has ``marker`` in it;
+    in a gallery script, the ``# Expected output:`` comment after the line with ``marker``.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if path.suffix == ".py":
+        for number, line in enumerate(lines):
+            if marker not in line:
+                continue
+            rest = lines[number + 1 :]
+            start = next((i for i, s in enumerate(rest) if s.strip() == "# Expected output:"), None)
+            if start is None:
+                return None
+            comment = []
+            for line_after in rest[start + 1 :]:
+                if not line_after.lstrip().startswith("#"):
+                    break
+                comment.append(line_after.strip().removeprefix("#").removeprefix(" "))
+            return number + 1, "\n".join(comment)
+        return None
+    i = 0
+    while i < len(lines):
+        fence = _FENCE.match(lines[i])
+        i += 1
+        if not fence:
+            continue
+        start, meta = i, {}
+        if i < len(lines) and lines[i].strip() == "---":
+            end = lines.index("---", i + 1)
+            meta = yaml.safe_load("\n".join(lines[i + 1 : end])) or {}
+            i = end + 1
+        body = i
+        while i < len(lines) and lines[i].rstrip() != fence.group(1):
+            i += 1
+        if marker in "\n".join(lines[body:i]) and "expect" in meta:
+            return start, meta["expect"]
+    return None
+
+
+def drift(data: dict, root: Path = REPO) -> list[tuple[str, str]]:
+    """Where the exported data disagrees with the chapters: ``(location, message)`` pairs."""
+    problems = []
+    for check in CHECKS:
+        found = expected_output(root / check.path, check.marker)
+        if found is None:
+            problems.append(
+                (
+                    check.path,
+                    f"the explorer's drift check found no expected output for the "
+                    f"code {check.marker!r}; update CHECKS in docs/_ext/explorer_data.py",
+                )
+            )
+            continue
+        line, expect = found
+        expected = normalise(_GRAD_FN.sub("", expect))
+        problem = explain(expected, normalise(check.render(data)))
+        if problem:
+            problems.append(
+                (
+                    f"{check.path}:{line}",
+                    f"the attention explorer's data differs from what this cell prints: {problem}",
+                )
+            )
+    return problems
+
+
+# -- Sphinx ---------------------------------------------------------------------------------
+
+
+class ExplorerNode(nodes.General, nodes.Element):
+    """Where one view of the explorer goes; explorer.js fills it in."""
+
+
+def visit_explorer_html(translator, node: ExplorerNode) -> None:
+    view = node["view"]
+    translator.body.append(
+        f'<div class="attention-explorer" data-view="{view}" id="explorer-{view}">'
+        '<p class="ae-noscript">This interactive view needs JavaScript.</p>'
+    )
+
+
+def depart_explorer_html(translator, node: ExplorerNode) -> None:
+    translator.body.append("</div>")
+
+
+class ExplorerDirective(Directive):
+    """``.. attention-explorer:: VIEW``: one view of the attention explorer."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        view = self.arguments[0]
+        if view not in VIEWS:
+            raise self.error(f"unknown explorer view {view!r}; expected one of {sorted(VIEWS)}")
+        node = ExplorerNode()
+        node["view"] = view
+        return [node]
+
+
+def on_html_page_context(app: Sphinx, pagename: str, templatename, context, doctree) -> None:
+    if doctree is not None and doctree.next_node(ExplorerNode) is not None:
+        app.add_css_file("explorer.css")
+        app.add_js_file(DATA_JS)
+        app.add_js_file("explorer.js")
+
+
+def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    data = export()
+    problems = drift(data, Path(app.config.attention_explorer_root))
+    for location, message in problems:
+        logger.warning(message, location=location)
+    logger.info(
+        "explorer_data: %d views exported; %d printed outputs of the chapters and gallery "
+        "checked against them, %d differ",
+        len(data["views"]),
+        len(CHECKS),
+        len(problems),
+    )
+    static = Path(app.outdir) / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, separators=(",", ":"))
+    (static / DATA_JSON).write_text(text + "\n", encoding="utf-8")
+    (static / DATA_JS).write_text(
+        "// The attention explorer's numbers, computed by docs/_ext/explorer_data.py.\n"
+        f"window.{GLOBAL} = {text};\n",
+        encoding="utf-8",
+    )
+
+
+def setup(app: Sphinx) -> dict:
+    # Where the chapters and gallery are, for the drift check: this repository.
+    app.add_config_value("attention_explorer_root", str(REPO), "env", types=[str])
+    app.add_node(ExplorerNode, html=(visit_explorer_html, depart_explorer_html))
+    app.add_directive("attention-explorer", ExplorerDirective)
+    app.connect("html-page-context", on_html_page_context)
+    app.connect("build-finished", on_build_finished)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

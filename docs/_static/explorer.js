@@ -1,0 +1,305 @@
+/* The attention explorer (explorer.html): hover, tap or focus a token to see where it
+ * attends. Plain JavaScript and SVG, no library, nothing fetched: the numbers come
+ * from explorer-data.js, written at build time by docs/_ext/explorer_data.py, which
+ * loads before this file and sets window.ATTENTION_EXPLORER.
+ *
+ * The data holds raw scores; this file turns them into weights,
+ *   softmax(scale * scores / temperature) over the keys a query may see,
+ * so the temperature slider and the causal toggle work live. The site tests check
+ * these weights against torch.softmax (tests/site/test_explorer.py).
+ */
+(function () {
+  "use strict";
+
+  const SVG = "http://www.w3.org/2000/svg";
+  const TEMPERATURE = { min: 0.05, max: 3, step: 0.05 };
+
+  /** Weights of query i: a stable softmax of its scaled scores over the visible keys. */
+  function softmaxRow(scores, i, scale, temperature, causal) {
+    const row = scores[i];
+    const z = row.map((s, j) => (causal && j > i ? -Infinity : (s * scale) / temperature));
+    const max = Math.max(...z);
+    const e = z.map((v) => (v === -Infinity ? 0 : Math.exp(v - max)));
+    const sum = e.reduce((a, b) => a + b, 0);
+    return e.map((v) => v / sum);
+  }
+
+  function el(tag, attributes, text) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function place(node, row, column) {
+    node.style.gridRow = String(row);
+    node.style.gridColumn = String(column);
+    return node;
+  }
+
+  /** "softmax(scores / T)", or with the module's 1/sqrt(d_k) when it has one. */
+  function formula(scale) {
+    if (scale === 1) return "weights = softmax(scores / T)";
+    const dk = Math.round(1 / (scale * scale));
+    return `weights = softmax(scores / (\u221A${dk} \u00B7 T))`;
+  }
+
+  function build(root, view, name) {
+    const n = view.tokens.length;
+    const heads = view.states[0].heads.length;
+    const st = {
+      query: view.query || 0,
+      hover: null,
+      temperature: 1,
+      causal: view.causal,
+      state: 0,
+      heads: Array.from({ length: heads }, () => true),
+    };
+    root.textContent = "";
+    root.classList.add("ae-ready");
+
+    // -- Controls ------------------------------------------------------------------
+    const controls = el("div", { class: "ae-controls" });
+    const sliderId = `ae-${name}-temperature`;
+    const temperature = el("div", { class: "ae-control ae-temperature" });
+    const label = el("label", { for: sliderId }, "temperature T ");
+    const slider = el("input", {
+      type: "range",
+      id: sliderId,
+      min: TEMPERATURE.min,
+      max: TEMPERATURE.max,
+      step: TEMPERATURE.step,
+      value: 1,
+    });
+    const shown = el("output", { for: sliderId, class: "ae-temperature-value" }, "1.00");
+    temperature.append(label, slider, shown, el("span", { class: "ae-formula" }, formula(view.scale)));
+    controls.append(temperature);
+
+    let causalBox = null;
+    if (view.causal_toggle) {
+      const wrap = el("div", { class: "ae-control ae-causal" });
+      const id = `ae-${name}-causal`;
+      causalBox = el("input", { type: "checkbox", id });
+      causalBox.checked = st.causal;
+      wrap.append(causalBox, el("label", { for: id }, "causal mask: a token sees only itself and the tokens before it"));
+      controls.append(wrap);
+    } else if (view.causal) {
+      controls.append(el("p", { class: "ae-control ae-fixed" }, "Causal: each token sees only itself and the tokens before it."));
+    }
+
+    const headButtons = [];
+    if (heads > 1) {
+      const group = el("div", { class: "ae-control ae-heads", role: "group", "aria-label": "Heads to show" });
+      group.append(el("span", { class: "ae-group-label" }, "show "));
+      view.states[0].heads.forEach((head, h) => {
+        const button = el("button", { type: "button", class: `ae-head ae-head-${h}`, "aria-pressed": "true" }, head.label);
+        button.addEventListener("click", () => {
+          const on = !st.heads[h];
+          if (!on && st.heads.filter(Boolean).length === 1) return; // keep at least one head
+          st.heads[h] = on;
+          render();
+        });
+        headButtons.push(button);
+        group.append(button);
+      });
+      controls.append(group);
+    }
+
+    const stateInputs = [];
+    if (view.states.length > 1) {
+      const group = el("div", { class: "ae-control ae-states", role: "radiogroup", "aria-label": "Which weights" });
+      view.states.forEach((state, s) => {
+        const id = `ae-${name}-state-${s}`;
+        const input = el("input", { type: "radio", name: `ae-${name}-state`, id, value: String(s) });
+        input.checked = s === 0;
+        input.addEventListener("change", () => {
+          if (input.checked) {
+            st.state = s;
+            render();
+          }
+        });
+        const item = el("span", { class: "ae-state" });
+        item.append(input, el("label", { for: id }, state.label));
+        group.append(item);
+        stateInputs.push(input);
+      });
+      controls.append(group);
+    }
+    root.append(controls);
+
+    // -- The grid: query tokens | lines | key tokens | one weight column per head ----
+    const stage = el("div", { class: "ae-stage" });
+    stage.style.setProperty("--ae-heads", String(heads));
+    stage.style.gridTemplateRows = `auto repeat(${n}, var(--ae-row))`;
+    stage.append(place(el("div", { class: "ae-header" }, "query"), 1, 1));
+    stage.append(place(el("div", { class: "ae-header ae-key-header" }, "key"), 1, 3));
+    const headHeaders = view.states[0].heads.map((head, h) =>
+      place(el("div", { class: `ae-header ae-weight-header ae-head-${h}` }, heads > 1 ? head.label : "weight"), 1, 4 + h),
+    );
+    stage.append(...headHeaders);
+
+    const group = el("div", { class: "ae-queries", role: "group", "aria-label": "Query tokens: choose one" });
+    group.style.display = "contents";
+    const queryButtons = view.tokens.map((token, i) => {
+      const button = el("button", { type: "button", class: "ae-token ae-query", "data-index": String(i), "aria-pressed": "false" });
+      if (view.states.length > 1) {
+        button.append(el("span", { class: "ae-pos", "aria-hidden": "true" }, String(i)), document.createTextNode(token));
+        button.setAttribute("aria-label", `${token}, position ${i}`);
+      } else {
+        button.textContent = token;
+      }
+      place(button, i + 2, 1);
+      button.addEventListener("mouseenter", () => {
+        st.hover = i;
+        render();
+      });
+      button.addEventListener("mouseleave", () => {
+        st.hover = null;
+        render();
+      });
+      button.addEventListener("focus", () => select(i));
+      button.addEventListener("click", () => select(i));
+      button.addEventListener("keydown", (event) => {
+        const moves = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 };
+        let target = null;
+        if (event.key in moves) target = Math.min(n - 1, Math.max(0, i + moves[event.key]));
+        else if (event.key === "Home") target = 0;
+        else if (event.key === "End") target = n - 1;
+        if (target === null) return;
+        event.preventDefault();
+        queryButtons[target].focus();
+      });
+      group.append(button);
+      return button;
+    });
+    stage.append(group);
+
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "ae-lines");
+    svg.setAttribute("viewBox", `0 0 100 ${n}`);
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("aria-hidden", "true");
+    svg.style.gridRow = `2 / span ${n}`;
+    svg.style.gridColumn = "2";
+    stage.append(svg);
+
+    const keyLabels = view.tokens.map((token, j) => {
+      const key = el("div", { class: "ae-token ae-key" });
+      if (view.states.length > 1) key.append(el("span", { class: "ae-pos", "aria-hidden": "true" }, String(j)), document.createTextNode(token));
+      else key.textContent = token;
+      stage.append(place(key, j + 2, 3));
+      return key;
+    });
+    const cells = view.states[0].heads.map((head, h) =>
+      view.tokens.map((token, j) => {
+        const cell = el("div", { class: `ae-weight ae-head-${h}`, "data-head": String(h), "data-key": String(j) });
+        stage.append(place(cell, j + 2, 4 + h));
+        return cell;
+      }),
+    );
+    root.append(stage);
+
+    const summary = el("p", { class: "ae-summary", "aria-live": "polite" });
+    root.append(summary);
+    if (view.previous_token_weight) {
+      const p = view.previous_token_weight;
+      const note = el(
+        "p",
+        { class: "ae-note" },
+        `On ${p.sequences} random sequences the head never trained on, the weight on the previous token ` +
+          `averages ${p.before.toFixed(4)} before training and ${p.after.toFixed(4)} after.`,
+      );
+      root.append(note);
+    }
+
+    /** A token as the summary names it; the trained model's repeat, so with a position. */
+    function keyName(j) {
+      return view.states.length > 1 ? `${view.tokens[j]} at ${j}` : `"${view.tokens[j]}"`;
+    }
+
+    function select(i) {
+      st.query = i;
+      render();
+    }
+
+    function render() {
+      const i = st.hover === null ? st.query : st.hover;
+      const state = view.states[st.state];
+      root.dataset.query = String(i);
+      root.dataset.temperature = String(st.temperature);
+      root.dataset.causal = String(st.causal);
+      root.dataset.state = String(st.state);
+      queryButtons.forEach((button, k) => {
+        button.setAttribute("aria-pressed", String(k === st.query));
+        button.classList.toggle("ae-active", k === i);
+      });
+      keyLabels.forEach((key, j) => key.classList.toggle("ae-future", st.causal && j > i));
+      svg.replaceChildren();
+      const parts = [];
+      state.heads.forEach((head, h) => {
+        const on = st.heads[h];
+        headHeaders[h].hidden = !on;
+        if (headButtons[h]) headButtons[h].setAttribute("aria-pressed", String(on));
+        const w = softmaxRow(head.scores, i, view.scale, st.temperature, st.causal);
+        const offset = heads > 1 ? (h - (heads - 1) / 2) * 0.12 : 0;
+        const listed = [];
+        w.forEach((weight, j) => {
+          const cell = cells[h][j];
+          const masked = st.causal && j > i;
+          cell.hidden = !on;
+          cell.textContent = weight.toFixed(4);
+          cell.dataset.weight = String(weight);
+          cell.classList.toggle("ae-masked", masked);
+          cell.title = masked ? "masked: this token comes later" : "";
+          cell.style.setProperty("--ae-w", String(weight));
+          if (!masked) listed.push(`${keyName(j)}: ${weight.toFixed(4)}`);
+          if (!on || weight <= 0) return;
+          const line = document.createElementNS(SVG, "line");
+          line.setAttribute("x1", "0");
+          line.setAttribute("y1", String(i + 0.5 + offset));
+          line.setAttribute("x2", "100");
+          line.setAttribute("y2", String(j + 0.5 + offset));
+          line.setAttribute("vector-effect", "non-scaling-stroke");
+          line.setAttribute("class", `ae-line ae-head-${h}`);
+          line.style.strokeWidth = `${Math.max(0.75, 14 * weight)}px`;
+          line.style.strokeOpacity = String(0.3 + 0.7 * weight);
+          svg.append(line);
+        });
+        if (on) parts.push(`${heads > 1 ? `${head.label} \u2192 ` : ""}${listed.join(", ")}`);
+      });
+      const hidden = st.causal ? n - 1 - i : 0;
+      const masked = hidden ? ` The ${hidden === 1 ? "later token is" : `${hidden} later tokens are`} masked.` : "";
+      summary.textContent = `${keyName(i)} attends to ${parts.join("; ")}.${masked}`;
+    }
+
+    slider.addEventListener("input", () => {
+      st.temperature = slider.valueAsNumber;
+      shown.textContent = st.temperature.toFixed(2);
+      render();
+    });
+    if (causalBox) {
+      causalBox.addEventListener("change", () => {
+        st.causal = causalBox.checked;
+        render();
+      });
+    }
+    render();
+  }
+
+  function start() {
+    const data = window.ATTENTION_EXPLORER;
+    for (const root of document.querySelectorAll(".attention-explorer[data-view]")) {
+      const name = root.dataset.view;
+      if (!data || !data.views[name]) {
+        root.textContent = `The data for this view (${name}) did not load.`;
+        console.error(`attention explorer: no data for the view ${name}`);
+        continue;
+      }
+      build(root, data.views[name], name);
+    }
+  }
+
+  window.attentionExplorer = { softmaxRow };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

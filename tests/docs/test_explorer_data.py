@@ -1,0 +1,186 @@
+"""The attention explorer's data (docs/_ext/explorer_data.py) and its drift check.
+
+The data must be what the chapters print, and the check must notice when it is not:
+a changed exported number, a changed number in a chapter, a chapter cell that is
+gone. The last test builds a small Sphinx project with the extension and checks that
+a planted difference fails the build under ``-W``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from explorer_data import CHECKS, DATA_JS, DATA_JSON, GLOBAL, REPO, drift, export, weights
+
+
+@pytest.fixture(scope="module")
+def data() -> dict:
+    return export()
+
+
+def copy_sources(top: Path) -> Path:
+    """The chapters and gallery script the drift check reads, under ``top``."""
+    for path in {check.path for check in CHECKS}:
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, top / path)
+    return top
+
+
+def test_the_data_agrees_with_every_chapter(data):
+    assert drift(data) == []
+
+
+def test_the_data_survives_json_exactly(data):
+    """The page gets the very float32 values the modules computed."""
+    again = json.loads(json.dumps(data))
+    assert again == data
+    scores = torch.tensor(again["views"]["weight-free"]["states"][0]["heads"][0]["scores"])
+    assert torch.equal(
+        scores, torch.tensor(data["views"]["weight-free"]["states"][0]["heads"][0]["scores"])
+    )
+
+
+def test_every_view_has_square_scores_for_its_tokens(data):
+    for name, view in data["views"].items():
+        n = len(view["tokens"])
+        assert 0 <= view["query"] < n, name
+        for state in view["states"]:
+            for head in state["heads"]:
+                assert torch.tensor(head["scores"]).shape == (n, n), name
+
+
+def test_causal_weights_are_zero_in_the_future_and_rows_sum_to_one(data):
+    view = data["views"]["trainable"]
+    masked = weights(view, causal=True, temperature=0.5)
+    assert torch.all(masked.triu(diagonal=1) == 0)
+    torch.testing.assert_close(masked.sum(dim=-1), torch.ones(6))
+    assert torch.all(weights(view, causal=False) > 0)
+
+
+def test_the_trained_head_learns_to_look_at_the_previous_token(data):
+    view = data["views"]["trained"]
+    before, after = (weights(view, state=s).diagonal(offset=-1) for s in (0, 1))
+    assert before.mean() < 0.5 < 0.9 < after.mean()
+    assert (
+        view["previous_token_weight"]["before"] < 0.5 < 0.9 < view["previous_token_weight"]["after"]
+    )
+
+
+def test_a_changed_exported_score_is_reported_at_the_chapter_cell(data):
+    changed = json.loads(json.dumps(data))
+    changed["views"]["weight-free"]["states"][0]["heads"][0]["scores"][1][1] += 0.002
+    problems = drift(changed)
+    locations = [location for location, _ in problems]
+    chapter = "docs/chapters/01-attention-without-weights.md:"
+    # The scores cell, the "journey" weights cell and the all-weights cell all differ.
+    assert len(locations) == 3 and all(loc.startswith(chapter) for loc in locations)
+    assert "expected 1.4950, printed 1.4970" in problems[0][1]
+
+
+def test_a_changed_number_in_a_chapter_is_reported(data, tmp_path):
+    root = copy_sources(tmp_path)
+    chapter = root / "docs/chapters/03-causal-attention.md"
+    text = chapter.read_text(encoding="utf-8")
+    assert text.count("[0.5517, 0.4483,") == 2  # renormalised, then the causal softmax
+    chapter.write_text(text.replace("[0.5517, 0.4483,", "[0.5527, 0.4473,"), encoding="utf-8")
+    [(location, message)] = drift(data, root)
+    path, line = location.rsplit(":", 1)
+    assert path == "docs/chapters/03-causal-attention.md"
+    cell = text.splitlines()[int(line) - 1 :]
+    assert cell[0].startswith("```{code-cell}")
+    assert any("causal_weights = torch.softmax(masked_scores" in c for c in cell[:15])
+    assert "expected 0.5527, printed 0.5517" in message
+
+
+def test_a_changed_expectation_in_the_gallery_is_reported(data, tmp_path):
+    root = copy_sources(tmp_path)
+    script = root / "gallery/plot_train_previous_token.py"
+    text = script.read_text(encoding="utf-8")
+    script.write_text(
+        text.replace("before training: 0.22,", "before training: 0.25,"), encoding="utf-8"
+    )
+    [(location, message)] = drift(data, root)
+    assert location.startswith("gallery/plot_train_previous_token.py:")
+    assert "expected 0.25, printed 0.22" in message
+
+
+def test_a_cell_that_is_gone_is_reported(data, tmp_path):
+    root = copy_sources(tmp_path)
+    chapter = root / "docs/chapters/04-multi-head-attention.md"
+    text = chapter.read_text(encoding="utf-8")
+    chapter.write_text(
+        text.replace("print(queries[0, 1])  # 4 features", "print(queries[0, 1])"), encoding="utf-8"
+    )
+    [(location, message)] = drift(data, root)
+    assert location == "docs/chapters/04-multi-head-attention.md"
+    assert "found no expected output" in message
+
+
+PAGE = """\
+# Explorer
+
+```{attention-explorer} weight-free
+```
+"""
+
+
+def sphinx_build(root: Path, source_root: Path) -> tuple[int, str]:
+    conf = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO / 'docs' / '_ext')!r})\n"
+        'extensions = ["myst_parser", "explorer_data"]\n'
+        f"attention_explorer_root = {str(source_root)!r}\n"
+        'html_theme = "basic"\n'
+    )
+    root.mkdir()
+    (root / "conf.py").write_text(conf)
+    (root / "index.md").write_text(PAGE)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-q",
+            "-W",
+            "--keep-going",
+            "-b",
+            "html",
+            str(root),
+            str(root / "_build"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.returncode, result.stderr
+
+
+def test_the_build_writes_the_data_and_loads_it_on_the_page(tmp_path):
+    code, stderr = sphinx_build(tmp_path / "site", REPO)
+    assert code == 0, stderr
+    static = tmp_path / "site" / "_build" / "_static"
+    data = json.loads((static / DATA_JSON).read_text(encoding="utf-8"))
+    script = (static / DATA_JS).read_text(encoding="utf-8")
+    assert f"window.{GLOBAL} = {json.dumps(data, separators=(',', ':'))};" in script
+    page = (tmp_path / "site" / "_build" / "index.html").read_text(encoding="utf-8")
+    assert 'class="attention-explorer" data-view="weight-free"' in page
+    assert page.index(f"_static/{DATA_JS}") < page.index("_static/explorer.js")
+
+
+def test_a_drift_fails_the_build(tmp_path):
+    sources = copy_sources(tmp_path / "sources")
+    chapter = sources / "docs/chapters/01-attention-without-weights.md"
+    text = chapter.read_text(encoding="utf-8")
+    chapter.write_text(
+        text.replace("[0.1385, 0.2379, 0.2333,", "[0.1385, 0.2399, 0.2333,"), encoding="utf-8"
+    )
+    code, stderr = sphinx_build(tmp_path / "site", sources)
+    assert code != 0
+    assert "01-attention-without-weights.md" in stderr
+    assert "expected 0.2399, printed 0.2379" in stderr
