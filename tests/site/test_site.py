@@ -161,6 +161,16 @@ IMAGE_PIXELS_JS = """(img) => {
   return {transparent, corners: [at(0, 0), at(w, 0), at(0, h), at(w, h)]};
 }"""
 
+# Where an image stops being visible on the right: the edge of the image, of the
+# viewport, or of the scrolling box it sits in, whichever comes first.
+VISIBLE_RIGHT_JS = """(img) => {
+  let right = Math.min(img.getBoundingClientRect().right, innerWidth);
+  for (let p = img.parentElement; p && p !== document.body; p = p.parentElement)
+    if (getComputedStyle(p).overflowX !== "visible")
+      right = Math.min(right, p.getBoundingClientRect().right - p.clientLeft);
+  return right;
+}"""
+
 BACKGROUND_JS = """() => {
   for (const el of [document.body, document.documentElement]) {
     const m = getComputedStyle(el).backgroundColor.match(/[\\d.]+/g).map(Number);
@@ -274,7 +284,9 @@ def check_figures_in_dark_mode(page, name: str) -> list[str]:
         if not box or box["width"] < 8 or box["height"] < 8:
             continue
         corners = []
-        for x, y in ((box["x"] + 2, box["y"] + 2), (box["x"] + box["width"] - 5, box["y"] + 2)):
+        # A wide figure scrolls inside its own box on a phone: its visible corners.
+        right = figure.evaluate(VISIBLE_RIGHT_JS)
+        for x, y in ((box["x"] + 2, box["y"] + 2), (right - 5, box["y"] + 2)):
             shot = page.screenshot(clip={"x": x, "y": y, "width": 3, "height": 3})
             corners.append(Image.open(io.BytesIO(shot)).convert("RGB").getpixel((1, 1)))
         if any(luminance(c) < 0.6 for c in corners):
