@@ -12,20 +12,36 @@ import operator
 import torch
 
 
+def whole_number(owner: str, value: object, what: str) -> int:
+    """Return ``value`` as an int, or raise ``"{owner}: {what}, got ..."`` if it is not one.
+
+    ``what`` says what was expected, such as ``"d_in must be a positive integer"``; the
+    caller checks the range. A boolean is refused, though Python counts it as an int.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{owner}: {what}, got the boolean {value}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{owner}: {what}, got {value!r} of type {type(value).__name__}") from None
+
+
 def positive_int(owner: str, name: str, value: object) -> int:
     """Return ``value`` as an int, or raise if it is not an integer >= 1."""
-    if isinstance(value, bool):
-        raise ValueError(f"{owner}: {name} must be a positive integer, got the boolean {value}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(
-            f"{owner}: {name} must be a positive integer, got {value!r} "
-            f"of type {type(value).__name__}"
-        ) from None
+    number = whole_number(owner, value, f"{name} must be a positive integer")
     if number < 1:
         raise ValueError(f"{owner}: {name} must be at least 1, got {number}")
     return number
+
+
+def sizes(module: object, **values: object) -> None:
+    """Set each of ``values`` (say ``d_in=3``) on ``module``, in order, as a positive int.
+
+    Raises as :func:`positive_int` does, naming ``module``'s class.
+    """
+    owner = type(module).__name__
+    for name, value in values.items():
+        setattr(module, name, positive_int(owner, name, value))
 
 
 def dropout_rate(owner: str, value: object) -> float:
@@ -67,10 +83,7 @@ def multi_head_arguments(
     ``module`` and returns the dropout rate; the errors name ``module``'s class.
     """
     owner = type(module).__name__
-    module.d_in = positive_int(owner, "d_in", d_in)
-    module.d_out = positive_int(owner, "d_out", d_out)
-    module.context_length = positive_int(owner, "context_length", context_length)
-    module.num_heads = positive_int(owner, "num_heads", num_heads)
+    sizes(module, d_in=d_in, d_out=d_out, context_length=context_length, num_heads=num_heads)
     dropout = dropout_rate(owner, dropout)
     heads_divide(owner, d_out, num_heads)
     module.head_dim = d_out // num_heads
@@ -135,3 +148,29 @@ def module_input(
             f"convert one to match, e.g. module.to({x.dtype}) or x.to({param.dtype})"
         )
     return x
+
+
+def cached_input(
+    module: torch.nn.Module, x: object, cache: object, cache_type: type, why: str = ""
+) -> tuple[torch.Tensor, int]:
+    """Check the input and cache of a forward pass that can decode with a cache.
+
+    Checks :func:`module_input`'s rules, that ``cache`` is ``None`` or a ``cache_type``
+    (``why`` can say why, in parentheses), and that the cached and the new tokens fit
+    in ``module.context_length``. Returns the input and the number of cached tokens.
+    """
+    owner, name = type(module).__name__, cache_type.__name__
+    if cache is not None and not isinstance(cache, cache_type):
+        raise ValueError(
+            f"{owner}: cache must be a {name}{why} or None, got {type(cache).__name__}"
+        )
+    x = module_input(module, x, d_in=module.d_in, context_length=module.context_length)
+    num_cached = 0 if cache is None else len(cache)
+    num_tokens = x.shape[1]
+    if num_cached + num_tokens > module.context_length:
+        raise ValueError(
+            f"{owner}: the cache holds {num_cached} tokens and {num_tokens} more make "
+            f"{num_cached + num_tokens}, past context_length={module.context_length}; "
+            f"build the module with a larger context_length or start a new {name}"
+        )
+    return x, num_cached

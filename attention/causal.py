@@ -14,10 +14,9 @@ class CausalAttention(nn.Module):
 
     Parameters
     ----------
-    d_in : int
-        Size of each input embedding.
-    d_out : int
-        Size of each query, key, value and output vector.
+    d_in, d_out : int
+        Sizes of each input embedding and of each query, key, value and output vector,
+        as in :class:`~attention.SelfAttentionV2`.
     context_length : int
         The most tokens the module accepts; the size of its causal mask.
     dropout : float
@@ -60,11 +59,8 @@ class CausalAttention(nn.Module):
         qkv_bias: bool = False,
     ):
         super().__init__()
-        owner = type(self).__name__
-        self.d_in = _checks.positive_int(owner, "d_in", d_in)
-        self.d_out = _checks.positive_int(owner, "d_out", d_out)
-        self.context_length = _checks.positive_int(owner, "context_length", context_length)
-        dropout = _checks.dropout_rate(owner, dropout)
+        _checks.sizes(self, d_in=d_in, d_out=d_out, context_length=context_length)
+        dropout = _checks.dropout_rate(type(self).__name__, dropout)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

@@ -21,9 +21,9 @@ distinction is made by shape or text as well as colour.
 
 from __future__ import annotations
 
-import operator
-
 import torch
+
+from attention import _checks
 
 try:
     import matplotlib.pyplot as plt
@@ -63,15 +63,7 @@ STAGES = (
 
 def _positive(owner: str, name: str, value: object, most: int) -> int:
     """``value`` as an int in ``[1, most]``, or a ValueError saying what was given."""
-    if isinstance(value, bool):
-        raise ValueError(f"{owner}: {name} must be a positive integer, got the boolean {value}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(
-            f"{owner}: {name} must be a positive integer, got {value!r} "
-            f"of type {type(value).__name__}"
-        ) from None
+    number = _checks.whole_number(owner, value, f"{name} must be a positive integer")
     if not 1 <= number <= most:
         raise ValueError(
             f"{owner}: {name} must be between 1 and {most} for the drawing to stay "

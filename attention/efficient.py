@@ -1,10 +1,7 @@
 """Faster multi-head attention: the book's :class:`~attention.MultiHeadAttention`, rewritten.
 
-Every class here computes exactly the function ``MultiHeadAttention`` computes, takes
-its arguments (``d_in, d_out, context_length, dropout, num_heads, qkv_bias``), raises
-its errors naming itself, and maps an input ``(batch, num_tokens, d_in)`` with
-``num_tokens <= context_length`` to ``(batch, num_tokens, d_out)``. Each changes one
-thing about *how*:
+Every class here computes exactly the function ``MultiHeadAttention`` computes, with
+its arguments, shapes and errors (naming itself). Each changes one thing about *how*:
 
 ==========================  ==============================================================
 ``FusedQKVAttention``       one projection for queries, keys and values together
@@ -21,23 +18,18 @@ thing about *how*:
 :meth:`~FastMultiHeadAttention.attend`, the way Hugging Face models pick an attention
 kernel and keep the module.
 
-``cls.from_module(mha)`` builds any of them with the weights of a ``MultiHeadAttention``,
-so they can be compared number for number, and :func:`variants_of` builds them all at
-once; ``benchmarks/variants.py`` in the repository times them side by side.
-:data:`VARIANTS` holds the classes that run on this installation.
+``cls.from_module(mha)`` builds any of them with the weights of a ``MultiHeadAttention``;
+:func:`variants_of` builds all of :data:`VARIANTS`, the classes that run on this
+installation (``benchmarks/variants.py`` in the repository times them).
 
 >>> import torch
 >>> from attention import MultiHeadAttention
 >>> _ = torch.manual_seed(123)
 >>> book = MultiHeadAttention(d_in=8, d_out=8, context_length=16, dropout=0.0, num_heads=2)
 >>> x = torch.randn(2, 16, 8)  # (batch, num_tokens, d_in)
->>> for name in list(VARIANTS)[:5]:  # and FlexAttention where CUDA is available
-...     print(name)
-FusedQKVAttention
-EinsumAttention
-SDPAttention
-TorchMHAAdapter
-FastMultiHeadAttention
+>>> list(VARIANTS)[:5]  # and FlexAttention where CUDA is available
+['FusedQKVAttention', 'EinsumAttention', 'SDPAttention', 'TorchMHAAdapter',
+ 'FastMultiHeadAttention']
 >>> variants = [cls.from_module(book) for cls in VARIANTS.values() if cls.runs_on_cpu]
 >>> all(torch.allclose(variant(x), book(x), atol=1e-6) for variant in variants)
 True
@@ -81,8 +73,7 @@ __all__ = [
 class _FromModule:
     """``from_module`` and ``runs_on_cpu``, for every variant."""
 
-    #: Whether the class runs forward and backward on a CPU; the tests and the
-    #: benchmark skip it where not.
+    #: Whether the class runs forward and backward on a CPU (else tests skip it).
     runs_on_cpu: ClassVar[bool] = True
 
     def _copy_weights(self, mha: MultiHeadAttention) -> None:
@@ -90,16 +81,11 @@ class _FromModule:
 
     @classmethod
     def from_module(cls, mha: MultiHeadAttention) -> Self:
-        """This variant with the weights, dropout rate and training mode of ``mha``.
+        """This variant with the weights, dropout rate, training mode, device and dtype of ``mha``.
 
-        Its device and dtype are those of ``mha``'s weights. Building it does not
-        consume the global random generator.
-
-        Parameters
-        ----------
-        mha : MultiHeadAttention
-            The book's module to copy; not a subclass (such as ``SDPAttention``), whose
-            ``forward`` may compute another function.
+        ``mha`` is the book's module, not a subclass (such as ``SDPAttention``), whose
+        ``forward`` may compute another function. Building the variant does not consume
+        the global random generator.
         """
         if type(mha) is not MultiHeadAttention:
             raise ValueError(
@@ -108,14 +94,9 @@ class _FromModule:
             )
         reference = mha.W_query.weight
         with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
-            new = cls(
-                mha.d_in,
-                mha.d_out,
-                mha.context_length,
-                mha.dropout.p,
-                mha.num_heads,
-                qkv_bias=mha.W_query.bias is not None,
-            ).to(device=reference.device, dtype=reference.dtype)
+            args = (mha.d_in, mha.d_out, mha.context_length, mha.dropout.p, mha.num_heads)
+            new = cls(*args, qkv_bias=mha.W_query.bias is not None)
+        new = new.to(device=reference.device, dtype=reference.dtype)
         with torch.no_grad():
             new._copy_weights(mha)
         return new.train(mha.training)
@@ -133,18 +114,17 @@ class EinsumAttention(_BookLayers):
     """The book's attention with every product written as an ``einsum``.
 
     Each index names an axis, so the head split and merge need no ``view`` or
-    ``transpose``: a projection weight ``(d_out, d_in)`` is read as ``(num_heads,
-    head_dim, d_in)`` and the product lands directly in ``(batch, heads, tokens,
-    head_dim)``. Letters: ``b`` batch, ``t`` token, ``c`` input feature, ``h`` head,
+    ``transpose``. Letters: ``b`` batch, ``t`` token, ``c`` input feature, ``h`` head,
     ``d`` head feature, ``q``/``k`` query/key token, ``o`` output feature.
 
     >>> import torch
-    >>> from attention import INPUTS, MultiHeadAttention
-    >>> _ = torch.manual_seed(123)
-    >>> mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
-    >>> EinsumAttention.from_module(mha)(torch.stack((INPUTS, INPUTS)))[0, [0, -1]]
-    tensor([[0.3190, 0.4858],
-            [0.2575, 0.4028]], grad_fn=<IndexBackward0>)
+    >>> from attention import MultiHeadAttention
+    >>> mha = MultiHeadAttention(4, 4, context_length=6, dropout=0.0, num_heads=2)
+    >>> mha.W_query.weight.view(2, 2, 4).shape  # (d_out, d_in) read as (h, d, c)
+    torch.Size([2, 2, 4])
+    >>> x = torch.randn(2, 6, 4)  # (b, t, c)
+    >>> torch.allclose(EinsumAttention.from_module(mha)(x), mha(x), atol=1e-6)
+    True
     """
 
     def _project(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -157,9 +137,9 @@ class EinsumAttention(_BookLayers):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
         num_tokens = x.shape[1]
-        queries = self._project(self.W_query, x)  # (batch, heads, tokens, head_dim)
-        keys = self._project(self.W_key, x)
-        values = self._project(self.W_value, x)
+        layers = (self.W_query, self.W_key, self.W_value)
+        # each (batch, heads, tokens, head_dim)
+        queries, keys, values = (self._project(layer, x) for layer in layers)
         scores = torch.einsum("bhqd,bhkd->bhqk", queries, keys)  # (batch, heads, tokens, tokens)
         scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], float("-inf"))
         weights = self.dropout(torch.softmax(scores / self.head_dim**0.5, dim=-1))
@@ -173,17 +153,14 @@ class EinsumAttention(_BookLayers):
 class SDPAttention(_BookLayers):
     """The book's attention with ``scaled_dot_product_attention(is_causal=True)``.
 
-    The book's projections, head split and merge, with the scores, mask, softmax,
-    dropout and weighted sum replaced by one call that PyTorch dispatches to a fused
-    kernel. Dropout applies only in training mode, as ``nn.Dropout`` does.
+    The book's layers, with the scores, mask, softmax, dropout (in training mode only)
+    and weighted sum replaced by one call that PyTorch dispatches to a fused kernel.
 
-    >>> import torch
-    >>> from attention import INPUTS, MultiHeadAttention
-    >>> _ = torch.manual_seed(123)
+    >>> from attention import MultiHeadAttention
     >>> mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
-    >>> SDPAttention.from_module(mha)(torch.stack((INPUTS, INPUTS)))[0, [0, -1]]
-    tensor([[0.3190, 0.4858],
-            [0.2575, 0.4028]], grad_fn=<IndexBackward0>)
+    >>> sdpa = SDPAttention.from_module(mha)
+    >>> isinstance(sdpa, MultiHeadAttention), list(sdpa.state_dict()) == list(mha.state_dict())
+    (True, True)
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -200,12 +177,13 @@ class SDPAttention(_BookLayers):
         return self.out_proj(context)  # (batch, num_tokens, d_out)
 
 
-def _stacked_qkv(mha: MultiHeadAttention) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The book's three projections stacked into one ``(3 * d_out, d_in)`` weight and bias."""
+def _load_fused(mha: MultiHeadAttention, weight, bias, out_proj: nn.Module) -> None:
+    """Copy ``mha``'s projections into a fused ``(3 * d_out, d_in)`` one, and its ``out_proj``."""
     layers = (mha.W_query, mha.W_key, mha.W_value)
-    weight = torch.cat([layer.weight for layer in layers])
-    bias = None if mha.W_query.bias is None else torch.cat([layer.bias for layer in layers])
-    return weight, bias
+    weight.copy_(torch.cat([layer.weight for layer in layers]))
+    if bias is not None:
+        bias.copy_(torch.cat([layer.bias for layer in layers]))
+    out_proj.load_state_dict(mha.out_proj.state_dict())
 
 
 class _Arguments(_FromModule, nn.Module):
@@ -224,15 +202,10 @@ class TorchMHAAdapter(_Arguments):
     """``torch.nn.MultiheadAttention`` behind the book's interface, in ``.mha``.
 
     ``nn.MultiheadAttention`` projects the query from ``embed_dim`` to ``embed_dim``
-    features, so it can only compute the book's function when ``d_in == d_out``; any
-    other ``d_in`` raises a ``ValueError`` rather than adding a projection the book
-    does not have. With ``qkv_bias=False`` its input projection's bias is removed, so
-    the parameters are exactly the book's. The causal mask is passed both as
-    ``attn_mask`` (``True`` = may not attend, as in the book) and as the ``is_causal``
-    hint, with ``need_weights=False``, which lets PyTorch use its fused kernels. (In
-    inference, eval mode without gradients, ``nn.MultiheadAttention`` takes its own
-    fast path instead, which applies the mask as a matrix and so does materialise the
-    scores.)
+    features, so it needs ``d_in == d_out`` (anything else raises a ``ValueError``).
+    With ``qkv_bias=False`` its input bias is removed, so the parameters are the
+    book's. The mask goes in as ``attn_mask`` with the ``is_causal`` hint and
+    ``need_weights=False``, which lets PyTorch pick a fused kernel.
 
     >>> import torch
     >>> from attention import MultiHeadAttention
@@ -255,19 +228,13 @@ class TorchMHAAdapter(_Arguments):
                 f"projection maps embed_dim features to embed_dim), got d_in={d_in} and "
                 f"d_out={d_out}; use FastMultiHeadAttention for d_in != d_out"
             )
-        self.mha = nn.MultiheadAttention(
-            d_out, num_heads, dropout=self.dropout_p, bias=True, batch_first=True
-        )
+        self.mha = nn.MultiheadAttention(d_out, num_heads, self.dropout_p, batch_first=True)
         if not qkv_bias:
             self.mha.register_parameter("in_proj_bias", None)
         self.register_buffer("mask", _causal_mask(context_length))
 
     def _copy_weights(self, mha: MultiHeadAttention) -> None:
-        weight, bias = _stacked_qkv(mha)
-        self.mha.in_proj_weight.copy_(weight)
-        if bias is not None:
-            self.mha.in_proj_bias.copy_(bias)
-        self.mha.out_proj.load_state_dict(mha.out_proj.state_dict())
+        _load_fused(mha, self.mha.in_proj_weight, self.mha.in_proj_bias, self.mha.out_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self._check(x)
@@ -285,27 +252,13 @@ def _causal_mask(context_length: int) -> torch.Tensor:
 class FastMultiHeadAttention(_Arguments):
     """Multi-head causal attention as fast as plain PyTorch gets: the one to use.
 
-    Fused Q/K/V projection ``qkv`` (rows ``0:d_out`` project queries, ``d_out:2*d_out``
-    keys, the rest values), ``scaled_dot_product_attention(is_causal=True)`` and the
-    output projection; nothing else. It is fast because:
-
-    * one matrix product projects queries, keys and values, reading the input once
-      (three kernel launches become one, and one large product runs closer to the
-      machine's peak than three smaller ones);
-    * ``scaled_dot_product_attention`` runs a fused kernel (FlashAttention or the
-      memory-efficient kernel on a GPU, a tiled flash-style kernel on a CPU) that
-      computes the softmax block by block with a running maximum, so the
-      ``(num_tokens, num_tokens)`` score matrix is never materialised: memory grows
-      linearly with the number of tokens, not quadratically, and the whole
-      scores-mask-softmax-dropout-product chain is one pass over memory;
-    * ``is_causal=True`` lets the kernel skip the blocks above the diagonal, half
-      of the attention work, and needs no mask buffer;
-    * the heads are split and merged with views, so the only copy is the one the
-      merge needs, and there are few Python operations per call.
-
-    It has no ``attention_weights``: the kernel never forms them. To look at the
-    weights, use :class:`~attention.MultiHeadAttention` with the same weights.
-    Dropout applies only in training mode.
+    One fused projection ``qkv`` (rows ``0:d_out`` for queries, ``d_out:2*d_out`` for
+    keys, the rest for values), ``scaled_dot_product_attention(is_causal=True)`` and
+    the output projection. The fused projection reads the input once; the fused
+    kernel never forms the ``(num_tokens, num_tokens)`` scores, so memory grows
+    linearly with the tokens, and ``is_causal`` lets it skip the blocks above the
+    diagonal. So there is no ``attention_weights``: to look at the weights, use
+    :class:`~attention.MultiHeadAttention` with the same weights.
 
     >>> import torch
     >>> from attention import INPUTS, MultiHeadAttention
@@ -325,11 +278,7 @@ class FastMultiHeadAttention(_Arguments):
         self.out_proj = nn.Linear(d_out, d_out)
 
     def _copy_weights(self, mha: MultiHeadAttention) -> None:
-        weight, bias = _stacked_qkv(mha)
-        self.qkv.weight.copy_(weight)
-        if bias is not None:
-            self.qkv.bias.copy_(bias)
-        self.out_proj.load_state_dict(mha.out_proj.state_dict())
+        _load_fused(mha, self.qkv.weight, self.qkv.bias, self.out_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self._check(x)
@@ -350,9 +299,8 @@ class FastMultiHeadAttention(_Arguments):
 class FusedQKVAttention(FastMultiHeadAttention):
     """The fused projection with the book's masked softmax and dropout as its attention step.
 
-    One matrix product reads the input once and fills a single large output, instead
-    of three products that each read it; the attention itself is the book's
-    (:func:`~attention.scaled_dot_product_weights`, ``mask`` and ``dropout``).
+    The attention itself is the book's: :func:`~attention.scaled_dot_product_weights`,
+    ``mask`` and ``dropout``.
 
     >>> import torch
     >>> from attention import INPUTS, MultiHeadAttention
@@ -391,16 +339,13 @@ def _compiled_flex_attention():
 class FlexAttention(FastMultiHeadAttention):
     """The fused projection with ``flex_attention`` and a causal block mask.
 
-    ``flex_attention`` takes the mask as a function of the query and key positions
-    (:func:`causal_mask_mod`); ``create_block_mask`` turns it into a block-sparse map,
-    so the compiled kernel skips every block above the diagonal. The same function
-    could express sliding windows or document masks, which is the point of
-    FlexAttention. On CUDA it runs compiled, forward and backward. On a CPU this torch
-    has no backward pass for it, so it runs there only without gradients (under
-    ``torch.no_grad()``, say), uncompiled, which materialises the score matrix; a
-    CPU input that needs gradients raises ``NotImplementedError``, and
-    :data:`VARIANTS` lists the class only where CUDA is available. ``flex_attention``
-    has no dropout, so training with ``dropout > 0`` raises a ``ValueError``.
+    ``flex_attention`` takes the mask as a function of the positions
+    (:func:`causal_mask_mod`) and ``create_block_mask`` turns it into a block-sparse
+    map, so the compiled kernel skips every block above the diagonal. It runs compiled
+    on CUDA; on a CPU this torch has no backward pass for it, so there it runs
+    uncompiled and only without gradients (else ``NotImplementedError``), and
+    :data:`VARIANTS` lists it only where CUDA is available. It has no dropout:
+    training with ``dropout > 0`` raises a ``ValueError``.
 
     >>> import torch
     >>> from attention import INPUTS, MultiHeadAttention
@@ -473,16 +418,12 @@ if flex_attention is not None and torch.cuda.is_available():
 def variants_of(mha: MultiHeadAttention) -> dict[str, nn.Module]:
     """``mha`` and every variant of :data:`VARIANTS` that runs on its device, with its weights.
 
-    Parameters
-    ----------
-    mha : MultiHeadAttention
-        The book's module; it comes first in the result, under its class name.
+    ``mha``, the book's module, comes first, under its class name.
 
     Returns
     -------
     dict of str to torch.nn.Module
-        By class name, each built with ``from_module(mha)``: the same function, ready
-        to be compared or timed side by side.
+        By class name, each built with ``from_module(mha)``.
 
     Examples
     --------
@@ -507,8 +448,7 @@ def forward_flops(batch: int, tokens: int, d_in: int, d_out: int, heads: int) ->
     ``2*B*T*d_out*d_out`` (output); the two attention products (scores and the
     weighted sum) are ``2*B*heads*T*T*head_dim`` each, of which causal attention
     needs only the half on and below the diagonal. Softmax, scaling and masking are
-    not counted. Forward plus backward counts about 3 times this (a gradient for each
-    operand of every product).
+    not counted. Forward plus backward counts about 3 times this.
 
     Examples
     --------

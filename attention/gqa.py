@@ -23,6 +23,7 @@ from attention import _checks
 from attention.kv_cache import KVCache
 from attention.masks import causal_mask
 from attention.rope import apply_rope
+from attention.scaled import scaled_dot_product_weights
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 
@@ -194,11 +195,8 @@ class GroupedQueryAttention(nn.Module):
     ):
         super().__init__()
         owner = type(self).__name__
-        self.d_in = _checks.positive_int(owner, "d_in", d_in)
-        self.d_out = _checks.positive_int(owner, "d_out", d_out)
-        self.context_length = _checks.positive_int(owner, "context_length", context_length)
-        self.num_heads = _checks.positive_int(owner, "num_heads", num_heads)
-        self.num_kv_heads = _checks.positive_int(owner, "num_kv_heads", num_kv_heads)
+        sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
+        _checks.sizes(self, **sizes, num_heads=num_heads, num_kv_heads=num_kv_heads)
         dropout = _checks.dropout_rate(owner, dropout)
         _checks.heads_divide(owner, d_out, num_heads)
         if num_heads % num_kv_heads:
@@ -253,20 +251,8 @@ class GroupedQueryAttention(nn.Module):
         self, x: object, cache: KVCache | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
-        owner = type(self).__name__
-        if cache is not None and not isinstance(cache, KVCache):
-            raise ValueError(
-                f"{owner}: cache must be a KVCache or None, got {type(cache).__name__}"
-            )
-        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
-        num_cached = 0 if cache is None else len(cache)
+        x, num_cached = _checks.cached_input(self, x, cache, KVCache)
         num_tokens = x.shape[1]
-        if num_cached + num_tokens > self.context_length:
-            raise ValueError(
-                f"{owner}: the cache holds {num_cached} tokens and {num_tokens} more make "
-                f"{num_cached + num_tokens}, past context_length={self.context_length}; "
-                "build the module with a larger context_length or start a new KVCache"
-            )
         queries = self._heads(self.W_query(x), self.num_heads)  # (b, num_heads, n, head_dim)
         keys = self._heads(self.W_key(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
         values = self._heads(self.W_value(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
@@ -320,7 +306,6 @@ class GroupedQueryAttention(nn.Module):
         queries, keys, _, mask = self._project(x, None)
         # (b, num_kv_heads, n, head_dim) -> (b, num_heads, n, head_dim): heads 0 0 1 1 ...
         keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
-        scores = queries @ keys.transpose(-2, -1) / self.head_dim**0.5  # (b, num_heads, n, n)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return torch.softmax(scores, dim=-1)
+        # (b, num_heads, n, n); causal_mask marks where a query may look, the book's masks
+        # where it may not
+        return scaled_dot_product_weights(queries, keys, mask=None if mask is None else ~mask)

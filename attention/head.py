@@ -54,11 +54,8 @@ class Head(nn.Module):
 
     def __init__(self, n_embd: int, head_size: int, block_size: int, dropout: float = 0.0):
         super().__init__()
-        owner = type(self).__name__
-        self.n_embd = _checks.positive_int(owner, "n_embd", n_embd)
-        self.head_size = _checks.positive_int(owner, "head_size", head_size)
-        self.block_size = _checks.positive_int(owner, "block_size", block_size)
-        dropout = _checks.dropout_rate(owner, dropout)
+        _checks.sizes(self, n_embd=n_embd, head_size=head_size, block_size=block_size)
+        dropout = _checks.dropout_rate(type(self).__name__, dropout)
         self.key = nn.Linear(n_embd, head_size, bias=False)
         self.query = nn.Linear(n_embd, head_size, bias=False)
         self.value = nn.Linear(n_embd, head_size, bias=False)

@@ -25,6 +25,7 @@ from attention import _checks
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import causal_mask
 from attention.rope import apply_rope
+from attention.scaled import scaled_dot_product_weights
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention", "latent_cache_bytes_per_token"]
 
@@ -228,21 +229,9 @@ class MultiHeadLatentAttention(nn.Module):
     def _project(
         self, x: object, cache: LatentCache | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        owner = type(self).__name__
-        if cache is not None and not isinstance(cache, LatentCache):
-            raise ValueError(
-                f"{owner}: cache must be a LatentCache (it holds latents, not per-head keys "
-                f"and values) or None, got {type(cache).__name__}"
-            )
-        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
-        num_cached = 0 if cache is None else len(cache)
+        why = " (it holds latents, not per-head keys and values)"
+        x, num_cached = _checks.cached_input(self, x, cache, LatentCache, why)
         batch, num_tokens, _ = x.shape
-        if num_cached + num_tokens > self.context_length:
-            raise ValueError(
-                f"{owner}: the cache holds {num_cached} tokens and {num_tokens} more make "
-                f"{num_cached + num_tokens}, past context_length={self.context_length}; "
-                "build the module with a larger context_length or start a new LatentCache"
-            )
         positions = torch.arange(num_cached, num_cached + num_tokens, device=x.device)
         H, nope = self.num_heads, self.qk_nope_head_dim
 
@@ -271,17 +260,9 @@ class MultiHeadLatentAttention(nn.Module):
         return queries, keys, values, mask
 
     def forward(self, x: torch.Tensor, cache: LatentCache | None = None) -> torch.Tensor:
-        """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
+        """Attend causally, as :meth:`~attention.GroupedQueryAttention.forward` does.
 
-        Parameters
-        ----------
-        x : torch.Tensor, shape (batch, num_tokens, d_in)
-        cache : LatentCache, optional
-            This layer's cache; updated in place.
-
-        Returns
-        -------
-        torch.Tensor, shape (batch, num_tokens, d_out)
+        ``cache`` is this layer's :class:`~attention.LatentCache`, updated in place.
         """
         queries, keys, values, mask = self._project(x, cache)
         dropout = self.dropout.p if self.training else 0.0
@@ -299,7 +280,5 @@ class MultiHeadLatentAttention(nn.Module):
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
         queries, keys, _, mask = self._project(x, None)
-        scores = queries @ keys.transpose(-2, -1) / self.qk_head_dim**0.5
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return torch.softmax(scores, dim=-1)
+        # The scale is 1 / sqrt(qk_head_dim); causal_mask says where a query may look.
+        return scaled_dot_product_weights(queries, keys, mask=None if mask is None else ~mask)

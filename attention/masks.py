@@ -16,7 +16,6 @@ hidden future (``masked_fill``); ``~mask`` converts one into the other.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 import torch
@@ -27,14 +26,7 @@ __all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
 
 
 def _non_negative_int(owner: str, name: str, value: object) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{owner}: {name} must be an integer >= 0, got the boolean {value}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(
-            f"{owner}: {name} must be an integer >= 0, got {value!r} of type {type(value).__name__}"
-        ) from None
+    number = _checks.whole_number(owner, value, f"{name} must be an integer >= 0")
     if number < 0:
         raise ValueError(f"{owner}: {name} must be at least 0, got {number}")
     return number
@@ -42,14 +34,7 @@ def _non_negative_int(owner: str, name: str, value: object) -> int:
 
 def _window(owner: str, window: object) -> int:
     what = "window must be an integer >= 1 (how many positions a query sees, itself included)"
-    if isinstance(window, bool):
-        raise ValueError(f"{owner}: {what}, got the boolean {window}")
-    try:
-        window = operator.index(window)
-    except TypeError:
-        raise ValueError(
-            f"{owner}: {what}, got {window!r} of type {type(window).__name__}"
-        ) from None
+    window = _checks.whole_number(owner, window, what)
     if window < 1:
         raise ValueError(f"{owner}: {what}, got window={window}")
     return window

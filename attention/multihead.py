@@ -22,19 +22,12 @@ class MultiHeadAttentionWrapper(nn.Module):
 
     Parameters
     ----------
-    d_in : int
-        Size of each input embedding.
-    d_out : int
-        Output size of *each head*; the module outputs ``num_heads * d_out`` features.
-        (In :class:`~attention.MultiHeadAttention`, ``d_out`` is the total instead.)
-    context_length : int
-        The most tokens the module accepts.
-    dropout : float
-        Dropout probability on each head's attention weights, in [0, 1).
+    d_in, d_out, context_length, dropout, qkv_bias
+        Each head's arguments, as in :class:`~attention.CausalAttention`. So ``d_out``
+        is the output size of *each head*, and the module outputs ``num_heads * d_out``
+        features. (In :class:`~attention.MultiHeadAttention`, ``d_out`` is the total.)
     num_heads : int
         Number of heads, at least 1.
-    qkv_bias : bool
-        Whether the query, key and value projections have a bias term.
 
     Shapes
     ------
@@ -61,12 +54,9 @@ class MultiHeadAttentionWrapper(nn.Module):
         qkv_bias: bool = False,
     ):
         super().__init__()
-        owner = type(self).__name__
-        self.d_in = _checks.positive_int(owner, "d_in", d_in)
-        self.d_out = _checks.positive_int(owner, "d_out", d_out)
-        self.context_length = _checks.positive_int(owner, "context_length", context_length)
-        self.num_heads = _checks.positive_int(owner, "num_heads", num_heads)
-        _checks.dropout_rate(owner, dropout)
+        sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
+        _checks.sizes(self, **sizes, num_heads=num_heads)
+        _checks.dropout_rate(type(self).__name__, dropout)
         self.heads = nn.ModuleList(
             CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
             for _ in range(num_heads)
@@ -86,33 +76,19 @@ class MultiHeadAttentionWrapper(nn.Module):
 class MultiHeadAttention(nn.Module):
     """Multi-head causal attention with weight splits and an output projection.
 
+    Its arguments, ``mask`` buffer (shared by all heads) and shapes are those of
+    :class:`~attention.CausalAttention`, except:
+
     Parameters
     ----------
-    d_in : int
-        Size of each input embedding.
     d_out : int
         Total output size, split evenly across heads: each head works in
         ``head_dim = d_out // num_heads`` dimensions.
-    context_length : int
-        The most tokens the module accepts; the size of its causal mask.
-    dropout : float
-        Dropout probability on the attention weights, in [0, 1).
     num_heads : int
         Number of heads; must divide ``d_out``.
     qkv_bias : bool
-        Whether the query, key and value projections have a bias term. The output
-        projection ``out_proj`` always has one.
-
-    Attributes
-    ----------
-    mask : torch.Tensor
-        Booleans of shape ``(context_length, context_length)``, ``True`` above the
-        diagonal (the future): a buffer shared by all heads.
-
-    Shapes
-    ------
-    Input ``(batch, num_tokens, d_in)`` with ``num_tokens <= context_length``; output
-    ``(batch, num_tokens, d_out)``.
+        As in :class:`~attention.CausalAttention`; the output projection ``out_proj``
+        always has a bias.
 
     Examples
     --------

@@ -45,8 +45,7 @@ class SelfAttentionV1(nn.Module):
 
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
-        self.d_in = _checks.positive_int("SelfAttentionV1", "d_in", d_in)
-        self.d_out = _checks.positive_int("SelfAttentionV1", "d_out", d_out)
+        _checks.sizes(self, d_in=d_in, d_out=d_out)
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
@@ -112,17 +111,14 @@ class SelfAttentionV2(nn.Module):
 
     Parameters
     ----------
-    d_in : int
-        Size of each input embedding.
-    d_out : int
-        Size of each query, key, value and output vector.
+    d_in, d_out : int
+        As in :class:`SelfAttentionV1`.
     qkv_bias : bool
         Whether the three projections have a bias term.
 
     Shapes
     ------
-    Input ``(num_tokens, d_in)`` or ``(batch, num_tokens, d_in)``; output the same with
-    ``d_out`` as the last dimension.
+    As in :class:`SelfAttentionV1`.
 
     Examples
     --------
@@ -136,8 +132,7 @@ class SelfAttentionV2(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         super().__init__()
-        self.d_in = _checks.positive_int("SelfAttentionV2", "d_in", d_in)
-        self.d_out = _checks.positive_int("SelfAttentionV2", "d_out", d_out)
+        _checks.sizes(self, d_in=d_in, d_out=d_out)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
