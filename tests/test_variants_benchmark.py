@@ -34,17 +34,23 @@ def test_benchmark_runs_at_a_tiny_size_and_writes_its_results(benchmark, tmp_pat
     assert "FastMultiHeadAttention" in capsys.readouterr().out
 
 
-def test_benchmark_memory_worker_reports_every_row_and_length(benchmark):
-    spec = {
+def tiny_memory_spec(lengths: list[int], rows: list[str], **extra) -> dict:
+    """What the memory worker measures, at a size that runs in a moment."""
+    return {
         "device": "cpu",
         "dtype": "float32",
         "batch": 1,
         "d_model": 8,
         "heads": 2,
-        "lengths": [4, 8],
-        "rows": ["bare reference", "FastMultiHeadAttention"],
+        "lengths": lengths,
+        "rows": rows,
         "seed": 0,
+        **extra,
     }
+
+
+def test_benchmark_memory_worker_reports_every_row_and_length(benchmark):
+    spec = tiny_memory_spec([4, 8], ["bare reference", "FastMultiHeadAttention"])
     memory = benchmark.memory_worker(spec)
     assert set(memory) == {"bare reference", "FastMultiHeadAttention"}
     for per_length in memory.values():
@@ -55,17 +61,7 @@ def test_benchmark_memory_worker_reports_every_row_and_length(benchmark):
 
 
 def test_measure_memory_runs_the_worker_as_this_file_in_a_fresh_process(benchmark):
-    spec = {
-        "device": "cpu",
-        "dtype": "float32",
-        "batch": 1,
-        "d_model": 8,
-        "heads": 2,
-        "lengths": [4],
-        "rows": ["MultiHeadAttention"],
-        "seed": 0,
-        "threads": 1,
-    }
+    spec = tiny_memory_spec([4], ["MultiHeadAttention"], threads=1)
     messages = []
     memory = benchmark.measure_memory(spec, messages.append)
     assert "error" not in memory, messages

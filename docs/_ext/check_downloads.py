@@ -85,16 +85,15 @@ def script_expectation(script: str) -> str:
     return "\n".join(parts)
 
 
-def check_script(path: Path, python: Path, env: dict[str, str]) -> list[str]:
-    run = subprocess.run(
-        [str(python), path.name],
-        cwd=path.parent,
-        env={**env, "MPLBACKEND": "Agg"},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
+def run_in(folder: Path, command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``command`` in ``folder`` as the reader's shell would, capturing its output."""
+    return subprocess.run(
+        command, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
     )
+
+
+def check_script(path: Path, python: Path, env: dict[str, str]) -> list[str]:
+    run = run_in(path.parent, [str(python), path.name], {**env, "MPLBACKEND": "Agg"})
     if run.returncode:
         return [f"exited with {run.returncode}:\n{run.stderr[-3000:]}"]
     expected, printed = script_expectation(path.read_text("utf-8")), normalise(run.stdout)
@@ -105,15 +104,8 @@ def check_script(path: Path, python: Path, env: dict[str, str]) -> list[str]:
 
 def check_notebook(path: Path, python: Path, env: dict[str, str]) -> list[str]:
     jupyter = python.parent / "jupyter"
-    run = subprocess.run(
-        [str(jupyter), "execute", "--inplace", f"--timeout={TIMEOUT_S}", path.name],
-        cwd=path.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    command = [str(jupyter), "execute", "--inplace", f"--timeout={TIMEOUT_S}", path.name]
+    run = run_in(path.parent, command, env)
     if run.returncode:
         return [f"did not run:\n{run.stderr[-3000:]}"]
     problems = []
