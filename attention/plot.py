@@ -1,7 +1,7 @@
 """Heatmaps of attention weights, one head or a grid of heads (needs matplotlib).
 
-Install the optional extra with ``pip install attention[plot]``; the rest of the
-package does not need matplotlib, so import this module as ``attention.plot``.
+Install the optional extra with ``pip install "attention-step-by-step[plot]"``; the
+rest of the package does not need matplotlib, so import this module as ``attention.plot``.
 
 Each cell ``(i, j)`` shows how much query token ``i`` (a row) attends to key token
 ``j`` (a column). Masked positions (the future, in causal attention) are drawn as
@@ -46,7 +46,7 @@ try:
     from matplotlib.path import Path
 except ModuleNotFoundError as error:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
-        "attention.plot needs matplotlib; install it with pip install 'attention[plot]'"
+        'attention.plot needs matplotlib: pip install "attention-step-by-step[plot]"'
     ) from error
 
 __all__ = ["head_grid", "heatmap"]
