@@ -1,7 +1,7 @@
 """Heatmaps of attention weights, one head or a grid of heads (needs matplotlib).
 
-Install the optional extra with ``pip install attention[plot]``; the rest of the
-package does not need matplotlib, so import this module as ``attention.plot``.
+Install the optional extra with ``pip install "attention-step-by-step[plot]"``; the
+rest of the package does not need matplotlib, so import this module as ``attention.plot``.
 
 Each cell ``(i, j)`` shows how much query token ``i`` (a row) attends to key token
 ``j`` (a column). Masked positions (the future, in causal attention) are drawn as
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -46,7 +47,7 @@ try:
     from matplotlib.path import Path
 except ModuleNotFoundError as error:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
-        "attention.plot needs matplotlib; install it with pip install 'attention[plot]'"
+        'attention.plot needs matplotlib: pip install "attention-step-by-step[plot]"'
     ) from error
 
 __all__ = ["head_grid", "heatmap"]
@@ -124,10 +125,41 @@ def _hidden(owner: str, values: np.ndarray, mask: object) -> np.ndarray:
     return hidden | mask
 
 
-def _limits(
-    owner: str, values: np.ndarray, hidden: np.ndarray, vmin: float | None, vmax: float | None
-) -> tuple[float, float]:
-    """Colour scale limits; a missing limit is taken from the unmasked values."""
+@dataclass(frozen=True)
+class _Style:
+    """How every panel of one figure is drawn: its colour scale, labels and numbers."""
+
+    row_labels: list[str]
+    col_labels: list[str]
+    cmap: Colormap  # with masked cells in MASKED_COLOR
+    vmin: float
+    vmax: float
+    annotate: bool
+    fmt: str
+
+
+def _prepare(
+    owner: str,
+    values: np.ndarray,
+    row_labels: Sequence[object] | None,
+    col_labels: Sequence[object] | None,
+    mask: object,
+    vmin: float | None,
+    vmax: float | None,
+    annotate: bool | None,
+    cmap: str | Colormap,
+    fmt: str = "{:.2f}",
+) -> tuple[np.ndarray, _Style]:
+    """What :func:`heatmap` and :func:`head_grid` share, checked and converted once.
+
+    ``values`` is one matrix ``(rows, cols)`` or one per head; returns its masked cells,
+    as from :func:`_hidden`, and the style of every panel.
+    """
+    rows, cols = values.shape[-2:]
+    row_labels = _labels(owner, "row", row_labels, rows)
+    col_labels = _labels(owner, "column", col_labels, cols)
+    hidden = _hidden(owner, values, mask)
+    # A missing colour limit is taken from the unmasked values.
     visible = values[~hidden]
     given = vmax is not None
     if vmin is None:
@@ -140,7 +172,10 @@ def _limits(
                 f"{owner}: vmax must be greater than vmin, got vmin={vmin:g}, vmax={vmax:g}"
             )
         vmax = vmin + 1.0  # a constant matrix: any range shows it, as one colour
-    return float(vmin), float(vmax)
+    if annotate is None:
+        annotate = rows <= ANNOTATE_MAX and cols <= ANNOTATE_MAX
+    cmap = plt.get_cmap(cmap).with_extremes(bad=MASKED_COLOR)
+    return hidden, _Style(row_labels, col_labels, cmap, float(vmin), float(vmax), annotate, fmt)
 
 
 def _ink(cmap: Colormap, fraction: float) -> str:
@@ -153,39 +188,20 @@ def _ink(cmap: Colormap, fraction: float) -> str:
     return "black" if luminance > 0.179 else "white"
 
 
-def _cell_points(ax: Axes, rows: int, cols: int) -> float:
-    """Approximate side of one cell in points, from the axes' current size."""
-    fig = ax.get_figure(root=True)  # a SubFigure has no size of its own
-    width, height = fig.get_size_inches()
-    box = ax.get_position()
-    return 72 * min(box.width * width / cols, box.height * height / rows)
-
-
 def _draw(
-    ax: Axes,
-    values: np.ndarray,
-    hidden: np.ndarray,
-    row_labels: list[str],
-    col_labels: list[str],
-    *,
-    title: str | None,
-    annotate: bool,
-    vmin: float,
-    vmax: float,
-    cmap: str | Colormap,
-    fmt: str,
-    xlabel: str | None,
-    ylabel: str | None,
-    cell_points: float,
+    ax: Axes, values: np.ndarray, hidden: np.ndarray, style: _Style, title: str | None
 ) -> AxesImage:
     """Draw one heatmap on ``ax`` and return its image."""
     rows, cols = values.shape
-    cmap = plt.get_cmap(cmap).with_extremes(bad=MASKED_COLOR)
+    # A cell's side in points, taken before imshow shrinks the axes to make the cells square.
+    fig, box = ax.get_figure(root=True), ax.get_position()  # a SubFigure has no size of its own
+    width, height = fig.get_size_inches()
+    cell_points = 72 * min(box.width * width / cols, box.height * height / rows)
     image = ax.imshow(
         np.ma.masked_array(values, mask=hidden),
-        cmap=cmap,
-        vmin=vmin,
-        vmax=vmax,
+        cmap=style.cmap,
+        vmin=style.vmin,
+        vmax=style.vmax,
         aspect="equal",
         interpolation="nearest",  # one flat colour per cell, however the image is scaled
     )
@@ -193,8 +209,7 @@ def _draw(
     if hidden.any():
         # One compound path over every masked cell: a single artist however large the
         # matrix, and the hatching runs on unbroken across neighbouring masked cells.
-        i, j = np.nonzero(hidden)
-        squares = [_square(row, col) for row, col in zip(i.tolist(), j.tolist(), strict=True)]
+        squares = [_square(row, col) for row, col in np.argwhere(hidden).tolist()]
         ax.add_patch(
             PathPatch(
                 Path.make_compound_path(*squares),
@@ -206,15 +221,11 @@ def _draw(
         )
 
     tick_size = 10 if max(rows, cols) <= 16 else 8 if max(rows, cols) <= 32 else 6
-    ax.set_xticks(range(cols), col_labels, fontsize=tick_size)
-    ax.set_yticks(range(rows), row_labels, fontsize=tick_size)
-    if max(map(len, col_labels)) > 2:
+    ax.set_xticks(range(cols), style.col_labels, fontsize=tick_size)
+    ax.set_yticks(range(rows), style.row_labels, fontsize=tick_size)
+    if max(map(len, style.col_labels)) > 2:
         # Rotated and anchored at their right end, so long tokens end under their column.
         plt.setp(ax.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor")
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    if ylabel:
-        ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
     # Thin white lines between cells (on minor ticks at the cell edges), no tick marks.
@@ -225,15 +236,17 @@ def _draw(
     ax.tick_params(which="both", length=0)
     ax.spines[:].set_visible(False)
 
-    if annotate:
+    if style.annotate:
         # A number of about 4 characters needs ~2.4 font sizes of width: fit it in the cell.
         size = max(5.0, min(10.0, 0.33 * cell_points))
         norm = image.norm
         for (i, j), value in np.ndenumerate(values):
             if hidden[i, j]:
                 continue  # the hatching says "masked"; a number would say "weight"
-            ink = _ink(cmap, float(np.clip(norm(value), 0.0, 1.0)))
-            ax.text(j, i, fmt.format(value), ha="center", va="center", color=ink, fontsize=size)
+            ink = _ink(style.cmap, float(np.clip(norm(value), 0.0, 1.0)))
+            ax.text(
+                j, i, style.fmt.format(value), ha="center", va="center", color=ink, fontsize=size
+            )
     return image
 
 
@@ -338,40 +351,26 @@ def heatmap(
     rows, cols = values.shape
     if rows == 0 or cols == 0:
         raise ValueError(f"heatmap: expected a non-empty matrix, got shape {values.shape}")
-    row_labels = _labels("heatmap", "row", row_labels, rows)
-    col_labels = _labels("heatmap", "column", col_labels, cols)
-    hidden = _hidden("heatmap", values, mask)
-    vmin, vmax = _limits("heatmap", values, hidden, vmin, vmax)
-    if annotate is None:
-        annotate = rows <= ANNOTATE_MAX and cols <= ANNOTATE_MAX
+    hidden, style = _prepare(
+        "heatmap", values, row_labels, col_labels, mask, vmin, vmax, annotate, cmap, fmt
+    )
 
     own = ax is None
     if own:
         # ~0.6 inch cells for a small matrix, shrinking so a big one stays ~7 inches,
         # plus room for the token labels (longer tokens, more room) and the colorbar.
         cell = min(0.6, max(0.12, 7.0 / max(rows, cols)))
-        longest = max(map(len, [*row_labels, *col_labels]))
+        longest = max(map(len, [*style.row_labels, *style.col_labels]))
         margin = 1.0 + 0.07 * longest
         width = cols * cell + margin + (1.2 if colorbar else 0.3)
         height = rows * cell + margin + (0.4 if title else 0.1) + 0.3
         fig, ax = plt.subplots(figsize=(width, height), layout="constrained", facecolor=FACECOLOR)
     fig = ax.get_figure()
-    image = _draw(
-        ax,
-        values,
-        hidden,
-        row_labels,
-        col_labels,
-        title=title,
-        annotate=annotate,
-        vmin=vmin,
-        vmax=vmax,
-        cmap=cmap,
-        fmt=fmt,
-        xlabel=xlabel,
-        ylabel=ylabel,
-        cell_points=_cell_points(ax, rows, cols),
-    )
+    image = _draw(ax, values, hidden, style, title)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
     if colorbar:
         bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.03)
         bar.outline.set_visible(False)
@@ -455,11 +454,7 @@ def head_grid(
             f"(1, num_heads, T, T), got shape {values.shape}{hint}"
         )
     num_heads, rows, cols = values.shape
-    row_labels = _labels("head_grid", "row", row_labels, rows)
-    col_labels = _labels("head_grid", "column", col_labels, cols)
-    if titles is None:
-        titles = [f"head {h + 1}" for h in range(num_heads)]
-    titles = list(titles)
+    titles = [f"head {h + 1}" for h in range(num_heads)] if titles is None else list(titles)
     if len(titles) != num_heads:
         raise ValueError(f"head_grid: expected {num_heads} titles, got {len(titles)}")
     if ncols is None:
@@ -468,16 +463,16 @@ def head_grid(
         raise ValueError(f"head_grid: ncols must be a positive integer, got {ncols!r}")
     ncols = min(ncols, num_heads)
     nrows = math.ceil(num_heads / ncols)
-    hidden = _hidden("head_grid", values, mask)
-    vmin, vmax = _limits("head_grid", values, hidden, vmin, vmax)  # over every head: one scale
-    if annotate is None:
-        annotate = rows <= ANNOTATE_MAX and cols <= ANNOTATE_MAX
+    # Over every head at once: one colour scale, so a colour is the same weight in each panel.
+    hidden, style = _prepare(
+        "head_grid", values, row_labels, col_labels, mask, vmin, vmax, annotate, cmap
+    )
 
     if figsize is None:
         # Each panel carries its own token labels: room for them beside and below it.
         panel = min(4.0, max(2.4, 0.45 * max(rows, cols)))
-        beside = 0.3 + 0.08 * max(map(len, row_labels))
-        below = 0.5 + 0.06 * max(map(len, col_labels))
+        beside = 0.3 + 0.08 * max(map(len, style.row_labels))
+        below = 0.5 + 0.06 * max(map(len, style.col_labels))
         width = ncols * (panel + beside) + 0.3 + 1.0
         height = nrows * (panel + below + 0.3) + (0.4 if suptitle else 0.0) + 0.3
         figsize = (width, height)
@@ -489,24 +484,12 @@ def head_grid(
         extra.remove()  # the empty end of the last row
     image = None
     for h, ax in enumerate(axes[:num_heads]):
-        first_col, last_row = h % ncols == 0, h + ncols >= num_heads
-        image = _draw(
-            ax,
-            values[h],
-            hidden[h],
-            row_labels,
-            col_labels,
-            title=titles[h],
-            annotate=annotate,
-            vmin=vmin,
-            vmax=vmax,
-            cmap=cmap,
-            fmt="{:.2f}",
-            # Axis titles once per row and column of panels, not on every panel.
-            xlabel="key (attended to)" if last_row else None,
-            ylabel="query (attending)" if first_col else None,
-            cell_points=_cell_points(ax, rows, cols),
-        )
+        image = _draw(ax, values[h], hidden[h], style, titles[h])
+        # Axis titles once per row and column of panels, not on every panel.
+        if h + ncols >= num_heads:
+            ax.set_xlabel("key (attended to)")
+        if h % ncols == 0:
+            ax.set_ylabel("query (attending)")
     bar = fig.colorbar(image, ax=axes[:num_heads].tolist(), shrink=0.9, pad=0.02)
     bar.outline.set_visible(False)
     if suptitle:
