@@ -27,6 +27,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "verify_outputs",
     "verify_gallery",
+    "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
     "parallel_pages",  # one page per parallel task, the longest first

@@ -16,7 +16,7 @@ Only the printed text changes: the computation, the random generator and every
 As a Sphinx extension it does nothing unless the variable is set; then it adds
 
 * for the chapters, an IPython startup file to every Jupyter kernel the build starts
-  (:func:`startup_dir`);
+  (through the ``kernels`` extension, which it loads);
 * for the gallery, a sphinx-gallery ``reset_modules`` hook, which runs before each
   script in whichever process executes it (:func:`before_gallery_script`).
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import kernels  # docs/_ext
 from sphinx.application import Sphinx
 
 VARIABLE = "ATTENTION_PERTURB_PRINTS"
@@ -66,16 +67,11 @@ def before_gallery_script(gallery_conf: dict, fname: str) -> None:
         install(relative)
 
 
-def startup_dir(ipython_dir: Path) -> Path:
-    """Make ``ipython_dir`` an ``IPYTHONDIR`` whose kernels perturb what they print."""
-    startup = ipython_dir / "profile_default" / "startup"
-    startup.mkdir(parents=True, exist_ok=True)
-    (startup / "00-perturb-prints.py").write_text(
-        "import perturb_prints\n"
-        "perturb_prints.install(perturb_prints.relative_from_environment())\n",
-        encoding="utf-8",
-    )
-    return ipython_dir
+STARTUP = """\
+import perturb_prints
+
+perturb_prints.install(perturb_prints.relative_from_environment())
+"""
 
 
 def on_config_inited(app: Sphinx, config) -> None:
@@ -84,13 +80,14 @@ def on_config_inited(app: Sphinx, config) -> None:
     here = str(Path(__file__).parent)
     # Kernels and sphinx-gallery's worker processes import this module by name.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
-    os.environ["IPYTHONDIR"] = str(startup_dir(Path(app.outdir).parent / "perturbed-ipython"))
+    kernels.add_startup_file(app, "10-perturb-prints.py", STARTUP)
     gallery = config.sphinx_gallery_conf
     hook = f"{__name__}.before_gallery_script"
     gallery["reset_modules"] = (*gallery.get("reset_modules", ()), hook)
 
 
 def setup(app: Sphinx) -> dict:
+    app.setup_extension("kernels")
     # Before sphinx-gallery reads its configuration (priority 500).
     app.connect("config-inited", on_config_inited, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
