@@ -50,14 +50,7 @@ class CausalAttention(nn.Module):
             [-0.5874,  0.0058]], grad_fn=<SliceBackward0>)
     """
 
-    def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        context_length: int,
-        dropout: float,
-        qkv_bias: bool = False,
-    ):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         super().__init__()
         _checks.sizes(self, d_in=d_in, d_out=d_out, context_length=context_length)
         dropout = _checks.dropout_rate(type(self).__name__, dropout)

@@ -112,7 +112,7 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
     Returns
     -------
     torch.Tensor of bool, shape (num_tokens, num_tokens)
-        ``True`` where the query may attend.
+        ``causal_mask(num_tokens, window=window)``: ``True`` where the query may attend.
 
     Examples
     --------

@@ -44,15 +44,7 @@ class MultiHeadAttentionWrapper(nn.Module):
     tensor([-0.4519,  0.2216,  0.4772,  0.1063], grad_fn=<SelectBackward0>)
     """
 
-    def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        context_length: int,
-        dropout: float,
-        num_heads: int,
-        qkv_bias: bool = False,
-    ):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
         _checks.sizes(self, **sizes, num_heads=num_heads)
@@ -94,8 +86,8 @@ class MultiHeadAttention(nn.Module):
     --------
     >>> import torch
     >>> from attention import INPUTS
-    >>> batch = torch.stack((INPUTS, INPUTS))
     >>> _ = torch.manual_seed(123)
+    >>> batch = torch.stack((INPUTS, INPUTS))  # (2, 6, 3)
     >>> mha = MultiHeadAttention(3, 2, context_length=6, dropout=0.0, num_heads=2)
     >>> mha(batch)[0, [0, -1]]
     tensor([[0.3190, 0.4858],
@@ -105,15 +97,7 @@ class MultiHeadAttention(nn.Module):
     2360064
     """
 
-    def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        context_length: int,
-        dropout: float,
-        num_heads: int,
-        qkv_bias: bool = False,
-    ):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         # Sets d_in, d_out, context_length, num_heads and head_dim, or raises.
         args = (d_in, d_out, context_length, num_heads, dropout)

@@ -124,8 +124,10 @@ class SelfAttentionV2(nn.Module):
     --------
     >>> import torch
     >>> from attention import INPUTS
-    >>> _ = torch.manual_seed(789)
+    >>> _ = torch.manual_seed(789)  # the book's seed for this class (section 3.4.2)
     >>> sa_v2 = SelfAttentionV2(d_in=3, d_out=2)
+    >>> sa_v2.W_query.weight.shape  # nn.Linear stores (d_out, d_in): W_query's transpose
+    torch.Size([2, 3])
     >>> sa_v2(INPUTS)[0]
     tensor([-0.0739,  0.0713], grad_fn=<SelectBackward0>)
     """

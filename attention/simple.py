@@ -113,13 +113,7 @@ def softmax_stable(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     ``softmax(x) == softmax(x - c)`` for any constant ``c``; with ``c = max(x)`` every
     exponent is at most 0, so ``exp`` stays in (0, 1]. This is what ``torch.softmax``
-    does.
-
-    Parameters
-    ----------
-    scores : torch.Tensor, any shape
-    dim : int
-        The dimension that sums to 1 afterwards.
+    does. The parameters are those of :func:`softmax_naive`.
 
     Examples
     --------
