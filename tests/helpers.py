@@ -1,14 +1,18 @@
-"""Shapes, hypothesis strategies and module factories shared by the test files.
+"""What the test files share: ids, shapes, builders, tolerances and argument tables.
 
-Every module is described by one :class:`Shape`, so a single hypothesis draw can
-build any of the six modules and an input that fits it.
+Every module of Part I is described by one :class:`Shape`, so a single hypothesis draw
+can build any of the six modules and an input that fits it. :data:`VALID` holds small,
+valid constructor arguments for each module, which the error tests override one at a
+time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
+import pytest
 import torch
 from hypothesis import example
 from hypothesis import strategies as st
@@ -23,18 +27,53 @@ from attention import (
     SelfAttentionV2,
 )
 
-#: Modules whose tokens see every other token.
-NON_CAUSAL = ("SelfAttentionV1", "SelfAttentionV2")
-#: Modules with a causal mask and a dropout layer.
-CAUSAL = ("CausalAttention", "Head", "MultiHeadAttentionWrapper", "MultiHeadAttention")
-ALL_MODULES = NON_CAUSAL + CAUSAL
+F64 = torch.float64
+
+#: Part I's modules by subject: each subject's test file runs the shared tests on its own.
+SELF_ATTENTION = (SelfAttentionV1, SelfAttentionV2)
+SINGLE_HEAD_CAUSAL = (CausalAttention, Head)
+MULTI_HEAD = (MultiHeadAttentionWrapper, MultiHeadAttention)
 #: The name of each causal module's mask buffer.
 MASK_BUFFER = {
-    "CausalAttention": "mask",
-    "Head": "tril",
-    "MultiHeadAttentionWrapper": "heads.0.mask",
-    "MultiHeadAttention": "mask",
+    CausalAttention: "mask",
+    Head: "tril",
+    MultiHeadAttentionWrapper: "heads.0.mask",
+    MultiHeadAttention: "mask",
 }
+
+
+#: The two modes of a module, as the test ids name them.
+TRAIN_AND_EVAL = pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+#: An unbatched ``(num_tokens, d_in)`` input and a batched one.
+RANKS = pytest.mark.parametrize("rank", [2, 3], ids=["2d", "3d"])
+
+
+def ids(value: object) -> str | None:
+    """Test ids that name dtypes (``float64``, not ``dtype0``); pytest names classes itself."""
+    return str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else None
+
+
+# ---------------------------------------------------------------------------------------
+# Tolerances
+# ---------------------------------------------------------------------------------------
+
+#: Agreement in float64 with PyTorch's own kernels, to rounding.
+TIGHT = {"atol": 1e-10, "rtol": 1e-10}
+
+
+def assert_tight(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    torch.testing.assert_close(actual, expected, **TIGHT)
+
+
+def assert_book(actual: torch.Tensor, published: list | float) -> None:
+    """``actual`` matches the book's 4-decimal numbers."""
+    expected = torch.tensor(published, dtype=actual.dtype)
+    torch.testing.assert_close(actual.detach(), expected, atol=1e-4, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes and the modules built from them
+# ---------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,50 +129,51 @@ EDGE_SHAPES = (
 )
 
 
-def with_edge_shapes(*, square: bool = False) -> Callable:
-    """Decorator adding :data:`EDGE_SHAPES` as explicit examples of the ``shape`` argument."""
+def with_edge_shapes(*, square: bool = False, **others: object) -> Callable:
+    """Decorator adding :data:`EDGE_SHAPES` as explicit examples of the ``shape`` argument.
+
+    ``others`` are the values of the test's other hypothesis arguments in those examples.
+    """
 
     def decorate(test: Callable) -> Callable:
         for shape in EDGE_SHAPES:
             if square:
                 shape = dataclasses.replace(shape, d_in=shape.d_out)
-            test = example(shape=shape)(test)
+            test = example(shape=shape, **others)(test)
         return test
 
     return decorate
 
 
-def build(
-    name: str, shape: Shape, *, dropout: float = 0.0, dtype: torch.dtype = torch.float64
-) -> nn.Module:
-    """Build module ``name`` for ``shape`` from ``shape.seed``, leaving the global RNG alone."""
+def build(cls: type, shape: Shape, *, dropout: float = 0.0, dtype: torch.dtype = F64) -> nn.Module:
+    """Build a ``cls`` for ``shape`` from ``shape.seed``, leaving the global RNG alone."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(shape.seed)
-        module = _construct(name, shape, dropout)
+        module = _construct(cls, shape, dropout)
     return module.to(dtype)
 
 
-def _construct(name: str, s: Shape, dropout: float) -> nn.Module:
-    if name == "SelfAttentionV1":
+def _construct(cls: type, s: Shape, dropout: float) -> nn.Module:
+    if cls is SelfAttentionV1:
         return SelfAttentionV1(s.d_in, s.d_out)
-    if name == "SelfAttentionV2":
+    if cls is SelfAttentionV2:
         return SelfAttentionV2(s.d_in, s.d_out, qkv_bias=s.qkv_bias)
-    if name == "CausalAttention":
+    if cls is CausalAttention:
         return CausalAttention(s.d_in, s.d_out, s.context_length, dropout, qkv_bias=s.qkv_bias)
-    if name == "Head":
+    if cls is Head:
         return Head(s.d_in, s.d_out, s.context_length, dropout)
-    if name == "MultiHeadAttentionWrapper":
+    if cls is MultiHeadAttentionWrapper:
         return MultiHeadAttentionWrapper(
             s.d_in, s.head_dim, s.context_length, dropout, s.num_heads, qkv_bias=s.qkv_bias
         )
-    if name == "MultiHeadAttention":
+    if cls is MultiHeadAttention:
         return MultiHeadAttention(
             s.d_in, s.d_out, s.context_length, dropout, s.num_heads, qkv_bias=s.qkv_bias
         )
-    raise AssertionError(f"unknown module {name}")
+    raise AssertionError(f"unknown module {cls}")
 
 
-def make_input(shape: Shape, *, rank: int = 3, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def make_input(shape: Shape, *, rank: int = 3, dtype: torch.dtype = F64) -> torch.Tensor:
     """A standard-normal ``(batch, num_tokens, d_in)`` input; ``rank=2`` drops the batch."""
     generator = torch.Generator().manual_seed(shape.seed + 1)
     size = (shape.batch, shape.num_tokens, shape.d_in)[3 - rank :]
@@ -143,3 +183,59 @@ def make_input(shape: Shape, *, rank: int = 3, dtype: torch.dtype = torch.float6
 def causal_mask(num_tokens: int) -> torch.Tensor:
     """``True`` above the diagonal: the future, the positions a query must not see."""
     return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(diagonal=1)
+
+
+def queries_keys_values(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The queries, keys and values a single-head module computes from ``x``."""
+    if isinstance(module, SelfAttentionV1):  # weight matrices, not layers
+        return x @ module.W_query, x @ module.W_key, x @ module.W_value
+    if isinstance(module, Head):  # Karpathy's names
+        return module.query(x), module.key(x), module.value(x)
+    return module.W_query(x), module.W_key(x), module.W_value(x)
+
+
+# ---------------------------------------------------------------------------------------
+# Valid constructor arguments, and the ones each module must reject
+# ---------------------------------------------------------------------------------------
+
+#: Each module with valid arguments: 3 input features, at most 4 tokens.
+VALID: dict[type, dict] = {
+    SelfAttentionV1: {"d_in": 3, "d_out": 2},
+    SelfAttentionV2: {"d_in": 3, "d_out": 2},
+    CausalAttention: {"d_in": 3, "d_out": 2, "context_length": 4, "dropout": 0.0},
+    Head: {"n_embd": 3, "head_size": 2, "block_size": 4, "dropout": 0.0},
+    MultiHeadAttentionWrapper: {
+        "d_in": 3,
+        "d_out": 2,
+        "context_length": 4,
+        "dropout": 0.0,
+        "num_heads": 2,
+    },
+    MultiHeadAttention: {
+        "d_in": 3,
+        "d_out": 2,
+        "context_length": 4,
+        "dropout": 0.0,
+        "num_heads": 2,
+    },
+}
+
+
+def make(cls: type, **overrides: object) -> nn.Module:
+    """A ``cls`` built from :data:`VALID`'s arguments, with ``overrides`` replacing some."""
+    return cls(**{**VALID[cls], **overrides})
+
+
+def size_names(cls: type) -> tuple[str, str]:
+    """What a module calls d_in and context_length: Karpathy's Head has its own names."""
+    return ("n_embd", "block_size") if cls is Head else ("d_in", "context_length")
+
+
+def size_arguments(cls: type) -> list[str]:
+    """The constructor arguments of ``cls`` that are sizes (positive integers)."""
+    return [name for name in VALID[cls] if name != "dropout"]
+
+
+def expect(message: str):
+    """``pytest.raises`` for a ValueError whose message starts with ``message``."""
+    return pytest.raises(ValueError, match="^" + re.escape(message))

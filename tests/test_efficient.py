@@ -73,7 +73,7 @@ def test_the_expected_variants_are_registered():
 @with_edge_shapes()
 def test_variant_equals_multi_head_attention_in_eval_mode(cls, shape):
     shape = fit(cls, shape)
-    book = build("MultiHeadAttention", shape, dropout=0.5).eval()
+    book = build(MultiHeadAttention, shape, dropout=0.5).eval()
     variant = cls.from_module(book)
     assert not variant.training and variant.dropout_p == 0.5
     x = make_input(shape)
@@ -87,7 +87,7 @@ def test_variant_equals_multi_head_attention_in_eval_mode(cls, shape):
 @with_edge_shapes()
 def test_variant_equals_multi_head_attention_in_train_mode_without_dropout(cls, shape):
     shape = fit(cls, shape)
-    book = build("MultiHeadAttention", shape)
+    book = build(MultiHeadAttention, shape)
     variant = cls.from_module(book)
     assert variant.training
     x = make_input(shape)
@@ -99,7 +99,7 @@ def test_variant_equals_multi_head_attention_in_train_mode_without_dropout(cls, 
 @with_edge_shapes()
 def test_variant_gradients_equal_multi_head_attention_gradients(cls, shape):
     shape = fit(cls, shape)
-    book = build("MultiHeadAttention", shape)
+    book = build(MultiHeadAttention, shape)
     variant = cls.from_module(book)
     x = make_input(shape)
     grad_out = torch.randn(shape.batch, shape.num_tokens, shape.d_out, dtype=torch.float64)
@@ -134,8 +134,8 @@ DROPOUT_SHAPE = Shape(2, 6, 6, d_in=4, num_heads=2, head_dim=2, qkv_bias=True, s
 def test_dropout_changes_train_outputs_between_calls_but_not_eval_outputs(cls):
     shape = fit(cls, DROPOUT_SHAPE)
     x = make_input(shape)
-    without = cls.from_module(build("MultiHeadAttention", shape).eval())
-    variant = cls.from_module(build("MultiHeadAttention", shape, dropout=0.5))
+    without = cls.from_module(build(MultiHeadAttention, shape).eval())
+    variant = cls.from_module(build(MultiHeadAttention, shape, dropout=0.5))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         first, second = variant(x), variant(x)
@@ -147,7 +147,7 @@ def test_dropout_changes_train_outputs_between_calls_but_not_eval_outputs(cls):
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
 def test_from_module_copies_mode_dtype_and_leaves_the_global_generator_alone(cls, training):
-    book = build("MultiHeadAttention", fit(cls, DROPOUT_SHAPE), dropout=0.25).train(training)
+    book = build(MultiHeadAttention, fit(cls, DROPOUT_SHAPE), dropout=0.25).train(training)
     before = torch.get_rng_state()
     variant = cls.from_module(book)
     assert torch.equal(torch.get_rng_state(), before)
@@ -158,7 +158,7 @@ def test_from_module_copies_mode_dtype_and_leaves_the_global_generator_alone(cls
 
 @pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
 def test_from_module_copies_the_weights_not_shares_them(cls):
-    book = build("MultiHeadAttention", fit(cls, DROPOUT_SHAPE))
+    book = build(MultiHeadAttention, fit(cls, DROPOUT_SHAPE))
     variant = cls.from_module(book)
     x = make_input(fit(cls, DROPOUT_SHAPE))
     before = variant(x).detach()
@@ -297,7 +297,7 @@ def test_flex_attention_refuses_a_cpu_input_that_needs_gradients():
 @with_edge_shapes()
 def test_flex_attention_forward_equals_multi_head_attention_on_cpu(shape, training):
     # On a CPU flex_attention runs forward only, uncompiled: without gradients.
-    book = build("MultiHeadAttention", shape).train(training)
+    book = build(MultiHeadAttention, shape).train(training)
     flex = FlexAttention.from_module(book)
     x = make_input(shape)
     with torch.no_grad():
@@ -318,7 +318,7 @@ def test_flex_attention_refuses_to_train_with_dropout():
 def test_flex_attention_equals_multi_head_attention_on_cuda(num_tokens, qkv_bias):
     # float32 with head_dim 16: the sizes flex_attention's GPU kernels support.
     shape = Shape(2, num_tokens, 256, d_in=24, num_heads=2, head_dim=16, qkv_bias=qkv_bias, seed=3)
-    book = build("MultiHeadAttention", shape, dtype=torch.float32).cuda()
+    book = build(MultiHeadAttention, shape, dtype=torch.float32).cuda()
     flex = FlexAttention.from_module(book)
     x = make_input(shape, dtype=torch.float32).cuda().requires_grad_()
     x_book = x.detach().clone().requires_grad_()

@@ -124,7 +124,7 @@ def test_kernel_rejects_heads_that_do_not_group():
 @with_edge_shapes()
 def test_equal_heads_is_the_books_multihead_attention(shape: Shape):
     """Same seed, same layers in the same order: the same weights and the same output."""
-    book = build("MultiHeadAttention", shape).eval()
+    book = build(MultiHeadAttention, shape).eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(shape.seed)
         gqa = GroupedQueryAttention(
