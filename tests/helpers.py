@@ -3,7 +3,7 @@
 Every module of Part I is described by one :class:`Shape`, so a single hypothesis draw
 can build any of the six modules and an input that fits it. :data:`VALID` holds small,
 valid constructor arguments for each module, which the error tests override one at a
-time.
+time; the tables after it list the arguments each module must reject.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from torch import nn
 
 from attention import (
     CausalAttention,
+    GroupedQueryAttention,
     Head,
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
+    MultiHeadLatentAttention,
     SelfAttentionV1,
     SelfAttentionV2,
 )
@@ -198,7 +200,7 @@ def queries_keys_values(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tenso
 # Valid constructor arguments, and the ones each module must reject
 # ---------------------------------------------------------------------------------------
 
-#: Each module with valid arguments: 3 input features, at most 4 tokens.
+#: Each module with valid arguments: Part I's take 3 input features, at most 4 tokens.
 VALID: dict[type, dict] = {
     SelfAttentionV1: {"d_in": 3, "d_out": 2},
     SelfAttentionV2: {"d_in": 3, "d_out": 2},
@@ -217,6 +219,23 @@ VALID: dict[type, dict] = {
         "context_length": 4,
         "dropout": 0.0,
         "num_heads": 2,
+    },
+    GroupedQueryAttention: {
+        "d_in": 8,
+        "d_out": 8,
+        "context_length": 4,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+    },
+    MultiHeadLatentAttention: {
+        "d_in": 8,
+        "d_out": 8,
+        "context_length": 4,
+        "num_heads": 2,
+        "kv_lora_rank": 4,
+        "qk_nope_head_dim": 2,
+        "qk_rope_head_dim": 2,
+        "v_head_dim": 2,
     },
 }
 
@@ -239,3 +258,90 @@ def size_arguments(cls: type) -> list[str]:
 def expect(message: str):
     """``pytest.raises`` for a ValueError whose message starts with ``message``."""
     return pytest.raises(ValueError, match="^" + re.escape(message))
+
+
+def _rejected(*rows: tuple[dict, str]) -> list:
+    """``(kwargs, message pattern)`` rows as pytest params, each named by its arguments."""
+    return [
+        pytest.param(kwargs, message, id=", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
+        for kwargs, message in rows
+    ]
+
+
+#: Part II's modules: arguments each rejects, over :data:`VALID`'s, and the message's pattern.
+BAD_ARGUMENTS = {
+    GroupedQueryAttention: _rejected(
+        (
+            {"num_heads": 4, "num_kv_heads": 3},
+            r"num_heads=4 and num_kv_heads=3 \(4 / 3 = 1.33333\)",
+        ),
+        ({"num_kv_heads": 0}, r"num_kv_heads must be at least 1, got 0"),
+        ({"d_out": 10}, r"d_out=10 and num_heads=4"),
+        (
+            {"d_out": 12, "rope_base": 10000.0},
+            r"d_out // num_heads must be even, got head_dim=3 \(d_out=12, num_heads=4\)",
+        ),
+        ({"rope_base": 1.0}, r"rope_base must be greater than 1, got 1.0"),
+        ({"rope_base": "10000"}, r"rope_base must be a number.*'10000' of type str"),
+        ({"window": 0}, r"window must be at least 1, got 0"),
+        ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
+    ),
+    MultiHeadLatentAttention: _rejected(
+        ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even.*got qk_rope_head_dim=3"),
+        ({"kv_lora_rank": 0}, r"kv_lora_rank must be at least 1, got 0"),
+        ({"q_lora_rank": -1}, r"q_lora_rank must be at least 1, got -1"),
+        ({"v_head_dim": 2.0}, r"v_head_dim must be a positive integer, got 2.0 of type float"),
+        ({"rope_base": 0.5}, r"rope_base must be a number greater than 1, got 0.5"),
+        ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
+        ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
+    ),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Part II: layouts of a GroupedQueryAttention, drawn by hypothesis
+# ---------------------------------------------------------------------------------------
+
+
+@st.composite
+def gqa_layouts(draw: st.DrawFn, *, max_tokens: int = 6, even_head_dim: bool = False) -> dict:
+    """Sizes of a GroupedQueryAttention whose d_in equals d_out (as Llama's hidden_size)."""
+    num_kv_heads = draw(st.integers(1, 3))
+    num_heads = num_kv_heads * draw(st.integers(1, 3))
+    head_dim = 2 * draw(st.integers(1, 3)) if even_head_dim else draw(st.integers(1, 5))
+    context_length = draw(st.integers(1, max_tokens))
+    return {
+        "num_heads": num_heads,
+        "num_kv_heads": num_kv_heads,
+        "head_dim": head_dim,
+        "d_model": num_heads * head_dim,
+        "context_length": context_length,
+        "num_tokens": draw(st.integers(1, context_length)),
+        "batch": draw(st.integers(1, 2)),
+        "qkv_bias": draw(st.booleans()),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
+    """A float64 GroupedQueryAttention in eval mode, with ``layout``'s sizes and seed."""
+    d = layout["num_heads"] * layout["head_dim"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        module = GroupedQueryAttention(
+            d,
+            d,
+            layout["context_length"],
+            layout["num_heads"],
+            layout["num_kv_heads"],
+            qkv_bias=layout["qkv_bias"],
+            **kwargs,
+        )
+    return module.to(F64).eval()
+
+
+def layout_input(layout: dict) -> torch.Tensor:
+    """A float64 standard-normal ``(batch, num_tokens, d_model)`` input for ``layout``."""
+    generator = torch.Generator().manual_seed(layout["seed"] + 1)
+    size = (layout["batch"], layout["num_tokens"], layout["d_model"])
+    return torch.randn(size, generator=generator, dtype=F64)
