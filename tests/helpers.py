@@ -238,6 +238,8 @@ VALID: dict[type, dict] = {
         "v_head_dim": 2,
     },
 }
+#: Valid arguments every efficient variant accepts (TorchMHAAdapter needs d_in == d_out).
+VARIANT_ARGUMENTS = {"d_in": 4, "d_out": 4, "context_length": 4, "dropout": 0.0, "num_heads": 2}
 
 
 def make(cls: type, **overrides: object) -> nn.Module:
@@ -295,6 +297,29 @@ BAD_ARGUMENTS = {
         ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
         ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
     ),
+}
+
+#: Arguments MultiHeadAttention rejects, over VARIANT_ARGUMENTS: every variant must too.
+BAD_VARIANT_ARGUMENTS = {
+    "d_in zero": {"d_in": 0},
+    "d_out a float": {"d_out": 2.5},
+    "context_length a bool": {"context_length": True},
+    "num_heads zero": {"num_heads": 0},
+    "d_out not divisible by num_heads": {"d_out": 5, "num_heads": 2},
+    "dropout one": {"dropout": 1.0},
+    "dropout negative": {"dropout": -0.1},
+    "dropout a string": {"dropout": "0.1"},
+}
+#: Inputs a MultiHeadAttention built from VARIANT_ARGUMENTS rejects: every variant must too.
+BAD_VARIANT_INPUTS = {
+    "too many tokens": torch.rand(2, 5, 4),
+    "wrong last dimension": torch.rand(2, 3, 3),
+    "unbatched": torch.rand(3, 4),
+    "4-D": torch.rand(1, 2, 3, 4),
+    "integers": torch.ones(2, 3, 4, dtype=torch.int64),
+    "booleans": torch.ones(2, 3, 4, dtype=torch.bool),
+    "float64 into float32": torch.rand(2, 3, 4, dtype=torch.float64),
+    "a list": [[[0.1, 0.2, 0.3, 0.4]]],
 }
 
 
