@@ -1,14 +1,18 @@
-"""Shapes, hypothesis strategies and module factories shared by the test files.
+"""What the test files share: ids, shapes, builders, tolerances and argument tables.
 
-Every module is described by one :class:`Shape`, so a single hypothesis draw can
-build any of the six modules and an input that fits it.
+Every module of Part I is described by one :class:`Shape`, so a single hypothesis draw
+can build any of the six modules and an input that fits it. :data:`VALID` holds small,
+valid constructor arguments for each module, which the error tests override one at a
+time; the tables after it list the arguments each module must reject.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
+import pytest
 import torch
 from hypothesis import example
 from hypothesis import strategies as st
@@ -16,25 +20,62 @@ from torch import nn
 
 from attention import (
     CausalAttention,
+    GroupedQueryAttention,
     Head,
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
+    MultiHeadLatentAttention,
     SelfAttentionV1,
     SelfAttentionV2,
 )
 
-#: Modules whose tokens see every other token.
-NON_CAUSAL = ("SelfAttentionV1", "SelfAttentionV2")
-#: Modules with a causal mask and a dropout layer.
-CAUSAL = ("CausalAttention", "Head", "MultiHeadAttentionWrapper", "MultiHeadAttention")
-ALL_MODULES = NON_CAUSAL + CAUSAL
+F64 = torch.float64
+
+#: Part I's modules by subject: each subject's test file runs the shared tests on its own.
+SELF_ATTENTION = (SelfAttentionV1, SelfAttentionV2)
+SINGLE_HEAD_CAUSAL = (CausalAttention, Head)
+MULTI_HEAD = (MultiHeadAttentionWrapper, MultiHeadAttention)
 #: The name of each causal module's mask buffer.
 MASK_BUFFER = {
-    "CausalAttention": "mask",
-    "Head": "tril",
-    "MultiHeadAttentionWrapper": "heads.0.mask",
-    "MultiHeadAttention": "mask",
+    CausalAttention: "mask",
+    Head: "tril",
+    MultiHeadAttentionWrapper: "heads.0.mask",
+    MultiHeadAttention: "mask",
 }
+
+
+#: The two modes of a module, as the test ids name them.
+TRAIN_AND_EVAL = pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+#: An unbatched ``(num_tokens, d_in)`` input and a batched one.
+RANKS = pytest.mark.parametrize("rank", [2, 3], ids=["2d", "3d"])
+
+
+def ids(value: object) -> str | None:
+    """Test ids that name dtypes (``float64``, not ``dtype0``); pytest names classes itself."""
+    return str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else None
+
+
+# ---------------------------------------------------------------------------------------
+# Tolerances
+# ---------------------------------------------------------------------------------------
+
+#: Agreement in float64 with PyTorch's own kernels, to rounding.
+TIGHT = {"atol": 1e-10, "rtol": 1e-10}
+
+
+def assert_tight(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    torch.testing.assert_close(actual, expected, **TIGHT)
+
+
+def assert_book(actual: torch.Tensor, published: list | float) -> None:
+    """``actual`` matches the book's 4-decimal numbers."""
+    expected = torch.tensor(published, dtype=actual.dtype)
+    torch.testing.assert_close(actual.detach(), expected, atol=1e-4, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes and the modules built from them
+# ---------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,50 +131,51 @@ EDGE_SHAPES = (
 )
 
 
-def with_edge_shapes(*, square: bool = False) -> Callable:
-    """Decorator adding :data:`EDGE_SHAPES` as explicit examples of the ``shape`` argument."""
+def with_edge_shapes(*, square: bool = False, **others: object) -> Callable:
+    """Decorator adding :data:`EDGE_SHAPES` as explicit examples of the ``shape`` argument.
+
+    ``others`` are the values of the test's other hypothesis arguments in those examples.
+    """
 
     def decorate(test: Callable) -> Callable:
         for shape in EDGE_SHAPES:
             if square:
                 shape = dataclasses.replace(shape, d_in=shape.d_out)
-            test = example(shape=shape)(test)
+            test = example(shape=shape, **others)(test)
         return test
 
     return decorate
 
 
-def build(
-    name: str, shape: Shape, *, dropout: float = 0.0, dtype: torch.dtype = torch.float64
-) -> nn.Module:
-    """Build module ``name`` for ``shape`` from ``shape.seed``, leaving the global RNG alone."""
+def build(cls: type, shape: Shape, *, dropout: float = 0.0, dtype: torch.dtype = F64) -> nn.Module:
+    """Build a ``cls`` for ``shape`` from ``shape.seed``, leaving the global RNG alone."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(shape.seed)
-        module = _construct(name, shape, dropout)
+        module = _construct(cls, shape, dropout)
     return module.to(dtype)
 
 
-def _construct(name: str, s: Shape, dropout: float) -> nn.Module:
-    if name == "SelfAttentionV1":
+def _construct(cls: type, s: Shape, dropout: float) -> nn.Module:
+    if cls is SelfAttentionV1:
         return SelfAttentionV1(s.d_in, s.d_out)
-    if name == "SelfAttentionV2":
+    if cls is SelfAttentionV2:
         return SelfAttentionV2(s.d_in, s.d_out, qkv_bias=s.qkv_bias)
-    if name == "CausalAttention":
+    if cls is CausalAttention:
         return CausalAttention(s.d_in, s.d_out, s.context_length, dropout, qkv_bias=s.qkv_bias)
-    if name == "Head":
+    if cls is Head:
         return Head(s.d_in, s.d_out, s.context_length, dropout)
-    if name == "MultiHeadAttentionWrapper":
+    if cls is MultiHeadAttentionWrapper:
         return MultiHeadAttentionWrapper(
             s.d_in, s.head_dim, s.context_length, dropout, s.num_heads, qkv_bias=s.qkv_bias
         )
-    if name == "MultiHeadAttention":
+    if cls is MultiHeadAttention:
         return MultiHeadAttention(
             s.d_in, s.d_out, s.context_length, dropout, s.num_heads, qkv_bias=s.qkv_bias
         )
-    raise AssertionError(f"unknown module {name}")
+    raise AssertionError(f"unknown module {cls}")
 
 
-def make_input(shape: Shape, *, rank: int = 3, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def make_input(shape: Shape, *, rank: int = 3, dtype: torch.dtype = F64) -> torch.Tensor:
     """A standard-normal ``(batch, num_tokens, d_in)`` input; ``rank=2`` drops the batch."""
     generator = torch.Generator().manual_seed(shape.seed + 1)
     size = (shape.batch, shape.num_tokens, shape.d_in)[3 - rank :]
@@ -143,3 +185,188 @@ def make_input(shape: Shape, *, rank: int = 3, dtype: torch.dtype = torch.float6
 def causal_mask(num_tokens: int) -> torch.Tensor:
     """``True`` above the diagonal: the future, the positions a query must not see."""
     return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(diagonal=1)
+
+
+def queries_keys_values(module: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The queries, keys and values a single-head module computes from ``x``."""
+    if isinstance(module, SelfAttentionV1):  # weight matrices, not layers
+        return x @ module.W_query, x @ module.W_key, x @ module.W_value
+    if isinstance(module, Head):  # Karpathy's names
+        return module.query(x), module.key(x), module.value(x)
+    return module.W_query(x), module.W_key(x), module.W_value(x)
+
+
+# ---------------------------------------------------------------------------------------
+# Valid constructor arguments, and the ones each module must reject
+# ---------------------------------------------------------------------------------------
+
+#: Each module with valid arguments: Part I's take 3 input features, at most 4 tokens.
+VALID: dict[type, dict] = {
+    SelfAttentionV1: {"d_in": 3, "d_out": 2},
+    SelfAttentionV2: {"d_in": 3, "d_out": 2},
+    CausalAttention: {"d_in": 3, "d_out": 2, "context_length": 4, "dropout": 0.0},
+    Head: {"n_embd": 3, "head_size": 2, "block_size": 4, "dropout": 0.0},
+    MultiHeadAttentionWrapper: {
+        "d_in": 3,
+        "d_out": 2,
+        "context_length": 4,
+        "dropout": 0.0,
+        "num_heads": 2,
+    },
+    MultiHeadAttention: {
+        "d_in": 3,
+        "d_out": 2,
+        "context_length": 4,
+        "dropout": 0.0,
+        "num_heads": 2,
+    },
+    GroupedQueryAttention: {
+        "d_in": 8,
+        "d_out": 8,
+        "context_length": 4,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+    },
+    MultiHeadLatentAttention: {
+        "d_in": 8,
+        "d_out": 8,
+        "context_length": 4,
+        "num_heads": 2,
+        "kv_lora_rank": 4,
+        "qk_nope_head_dim": 2,
+        "qk_rope_head_dim": 2,
+        "v_head_dim": 2,
+    },
+}
+#: Valid arguments every efficient variant accepts (TorchMHAAdapter needs d_in == d_out).
+VARIANT_ARGUMENTS = {"d_in": 4, "d_out": 4, "context_length": 4, "dropout": 0.0, "num_heads": 2}
+
+
+def make(cls: type, **overrides: object) -> nn.Module:
+    """A ``cls`` built from :data:`VALID`'s arguments, with ``overrides`` replacing some."""
+    return cls(**{**VALID[cls], **overrides})
+
+
+def size_names(cls: type) -> tuple[str, str]:
+    """What a module calls d_in and context_length: Karpathy's Head has its own names."""
+    return ("n_embd", "block_size") if cls is Head else ("d_in", "context_length")
+
+
+def size_arguments(cls: type) -> list[str]:
+    """The constructor arguments of ``cls`` that are sizes (positive integers)."""
+    return [name for name in VALID[cls] if name != "dropout"]
+
+
+def expect(message: str):
+    """``pytest.raises`` for a ValueError whose message starts with ``message``."""
+    return pytest.raises(ValueError, match="^" + re.escape(message))
+
+
+def _rejected(*rows: tuple[dict, str]) -> list:
+    """``(kwargs, message pattern)`` rows as pytest params, each named by its arguments."""
+    return [
+        pytest.param(kwargs, message, id=", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
+        for kwargs, message in rows
+    ]
+
+
+#: Part II's modules: arguments each rejects, over :data:`VALID`'s, and the message's pattern.
+BAD_ARGUMENTS = {
+    GroupedQueryAttention: _rejected(
+        (
+            {"num_heads": 4, "num_kv_heads": 3},
+            r"num_heads=4 and num_kv_heads=3 \(4 / 3 = 1.33333\)",
+        ),
+        ({"num_kv_heads": 0}, r"num_kv_heads must be at least 1, got 0"),
+        ({"d_out": 10}, r"d_out=10 and num_heads=4"),
+        (
+            {"d_out": 12, "rope_base": 10000.0},
+            r"d_out // num_heads must be even, got head_dim=3 \(d_out=12, num_heads=4\)",
+        ),
+        ({"rope_base": 1.0}, r"rope_base must be greater than 1, got 1.0"),
+        ({"rope_base": "10000"}, r"rope_base must be a number.*'10000' of type str"),
+        ({"window": 0}, r"window must be at least 1, got 0"),
+        ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
+    ),
+    MultiHeadLatentAttention: _rejected(
+        ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even.*got qk_rope_head_dim=3"),
+        ({"kv_lora_rank": 0}, r"kv_lora_rank must be at least 1, got 0"),
+        ({"q_lora_rank": -1}, r"q_lora_rank must be at least 1, got -1"),
+        ({"v_head_dim": 2.0}, r"v_head_dim must be a positive integer, got 2.0 of type float"),
+        ({"rope_base": 0.5}, r"rope_base must be a number greater than 1, got 0.5"),
+        ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
+        ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
+    ),
+}
+
+#: Arguments MultiHeadAttention rejects, over VARIANT_ARGUMENTS: every variant must too.
+BAD_VARIANT_ARGUMENTS = {
+    "d_in zero": {"d_in": 0},
+    "d_out a float": {"d_out": 2.5},
+    "context_length a bool": {"context_length": True},
+    "num_heads zero": {"num_heads": 0},
+    "d_out not divisible by num_heads": {"d_out": 5, "num_heads": 2},
+    "dropout one": {"dropout": 1.0},
+    "dropout negative": {"dropout": -0.1},
+    "dropout a string": {"dropout": "0.1"},
+}
+#: Inputs a MultiHeadAttention built from VARIANT_ARGUMENTS rejects: every variant must too.
+BAD_VARIANT_INPUTS = {
+    "too many tokens": torch.rand(2, 5, 4),
+    "wrong last dimension": torch.rand(2, 3, 3),
+    "unbatched": torch.rand(3, 4),
+    "4-D": torch.rand(1, 2, 3, 4),
+    "integers": torch.ones(2, 3, 4, dtype=torch.int64),
+    "booleans": torch.ones(2, 3, 4, dtype=torch.bool),
+    "float64 into float32": torch.rand(2, 3, 4, dtype=torch.float64),
+    "a list": [[[0.1, 0.2, 0.3, 0.4]]],
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Part II: layouts of a GroupedQueryAttention, drawn by hypothesis
+# ---------------------------------------------------------------------------------------
+
+
+@st.composite
+def gqa_layouts(draw: st.DrawFn, *, max_tokens: int = 6, even_head_dim: bool = False) -> dict:
+    """Sizes of a GroupedQueryAttention whose d_in equals d_out (as Llama's hidden_size)."""
+    num_kv_heads = draw(st.integers(1, 3))
+    num_heads = num_kv_heads * draw(st.integers(1, 3))
+    head_dim = 2 * draw(st.integers(1, 3)) if even_head_dim else draw(st.integers(1, 5))
+    context_length = draw(st.integers(1, max_tokens))
+    return {
+        "num_heads": num_heads,
+        "num_kv_heads": num_kv_heads,
+        "head_dim": head_dim,
+        "d_model": num_heads * head_dim,
+        "context_length": context_length,
+        "num_tokens": draw(st.integers(1, context_length)),
+        "batch": draw(st.integers(1, 2)),
+        "qkv_bias": draw(st.booleans()),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
+    """A float64 GroupedQueryAttention in eval mode, with ``layout``'s sizes and seed."""
+    d = layout["num_heads"] * layout["head_dim"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        module = GroupedQueryAttention(
+            d,
+            d,
+            layout["context_length"],
+            layout["num_heads"],
+            layout["num_kv_heads"],
+            qkv_bias=layout["qkv_bias"],
+            **kwargs,
+        )
+    return module.to(F64).eval()
+
+
+def layout_input(layout: dict) -> torch.Tensor:
+    """A float64 standard-normal ``(batch, num_tokens, d_model)`` input for ``layout``."""
+    generator = torch.Generator().manual_seed(layout["seed"] + 1)
+    size = (layout["batch"], layout["num_tokens"], layout["d_model"])
+    return torch.randn(size, generator=generator, dtype=F64)

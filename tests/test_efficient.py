@@ -13,7 +13,18 @@ import re
 
 import pytest
 import torch
-from helpers import Shape, build, make_input, shapes, with_edge_shapes
+from helpers import (
+    BAD_VARIANT_ARGUMENTS,
+    BAD_VARIANT_INPUTS,
+    TRAIN_AND_EVAL,
+    VARIANT_ARGUMENTS,
+    Shape,
+    assert_tight,
+    build,
+    make_input,
+    shapes,
+    with_edge_shapes,
+)
 from hypothesis import given
 
 from attention import (
@@ -29,19 +40,10 @@ from attention.efficient import (
     flex_attention,
 )
 
-TIGHT = {"atol": 1e-10, "rtol": 1e-10}
 #: The variants that run on a CPU (all but FlexAttention), which these tests use.
 CPU_VARIANTS = [cls for cls in VARIANTS.values() if cls.runs_on_cpu]
 #: Variants that can only compute the book's function when d_in == d_out.
 SQUARE_ONLY = (TorchMHAAdapter,)
-
-
-def ids(value):
-    return value.__name__ if isinstance(value, type) else None
-
-
-def assert_tight(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, **TIGHT)
 
 
 def fit(cls: type, shape: Shape) -> Shape:
@@ -68,38 +70,29 @@ def test_the_expected_variants_are_registered():
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@TRAIN_AND_EVAL
+@pytest.mark.parametrize("cls", CPU_VARIANTS)
 @given(shape=shapes())
 @with_edge_shapes()
-def test_variant_equals_multi_head_attention_in_eval_mode(cls, shape):
+def test_variant_equals_multi_head_attention(cls, training, shape):
+    """In eval mode with dropout (which is then off); in train mode without it."""
     shape = fit(cls, shape)
-    book = build("MultiHeadAttention", shape, dropout=0.5).eval()
+    dropout = 0.0 if training else 0.5
+    book = build(MultiHeadAttention, shape, dropout=dropout).train(training)
     variant = cls.from_module(book)
-    assert not variant.training and variant.dropout_p == 0.5
+    assert variant.training is training and variant.dropout_p == dropout
     x = make_input(shape)
     assert_tight(variant(x), book(x))
     with torch.no_grad():  # the inference-only fast paths (nn.MultiheadAttention has one)
         assert_tight(variant(x), book(x))
 
 
-@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
-@given(shape=shapes())
-@with_edge_shapes()
-def test_variant_equals_multi_head_attention_in_train_mode_without_dropout(cls, shape):
-    shape = fit(cls, shape)
-    book = build("MultiHeadAttention", shape)
-    variant = cls.from_module(book)
-    assert variant.training
-    x = make_input(shape)
-    assert_tight(variant(x), book(x))
-
-
-@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@pytest.mark.parametrize("cls", CPU_VARIANTS)
 @given(shape=shapes())
 @with_edge_shapes()
 def test_variant_gradients_equal_multi_head_attention_gradients(cls, shape):
     shape = fit(cls, shape)
-    book = build("MultiHeadAttention", shape)
+    book = build(MultiHeadAttention, shape)
     variant = cls.from_module(book)
     x = make_input(shape)
     grad_out = torch.randn(shape.batch, shape.num_tokens, shape.d_out, dtype=torch.float64)
@@ -114,7 +107,7 @@ def test_variant_gradients_equal_multi_head_attention_gradients(cls, shape):
     assert_tight(out_proj.bias.grad, book.out_proj.bias.grad)
 
 
-@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@pytest.mark.parametrize("cls", CPU_VARIANTS)
 def test_variant_has_exactly_the_book_parameter_count(cls):
     for qkv_bias in (False, True):
         book = MultiHeadAttention(6, 6, 4, 0.0, num_heads=2, qkv_bias=qkv_bias)
@@ -130,12 +123,12 @@ def test_variant_has_exactly_the_book_parameter_count(cls):
 DROPOUT_SHAPE = Shape(2, 6, 6, d_in=4, num_heads=2, head_dim=2, qkv_bias=True, seed=7)
 
 
-@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@pytest.mark.parametrize("cls", CPU_VARIANTS)
 def test_dropout_changes_train_outputs_between_calls_but_not_eval_outputs(cls):
     shape = fit(cls, DROPOUT_SHAPE)
     x = make_input(shape)
-    without = cls.from_module(build("MultiHeadAttention", shape).eval())
-    variant = cls.from_module(build("MultiHeadAttention", shape, dropout=0.5))
+    without = cls.from_module(build(MultiHeadAttention, shape).eval())
+    variant = cls.from_module(build(MultiHeadAttention, shape, dropout=0.5))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         first, second = variant(x), variant(x)
@@ -144,10 +137,10 @@ def test_dropout_changes_train_outputs_between_calls_but_not_eval_outputs(cls):
     assert_tight(variant.eval()(x), without(x))
 
 
-@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
-@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@TRAIN_AND_EVAL
+@pytest.mark.parametrize("cls", CPU_VARIANTS)
 def test_from_module_copies_mode_dtype_and_leaves_the_global_generator_alone(cls, training):
-    book = build("MultiHeadAttention", fit(cls, DROPOUT_SHAPE), dropout=0.25).train(training)
+    book = build(MultiHeadAttention, fit(cls, DROPOUT_SHAPE), dropout=0.25).train(training)
     before = torch.get_rng_state()
     variant = cls.from_module(book)
     assert torch.equal(torch.get_rng_state(), before)
@@ -156,9 +149,9 @@ def test_from_module_copies_mode_dtype_and_leaves_the_global_generator_alone(cls
     assert {p.dtype for p in variant.parameters()} == {torch.float64}
 
 
-@pytest.mark.parametrize("cls", CPU_VARIANTS, ids=ids)
+@pytest.mark.parametrize("cls", CPU_VARIANTS)
 def test_from_module_copies_the_weights_not_shares_them(cls):
-    book = build("MultiHeadAttention", fit(cls, DROPOUT_SHAPE))
+    book = build(MultiHeadAttention, fit(cls, DROPOUT_SHAPE))
     variant = cls.from_module(book)
     x = make_input(fit(cls, DROPOUT_SHAPE))
     before = variant(x).detach()
@@ -170,9 +163,6 @@ def test_from_module_copies_the_weights_not_shares_them(cls):
 # ---------------------------------------------------------------------------------------
 # The same ValueErrors as MultiHeadAttention
 # ---------------------------------------------------------------------------------------
-
-#: Valid arguments every variant accepts (TorchMHAAdapter needs d_in == d_out).
-VALID = {"d_in": 4, "d_out": 4, "context_length": 4, "dropout": 0.0, "num_heads": 2}
 
 
 def message(call) -> str:
@@ -187,41 +177,19 @@ def same_error(cls, call_variant, call_book) -> None:
     assert message(call_variant) == expected
 
 
-BAD_ARGUMENTS = {
-    "d_in zero": {"d_in": 0},
-    "d_out a float": {"d_out": 2.5},
-    "context_length a bool": {"context_length": True},
-    "num_heads zero": {"num_heads": 0},
-    "d_out not divisible by num_heads": {"d_out": 5, "num_heads": 2},
-    "dropout one": {"dropout": 1.0},
-    "dropout negative": {"dropout": -0.1},
-    "dropout a string": {"dropout": "0.1"},
-}
-
-
-@pytest.mark.parametrize("bad", list(BAD_ARGUMENTS.values()), ids=list(BAD_ARGUMENTS))
-@pytest.mark.parametrize("cls", [*VARIANTS.values(), FlexAttention], ids=ids)
+@pytest.mark.parametrize(
+    "bad", list(BAD_VARIANT_ARGUMENTS.values()), ids=list(BAD_VARIANT_ARGUMENTS)
+)
+@pytest.mark.parametrize("cls", [*VARIANTS.values(), FlexAttention])
 def test_bad_constructor_arguments_raise_the_books_error(cls, bad):
-    kwargs = {**VALID, **bad}
+    kwargs = {**VARIANT_ARGUMENTS, **bad}
     same_error(cls, lambda: cls(**kwargs), lambda: MultiHeadAttention(**kwargs))
 
 
-BAD_INPUTS = {
-    "too many tokens": torch.rand(2, 5, 4),
-    "wrong last dimension": torch.rand(2, 3, 3),
-    "unbatched": torch.rand(3, 4),
-    "4-D": torch.rand(1, 2, 3, 4),
-    "integers": torch.ones(2, 3, 4, dtype=torch.int64),
-    "booleans": torch.ones(2, 3, 4, dtype=torch.bool),
-    "float64 into float32": torch.rand(2, 3, 4, dtype=torch.float64),
-    "a list": [[[0.1, 0.2, 0.3, 0.4]]],
-}
-
-
-@pytest.mark.parametrize("x", list(BAD_INPUTS.values()), ids=list(BAD_INPUTS))
-@pytest.mark.parametrize("cls", [*VARIANTS.values(), FlexAttention], ids=ids)
+@pytest.mark.parametrize("x", list(BAD_VARIANT_INPUTS.values()), ids=list(BAD_VARIANT_INPUTS))
+@pytest.mark.parametrize("cls", [*VARIANTS.values(), FlexAttention])
 def test_bad_inputs_raise_the_books_error(cls, x):
-    book = MultiHeadAttention(**VALID)
+    book = MultiHeadAttention(**VARIANT_ARGUMENTS)
     variant = cls.from_module(book)
     same_error(cls, lambda: variant(x), lambda: book(x))
 
@@ -229,10 +197,10 @@ def test_bad_inputs_raise_the_books_error(cls, x):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: FastMultiHeadAttention(**VALID),  # a variant is not the book's module
-        lambda: TorchMHAAdapter(**VALID).mha,
-        lambda: MultiHeadAttentionWrapper(**VALID),
-        lambda: SDPAttention(**VALID),  # a subclass, whose forward is not the book's
+        lambda: FastMultiHeadAttention(**VARIANT_ARGUMENTS),  # a variant is not the book's module
+        lambda: TorchMHAAdapter(**VARIANT_ARGUMENTS).mha,
+        lambda: MultiHeadAttentionWrapper(**VARIANT_ARGUMENTS),
+        lambda: SDPAttention(**VARIANT_ARGUMENTS),  # a subclass, whose forward is not the book's
     ],
     ids=[
         "FastMultiHeadAttention",
@@ -264,7 +232,7 @@ def test_torch_mha_adapter_rejects_d_in_other_than_d_out():
 
 
 def test_torch_mha_adapter_without_qkv_bias_has_no_input_bias():
-    adapter = TorchMHAAdapter(**VALID, qkv_bias=False)
+    adapter = TorchMHAAdapter(**VARIANT_ARGUMENTS, qkv_bias=False)
     assert adapter.mha.in_proj_bias is None
     assert adapter.mha.out_proj.bias is not None  # as the book's out_proj
 
@@ -284,7 +252,7 @@ needs_cuda = pytest.mark.skipif(
 
 @needs_flex
 def test_flex_attention_refuses_a_cpu_input_that_needs_gradients():
-    flex = FlexAttention(**VALID)
+    flex = FlexAttention(**VARIANT_ARGUMENTS)
     with pytest.raises(
         NotImplementedError, match=r"^FlexAttention: on a CPU, flex_attention has no backward"
     ):
@@ -292,12 +260,12 @@ def test_flex_attention_refuses_a_cpu_input_that_needs_gradients():
 
 
 @needs_flex
-@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@TRAIN_AND_EVAL
 @given(shape=shapes())
 @with_edge_shapes()
 def test_flex_attention_forward_equals_multi_head_attention_on_cpu(shape, training):
     # On a CPU flex_attention runs forward only, uncompiled: without gradients.
-    book = build("MultiHeadAttention", shape).train(training)
+    book = build(MultiHeadAttention, shape).train(training)
     flex = FlexAttention.from_module(book)
     x = make_input(shape)
     with torch.no_grad():
@@ -306,7 +274,7 @@ def test_flex_attention_forward_equals_multi_head_attention_on_cpu(shape, traini
 
 @needs_flex
 def test_flex_attention_refuses_to_train_with_dropout():
-    flex = FlexAttention(**{**VALID, "dropout": 0.1})
+    flex = FlexAttention(**{**VARIANT_ARGUMENTS, "dropout": 0.1})
     with pytest.raises(ValueError, match=r"^FlexAttention: .* cannot train with dropout=0.1"):
         flex(torch.rand(1, 3, 4))
 
@@ -318,7 +286,7 @@ def test_flex_attention_refuses_to_train_with_dropout():
 def test_flex_attention_equals_multi_head_attention_on_cuda(num_tokens, qkv_bias):
     # float32 with head_dim 16: the sizes flex_attention's GPU kernels support.
     shape = Shape(2, num_tokens, 256, d_in=24, num_heads=2, head_dim=16, qkv_bias=qkv_bias, seed=3)
-    book = build("MultiHeadAttention", shape, dtype=torch.float32).cuda()
+    book = build(MultiHeadAttention, shape, dtype=torch.float32).cuda()
     flex = FlexAttention.from_module(book)
     x = make_input(shape, dtype=torch.float32).cuda().requires_grad_()
     x_book = x.detach().clone().requires_grad_()

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import Shape, build, make_input, shapes, with_edge_shapes
+from helpers import (
+    BAD_ARGUMENTS,
+    F64,
+    Shape,
+    build,
+    gqa_layouts,
+    layout_input,
+    make,
+    make_gqa,
+    make_input,
+    shapes,
+    with_edge_shapes,
+)
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -29,48 +41,6 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from attention import GroupedQueryAttention, MultiHeadAttention, grouped_query_attention
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-F64 = torch.float64
-
-
-@st.composite
-def gqa_layouts(draw: st.DrawFn, *, max_tokens: int = 6, even_head_dim: bool = False) -> dict:
-    """Sizes of a GroupedQueryAttention whose d_in equals d_out (as Llama's hidden_size)."""
-    num_kv_heads = draw(st.integers(1, 3))
-    num_heads = num_kv_heads * draw(st.integers(1, 3))
-    head_dim = 2 * draw(st.integers(1, 3)) if even_head_dim else draw(st.integers(1, 5))
-    context_length = draw(st.integers(1, max_tokens))
-    return {
-        "num_heads": num_heads,
-        "num_kv_heads": num_kv_heads,
-        "head_dim": head_dim,
-        "context_length": context_length,
-        "num_tokens": draw(st.integers(1, context_length)),
-        "batch": draw(st.integers(1, 2)),
-        "qkv_bias": draw(st.booleans()),
-        "seed": draw(st.integers(0, 2**16)),
-    }
-
-
-def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
-    d = layout["num_heads"] * layout["head_dim"]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(layout["seed"])
-        module = GroupedQueryAttention(
-            d,
-            d,
-            layout["context_length"],
-            layout["num_heads"],
-            layout["num_kv_heads"],
-            qkv_bias=layout["qkv_bias"],
-            **kwargs,
-        )
-    return module.to(F64).eval()
-
-
-def layout_input(layout: dict) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(layout["seed"] + 1)
-    d = layout["num_heads"] * layout["head_dim"]
-    return torch.randn(layout["batch"], layout["num_tokens"], d, generator=generator, dtype=F64)
 
 
 # --- the kernel ---------------------------------------------------------------------------
@@ -124,7 +94,7 @@ def test_kernel_rejects_heads_that_do_not_group():
 @with_edge_shapes()
 def test_equal_heads_is_the_books_multihead_attention(shape: Shape):
     """Same seed, same layers in the same order: the same weights and the same output."""
-    book = build("MultiHeadAttention", shape).eval()
+    book = build(MultiHeadAttention, shape).eval()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(shape.seed)
         gqa = GroupedQueryAttention(
@@ -266,33 +236,14 @@ def test_window_hides_what_is_further_back():
 # --- bad input ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        (
-            {"num_heads": 4, "num_kv_heads": 3},
-            r"num_heads=4 and num_kv_heads=3 \(4 / 3 = 1.33333\)",
-        ),
-        ({"num_kv_heads": 0}, r"num_kv_heads must be at least 1, got 0"),
-        ({"d_out": 10}, r"d_out=10 and num_heads=4"),
-        (
-            {"d_out": 12, "rope_base": 10000.0},
-            r"d_out // num_heads must be even, got head_dim=3 \(d_out=12, num_heads=4\)",
-        ),
-        ({"rope_base": 1.0}, r"rope_base must be greater than 1, got 1.0"),
-        ({"rope_base": "10000"}, r"rope_base must be a number.*'10000' of type str"),
-        ({"window": 0}, r"window must be at least 1, got 0"),
-        ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
-    ],
-)
+@pytest.mark.parametrize(("kwargs", "message"), BAD_ARGUMENTS[GroupedQueryAttention])
 def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
-    arguments = {"d_in": 8, "d_out": 8, "context_length": 4, "num_heads": 4, "num_kv_heads": 2}
     with pytest.raises(ValueError, match=message):
-        GroupedQueryAttention(**(arguments | kwargs))
+        make(GroupedQueryAttention, **kwargs)
 
 
 def test_bad_inputs_name_what_was_expected_and_given():
-    gqa = GroupedQueryAttention(8, 8, context_length=4, num_heads=4, num_kv_heads=2)
+    gqa = make(GroupedQueryAttention)  # d_in 8, context_length 4
     with pytest.raises(ValueError, match=r"d_in=8, got 5"):
         gqa(torch.randn(1, 3, 5))
     with pytest.raises(ValueError, match=r"got 5 tokens.*context_length=4"):

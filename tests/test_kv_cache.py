@@ -10,10 +10,10 @@ import itertools
 
 import pytest
 import torch
+from helpers import gqa_layouts, layout_input, make_gqa
 from hf_models import EXACT, causal_4d, llama_attention, rope_cos_sin
 from hypothesis import given
 from hypothesis import strategies as st
-from test_gqa import gqa_layouts, layout_input, make_gqa
 from transformers import DynamicCache
 
 from attention import GroupedQueryAttention, KVCache, kv_cache_bytes_per_token

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import BAD_ARGUMENTS, F64, layout_input, make
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -37,7 +38,6 @@ from attention import (
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-F64 = torch.float64
 
 
 @st.composite
@@ -72,12 +72,6 @@ def make_mla(layout: dict) -> MultiHeadLatentAttention:
             if norm is not None:
                 torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
     return mla.to(F64).eval()
-
-
-def layout_input(layout: dict) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(layout["seed"] + 1)
-    size = (layout["batch"], layout["num_tokens"], layout["d_model"])
-    return torch.randn(size, generator=generator, dtype=F64)
 
 
 @given(layout=mla_layouts())
@@ -157,19 +151,7 @@ def test_going_past_context_length_names_both_numbers():
         mla(torch.randn(1, 1, 8), cache=KVCache())
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even.*got qk_rope_head_dim=3"),
-        ({"kv_lora_rank": 0}, r"kv_lora_rank must be at least 1, got 0"),
-        ({"q_lora_rank": -1}, r"q_lora_rank must be at least 1, got -1"),
-        ({"v_head_dim": 2.0}, r"v_head_dim must be a positive integer, got 2.0 of type float"),
-        ({"rope_base": 0.5}, r"rope_base must be a number greater than 1, got 0.5"),
-        ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
-        ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
-    ],
-)
+@pytest.mark.parametrize(("kwargs", "message"), BAD_ARGUMENTS[MultiHeadLatentAttention])
 def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
-    arguments = {"kv_lora_rank": 4, "qk_nope_head_dim": 2, "qk_rope_head_dim": 2, "v_head_dim": 2}
     with pytest.raises(ValueError, match=message):
-        MultiHeadLatentAttention(8, 8, 4, 2, **(arguments | kwargs))
+        make(MultiHeadLatentAttention, **kwargs)

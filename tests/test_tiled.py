@@ -10,18 +10,13 @@ import re
 
 import pytest
 import torch
+from helpers import assert_tight
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
 from attention import scaled_dot_product_weights
 from attention.tiled import tiled_attention
-
-TIGHT = {"atol": 1e-10, "rtol": 1e-10}
-
-
-def assert_tight(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, **TIGHT)
 
 
 @st.composite

@@ -1,21 +1,26 @@
-"""Every module computes what PyTorch's own attention kernels compute with the same weights.
+"""MultiHeadAttentionWrapper and MultiHeadAttention, section 3.6.
 
-The references are ``torch.nn.functional.scaled_dot_product_attention`` and
-``torch.nn.MultiheadAttention``. Everything runs in float64, so agreement is checked
-to 1e-10 over hypothesis-drawn shapes plus the corner cases in ``EDGE_SHAPES``.
+The book's numbers, parity with ``scaled_dot_product_attention`` on split heads and
+with ``nn.MultiheadAttention`` (float64, to 1e-10), the wrapper as a MultiHeadAttention
+with concatenated head weights (``from_wrapper``), and, from
+:class:`contracts.CausalContract`, the properties and errors every causal module shares.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
+from contracts import CausalContract
 from helpers import (
-    CAUSAL,
+    MULTI_HEAD,
+    TRAIN_AND_EVAL,
     Shape,
+    assert_book,
+    assert_tight,
     build,
     causal_mask,
+    expect,
+    make,
     make_input,
     shapes,
     with_edge_shapes,
@@ -24,72 +29,64 @@ from hypothesis import given
 from torch import nn
 from torch.nn import functional as F
 
-from attention import MultiHeadAttention, SelfAttentionV1
+from attention import INPUTS, CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-TIGHT = {"atol": 1e-10, "rtol": 1e-10}
 
-
-def assert_tight(actual: torch.Tensor, expected: torch.Tensor) -> None:
-    torch.testing.assert_close(actual, expected, **TIGHT)
+class TestWrapperAndMultiHeadAttention(CausalContract):
+    classes = MULTI_HEAD
 
 
 # ---------------------------------------------------------------------------------------
-# Single-head modules against scaled_dot_product_attention
+# The book's numbers
 # ---------------------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize("rank", [2, 3], ids=["2d", "3d"])
-@given(shape=shapes())
-@with_edge_shapes()
-def test_self_attention_v1_equals_sdpa_without_mask(rank, shape):
-    sa = build("SelfAttentionV1", shape)
-    x = make_input(shape, rank=rank)
-    expected = F.scaled_dot_product_attention(x @ sa.W_query, x @ sa.W_key, x @ sa.W_value)
-    assert_tight(sa(x), expected)
-
-
-@pytest.mark.parametrize("rank", [2, 3], ids=["2d", "3d"])
-@given(shape=shapes())
-@with_edge_shapes()
-def test_self_attention_v2_equals_sdpa_without_mask(rank, shape):
-    sa = build("SelfAttentionV2", shape)
-    x = make_input(shape, rank=rank)
-    expected = F.scaled_dot_product_attention(sa.W_query(x), sa.W_key(x), sa.W_value(x))
-    assert_tight(sa(x), expected)
+BATCH = torch.stack((INPUTS, INPUTS))  # (2, 6, 3), the book's batch
+WRAPPER_OUTPUT = [
+    [-0.4519, 0.2216, 0.4772, 0.1063],
+    [-0.5874, 0.0058, 0.5891, 0.3257],
+    [-0.6300, -0.0632, 0.6202, 0.3860],
+    [-0.5675, -0.0843, 0.5478, 0.3589],
+    [-0.5526, -0.0981, 0.5321, 0.3428],
+    [-0.5299, -0.1081, 0.5077, 0.3493],
+]
+MHA_OUTPUT = [
+    [0.3190, 0.4858],
+    [0.2943, 0.3897],
+    [0.2856, 0.3593],
+    [0.2693, 0.3873],
+    [0.2639, 0.3928],
+    [0.2575, 0.4028],
+]
 
 
-@given(shape=shapes())
-@with_edge_shapes()
-def test_v1_from_v2_equals_v2(shape):
-    sa_v2 = build("SelfAttentionV2", dataclasses.replace(shape, qkv_bias=False))
-    sa_v1 = SelfAttentionV1.from_v2(sa_v2)
-    assert sa_v1.W_query.dtype == torch.float64
-    x = make_input(shape)
-    assert_tight(sa_v1(x), sa_v2(x))
+@pytest.mark.parametrize(
+    ("cls", "shape", "published"),
+    [
+        (MultiHeadAttentionWrapper, (2, 6, 4), WRAPPER_OUTPUT),  # two heads of 2, side by side
+        (MultiHeadAttention, (2, 6, 2), MHA_OUTPUT),  # two heads of 1, mixed by out_proj
+    ],
+    ids=["MultiHeadAttentionWrapper", "MultiHeadAttention"],
+)
+def test_output_seed_123(seeded, cls, shape, published):
+    seeded(123)
+    module = cls(3, 2, context_length=6, dropout=0.0, num_heads=2)
+    out = module(BATCH)
+    assert out.shape == shape
+    assert_book(out, [published, published])
 
 
-@given(shape=shapes())
-@with_edge_shapes()
-def test_causal_attention_equals_causal_sdpa(shape):
-    ca = build("CausalAttention", shape)
-    x = make_input(shape)
-    expected = F.scaled_dot_product_attention(
-        ca.W_query(x), ca.W_key(x), ca.W_value(x), is_causal=True
-    )
-    assert_tight(ca(x), expected)
+def test_exercise_3_2_wrapper_with_d_out_1_gives_two_output_features():
+    wrapper = MultiHeadAttentionWrapper(3, 1, context_length=6, dropout=0.0, num_heads=2)
+    assert wrapper(BATCH).shape == (2, 6, 2)
 
 
-@given(shape=shapes())
-@with_edge_shapes()
-def test_head_equals_causal_sdpa(shape):
-    head = build("Head", shape)
-    x = make_input(shape)
-    expected = F.scaled_dot_product_attention(
-        head.query(x), head.key(x), head.value(x), is_causal=True
-    )
-    assert_tight(head(x), expected)
+def test_exercise_3_3_gpt2_sized_multi_head_attention():
+    gpt2 = MultiHeadAttention(768, 768, context_length=1024, dropout=0.0, num_heads=12)
+    assert sum(p.numel() for p in gpt2.parameters()) == 2_360_064
+    assert (gpt2.num_heads, gpt2.head_dim) == (12, 64)
+    assert gpt2.mask.shape == (1024, 1024)
 
 
 # ---------------------------------------------------------------------------------------
@@ -105,7 +102,7 @@ def _split(projected: torch.Tensor, num_heads: int) -> torch.Tensor:
 @given(shape=shapes())
 @with_edge_shapes()
 def test_multi_head_attention_equals_causal_sdpa_per_head_then_out_proj(shape):
-    mha = build("MultiHeadAttention", shape)
+    mha = build(MultiHeadAttention, shape)
     x = make_input(shape)
     heads = F.scaled_dot_product_attention(
         _split(mha.W_query(x), shape.num_heads),
@@ -137,7 +134,7 @@ def _torch_multihead(mha: MultiHeadAttention) -> nn.MultiheadAttention:
 @given(shape=shapes(square=True))
 @with_edge_shapes(square=True)
 def test_multi_head_attention_equals_torch_multihead_attention(shape):
-    mha = build("MultiHeadAttention", shape)
+    mha = build(MultiHeadAttention, shape)
     reference = _torch_multihead(mha)
     x = make_input(shape)
     expected, _ = reference(x, x, x, attn_mask=causal_mask(shape.num_tokens), need_weights=False)
@@ -147,7 +144,7 @@ def test_multi_head_attention_equals_torch_multihead_attention(shape):
 @given(shape=shapes(square=True))
 @with_edge_shapes(square=True)
 def test_multi_head_attention_weights_equal_torch_per_head_weights(shape):
-    mha = build("MultiHeadAttention", shape)
+    mha = build(MultiHeadAttention, shape)
     reference = _torch_multihead(mha)
     x = make_input(shape)
     _, expected = reference(
@@ -189,21 +186,14 @@ def _fused_by_hand(wrapper) -> MultiHeadAttention:
     return mha
 
 
+@pytest.mark.parametrize(
+    "fuse", [_fused_by_hand, MultiHeadAttention.from_wrapper], ids=["by_hand", "from_wrapper"]
+)
 @given(shape=shapes())
 @with_edge_shapes()
-def test_hand_fused_multi_head_attention_equals_wrapper(shape):
-    wrapper = build("MultiHeadAttentionWrapper", shape)
-    mha = _fused_by_hand(wrapper)
-    x = make_input(shape)
-    assert_tight(mha(x), wrapper(x))
-    assert_tight(mha.attention_weights(x), wrapper.attention_weights(x))
-
-
-@given(shape=shapes())
-@with_edge_shapes()
-def test_from_wrapper_equals_wrapper(shape):
-    wrapper = build("MultiHeadAttentionWrapper", shape)
-    mha = MultiHeadAttention.from_wrapper(wrapper)
+def test_fused_multi_head_attention_equals_wrapper(fuse, shape):
+    wrapper = build(MultiHeadAttentionWrapper, shape)
+    mha = fuse(wrapper)
     x = make_input(shape)
     assert_tight(mha(x), wrapper(x))
     assert_tight(mha.attention_weights(x), wrapper.attention_weights(x))
@@ -212,7 +202,7 @@ def test_from_wrapper_equals_wrapper(shape):
 @given(shape=shapes())
 @with_edge_shapes()
 def test_from_wrapper_builds_the_hand_fused_weights(shape):
-    wrapper = build("MultiHeadAttentionWrapper", shape)
+    wrapper = build(MultiHeadAttentionWrapper, shape)
     converted = MultiHeadAttention.from_wrapper(wrapper).state_dict()
     by_hand = _fused_by_hand(wrapper).state_dict()
     assert converted.keys() == by_hand.keys()
@@ -222,17 +212,17 @@ def test_from_wrapper_builds_the_hand_fused_weights(shape):
 
 def test_from_wrapper_keeps_dropout_and_leaves_the_global_generator_alone():
     shape = Shape(2, 4, 4, d_in=3, num_heads=2, head_dim=2, qkv_bias=True, seed=5)
-    wrapper = build("MultiHeadAttentionWrapper", shape, dropout=0.25)
+    wrapper = build(MultiHeadAttentionWrapper, shape, dropout=0.25)
     before = torch.get_rng_state()
     mha = MultiHeadAttention.from_wrapper(wrapper)
     assert torch.equal(torch.get_rng_state(), before)
     assert mha.dropout.p == 0.25
 
 
-@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@TRAIN_AND_EVAL
 def test_from_wrapper_copies_the_wrappers_training_mode(training):
     shape = Shape(2, 4, 4, d_in=3, num_heads=2, head_dim=2, qkv_bias=False, seed=6)
-    wrapper = build("MultiHeadAttentionWrapper", shape, dropout=0.5).train(training)
+    wrapper = build(MultiHeadAttentionWrapper, shape, dropout=0.5).train(training)
     mha = MultiHeadAttention.from_wrapper(wrapper)
     assert mha.training is training
     if not training:  # dropout is off, so the two compute the same thing
@@ -240,17 +230,32 @@ def test_from_wrapper_copies_the_wrappers_training_mode(training):
         assert_tight(mha(x), wrapper(x))
 
 
+@pytest.mark.parametrize("cls", [MultiHeadAttention, CausalAttention])
+def test_from_wrapper_with_another_module_is_rejected(cls):
+    with expect(
+        f"MultiHeadAttention.from_wrapper: expected a MultiHeadAttentionWrapper, got {cls.__name__}"
+    ):
+        MultiHeadAttention.from_wrapper(make(cls))
+
+
 # ---------------------------------------------------------------------------------------
-# Dropout is off in eval mode
+# Constructor arguments only these two have
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", CAUSAL)
-@given(shape=shapes())
-@with_edge_shapes()
-def test_eval_mode_with_dropout_equals_the_same_module_without_dropout(name, shape):
-    with_dropout = build(name, shape, dropout=0.5).eval()
-    without = build(name, shape, dropout=0.0)
-    x = make_input(shape)
-    assert torch.equal(with_dropout(x), without(x))
-    assert torch.equal(with_dropout.attention_weights(x), without.attention_weights(x))
+@pytest.mark.parametrize(
+    ("d_out", "num_heads", "division"), [(5, 2, "5 / 2 = 2.5"), (2, 4, "2 / 4 = 0.5")]
+)
+def test_d_out_not_divisible_by_num_heads_is_rejected(d_out, num_heads, division):
+    message = (
+        f"MultiHeadAttention: d_out must be divisible by num_heads so each head gets "
+        f"d_out // num_heads dimensions, got d_out={d_out} and num_heads={num_heads} "
+        f"({division})"
+    )
+    with expect(message):
+        make(MultiHeadAttention, d_out=d_out, num_heads=num_heads)
+
+
+def test_wrapper_accepts_any_d_out_because_it_is_per_head():
+    wrapper = make(MultiHeadAttentionWrapper, d_out=5, num_heads=2)
+    assert wrapper(torch.rand(1, 4, 3)).shape == (1, 4, 10)
