@@ -44,16 +44,11 @@ from typing import ClassVar, Self
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from attention import _checks
 from attention.multihead import MultiHeadAttention
 from attention.scaled import scaled_dot_product_weights
-from attention.tiled import tiled_attention
-
-try:
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-except ImportError:  # pragma: no cover - torch < 2.5
-    create_block_mask = flex_attention = None
 
 __all__ = [
     "VARIANTS",
@@ -65,7 +60,6 @@ __all__ = [
     "TorchMHAAdapter",
     "causal_mask_mod",
     "forward_flops",
-    "tiled_attention",
     "variants_of",
 ]
 
@@ -194,9 +188,6 @@ class _Arguments(_FromModule, nn.Module):
         args = (d_in, d_out, context_length, num_heads, dropout)
         self.dropout_p = _checks.multi_head_arguments(self, *args)
 
-    def _check(self, x: object) -> torch.Tensor:
-        return _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
-
 
 class TorchMHAAdapter(_Arguments):
     """``torch.nn.MultiheadAttention`` behind the book's interface, in ``.mha``.
@@ -237,7 +228,7 @@ class TorchMHAAdapter(_Arguments):
         _load_fused(mha, self.mha.in_proj_weight, self.mha.in_proj_bias, self.mha.out_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self._check(x)
+        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
         num_tokens = x.shape[1]
         future = self.mask[:num_tokens, :num_tokens]
         out, _ = self.mha(x, x, x, attn_mask=future, need_weights=False, is_causal=True)
@@ -281,7 +272,7 @@ class FastMultiHeadAttention(_Arguments):
         _load_fused(mha, self.qkv.weight, self.qkv.bias, self.out_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self._check(x)
+        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
         B, T, _ = x.shape
         # (B, T, 3 * d_out) -> (3, B, num_heads, T, head_dim); unbind gives three views.
         qkv = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
@@ -366,11 +357,6 @@ class FlexAttention(FastMultiHeadAttention):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        if flex_attention is None:  # pragma: no cover - torch < 2.5
-            raise NotImplementedError(
-                f"FlexAttention needs torch.nn.attention.flex_attention (torch >= 2.5), "
-                f"this is torch {torch.__version__}"
-            )
         self._block_masks = {}  # (num_tokens, device) -> BlockMask, built once each
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -400,7 +386,7 @@ class FlexAttention(FastMultiHeadAttention):
 
 
 #: The variants that run on this installation, by class name. FlexAttention is listed
-#: only where flex_attention exists and CUDA is available.
+#: only where CUDA is available.
 VARIANTS: dict[str, type[nn.Module]] = {
     cls.__name__: cls
     for cls in (
@@ -411,7 +397,7 @@ VARIANTS: dict[str, type[nn.Module]] = {
         FastMultiHeadAttention,
     )
 }
-if flex_attention is not None and torch.cuda.is_available():
+if torch.cuda.is_available():
     VARIANTS["FlexAttention"] = FlexAttention
 
 

@@ -37,7 +37,6 @@ from attention.efficient import (
     FlexAttention,
     SDPAttention,
     TorchMHAAdapter,
-    flex_attention,
 )
 
 #: The variants that run on a CPU (all but FlexAttention), which these tests use.
@@ -60,7 +59,7 @@ def test_the_expected_variants_are_registered():
         "FastMultiHeadAttention",
     ]
     assert list(VARIANTS)[:5] == expected
-    flex_supported = flex_attention is not None and torch.cuda.is_available()
+    flex_supported = torch.cuda.is_available()
     assert ("FlexAttention" in VARIANTS) == flex_supported
     assert all(name == cls.__name__ for name, cls in VARIANTS.items())
 
@@ -241,16 +240,12 @@ def test_torch_mha_adapter_without_qkv_bias_has_no_input_bias():
 # FlexAttention: CUDA only
 # ---------------------------------------------------------------------------------------
 
-needs_flex = pytest.mark.skipif(
-    flex_attention is None, reason="this torch has no torch.nn.attention.flex_attention"
-)
 needs_cuda = pytest.mark.skipif(
     not torch.cuda.is_available(),
     reason="FlexAttention trains on CUDA only (on a CPU flex_attention has no backward)",
 )
 
 
-@needs_flex
 def test_flex_attention_refuses_a_cpu_input_that_needs_gradients():
     flex = FlexAttention(**VARIANT_ARGUMENTS)
     with pytest.raises(
@@ -259,7 +254,6 @@ def test_flex_attention_refuses_a_cpu_input_that_needs_gradients():
         flex(torch.rand(1, 3, 4))
 
 
-@needs_flex
 @TRAIN_AND_EVAL
 @given(shape=shapes())
 @with_edge_shapes()
@@ -272,14 +266,12 @@ def test_flex_attention_forward_equals_multi_head_attention_on_cpu(shape, traini
         assert_tight(flex(x), book(x))
 
 
-@needs_flex
 def test_flex_attention_refuses_to_train_with_dropout():
     flex = FlexAttention(**{**VARIANT_ARGUMENTS, "dropout": 0.1})
     with pytest.raises(ValueError, match=r"^FlexAttention: .* cannot train with dropout=0.1"):
         flex(torch.rand(1, 3, 4))
 
 
-@needs_flex
 @needs_cuda
 @pytest.mark.parametrize("num_tokens", [1, 100, 256])
 @pytest.mark.parametrize("qkv_bias", [False, True])
