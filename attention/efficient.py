@@ -49,6 +49,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from attention import _checks
 from attention.multihead import MultiHeadAttention
 from attention.scaled import scaled_dot_product_weights
+from attention.tiled import tiled_attention  # lives in tiled.py; still importable from here
 
 __all__ = [
     "VARIANTS",
@@ -60,6 +61,7 @@ __all__ = [
     "TorchMHAAdapter",
     "causal_mask_mod",
     "forward_flops",
+    "tiled_attention",
     "variants_of",
 ]
 

@@ -147,3 +147,11 @@ def test_tiled_attention_rejects_bad_arguments(bad, match):
 def test_tiled_attention_allows_other_query_counts_without_the_mask():
     out = tiled_attention(**{**GOOD, "queries": torch.rand(2, 3, 3)}, block_size=2, causal=False)
     assert out.shape == (2, 3, 5)
+
+
+def test_tiled_attention_is_still_importable_from_efficient():
+    # Chapter 7 imported it from attention.efficient before it had a module of its own.
+    from attention import efficient
+
+    assert efficient.tiled_attention is tiled_attention
+    assert "tiled_attention" in efficient.__all__
