@@ -32,6 +32,15 @@ def copy_sources(top: Path) -> Path:
     return top
 
 
+def drift_after_edit(data, top: Path, path: str, old: str, new: str) -> list:
+    """``drift`` over a copy of the sources in which ``path`` has ``old`` replaced by ``new``."""
+    root = copy_sources(top)
+    text = (root / path).read_text(encoding="utf-8")
+    assert old in text, f"{path} no longer holds {old!r}"
+    (root / path).write_text(text.replace(old, new), encoding="utf-8")
+    return drift(data, root)
+
+
 def test_the_data_agrees_with_every_chapter(data):
     assert drift(data) == []
 
@@ -99,25 +108,17 @@ def test_a_changed_number_in_a_chapter_is_reported(data, tmp_path):
 
 
 def test_a_changed_expectation_in_the_gallery_is_reported(data, tmp_path):
-    root = copy_sources(tmp_path)
-    script = root / "gallery/plot_train_previous_token.py"
-    text = script.read_text(encoding="utf-8")
-    script.write_text(
-        text.replace("before training: 0.22,", "before training: 0.25,"), encoding="utf-8"
-    )
-    [(location, message)] = drift(data, root)
+    script = "gallery/plot_train_previous_token.py"
+    edit = ("before training: 0.22,", "before training: 0.25,")
+    [(location, message)] = drift_after_edit(data, tmp_path, script, *edit)
     assert location.startswith("gallery/plot_train_previous_token.py:")
     assert "expected 0.25, printed 0.22" in message
 
 
 def test_a_cell_that_is_gone_is_reported(data, tmp_path):
-    root = copy_sources(tmp_path)
-    chapter = root / "docs/chapters/04-multi-head-attention.md"
-    text = chapter.read_text(encoding="utf-8")
-    chapter.write_text(
-        text.replace("print(queries[0, 1])  # 4 features", "print(queries[0, 1])"), encoding="utf-8"
-    )
-    [(location, message)] = drift(data, root)
+    chapter = "docs/chapters/04-multi-head-attention.md"
+    edit = ("print(queries[0, 1])  # 4 features", "print(queries[0, 1])")
+    [(location, message)] = drift_after_edit(data, tmp_path, chapter, *edit)
     assert location == "docs/chapters/04-multi-head-attention.md"
     assert "found no expected output" in message
 
