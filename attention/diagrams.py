@@ -21,6 +21,8 @@ distinction is made by shape or text as well as colour.
 
 from __future__ import annotations
 
+import textwrap
+
 import torch
 
 from attention import _checks
@@ -82,6 +84,13 @@ def _canvas(
     """
     if title is not None and not isinstance(title, str):
         raise ValueError(f"{owner}: title must be a string or None, got {type(title).__name__}")
+    if title:
+        # A title wider than the figure would be cut at both edges: wrap each line to
+        # the width (at 11 pt, a character is at most about 0.09 inch wide on average).
+        columns = int(width / 0.09)
+        title = "\n".join(
+            textwrap.fill(line, columns, break_on_hyphens=False) for line in title.split("\n")
+        )
     extra = 0.25 + 0.22 * (title.count("\n") + 1) if title else 0.0
     fig = plt.figure(figsize=(width, height + extra), facecolor=FACECOLOR)
     ax = fig.add_axes((0, 0, 1, height / (height + extra)))

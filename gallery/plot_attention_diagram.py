@@ -59,7 +59,8 @@ with torch.no_grad():
 scaled_dot_product_diagram(
     num_tokens=6,
     d_k=2,
-    title="Scaled dot-product attention, bottom to top: MatMul, Scale, Mask (opt.),\n"
+    # A long title is wrapped to the figure's width; it is also the image's alt text.
+    title="Scaled dot-product attention, bottom to top: MatMul, Scale, Mask (opt.), "
     "SoftMax, MatMul, with each arrow's shape for 6 tokens and d_k = 2",
 )
 plt.show()

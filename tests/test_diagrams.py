@@ -217,3 +217,16 @@ def test_a_title_goes_above_the_drawing_in_room_of_its_own(draw):
     assert titled.axes[0].get_position().y1 < 1.0
     with pytest.raises(ValueError, match=rf"{draw.__name__}: title must be a string or None"):
         draw(title=3)
+
+
+@pytest.mark.parametrize("draw", [roadmap, matrix_form, head_split, scaled_dot_product_diagram])
+def test_a_long_title_is_wrapped_to_the_figure_and_never_cut_at_its_edges(draw):
+    words = "Scaled dot-product attention, bottom to top: MatMul, Scale, Mask (opt.), "
+    fig = draw(title=words * 3)
+    fig.canvas.draw()
+    title = fig._suptitle.get_window_extent()
+    edges = fig.bbox
+    assert edges.x0 <= title.x0 and title.x1 <= edges.x1
+    assert title.y1 <= edges.y1
+    assert fig.get_suptitle().replace("\n", " ") == (words * 3).strip()
+    plt.close(fig)
