@@ -222,6 +222,10 @@ def become_kernel(request: dict, fds: list[int], kernel_path: list[str], warning
 
     code = 1
     try:
+        # A fresh Python's signal handling, not the server's.
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()  # its own session, as Jupyter starts kernels
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -290,7 +294,6 @@ def serve(listener_fd: int, modules: list[str]) -> None:
     selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
     selector.register(wake_read, selectors.EVENT_READ, "child")
     kernels: dict[int, socket.socket] = {}  # pid -> its launcher's connection
-    watched: set[socket.socket] = set()  # connections whose launcher is still there
     forked = 0
     plain: dict[str, int] = {}
 
@@ -307,9 +310,8 @@ def serve(listener_fd: int, modules: list[str]) -> None:
                 return
             conn = kernels.pop(pid, None)
             if conn is not None:
-                if conn in watched:
+                if conn in selector.get_map():  # its launcher is still there
                     selector.unregister(conn)
-                    watched.discard(conn)
                 with contextlib.suppress(OSError):
                     conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
                 conn.close()
@@ -320,11 +322,9 @@ def serve(listener_fd: int, modules: list[str]) -> None:
             if key.data == "stdin":
                 running = bool(os.read(0, 1024))
             elif key.data == "child":
-                try:
+                with contextlib.suppress(BlockingIOError):  # drained
                     while os.read(wake_read, 1024):
                         pass
-                except BlockingIOError:
-                    pass  # drained
                 reap()
             elif key.data == "listener":
                 conn, _ = listener.accept()
@@ -344,10 +344,6 @@ def serve(listener_fd: int, modules: list[str]) -> None:
                     continue
                 pid = os.fork()
                 if pid == 0:
-                    signal.set_wakeup_fd(-1)
-                    for signum in (signal.SIGCHLD, signal.SIGINT):
-                        signal.signal(signum, signal.SIG_DFL)
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
                     selector.close()
                     for other in (listener, conn, *kernels.values()):
                         other.close()
@@ -360,12 +356,10 @@ def serve(listener_fd: int, modules: list[str]) -> None:
                 kernels[pid] = conn
                 conn.sendall(f"pid {pid}\n".encode())
                 selector.register(conn, selectors.EVENT_READ, pid)
-                watched.add(conn)
             else:
                 # A launcher went away (killed): its kernel goes with it.
                 if not key.fileobj.recv(1024):
                     selector.unregister(key.fileobj)
-                    watched.discard(key.fileobj)
                     kill(key.data, signal.SIGKILL)
     for pid in kernels:
         kill(pid, signal.SIGKILL)
