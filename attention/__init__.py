@@ -28,6 +28,7 @@ from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from attention.masks import causal_mask, padding_mask, sliding_window_mask
+from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.rope import apply_rope, apply_rope_interleaved
 from attention.scaled import scaled_dot_product_weights
@@ -44,6 +45,7 @@ from attention.simple import (
 
 __all__ = [
     "INPUTS",
+    "MODELS",
     "SENTENCE",
     "SWITCH_INPUTS",
     "SWITCH_SENTENCE",
@@ -54,6 +56,7 @@ __all__ = [
     "Head",
     "KVCache",
     "LatentCache",
+    "ModelFacts",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "MultiHeadLatentAttention",

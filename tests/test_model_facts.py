@@ -1,0 +1,423 @@
+"""The table of real models' facts (attention.model_facts), and the lint that keeps
+every page taking its numbers from it.
+
+The lint reads every chapter, the home page and every gallery script, and fails on
+a number that the table holds or derives (131,072 bytes, a window of 4096, 32 layers)
+typed into the text or code instead of computed: a typed number drifts when the table
+is corrected, a computed one cannot. Printed output (a cell's ``expect``, a script's
+``# Expected output:``) is exempt, since the build checks it against the computation.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from attention import MODELS, ModelFacts
+from attention.model_facts import FULL, SLIDING
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted([*(ROOT / "docs" / "chapters").glob("*.md"), ROOT / "docs" / "index.md"])
+SCRIPTS = sorted((ROOT / "gallery").glob("*.py"))
+
+
+# -- the table's derived figures, recomputed ------------------------------------------
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_bytes_per_token_follow_the_cache_formula(facts: ModelFacts) -> None:
+    if facts.kv_lora_rank is not None:  # one latent and one shared rotary key
+        expected = (facts.kv_lora_rank + facts.qk_rope_head_dim) * facts.layers * 2
+    else:
+        expected = 2 * facts.layers * facts.num_kv_heads * facts.head_dim * 2
+    assert facts.kv_bytes_per_token() == expected
+    assert facts.kv_bytes_per_token(torch.float32) == 2 * expected
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_cache_of_a_sequence_counts_what_each_layer_keeps(facts: ModelFacts) -> None:
+    per_layer = facts.kv_bytes_per_token() // facts.layers
+    for tokens in (1, 1000, facts.trained_context):
+        kept = sum(
+            min(tokens, facts.sliding_window) if kind == SLIDING else tokens
+            for kind in facts.layer_types
+        )
+        assert facts.kv_cache_bytes(tokens) == per_layer * kept
+    if facts.sliding_window is None:
+        assert facts.kv_cache_bytes(5000) == 5000 * facts.kv_bytes_per_token()
+
+
+def test_the_published_sizes_of_the_caches() -> None:
+    """Figures that papers and model cards give, from the table."""
+    assert MODELS["Llama 3 8B"].kv_bytes_per_token() == 128 * 1024  # 128 KiB
+    assert MODELS["Llama 2 7B"].kv_cache_bytes(4096) == 2 * 2**30  # 2 GiB at 4k
+    assert MODELS["Mistral 7B"].kv_cache_bytes(10**6) == 2**29  # capped at 4096 tokens
+    assert MODELS["DeepSeek-V3"].kv_bytes_per_token() // MODELS["DeepSeek-V3"].layers == 1152
+
+
+def test_the_kind_of_attention_and_the_group_size() -> None:
+    kinds = {name: (m.attention, m.group_size) for name, m in MODELS.items()}
+    assert kinds["GPT-2"] == ("MHA", 1)
+    assert kinds["Llama 3 8B"] == ("GQA", 4)
+    assert kinds["Gemma 2B"] == ("MQA", 8)
+    assert kinds["Gemma 3 27B"] == ("GQA", 2)
+    assert kinds["DeepSeek-V3"][0] == "MLA"
+
+
+def test_gemma3_has_five_local_layers_to_each_global_one() -> None:
+    types = MODELS["Gemma 3 27B"].layer_types
+    assert types[:6] == (SLIDING,) * 5 + (FULL,)
+    assert (types.count(SLIDING), types.count(FULL)) == (52, 10)
+
+
+def test_a_sliding_model_reaches_layers_times_window_minus_one_back() -> None:
+    mistral = MODELS["Mistral 7B"]
+    assert mistral.receptive_field == 32 * 4095
+    assert MODELS["Gemma 3 27B"].receptive_field is None  # its global layers see everything
+    assert MODELS["Llama 3 8B"].receptive_field is None
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_every_entry_names_its_checkpoint_and_sources(facts: ModelFacts) -> None:
+    assert re.fullmatch(r"[\w.-]+/[\w.-]+", facts.checkpoint)
+    assert f"huggingface.co/{facts.checkpoint}/" in facts.source
+    assert facts.context_source
+    assert facts.trained_context <= facts.max_position_embeddings
+    assert (facts.parameters is None) == (not facts.parameters_source)
+    assert (facts.rope_theta is None) == (facts.positions == "learned")
+
+
+# -- the table against transformers' config classes -----------------------------------
+
+FIELDS = {  # ModelFacts attribute -> the config field it copies
+    "layers": "num_hidden_layers",
+    "hidden_size": "hidden_size",
+    "num_heads": "num_attention_heads",
+    "num_kv_heads": "num_key_value_heads",
+    "max_position_embeddings": "max_position_embeddings",
+    "sliding_window": "sliding_window",
+    "kv_lora_rank": "kv_lora_rank",
+    "q_lora_rank": "q_lora_rank",
+    "qk_nope_head_dim": "qk_nope_head_dim",
+    "qk_rope_head_dim": "qk_rope_head_dim",
+    "v_head_dim": "v_head_dim",
+    "query_pre_attn_scalar": "query_pre_attn_scalar",
+}
+GPT2_FIELDS = {
+    "layers": "n_layer",
+    "hidden_size": "n_embd",
+    "num_heads": "n_head",
+    "max_position_embeddings": "n_positions",
+}
+
+
+def released_config(facts: ModelFacts):
+    """The transformers config built from what the released config.json holds.
+
+    Attributes listed in ``class_defaults`` are left out, so that the config class
+    supplies them, as it does when it reads the released file.
+    """
+    fields = GPT2_FIELDS if facts.config_class == "GPT2Config" else FIELDS
+    kwargs = {
+        name: getattr(facts, attribute)
+        for attribute, name in fields.items()
+        if attribute not in facts.class_defaults and getattr(facts, attribute) is not None
+    }
+    if "head_dim" in _explicit(facts):
+        kwargs["head_dim"] = facts.head_dim
+    if facts.rope_theta is not None and "rope_theta" not in facts.class_defaults:
+        kwargs["rope_parameters"] = {
+            "rope_type": "default",
+            **(facts.rope_scaling or {}),
+            "rope_theta": facts.rope_theta,
+        }
+    elif facts.rope_scaling is not None:
+        kwargs["rope_scaling"] = dict(facts.rope_scaling)
+    return getattr(transformers, facts.config_class)(**kwargs)
+
+
+def _explicit(facts: ModelFacts) -> set[str]:
+    """Attributes given in the entry rather than derived (only head_dim can be both)."""
+    derived = facts.hidden_size // facts.num_heads
+    return {"head_dim"} if facts.head_dim != derived and facts.kv_lora_rank is None else set()
+
+
+def rope_of(config, layer_type: str) -> dict:
+    parameters = config.rope_parameters  # one dict, or one per layer type (Gemma 3)
+    return parameters.get(layer_type, parameters)
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_transformers_reads_the_same_attention_from_the_released_config(facts) -> None:
+    config = released_config(facts)
+    if facts.config_class == "GPT2Config":
+        assert (config.n_layer, config.n_head, config.n_embd // config.n_head) == (
+            facts.layers,
+            facts.num_heads,
+            facts.head_dim,
+        )
+        return
+    assert config.num_hidden_layers == facts.layers
+    assert config.num_key_value_heads == facts.num_kv_heads
+    assert config.max_position_embeddings == facts.max_position_embeddings
+    if facts.kv_lora_rank is None:
+        assert config.head_dim == facts.head_dim
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None:
+        assert tuple(layer_types) == facts.layer_types
+    full = rope_of(config, FULL)
+    assert full["rope_theta"] == facts.rope_theta
+    scaling = {k: v for k, v in full.items() if k not in ("rope_theta", "rope_type")}
+    expected = {k: v for k, v in (facts.rope_scaling or {}).items() if k != "rope_type"}
+    assert scaling == pytest.approx(expected)
+    assert full["rope_type"] == (facts.rope_scaling or {"rope_type": "default"})["rope_type"]
+    if facts.local_rope_theta is not None:
+        assert rope_of(config, SLIDING)["rope_theta"] == facts.local_rope_theta
+
+
+def test_gemma3_takes_its_bases_pattern_and_positions_from_the_class_defaults() -> None:
+    """The released config of Gemma 3 27B leaves them out: the table says so."""
+    gemma3 = MODELS["Gemma 3 27B"]
+    assert set(gemma3.class_defaults) == {
+        "rope_theta",
+        "local_rope_theta",
+        "global_every",
+        "max_position_embeddings",
+    }
+    defaults = transformers.Gemma3TextConfig()
+    assert defaults.rope_parameters[FULL]["rope_theta"] == gemma3.rope_theta
+    assert defaults.rope_parameters[SLIDING]["rope_theta"] == gemma3.local_rope_theta
+    assert defaults.max_position_embeddings == gemma3.max_position_embeddings
+    # ... but not its window: the class's default is not the released 1024.
+    assert defaults.sliding_window != gemma3.sliding_window
+
+
+@pytest.mark.parametrize("name", ["GPT-2", "GPT-2 medium", "Llama 2 7B"])
+def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
+    facts = MODELS[name]
+    if name.startswith("GPT-2"):
+        config = released_config(facts)
+        model_class = transformers.GPT2LMHeadModel
+    else:  # Llama 2 7B: the MLP and vocabulary of its config.json
+        config = transformers.LlamaConfig(
+            hidden_size=4096,
+            intermediate_size=11008,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            vocab_size=32000,
+        )
+        model_class = transformers.LlamaForCausalLM
+    with torch.device("meta"):
+        model = model_class(config)
+    assert sum(p.numel() for p in model.parameters()) == facts.parameters
+
+
+# -- the lint: no model fact typed into a page -----------------------------------------
+
+# Numbers that equal a model fact by coincidence, page by page, with the reason.
+NOT_MODEL_FACTS: dict[tuple[str, int], str] = {}
+
+
+def fact_numbers() -> dict[int, str]:
+    """Every whole number the table holds or derives, and where it comes from."""
+    found: dict[int, str] = {}
+
+    def add(value, what: str) -> None:
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int) and value > 1:
+            found.setdefault(value, what)
+
+    for facts in MODELS.values():
+        for attribute, value in vars(facts).items():
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    add(item, f"{facts.name} {attribute}[{key}]")
+            elif attribute not in ("year",):
+                add(value, f"{facts.name} {attribute}")
+        add(facts.group_size, f"{facts.name} group size")
+        add(facts.receptive_field, f"{facts.name} receptive field")
+        if facts.receptive_field is not None:
+            add(facts.receptive_field + 1, f"{facts.name} receptive field, in tokens")
+        for dtype in (torch.bfloat16, torch.float32):
+            per_token = facts.kv_bytes_per_token(dtype)
+            add(per_token, f"{facts.name} cache bytes per token")
+            add(per_token // facts.layers, f"{facts.name} cache bytes per token and layer")
+        for tokens in (facts.trained_context, facts.max_position_embeddings):
+            add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
+        add(facts.layer_types.count(SLIDING), f"{facts.name} sliding layers")
+        add(facts.layer_types.count(FULL), f"{facts.name} full layers")
+    return found
+
+
+def model_names() -> list[str]:
+    """The names a page may call a model by, longest first (they hold digits)."""
+    names = set(MODELS)
+    for name in MODELS:
+        names.add(name.rsplit(" ", 1)[0])  # "Llama 3 8B" -> "Llama 3"
+    names |= {"DeepSeek-V2", "GPT-2 small", "Llama 3.1", "Llama 2 70B"}
+    return sorted(names, key=len, reverse=True)
+
+
+NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
+MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2")
+# Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
+# not part of a decimal, a word or an identifier.
+NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
+ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
+YEARS = range(1990, 2031)
+# Sizes that pages use for their own toy examples, and RoPE's original base: facts only
+# where the text around them names a model.
+GENERIC = {2**p for p in range(11)} | {10000}
+
+
+def typed_facts(line: str, facts: dict[int, str], about_a_model: bool) -> list[tuple[int, str]]:
+    """The model-fact numbers written in one line of a page or script.
+
+    ``about_a_model``: the paragraph or code block the line belongs to names a model.
+    Then every fact from 4 up counts (2 and 3 are too common: keys and values, 2
+    bytes); elsewhere, only facts from 100 up that are no toy size.
+    """
+    line = NAMES.sub(" ", ROLES.sub(" ", line))
+    found = []
+    for match in NUMBER.finditer(line):
+        value = int(re.sub(r"\D", "", match.group(1)))
+        if value not in facts or value in YEARS:
+            continue
+        if (about_a_model and value >= 4) or (value >= 100 and value not in GENERIC):
+            found.append((value, facts[value]))
+    return found
+
+
+def blocks(lines: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
+    """Paragraphs and code blocks: runs of lines between blank lines or fences."""
+    result, current = [], []
+    for number, line in lines:
+        boundary = not line.strip() or line.startswith(("```", "# %%"))
+        if boundary:
+            if current:
+                result.append(current)
+            current = []
+        else:
+            current.append((number, line))
+    if current:
+        result.append(current)
+    return result
+
+
+def page_lines(path: Path) -> list[tuple[int, str]]:
+    """A MyST page's lines a reader reads: text, code and alt text, not expected output."""
+    lines, result = path.read_text(encoding="utf-8").splitlines(), []
+    in_cell = front = expect = False
+    expect_indent = 0
+    for number, line in enumerate(lines, start=1):
+        if line.startswith("```{code-cell}"):
+            in_cell, front = True, False
+            result.append((number, "```"))
+            continue
+        if in_cell and line.startswith("```"):
+            in_cell = False
+            result.append((number, "```"))
+            continue
+        if in_cell and line.strip() == "---":
+            front = not front
+            expect = False
+            continue
+        if in_cell and front:
+            indent = len(line) - len(line.lstrip())
+            if expect and (indent > expect_indent or not line.strip()):
+                continue
+            expect = line.strip().startswith("expect:")
+            expect_indent = indent
+            if expect:
+                continue
+        if in_cell and not front and not line.strip():
+            line = "#"  # a blank line inside a cell does not end its block
+        result.append((number, line))
+    return result
+
+
+def script_lines(path: Path) -> list[tuple[int, str]]:
+    """A gallery script's lines, without its ``# Expected output:`` blocks."""
+    result, expected = [], False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip() == "# Expected output:":
+            expected = True
+            continue
+        if expected and line.startswith("#"):
+            continue
+        expected = False
+        result.append((number, line))
+    return result
+
+
+def typed_facts_in(lines: list[tuple[int, str]]) -> list[tuple[int, int, str, str]]:
+    """(line number, value, what it is, line) for every typed fact."""
+    facts, found = fact_numbers(), []
+    for block in blocks(lines):
+        about_a_model = any(MODEL_WORDS.search(line) for _, line in block)
+        for number, line in block:
+            for value, what in typed_facts(line, facts, about_a_model):
+                found.append((number, value, what, line))
+    return found
+
+
+def typed_fact_report(paths: list[Path]) -> list[str]:
+    problems = []
+    for path in paths:
+        lines = page_lines(path) if path.suffix == ".md" else script_lines(path)
+        relative = path.relative_to(ROOT).as_posix()
+        for number, value, what, line in typed_facts_in(lines):
+            if (relative, value) not in NOT_MODEL_FACTS:
+                problems.append(f"{relative}:{number}: {value} ({what}): {line.strip()}")
+    return problems
+
+
+def test_no_model_fact_is_typed_into_a_page_or_a_gallery_script() -> None:
+    problems = typed_fact_report([*PAGES, *SCRIPTS])
+    assert not problems, (
+        "numbers about real models typed by hand; compute them from attention.MODELS "
+        "and print them (or add the number to NOT_MODEL_FACTS with the reason it is "
+        "not a model fact):\n" + "\n".join(problems)
+    )
+
+
+def test_the_lint_finds_a_typed_fact_in_prose_code_and_alt_text(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Llama 3 8B keeps 131,072 bytes per token,\n"
+        "and 128 KiB is a lot.\n"
+        "\n"
+        "A toy head of 128 features, and 131,072 anywhere.\n"
+        "```{code-cell} ipython3\n"
+        "---\n"
+        "mystnb:\n"
+        "  image:\n"
+        "    alt: a line that ends at 163,840 tokens\n"
+        "expect: |\n"
+        "  131,072 bytes per token\n"
+        "---\n"
+        "window = 4096\n"
+        "```\n"
+        "The sentence has six tokens and 2 heads; GPT-2 has 12 layers.\n",
+        encoding="utf-8",
+    )
+    found = [(number, value) for number, value, _, _ in typed_facts_in(page_lines(page))]
+    assert found == [(1, 131072), (2, 128), (4, 131072), (9, 163840), (13, 4096), (15, 12)]
+
+
+def test_the_lint_skips_a_scripts_expected_output(tmp_path: Path) -> None:
+    script = tmp_path / "plot_x.py"
+    script.write_text(
+        "print(size)\n# Expected output:\n# 131,072\n\n# %%\n# Mistral's window, 4096.\n",
+        encoding="utf-8",
+    )
+    lines = script_lines(script)
+    assert [number for number, _ in lines] == [1, 4, 5, 6]
+    assert [(number, value) for number, value, _, _ in typed_facts_in(lines)] == [(6, 4096)]
