@@ -1,8 +1,22 @@
 """Grouped-query attention: query heads that share keys and values (Llama 2 70B, Llama 3, Mistral).
 
 The book's :class:`~attention.MultiHeadAttention` gives every head its own keys and
-values. During generation those are what the KV cache stores, and with dozens of heads
-and thousands of tokens the cache outgrows the weights. Grouped-query attention keeps
+values. During generation those are what the KV cache stores, one copy per sequence.
+For one sequence the cache stays below the weights: Llama 2 7B, with a key/value head
+per query head, holds 2 GiB of cache at its trained context against about 13.5 GB
+of 16-bit weights. A server decodes many sequences at once, though, and from seven
+sequences of that length on, the caches outgrow the weights:
+
+>>> from attention import MODELS
+>>> llama2 = MODELS["Llama 2 7B"]
+>>> llama2.kv_cache_bytes(llama2.trained_context) / 2**30  # GiB, 16-bit numbers
+2.0
+>>> round(llama2.parameters * 2 / 1e9, 1)  # GB of 16-bit weights
+13.5
+>>> [n * llama2.kv_cache_bytes(llama2.trained_context) > llama2.parameters * 2 for n in (6, 7)]
+[False, True]
+
+Grouped-query attention keeps
 ``num_heads`` query heads but only ``num_kv_heads`` key/value heads; query head ``h``
 uses key/value head ``h // (num_heads // num_kv_heads)``. ``num_kv_heads == num_heads``
 is multi-head attention, ``num_kv_heads == 1`` multi-query attention.

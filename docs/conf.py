@@ -93,6 +93,8 @@ nb_execution_show_tb = True
 nb_execution_timeout = 300
 nb_output_stderr = "warn"  # a warning printed by a cell fails the build under -W
 nb_merge_streams = True
+# Markdown a cell displays (the home page's model table) is read as MyST, tables included.
+nb_render_markdown_format = "myst"
 
 # -- Math --------------------------------------------------------------------------
 # MathJax 3.2.2 (Apache-2.0) is served from the site itself, not a CDN, so the site

@@ -103,13 +103,20 @@ CHECKER = PrintedOutputChecker()
 
 
 def printed_text(cell: dict) -> str:
-    """The text a reader sees under a notebook's code cell: streams and plain-text results."""
+    """The text a reader sees under a notebook's code cell.
+
+    Streams, plain-text results, and Markdown a cell displays (a table the page
+    renders, such as the home page's, is checked like printed text).
+    """
     parts = []
     for output in cell.get("outputs", []):
+        data = output.get("data", {})
         if output["output_type"] == "stream" and output["name"] == "stdout":
             parts.append(output["text"])
+        elif "text/markdown" in data:
+            parts.append(data["text/markdown"] + "\n")
         elif output["output_type"] == "execute_result":
-            parts.append(output["data"].get("text/plain", "") + "\n")
+            parts.append(data.get("text/plain", "") + "\n")
     return normalise("".join(parts))
 
 

@@ -8,7 +8,15 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from printed_values import explain, last_digit, matches, numbers, tolerance, unprinted
+from printed_values import (
+    explain,
+    last_digit,
+    matches,
+    numbers,
+    printed_text,
+    tolerance,
+    unprinted,
+)
 
 from attention import INPUTS, SelfAttentionV2
 
@@ -167,3 +175,23 @@ def test_restated_numbers_must_be_printed_values_or_roundings_of_them():
 def test_prose_numbers_with_fewer_than_two_decimals_or_inside_versions_are_not_restatements():
     assert unprinted("p = 0.1 on torch 2.13.0, exercise 3.2, 1e-6", []) == (0, [])
     assert unprinted("a score of −0.25", []) == (1, ["-0.25"])
+
+
+def test_a_cell_that_displays_markdown_is_read_as_that_markdown():
+    table = "| model | heads |\n| --- | --- |\n| GPT-2 | 12 |"
+    cell = {
+        "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "before\n"},
+            {
+                "output_type": "execute_result",
+                "data": {
+                    "text/plain": "<IPython.core.display.Markdown object>",
+                    "text/markdown": table,
+                },
+            },
+            {"output_type": "display_data", "data": {"image/png": "...", "text/plain": "<Figure>"}},
+        ]
+    }
+    assert printed_text(cell) == "before\n" + table
+    cell["outputs"][1]["data"].pop("text/markdown")
+    assert printed_text(cell) == "before\n<IPython.core.display.Markdown object>"
