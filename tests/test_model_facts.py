@@ -222,8 +222,6 @@ def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
 NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     ("docs/chapters/07-efficient-attention.md", 8): "the batch of 8 sequences the page "
     "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
-    ("docs/chapters/07-efficient-attention.md", 64): "tiled_attention's block_size of 64, "
-    "the page's choice; GPT-2's head_dim, also 64, is read from MODELS there",
     ("docs/chapters/07-efficient-attention.md", 2048): "the benchmark's reference matrix "
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
 }
