@@ -219,7 +219,10 @@ def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
 # -- the lint: no model fact typed into a page -----------------------------------------
 
 # Numbers that equal a model fact by coincidence, page by page, with the reason.
-NOT_MODEL_FACTS: dict[tuple[str, int], str] = {}
+NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
+    ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
+    "model; not DeepSeek-V3's key size",
+}
 
 
 def fact_numbers() -> dict[int, str]:
