@@ -9,58 +9,65 @@ the length of the text.
 """
 
 # %%
-# The numbers below are copied from each model's ``config.json``; the comments name
-# the fields. Each model runs in 16-bit numbers, 2 bytes each.
-# ``kv_cache_bytes_per_token`` computes ``2 * layers * kv_heads * head_dim * bytes``:
-# the 2 counts the key and the value. DeepSeek-V3 caches a latent instead,
+# The numbers come from ``attention.MODELS``, which copies each model's published
+# ``config.json`` and names its checkpoint. Each model runs in bfloat16 numbers,
+# 2 bytes each. ``kv_bytes_per_token`` computes
+# ``2 * layers * num_kv_heads * head_dim * bytes``: the 2 counts the key and the
+# value. DeepSeek-V3 caches a latent instead,
 # ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``.
+
+import math
 
 import matplotlib.pyplot as plt
 import torch
 
-from attention import kv_cache_bytes_per_token, latent_cache_bytes_per_token
+from attention import MODELS
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
-per_token = {
-    # n_layer, n_head, n_embd / n_head
-    "GPT-2": kv_cache_bytes_per_token(12, 12, 768 // 12, torch.bfloat16),
-    # num_hidden_layers, num_key_value_heads, hidden_size / num_attention_heads
-    "Llama 3 8B": kv_cache_bytes_per_token(32, 8, 4096 // 32, torch.bfloat16),
-    "Mistral 7B": kv_cache_bytes_per_token(32, 8, 4096 // 32, torch.bfloat16),
-    # num_hidden_layers, kv_lora_rank, qk_rope_head_dim
-    "DeepSeek-V3": latent_cache_bytes_per_token(61, 512, 64, torch.bfloat16),
-}
-for name, size in per_token.items():
-    print(f"{name:12} {size:8,} bytes per token")
+NAMES = ("GPT-2", "Llama 3 8B", "Mistral 7B", "DeepSeek-V3")
+WIDTH = max(map(len, NAMES))  # to align the columns
+for name in NAMES:
+    m = MODELS[name]
+    print(f"{name:{WIDTH}} {m.attention}: {m.kv_bytes_per_token():9,} bytes per token")
 # Expected output:
-# GPT-2          36,864 bytes per token
-# Llama 3 8B    131,072 bytes per token
-# Mistral 7B    131,072 bytes per token
-# DeepSeek-V3    70,272 bytes per token
+# GPT-2       MHA:    36,864 bytes per token
+# Llama 3 8B  GQA:   131,072 bytes per token
+# Mistral 7B  GQA:   131,072 bytes per token
+# DeepSeek-V3 MLA:    70,272 bytes per token
 
 # %%
-# Each model's full context (``n_positions``, ``max_position_embeddings``) sets how
-# far its line goes. Mistral 7B's ``sliding_window`` of 4096 tokens caps its cache:
-# older keys are never looked at again, so they need not be kept.
+# Each line goes as far as the context its model was trained on, ``trained_context``.
+# That is not always the positions its config allows, ``max_position_embeddings``:
+# Mistral 7B v0.1 allows four times more than it was trained on. Its dashed line goes
+# on to that limit, flat: its ``sliding_window`` caps the cache, since older keys are
+# never looked at again, so they need not be kept.
 
-context = {"GPT-2": 1024, "Llama 3 8B": 8192, "Mistral 7B": 32768, "DeepSeek-V3": 163840}
-window = {"Mistral 7B": 4096}
 GiB = 2**30
 
-fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-for name, size in per_token.items():
-    tokens = torch.logspace(0, torch.log10(torch.tensor(context[name])).item(), 200)
-    kept = tokens.clamp(max=window.get(name, context[name]))
-    ax.plot(tokens, kept * size / GiB, label=name, lw=2)
-    full = min(context[name], window.get(name, context[name])) * size / GiB
-    print(f"{name:12} full context {context[name]:7,} tokens: {full:6.2f} GiB")
+fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+for name in NAMES:
+    m = MODELS[name]
+    end = m.trained_context
+    tokens = torch.logspace(0, math.log10(end), 200)
+    tokens = tokens.round().long().tolist()
+    (line,) = ax.plot(tokens, [m.kv_cache_bytes(t) / GiB for t in tokens], label=name, lw=2)
+    note = ""
+    if m.sliding_window is not None:  # on to the positions its config allows
+        allowed = m.max_position_embeddings
+        more = torch.logspace(math.log10(end), math.log10(allowed), 50)
+        more = more.round().long().tolist()
+        sizes = [m.kv_cache_bytes(t) / GiB for t in more]
+        ax.plot(more, sizes, "--", color=line.get_color(), lw=2)
+        note = f" (window {m.sliding_window:,}; max_position_embeddings {allowed:,})"
+    gib = m.kv_cache_bytes(end) / GiB
+    print(f"{name:{WIDTH}} trained on {end:7,} tokens: {gib:5.2f} GiB{note}")
 # Expected output:
-# GPT-2        full context   1,024 tokens:   0.04 GiB
-# Llama 3 8B   full context   8,192 tokens:   1.00 GiB
-# Mistral 7B   full context  32,768 tokens:   0.50 GiB
-# DeepSeek-V3  full context 163,840 tokens:  10.72 GiB
+# GPT-2       trained on   1,024 tokens:  0.04 GiB
+# Llama 3 8B  trained on   8,192 tokens:  1.00 GiB
+# Mistral 7B  trained on   8,192 tokens:  0.50 GiB (window 4,096; max_position_embeddings 32,768)
+# DeepSeek-V3 trained on 131,072 tokens:  8.58 GiB
 ax.set(xscale="log", yscale="log", xlabel="tokens of text", ylabel="KV cache of one sequence (GiB)")
 ax.grid(True, which="both", alpha=0.3)
 ax.legend()
@@ -68,6 +75,19 @@ fig.suptitle("KV-cache size against text length, from published configs (bfloat1
 plt.show()
 
 # %%
-# Llama 3 8B and Mistral 7B keep the same 128 KiB per token; Mistral's window stops
-# its line at half a gibibyte. DeepSeek-V3, a far larger model, keeps about half as
-# much per token thanks to its latent, which lets it serve texts twenty times longer.
+# Llama 3 8B and Mistral 7B keep the same bytes per token; Mistral's window stops its
+# line at half a gibibyte. DeepSeek-V3, a far larger model, keeps about half as much
+# per token thanks to its latent. The latent is not what lets it read long texts,
+# though. Its RoPE was stretched with YaRN (``rope_scaling``: the factor below, over the
+# positions it was pretrained on), and it was then trained on longer and longer texts,
+# up to the context below. The latent only makes those long texts cheaper to keep.
+
+ds = MODELS["DeepSeek-V3"]
+yarn = ds.rope_scaling
+print(
+    f"DeepSeek-V3: {yarn['rope_type']} x{yarn['factor']:g} over "
+    f"{yarn['original_max_position_embeddings']:,} positions, trained on "
+    f"{ds.trained_context:,} tokens"
+)
+# Expected output:
+# DeepSeek-V3: yarn x40 over 4,096 positions, trained on 131,072 tokens

@@ -15,7 +15,7 @@ outside its window.
 import matplotlib.pyplot as plt
 import torch
 
-from attention import sliding_window_mask
+from attention import MODELS, sliding_window_mask
 from attention.plot import head_grid
 
 torch.manual_seed(0)
@@ -34,8 +34,9 @@ for layers in range(1, 5):
 # 4 layer(s): the last token draws on 9 tokens
 
 # %%
-# Each layer widens the band by ``window - 1`` tokens. With Mistral 7B's window of
-# 4096 and 32 layers, the last layer can reach 131,041 tokens back.
+# Each layer widens the band by ``window - 1`` positions: after ``layers`` layers the
+# last token reaches ``layers * (window - 1)`` positions back, and draws on one token
+# more, itself (4 layers with a window of 3 above: 8 positions back, 9 tokens).
 
 fields = torch.stack(fields)
 head_grid(
@@ -47,6 +48,20 @@ head_grid(
     suptitle="Which tokens (columns) can reach each token (rows), window of 3",
 )
 plt.show()
-print(32 * (4096 - 1) + 1)
+
+# %%
+# Mistral 7B slides a window over every one of its layers. Its ``receptive_field``
+# in ``attention.MODELS`` is ``layers * (sliding_window - 1)``, the positions back the
+# last layer can reach; counting the token itself, one more token.
+
+mistral = MODELS["Mistral 7B"]
+field = mistral.receptive_field
+print(
+    f"Mistral 7B: {mistral.layers} layers x (window {mistral.sliding_window} - 1) "
+    f"= {field:,} positions back"
+)
 # Expected output:
-# 131041
+# Mistral 7B: 32 layers x (window 4096 - 1) = 131,040 positions back
+print(f"counting the token itself: {field + 1:,} tokens")
+# Expected output:
+# counting the token itself: 131,041 tokens
