@@ -105,8 +105,8 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
     ``i - W`` to ``i``, ``W + 1`` tokens, and its original reference code
     (``one_file_ref.py`` in ``mistralai/mistral-src``) builds that band with
     ``torch.triu(mask, diagonal=-W)``. The paper's window ``W`` is ``window=W + 1``
-    here; ``transformers`` and Mistral 7B's released ``config.json`` count as this
-    function does.
+    here; ``transformers``, which reads Mistral 7B's released ``config.json``, counts
+    as this function does.
 
     Parameters
     ----------
