@@ -48,9 +48,7 @@ def paper_window_mask(num_tokens: int, window: int) -> torch.Tensor:
 
 
 @given(num_tokens=st.integers(1, 12), window=st.integers(1, 14))
-def test_the_papers_window_is_one_token_wider_than_the_package_and_transformers(
-    num_tokens, window
-):
+def test_the_papers_window_w_is_the_packages_and_transformers_w_plus_one(num_tokens, window):
     """The paper's window W sees W + 1 tokens; the package and transformers see W.
 
     transformers' side is the mask MistralModel builds from a config with
