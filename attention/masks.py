@@ -9,8 +9,8 @@ hidden future (``masked_fill``); ``~mask`` converts one into the other.
   keys (decoding with a cache) the queries are the *last* ones, so the triangle is
   aligned to the bottom-right corner, as ``torch.nn.attention.bias.causal_lower_right``
   does, not the top-left corner that ``is_causal=True`` uses.
-* :func:`~attention.sliding_window_mask`: causal, and only the last ``window`` positions (Mistral,
-  Gemma's local layers).
+* :func:`~attention.sliding_window_mask`: causal, and only the last ``window`` positions, the
+  query included (Mistral, Gemma's local layers).
 * :func:`~attention.padding_mask`: which tokens of a right-padded batch are real.
 """
 
@@ -100,6 +100,13 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
     tokens before it, as ``transformers``' Mistral does with ``sliding_window=window``.
     Stacking layers widens what a token can draw on: after ``L`` layers, information
     from up to ``L * (window - 1)`` positions back.
+
+    The Mistral paper counts one more: it writes the window ``W`` as positions
+    ``i - W`` to ``i``, ``W + 1`` tokens, and its original reference code
+    (``one_file_ref.py`` in ``mistralai/mistral-src``) builds that band with
+    ``torch.triu(mask, diagonal=-W)``. The paper's window ``W`` is ``window=W + 1``
+    here; ``transformers``, which reads Mistral 7B's released ``config.json``, counts
+    as this function does.
 
     Parameters
     ----------

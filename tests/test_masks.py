@@ -13,8 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn import functional as F
 from torch.nn.attention.bias import causal_lower_right
+from transformers import MistralConfig
 from transformers.masking_utils import (
     causal_mask_function,
+    create_sliding_window_causal_mask,
     padding_mask_function,
     sliding_window_causal_mask_function,
 )
@@ -34,6 +36,34 @@ def test_sliding_window_is_transformers_sliding_window_causal_mask(num_tokens, w
     mask = sliding_window_mask(num_tokens, window)
     assert mask.dtype == torch.bool
     assert torch.equal(mask, expected)
+
+
+def paper_window_mask(num_tokens: int, window: int) -> torch.Tensor:
+    """The Mistral paper's window: query i sees positions i - window ... i.
+
+    Built as the original reference code builds it (mistralai/mistral-src,
+    one_file_ref.py): a causal triangle, then ``triu`` with ``diagonal=-window``.
+    """
+    return torch.ones(num_tokens, num_tokens).tril().triu(diagonal=-window).bool()
+
+
+@given(num_tokens=st.integers(1, 12), window=st.integers(1, 14))
+def test_the_papers_window_w_is_the_packages_and_transformers_w_plus_one(num_tokens, window):
+    """The paper's window W sees W + 1 tokens; the package and transformers see W.
+
+    transformers' side is the mask MistralModel builds from a config with
+    ``sliding_window=window``, so the comparison holds for the released model's field.
+    """
+    paper = paper_window_mask(num_tokens, window)
+    assert torch.equal(paper, sliding_window_mask(num_tokens, window + 1))
+    if window < num_tokens:  # otherwise both conventions cover the whole triangle
+        assert not torch.equal(paper, sliding_window_mask(num_tokens, window))
+    config = MistralConfig(sliding_window=window, attn_implementation="sdpa")
+    embeddings = torch.zeros(1, num_tokens, 1)  # only its batch, length and device count
+    from_config = create_sliding_window_causal_mask(
+        config, embeddings, None, None, allow_is_causal_skip=False
+    )
+    assert torch.equal(from_config[0, 0], sliding_window_mask(num_tokens, window))
 
 
 @given(num_tokens=st.integers(1, 10), window=st.integers(1, 10))
