@@ -279,6 +279,8 @@ MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2")
 NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
 ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
 YEARS = range(1990, 2031)
+# Importing a model's class from transformers does not make a code block about that model.
+IMPORT = re.compile(r"\s*(from|import)\s")
 # Sizes that pages use for their own toy examples, and RoPE's original base: facts only
 # where the text around them names a model.
 GENERIC = {2**p for p in range(11)} | {10000}
@@ -299,11 +301,8 @@ def typed_facts(line: str, facts: dict[int, str], about_a_model: bool) -> list[t
         value = int(re.sub(r"\D", "", match.group(1)))
         if value not in facts or value in YEARS:
             continue
-        if value >= 100:
-            counts = about_a_model or value not in GENERIC
-        else:
-            counts = named and value >= 4
-        if counts:
+        large = value >= 100 and (about_a_model or value not in GENERIC)
+        if large or (value < 100 and named and value >= 4):
             found.append((value, facts[value]))
     return found
 
@@ -374,7 +373,9 @@ def typed_facts_in(lines: list[tuple[int, str]]) -> list[tuple[int, int, str, st
     """(line number, value, what it is, line) for every typed fact."""
     facts, found = fact_numbers(), []
     for block in blocks(lines):
-        about_a_model = any(MODEL_WORDS.search(line) for _, line in block)
+        about_a_model = any(
+            MODEL_WORDS.search(line) and not IMPORT.match(line) for _, line in block
+        )
         for number, line in block:
             for value, what in typed_facts(line, facts, about_a_model):
                 found.append((number, value, what, line))
@@ -431,11 +432,23 @@ def test_the_lint_finds_a_typed_fact_in_prose_code_and_alt_text(tmp_path: Path) 
         "The sentence has six tokens and 2 heads; GPT-2 has 12 layers.\n"
         "\n"
         "GPT-2's heads are larger than this toy's\n"
-        "8 features, but 1024 is its context.\n",
+        "8 features, but 1024 is its context.\n"
+        "```{code-cell} ipython3\n"
+        "from transformers.models.llama.modeling_llama import LlamaAttention\n"
+        "KiB = 1024\n"
+        "```\n",
         encoding="utf-8",
     )
     found = [(number, value) for number, value, _, _ in typed_facts_in(page_lines(page))]
-    assert found == [(1, 131072), (2, 128), (4, 131072), (9, 163840), (13, 4096), (15, 12), (18, 1024)]
+    assert found == [
+        (1, 131072),
+        (2, 128),
+        (4, 131072),
+        (9, 163840),
+        (13, 4096),
+        (15, 12),
+        (18, 1024),
+    ]
 
 
 def test_the_lint_skips_a_scripts_expected_output(tmp_path: Path) -> None:
