@@ -113,7 +113,7 @@ def tests_latest(session: nox.Session) -> None:
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    wanted = extras["project"]["optional-dependencies"]["transformers"]  # transformers>=5.15,<6
+    wanted = extras["project"]["optional-dependencies"]["transformers"]  # the extra, as a reader gets it
     lines = Path(CONSTRAINTS).read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("transformers=="))
     pins = re.compile(r"[\w.-]+==")
