@@ -101,19 +101,22 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(name="tests-latest")
 def tests_latest(session: nox.Session) -> None:
-    """The tests that use transformers, against the newest transformers the extras allow.
+    """The tests and chapters that use transformers, on its newest release the extras allow.
 
     The other sessions pin transformers (.ci/constraints.txt); a reader who installs the
     `transformers` extra gets its newest release in the extra's range. This session
     lifts the pins of transformers and of what it pulls in (their block of the
     constraints file), keeps every other pin (torch's among them), and runs the test
-    files that import transformers with warnings as errors (pyproject.toml), so that a
-    renamed or deprecated argument fails here before a reader meets it.
+    files that import transformers with warnings as errors (pyproject.toml), then the
+    chapters that import it (docs/_ext/run_chapters.py: a cell that writes to stderr or
+    prints other values than its page fails, as in `nox -s docs`), so that a renamed or
+    deprecated argument fails here before a reader's download meets it.
     """
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    wanted = extras["project"]["optional-dependencies"]["transformers"]  # the extra, as a reader gets it
+    # The extra as a reader gets it, e.g. transformers>=5.15,<6
+    wanted = extras["project"]["optional-dependencies"]["transformers"]
     lines = Path(CONSTRAINTS).read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("transformers=="))
     pins = re.compile(r"[\w.-]+==")
@@ -123,18 +126,26 @@ def tests_latest(session: nox.Session) -> None:
     install_torch(session)
     session.install("-c", str(lifted), "--upgrade", "-e", ".[test,plot,docs]", *wanted)
     uses = re.compile(r"^(from|import) (transformers|hf_models)\b", re.MULTILINE)
-    files = [
-        str(path.relative_to(ROOT))
-        for path in sorted((ROOT / "tests").glob("test_*.py"))
-        if uses.search(path.read_text(encoding="utf-8"))
-    ]
+
+    def using_transformers(paths) -> list[str]:
+        return [
+            str(path.relative_to(ROOT))
+            for path in sorted(paths)
+            if uses.search(path.read_text(encoding="utf-8"))
+        ]
+
     version = session.run(
         "python", "-c", "import transformers; print(transformers.__version__)", silent=True
     ).strip()
     session.log(f"testing transformers {version} (the other sessions: {pinned('transformers')})")
     # The decode race compares with LlamaAttention too; it loads benchmarks/decode.py.
     benchmark = ["tests/test_decode_benchmark.py", "benchmarks/decode.py"]
-    session.run("pytest", *files, *benchmark, *session.posargs)
+    session.run(
+        "pytest", *using_transformers(ROOT.glob("tests/test_*.py")), *benchmark, *session.posargs
+    )
+    # The chapters that use it, as a reader's download runs them: no warning, same values.
+    chapters = using_transformers(DOCS.glob("chapters/*.md"))
+    session.run("python", "docs/_ext/run_chapters.py", *chapters, env=DOCS_ENV)
     session.log(f"passed with transformers {version}")
 
 
