@@ -115,7 +115,7 @@ def tests_latest(session: nox.Session) -> None:
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    # The extra as a reader gets it, e.g. transformers>=5.15,<6
+    # The extra's range, as a reader's pip sees it (pyproject.toml).
     wanted = extras["project"]["optional-dependencies"]["transformers"]
     lines = Path(CONSTRAINTS).read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("transformers=="))
