@@ -99,6 +99,56 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs, env={"PYDEVD_DISABLE_FILE_VALIDATION": "1"})
 
 
+@nox.session(name="tests-latest")
+def tests_latest(session: nox.Session) -> None:
+    """The tests and chapters that use transformers, on its newest release the extras allow.
+
+    The other sessions pin transformers (.ci/constraints.txt); a reader who installs the
+    `transformers` extra gets its newest release in the extra's range. This session
+    lifts the pins of transformers and of what it pulls in (their block of the
+    constraints file), keeps every other pin (torch's among them), and runs the test
+    files that import transformers with warnings as errors (pyproject.toml), then the
+    chapters that import it (docs/_ext/run_chapters.py: a cell that writes to stderr or
+    prints other values than its page fails, as in `nox -s docs`), so that a renamed or
+    deprecated argument fails here before a reader's download meets it.
+    """
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    # The extra's range, as a reader's pip sees it (pyproject.toml).
+    wanted = extras["project"]["optional-dependencies"]["transformers"]
+    lines = Path(CONSTRAINTS).read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("transformers=="))
+    pins = re.compile(r"[\w.-]+==")
+    end = next((i for i in range(start, len(lines)) if not pins.match(lines[i])), len(lines))
+    lifted = Path(session.create_tmp()) / "constraints-latest.txt"
+    lifted.write_text("\n".join(lines[:start] + lines[end:]) + "\n", encoding="utf-8")
+    install_torch(session)
+    session.install("-c", str(lifted), "--upgrade", "-e", ".[test,plot,docs]", *wanted)
+    uses = re.compile(r"^(from|import) (transformers|hf_models)\b", re.MULTILINE)
+
+    def using_transformers(paths) -> list[str]:
+        return [
+            str(path.relative_to(ROOT))
+            for path in sorted(paths)
+            if uses.search(path.read_text(encoding="utf-8"))
+        ]
+
+    version = session.run(
+        "python", "-c", "import transformers; print(transformers.__version__)", silent=True
+    ).strip()
+    session.log(f"testing transformers {version} (the other sessions: {pinned('transformers')})")
+    # The decode race compares with LlamaAttention too; it loads benchmarks/decode.py.
+    benchmark = ["tests/test_decode_benchmark.py", "benchmarks/decode.py"]
+    session.run(
+        "pytest", *using_transformers(ROOT.glob("tests/test_*.py")), *benchmark, *session.posargs
+    )
+    # The chapters that use it, as a reader's download runs them: no warning, same values.
+    chapters = using_transformers(DOCS.glob("chapters/*.md"))
+    session.run("python", "docs/_ext/run_chapters.py", *chapters, env=DOCS_ENV)
+    session.log(f"passed with transformers {version}")
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Check style and common mistakes with ruff."""

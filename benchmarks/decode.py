@@ -123,7 +123,9 @@ def measure(args, ours, theirs, rotary, num_cached: int) -> dict:
 
     def their_step() -> torch.Tensor:
         cos_sin = rotary(x, position)
-        out, _ = theirs(x, cos_sin, None, past_key_values=their_cache)
+        # The cache goes 4th, by position: `past_key_values` before transformers 5.24, `cache`
+        # after, and the old keyword warns (FutureWarning) from 5.24 on.
+        out, _ = theirs(x, cos_sin, None, their_cache)
         their_cache.crop(-1)
         return out
 

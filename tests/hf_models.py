@@ -150,7 +150,9 @@ def deepseek_attention(mla: MultiHeadLatentAttention, implementation: str = "sdp
 def float64_norms(theirs: DeepseekV3Attention) -> DeepseekV3Attention:
     """Swap DeepSeek's float32-computing RMS norms for float64 ``nn.RMSNorm``, same weights."""
     for name in ("q_a_layernorm", "kv_a_layernorm"):
-        old = getattr(theirs, name)
+        # Without q_lora_rank there is no q_a_layernorm: None from transformers 5.18 on,
+        # no attribute at all before.
+        old = getattr(theirs, name, None)
         if old is None:
             continue
         new = nn.RMSNorm(old.weight.shape[0], eps=old.variance_epsilon, dtype=torch.float64)

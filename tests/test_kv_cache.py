@@ -79,7 +79,9 @@ def test_decoding_matches_llama_attention_with_dynamic_cache(layout, base, data)
         positions = torch.arange(start, stop).expand(x.shape[0], -1)
         cos_sin = rope_cos_sin(positions, gqa.head_dim, base)
         mask = causal_4d(stop - start, stop) if stop - start > 1 else None
-        expected, _ = llama(x[:, start:stop], cos_sin, mask, past_key_values=theirs)
+        # The cache goes 4th, by position: `past_key_values` before transformers 5.24, `cache`
+        # after, and the old keyword warns (FutureWarning) from 5.24 on.
+        expected, _ = llama(x[:, start:stop], cos_sin, mask, theirs)
         torch.testing.assert_close(gqa(x[:, start:stop], cache=ours), expected, **EXACT)
     torch.testing.assert_close(ours.keys, theirs.layers[0].keys, **EXACT)
     torch.testing.assert_close(ours.values, theirs.layers[0].values, **EXACT)

@@ -114,7 +114,9 @@ def test_cache_holds_the_latent_and_the_rotated_key_like_dynamic_cache(layout, d
         positions = torch.arange(start, stop).expand(x.shape[0], -1)
         cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
         mask = causal_4d(stop - start, stop) if stop - start > 1 else None
-        expected, _ = theirs(x[:, start:stop], cos_sin, mask, past_key_values=their_cache)
+        # The cache goes 4th, by position: `past_key_values` before transformers 5.24, `cache`
+        # after, and the old keyword warns (FutureWarning) from 5.24 on.
+        expected, _ = theirs(x[:, start:stop], cos_sin, mask, their_cache)
         pieces.append(mla(x[:, start:stop], cache=ours))
         torch.testing.assert_close(pieces[-1], expected, **EXACT)
     torch.testing.assert_close(torch.cat(pieces, dim=1), mla(x), **EXACT)
