@@ -43,7 +43,9 @@ def test_scaled_dot_product_weights_with_different_d_k_is_rejected():
     seed=st.integers(0, 2**16),
 )
 @example(batch=[2, 3], num_queries=3, num_keys=4, d_k=2, seed=0)  # (batch, heads, n, n)
-def test_weights_of_a_batch_are_sdpas_softmax_over_the_keys(batch, num_queries, num_keys, d_k, seed):
+def test_weights_of_a_batch_are_sdpas_softmax_over_the_keys(
+    batch, num_queries, num_keys, d_k, seed
+):
     """Any leading dimensions: each row, over the keys, is SDPA's weights (its values the identity).
 
     ``scaled_dot_product_attention`` with ``values = I`` returns its attention weights
