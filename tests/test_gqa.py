@@ -152,10 +152,11 @@ def test_one_kv_head_has_one_head_of_keys_and_values_to_cache():
 
 
 def multi_query_attention(mqa: GroupedQueryAttention, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Multi-query attention computed from ``mqa``'s weights, without its code.
+    """Multi-query attention from ``mqa``'s weights, with SDPA instead of the module's code.
 
     Every query head attends over the one key/value head, passed to SDPA expanded to
-    all heads. Returns the output and each head's weights (SDPA's, with values = I).
+    all heads (RoPE, if any, is :func:`apply_rope`, checked in ``test_rope.py``).
+    Returns the output and each head's weights (SDPA's, with values = I).
     """
     batch, num_tokens, _ = x.shape
     heads, head_dim = mqa.num_heads, mqa.head_dim
