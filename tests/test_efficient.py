@@ -37,6 +37,7 @@ from attention.efficient import (
     FlexAttention,
     SDPAttention,
     TorchMHAAdapter,
+    variants_of,
 )
 
 #: The variants that run on a CPU (all but FlexAttention), which these tests use.
@@ -113,6 +114,43 @@ def test_variant_has_exactly_the_book_parameter_count(cls):
         variant = cls.from_module(book)
         count = [sum(p.numel() for p in m.parameters()) for m in (variant, book)]
         assert count[0] == count[1], qkv_bias
+
+
+#: Every variant class, FlexAttention included wherever it is listed.
+ALL_VARIANTS = [*VARIANTS.values(), *([] if "FlexAttention" in VARIANTS else [FlexAttention])]
+
+
+def parameter_shapes(module: torch.nn.Module) -> list[tuple[int, ...]]:
+    return sorted(tuple(p.shape) for p in module.parameters())
+
+
+@pytest.mark.parametrize("cls", ALL_VARIANTS)
+def test_variant_built_with_the_books_arguments_has_the_books_default_qkv_bias(cls):
+    """``cls(...)`` without ``qkv_bias`` has the parameters of the book's default module."""
+    book = MultiHeadAttention(**VARIANT_ARGUMENTS)
+    assert book.W_query.bias is None  # the book's default: no bias on queries, keys, values
+    expected = parameter_shapes(cls.from_module(book))
+    assert parameter_shapes(cls(**VARIANT_ARGUMENTS)) == expected
+    assert parameter_shapes(cls(**VARIANT_ARGUMENTS, qkv_bias=False)) == expected
+    with_bias = cls.from_module(MultiHeadAttention(**VARIANT_ARGUMENTS, qkv_bias=True))
+    assert parameter_shapes(cls(**VARIANT_ARGUMENTS, qkv_bias=True)) == parameter_shapes(with_bias)
+    assert len(parameter_shapes(with_bias)) > len(expected)
+
+
+@pytest.mark.parametrize("cls", ALL_VARIANTS)
+def test_runs_on_cpu_says_whether_forward_and_backward_run_on_a_cpu(cls):
+    """The flag ``variants_of`` and these tests rely on is what the class does on a CPU."""
+    book = MultiHeadAttention(**VARIANT_ARGUMENTS)
+    variant = cls.from_module(book)
+    x = torch.rand(2, 3, VARIANT_ARGUMENTS["d_in"], requires_grad=True)
+    if cls.runs_on_cpu:
+        variant(x).sum().backward()
+        assert x.grad is not None and x.grad.isfinite().all()
+    else:
+        with pytest.raises(NotImplementedError, match="on a CPU"):
+            variant(x).sum().backward()
+    on_cpu = [name for name in variants_of(book) if name != "MultiHeadAttention"]
+    assert (cls.__name__ in on_cpu) is cls.runs_on_cpu
 
 
 # ---------------------------------------------------------------------------------------

@@ -38,7 +38,13 @@ from torch.nn import functional as F
 from transformers.masking_utils import sliding_window_causal_mask_function
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from attention import GroupedQueryAttention, MultiHeadAttention, grouped_query_attention
+from attention import (
+    GroupedQueryAttention,
+    KVCache,
+    MultiHeadAttention,
+    apply_rope,
+    grouped_query_attention,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -138,13 +144,79 @@ def test_grouped_module_is_mha_with_each_kv_head_repeated_for_its_group(layout):
     torch.testing.assert_close(gqa(x), mha(x), **EXACT)
 
 
-def test_one_kv_head_is_multi_query_attention():
+def test_one_kv_head_has_one_head_of_keys_and_values_to_cache():
     mqa = GroupedQueryAttention(16, 16, context_length=4, num_heads=4, num_kv_heads=1)
     mha = GroupedQueryAttention(16, 16, context_length=4, num_heads=4, num_kv_heads=4)
     assert mqa.W_key.out_features == mqa.W_value.out_features == mqa.head_dim == 4
     assert mqa.cache_bytes_per_token * 4 == mha.cache_bytes_per_token == 2 * 16 * 4
-    weights = mqa.attention_weights(torch.randn(1, 4, 16))  # (1, 4 heads, 4, 4)
-    assert weights.shape == (1, 4, 4, 4)
+
+
+def multi_query_attention(mqa: GroupedQueryAttention, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Multi-query attention from ``mqa``'s weights, with SDPA instead of the module's code.
+
+    Every query head attends over the one key/value head, passed to SDPA expanded to
+    all heads (RoPE, if any, is :func:`apply_rope`, checked in ``test_rope.py``).
+    Returns the output and each head's weights (SDPA's, with values = I).
+    """
+    batch, num_tokens, _ = x.shape
+    heads, head_dim = mqa.num_heads, mqa.head_dim
+    q = F.linear(x, mqa.W_query.weight, mqa.W_query.bias)
+    q = q.view(batch, num_tokens, heads, head_dim).transpose(1, 2)  # (b, heads, n, head_dim)
+    k, v = (F.linear(x, w.weight, w.bias)[:, None] for w in (mqa.W_key, mqa.W_value))
+    if mqa.rope_base is not None:
+        q, k = apply_rope(q, base=mqa.rope_base), apply_rope(k, base=mqa.rope_base)
+    k, v = (t.expand(batch, heads, num_tokens, head_dim) for t in (k, v))  # one head, shared
+    context = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    out = F.linear(
+        context.transpose(1, 2).reshape(batch, num_tokens, heads * head_dim),
+        mqa.out_proj.weight,
+        mqa.out_proj.bias,
+    )
+    identity = torch.eye(num_tokens, dtype=x.dtype).expand(batch, heads, -1, -1)
+    return out, F.scaled_dot_product_attention(q, k, identity, is_causal=True)
+
+
+@given(
+    num_heads=st.integers(1, 4),
+    half_head_dim=st.integers(1, 3),
+    num_tokens=st.integers(1, 5),
+    batch=st.integers(1, 2),
+    qkv_bias=st.booleans(),
+    rope_base=st.sampled_from([None, 10000.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_one_kv_head_is_multi_query_attention(
+    num_heads, half_head_dim, num_tokens, batch, qkv_bias, rope_base, seed
+):
+    """Every query head uses the same keys and values: SDPA with the one head expanded.
+
+    The full pass, its attention weights, and a prefill then one-token decoding steps
+    with a cache, which holds the one key/value head.
+    """
+    d = num_heads * 2 * half_head_dim
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        mqa = GroupedQueryAttention(
+            d,
+            d,
+            context_length=num_tokens,
+            num_heads=num_heads,
+            num_kv_heads=1,
+            qkv_bias=qkv_bias,
+            rope_base=rope_base,
+        )
+    mqa = mqa.to(F64).eval()
+    x = torch.randn(batch, num_tokens, d, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    expected, weights = multi_query_attention(mqa, x)
+    torch.testing.assert_close(mqa(x), expected, **EXACT)
+    torch.testing.assert_close(mqa.attention_weights(x), weights, **EXACT)
+    cache = KVCache()
+    prefill = (num_tokens + 1) // 2
+    steps = [mqa(x[:, :prefill], cache=cache)]
+    steps += [mqa(x[:, t : t + 1], cache=cache) for t in range(prefill, num_tokens)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected, **EXACT)
+    assert cache.shape == (batch, 1, num_tokens, mqa.head_dim)
+    assert cache.nbytes == batch * num_tokens * mqa.cache_bytes_per_token
 
 
 # --- against transformers' LlamaAttention and MistralAttention -------------------------

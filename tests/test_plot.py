@@ -261,11 +261,57 @@ def test_head_grid_rejects_wrong_labels_and_titles(head_weights):
         head_grid(head_weights, ncols=0)
 
 
-def test_figures_render_to_png(causal_weights, head_weights, tmp_path):
+def rendered(fig, path):
+    """``fig`` saved as a PNG and read back: ``(height, width, 4)`` floats in [0, 1]."""
+    fig.savefig(path, dpi=fig.dpi)  # at the figure's dpi, so its transforms locate the pixels
+    return plt.imread(path)
+
+
+def cell_pixel(png, ax, row: int, col: int) -> np.ndarray:
+    """The 0-255 RGB of cell ``(row, col)`` of ``ax``'s heatmap, a third of a cell off its
+    centre: clear of the number written at the centre and of the white lines on the edges."""
+    x, y = ax.transData.transform((col - 0.3, row - 0.3))
+    return png[int(png.shape[0] - y), int(x), :3] * 255
+
+
+def assert_cells_show(png, ax, weights, hidden, vmax: float) -> None:
+    """Each visible cell has viridis' colour at ``weight / vmax``; each hidden one is grey
+    (its fill or its hatching)."""
+    viridis = matplotlib.colormaps["viridis"]
+    for (row, col), value in np.ndenumerate(weights):
+        pixel = cell_pixel(png, ax, row, col)
+        if hidden[row, col]:
+            assert pixel.max() - pixel.min() <= 2, (row, col, pixel)  # a neutral grey
+            assert 0x9A - 3 <= pixel.mean() <= 0xE4 + 3, (row, col, pixel)  # not white
+        else:
+            colour = np.array(viridis(value / vmax)[:3]) * 255
+            np.testing.assert_allclose(pixel, colour, atol=3, err_msg=f"cell {(row, col)}")
+
+
+def test_figures_render_to_png_with_each_weight_in_its_cell_and_the_future_grey(
+    causal_weights, tmp_path
+):
     # Drawing runs the layout engine and every artist, which building alone does not.
-    heatmap(causal_weights, TOKENS, TOKENS, mask="causal").figure.savefig(tmp_path / "a.png")
-    head_grid(head_weights, TOKENS, TOKENS, mask="causal").savefig(tmp_path / "b.png")
-    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "b.png").stat().st_size > 0
+    ax = heatmap(causal_weights, TOKENS, TOKENS, mask="causal")
+    png = rendered(ax.figure, tmp_path / "a.png")
+    width, height = ax.figure.get_size_inches() * ax.figure.dpi
+    assert png.shape == (round(height), round(width), 4)
+    assert np.all(png[..., 3] == 1)  # opaque, for dark pages too
+    assert np.all(png[[0, 0, -1, -1], [0, -1, 0, -1], :3] == 1)  # on white
+    weights = causal_weights.detach().numpy()
+    # The scale runs from 0 to the largest visible weight (row 0's 1.0 on the diagonal).
+    assert_cells_show(png, ax, weights, CAUSAL.numpy(), vmax=weights[~CAUSAL.numpy()].max())
+
+    # Two heads that attend differently (the book's small heads are nearly uniform):
+    # each panel must show its own head's weights, on the one shared colour scale.
+    scores = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(0)) * 3
+    per_head = torch.softmax(scores.masked_fill(CAUSAL, float("-inf")), dim=-1).numpy()
+    assert np.abs(per_head[0] - per_head[1]).max() > 0.5
+    fig = head_grid(per_head, TOKENS, TOKENS, mask="causal")
+    png = rendered(fig, tmp_path / "b.png")
+    assert np.all(png[..., 3] == 1)
+    for h, ax in enumerate(fig.axes[:2]):
+        assert_cells_show(png, ax, per_head[h], CAUSAL.numpy(), vmax=per_head.max())
 
 
 def test_heatmap_draws_into_axes_inside_a_subfigure():

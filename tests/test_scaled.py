@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
-from helpers import expect
+from helpers import F64, expect
+from hypothesis import example, given
+from hypothesis import strategies as st
+from torch.nn import functional as F
 
 from attention import scaled_dot_product_weights
 
@@ -28,3 +33,33 @@ def test_scaled_dot_product_weights_with_different_d_k_is_rejected():
         "got queries of shape (4, 2) and keys of shape (4, 3)"
     ):
         scaled_dot_product_weights(torch.rand(4, 2), torch.rand(4, 3))
+
+
+@given(
+    batch=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    num_queries=st.integers(1, 4),
+    num_keys=st.integers(1, 5),
+    d_k=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
+@example(batch=[2, 3], num_queries=3, num_keys=4, d_k=2, seed=0)  # (batch, heads, n, n)
+def test_weights_of_a_batch_are_sdpas_softmax_over_the_keys(
+    batch, num_queries, num_keys, d_k, seed
+):
+    """Any leading dimensions: each row, over the keys, is SDPA's weights (its values the identity).
+
+    ``scaled_dot_product_attention`` with ``values = I`` returns its attention weights
+    themselves, so it computes the softmax over the last dimension independently of ours.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    queries = torch.randn(*batch, num_queries, d_k, generator=generator, dtype=F64) * 2
+    keys = torch.randn(*batch, num_keys, d_k, generator=generator, dtype=F64) * 2
+    weights = scaled_dot_product_weights(queries, keys)
+    assert weights.shape == (*batch, num_queries, num_keys)
+    identity = torch.eye(num_keys, dtype=F64).expand(*batch, num_keys, num_keys)
+    expected = F.scaled_dot_product_attention(queries, keys, identity)
+    torch.testing.assert_close(weights, expected, rtol=1e-12, atol=1e-12)
+    # Each sequence of the batch is on its own: the same as computed alone.
+    for index in itertools.product(*map(range, batch)):
+        alone = scaled_dot_product_weights(queries[index], keys[index])
+        torch.testing.assert_close(weights[index], alone, rtol=1e-12, atol=1e-12)
