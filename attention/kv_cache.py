@@ -130,6 +130,16 @@ class KVCache:
                 f"dtype and leading shape, got keys of shape {tuple(keys.shape)} ({keys.dtype}) "
                 f"and values of shape {tuple(values.shape)} ({values.dtype})"
             )
+        return self._append(keys, values)
+
+    def _append(
+        self, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`update` for a module's own keys and values, known to be alike.
+
+        Checks only that they fit what is cached: the cache was the caller's to pass.
+        """
+        owner = type(self).__name__
         if self.keys is None:
             self.keys, self.values = keys, values
             return keys, values
