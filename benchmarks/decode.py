@@ -28,10 +28,14 @@ How it is measured:
   every run's median ratio is at most 1.0 at every cache length. Separate invocations
   can differ more than runs in one process do (thread placement, the allocator's
   state): repeat the command too, and report the machine.
-* **Minor page faults per step** (``getrusage``), median per side: a step that
-  allocates a fresh multi-megabyte cache and touches it for the first time pays for
-  every page of it, which is what made the 4096-token figure jump between runs when
-  our cache grew with ``torch.cat`` (as ``DynamicCache`` still does).
+* **Minor page faults per step** (``getrusage``), the median per run and side. A step
+  whose cache append allocates a fresh multi-megabyte tensor may get it from
+  ``mmap``, and then pays a fault for each of its pages on first touch; whether it
+  does depends on the allocator's state, which differs from one process to the next.
+  Before ``KVCache`` wrote in place, one of two runs of this benchmark on a 2-core
+  AMD EPYC had ours at about 1000 faults per step with 1024 cached tokens (4 MB of
+  fresh pages per step), the other at 0: a jump between runs that the paired rounds
+  cannot cancel. ``transformers``' ``DynamicCache`` still appends with ``torch.cat``.
 
 Usage::
 
