@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import resource
 import statistics
@@ -131,6 +132,17 @@ def build(args: argparse.Namespace) -> tuple[GroupedQueryAttention, LlamaAttenti
 def quartiles(values: list[float]) -> dict[str, float]:
     q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
     return {"median": median, "q1": q1, "q3": q3}
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def page_faults() -> int:
@@ -247,6 +259,8 @@ def main(argv: list[str] | None = None) -> dict:
             "transformers": transformers.__version__,
             "machine": platform.machine(),
             "processor": platform.processor(),
+            "cpu": cpu_model(),
+            "cpu_count": os.cpu_count(),
             "threads": torch.get_num_threads(),
         },
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -277,7 +291,8 @@ def main(argv: list[str] | None = None) -> dict:
             f"memory == formula: {row['memory']['equal']}",
             file=sys.stderr,
         )
-    target = results["target"]
+    target, environment = results["target"], results["environment"]
+    print(f"{environment['cpu']}, {environment['cpu_count']} CPUs", file=sys.stderr)
     print(f"target ({target['what']}): {'met' if target['met'] else 'missed'}", file=sys.stderr)
     return results
 
