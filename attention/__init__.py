@@ -1,15 +1,64 @@
-"""Self-attention step by step, from a dot product to multi-head causal attention.
+"""Self-attention step by step, from a dot product to the attention of today's decoders.
 
-The package follows chapter 3 of *Build a Large Language Model (From Scratch)* and
-the attention head of "Let's build GPT". Every class consumes the random generator
-exactly as the book's code does, so the same seed gives the book's numbers.
+Everything a chapter uses is importable from ``attention``, except the figures, which
+need matplotlib (the ``plot`` extra) and live in :mod:`attention.plot` and
+:mod:`attention.diagrams`.
+
+**Part I, the book's attention** (chapters 1 to 6). It follows chapter 3 of *Build a
+Large Language Model (From Scratch)* and the attention head of "Let's build GPT".
+Every class draws from the random generator exactly as the book's code does, so the
+same seed gives the book's numbers.
+
+* :mod:`attention.data`: the running examples, ``INPUTS`` and ``TOKENS``.
+* :mod:`attention.simple`: attention without trainable weights, one function per step.
+* :func:`scaled_dot_product_weights`: ``softmax(Q K^T / sqrt(d_k))``.
+* :class:`SelfAttentionV1` and :class:`SelfAttentionV2`: trainable query, key and
+  value weights.
+* :class:`CausalAttention` and Karpathy's :class:`Head`: the causal mask and dropout.
+* :class:`MultiHeadAttentionWrapper` and :class:`MultiHeadAttention`: several heads,
+  stacked, then split from one projection.
+
+**Efficient variants** (chapter 7). :mod:`attention.efficient` rewrites
+``MultiHeadAttention`` several ways, each computing the same function faster: a fused
+projection, ``einsum``, ``scaled_dot_product_attention``,
+``torch.nn.MultiheadAttention`` and ``flex_attention``. :mod:`attention.tiled` computes
+attention block by block with the online softmax, as the fused kernels do.
+
+**Part II, the attention of today's decoders** (chapters 8 to 12).
+
+* :class:`KVCache` and :func:`kv_cache_bytes_per_token`: generating one token at a
+  time without recomputing the past, and what that costs in memory.
+* :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
+  share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
+* :func:`apply_rope` and :func:`apply_rope_interleaved`: rotary position embeddings
+  in both layouts.
+* :func:`causal_mask`, :func:`sliding_window_mask` and :func:`padding_mask`.
+* :class:`MultiHeadLatentAttention`, :class:`LatentCache` and
+  :func:`latent_cache_bytes_per_token`: DeepSeek's latent attention, which caches one
+  small latent per token.
+
+**Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
+model: its attention config, copied from its ``config.json``, with the source. Every
+number the site gives about a real model is computed from it.
+
+The book's module, then an attention layer with Llama 3 8B's heads (its query heads
+grouped over fewer key/value heads), its RoPE base and no bias, at a toy width:
 
 >>> import torch
->>> from attention import INPUTS, MultiHeadAttention
+>>> from attention import INPUTS, MODELS, GroupedQueryAttention, MultiHeadAttention
 >>> _ = torch.manual_seed(123)
 >>> mha = MultiHeadAttention(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=2)
 >>> mha(INPUTS.unsqueeze(0)).shape  # (batch, num_tokens, d_out)
 torch.Size([1, 6, 2])
+>>> llama = MODELS["Llama 3 8B"]
+>>> layer = GroupedQueryAttention(
+...     3, 64, context_length=6, num_heads=llama.num_heads, num_kv_heads=llama.num_kv_heads,
+...     rope_base=llama.rope_theta, out_bias=False,
+... )
+>>> layer(INPUTS.unsqueeze(0)).shape, layer.W_key.out_features
+(torch.Size([1, 6, 64]), 16)
+>>> layer.W_key.out_features == llama.num_kv_heads * layer.head_dim
+True
 """
 
 from attention._version import __version__ as __version__

@@ -48,7 +48,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from attention import _checks
 from attention.multihead import MultiHeadAttention
-from attention.scaled import scaled_dot_product_weights
+from attention.scaled import _scaled_dot_product_weights
 from attention.tiled import tiled_attention  # lives in tiled.py; still importable from here
 
 __all__ = [
@@ -314,7 +314,7 @@ class FusedQKVAttention(FastMultiHeadAttention):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         num_tokens = q.shape[-2]
-        weights = scaled_dot_product_weights(q, k, mask=self.mask[:num_tokens, :num_tokens])
+        weights = _scaled_dot_product_weights(q, k, self.mask[:num_tokens, :num_tokens])
         return self.dropout(weights) @ v  # (B, num_heads, T, head_dim)
 
 

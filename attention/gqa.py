@@ -35,9 +35,9 @@ from torch.nn import functional as F
 
 from attention import _checks
 from attention.kv_cache import KVCache
-from attention.masks import causal_mask
-from attention.rope import apply_rope
-from attention.scaled import scaled_dot_product_weights
+from attention.masks import _causal_mask
+from attention.rope import _cos_sin_range, _rotate
+from attention.scaled import _scaled_dot_product_weights
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 
@@ -96,6 +96,18 @@ def grouped_query_attention(
             f"dividing num_heads, got queries of shape {tuple(queries.shape)} and keys of "
             f"shape {tuple(keys.shape)}"
         )
+    return _grouped_query_attention(queries, keys, values, mask, dropout, scale)
+
+
+def _grouped_query_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout: float,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """:func:`grouped_query_attention` of a module's own heads, unchecked."""
     batch, num_heads, num_queries, head_dim = queries.shape
     num_kv_heads = keys.shape[1]
     group = num_heads // num_kv_heads
@@ -142,13 +154,17 @@ class GroupedQueryAttention(nn.Module):
     dropout : float
         Dropout probability on the attention weights, in [0, 1), while training.
     qkv_bias : bool
-        Whether the query, key and value projections have a bias (``out_proj`` always has).
+        Whether the query, key and value projections have a bias.
     rope_base : float, optional
         If given, queries and keys are rotated by :func:`~attention.apply_rope` with this
         base (Llama's half-split layout); ``head_dim`` must then be even.
     window : int, optional
         If given, sliding-window attention: the query at position ``i`` sees keys
         ``i - window + 1`` to ``i``.
+    out_bias : bool
+        Keyword only. Whether ``out_proj`` has a bias: ``True`` (the default) as in the
+        book, ``False`` as in Llama's ``o_proj``. The bias is drawn last, so leaving it
+        out changes no other weight drawn from the same seed.
 
     Attributes
     ----------
@@ -206,9 +222,16 @@ class GroupedQueryAttention(nn.Module):
         qkv_bias: bool = False,
         rope_base: float | None = None,
         window: int | None = None,
+        *,
+        out_bias: bool = True,
     ):
         super().__init__()
         owner = type(self).__name__
+        if not isinstance(out_bias, bool):
+            raise ValueError(
+                f"{owner}: out_bias must be True or False (whether out_proj has a bias), "
+                f"got {out_bias!r} of type {type(out_bias).__name__}"
+            )
         sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
         _checks.sizes(self, **sizes, num_heads=num_heads, num_kv_heads=num_kv_heads)
         dropout = _checks.dropout_rate(owner, dropout)
@@ -245,7 +268,7 @@ class GroupedQueryAttention(nn.Module):
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, kv_dim, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, kv_dim, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
+        self.out_proj = nn.Linear(d_out, d_out, bias=out_bias)  # its bias is drawn last
         self.dropout = nn.Dropout(dropout)
 
     @property
@@ -271,19 +294,20 @@ class GroupedQueryAttention(nn.Module):
         keys = self._heads(self.W_key(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
         values = self._heads(self.W_value(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
         if self.rope_base is not None:
-            # The new tokens continue where the cache stops.
-            positions = torch.arange(num_cached, num_cached + num_tokens, device=x.device)
-            queries = apply_rope(queries, positions, self.rope_base)
-            keys = apply_rope(keys, positions, self.rope_base)  # cached already rotated
+            # apply_rope's rotation, the new tokens continuing where the cache stops. One
+            # cos and sin for every head, queries and keys; sliced from a table computed once.
+            cos, sin = _cos_sin_range(num_cached, num_tokens, self.head_dim, self.rope_base, x)
+            queries = _rotate(queries, cos, sin)
+            keys = _rotate(keys, cos, sin)  # the cached ones are rotated already
         if cache is not None:
             # (b, num_kv_heads, num_cached + n, head_dim)
-            keys, values = cache.update(keys, values)
+            keys, values = cache._append(keys, values)
         num_keys = keys.shape[2]
         mask = None
         # One new token with no window sees every key: no mask needed, which lets SDPA
         # pick its fastest kernel for decoding.
         if num_tokens > 1 or (self.window is not None and self.window < num_keys):
-            mask = causal_mask(num_tokens, num_keys, window=self.window, device=x.device)
+            mask = _causal_mask(num_tokens, num_keys, self.window, x.device)
         return queries, keys, values, mask
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
@@ -302,7 +326,7 @@ class GroupedQueryAttention(nn.Module):
         queries, keys, values, mask = self._project(x, cache)
         dropout = self.dropout.p if self.training else 0.0
         # (b, num_heads, n, head_dim), each query head reading its group's key/value head
-        context = grouped_query_attention(queries, keys, values, mask, dropout)
+        context = _grouped_query_attention(queries, keys, values, mask, dropout)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
         return self.out_proj(context)  # (batch, num_tokens, d_out)
@@ -322,4 +346,4 @@ class GroupedQueryAttention(nn.Module):
         keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
         # (b, num_heads, n, n); causal_mask marks where a query may look, the book's masks
         # where it may not
-        return scaled_dot_product_weights(queries, keys, mask=None if mask is None else ~mask)
+        return _scaled_dot_product_weights(queries, keys, None if mask is None else ~mask)

@@ -75,6 +75,13 @@ class KVCache:
         ``(batch, num_kv_heads, num_cached, head_dim)`` for attention modules (any
         ``(..., num_cached, dim)`` in general); ``None`` while empty.
 
+    The keys and values are views of a storage with room for more tokens (a quarter
+    more, at least 16), so a decoding step writes its one token in place instead of
+    copying the whole cache, as ``torch.cat`` (and ``transformers``' ``DynamicCache``)
+    does; the storage grows by copying only when it is full. While gradients flow
+    through the new keys or values, each step makes new tensors instead, so that
+    autograd sees every step's tensors unchanged.
+
     Examples
     --------
     >>> import torch
@@ -90,6 +97,9 @@ class KVCache:
     def __init__(self) -> None:
         self.keys: torch.Tensor | None = None
         self.values: torch.Tensor | None = None
+        # What keys and values view: their first len(self) tokens, and room after them.
+        self._key_storage: torch.Tensor | None = None
+        self._value_storage: torch.Tensor | None = None
 
     def __len__(self) -> int:
         """How many tokens the cache holds."""
@@ -119,7 +129,9 @@ class KVCache:
         Returns
         -------
         (keys, values) : tuple of torch.Tensor
-            Shapes ``(..., num_cached + num_new, key_dim)`` and ``(..., ..., value_dim)``.
+            Shapes ``(..., num_cached + num_new, key_dim)`` and ``(..., ..., value_dim)``:
+            views of the cache's storage, which a later update writes into after a
+            :meth:`crop` (``.clone()`` them to keep them).
         """
         owner = type(self).__name__
         keys = _checks.float_tensor(owner, "keys", keys)
@@ -130,10 +142,18 @@ class KVCache:
                 f"dtype and leading shape, got keys of shape {tuple(keys.shape)} ({keys.dtype}) "
                 f"and values of shape {tuple(values.shape)} ({values.dtype})"
             )
-        if self.keys is None:
-            self.keys, self.values = keys, values
-            return keys, values
-        for name, new, old in (("keys", keys, self.keys), ("values", values, self.values)):
+        return self._append(keys, values)
+
+    def _append(
+        self, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`update` for a module's own keys and values, known to be alike.
+
+        Checks only that they fit what is cached: the cache was the caller's to pass.
+        """
+        owner = type(self).__name__
+        pairs = (("keys", keys, self.keys), ("values", values, self.values))
+        for name, new, old in pairs if self.keys is not None else ():
             if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
                 raise ValueError(
                     f"{owner}: new {name} of shape {tuple(new.shape)} do not fit the cached "
@@ -145,13 +165,45 @@ class KVCache:
                 raise ValueError(
                     f"{owner}: new {name} are {new.dtype} but the cached {name} are {old.dtype}"
                 )
-        # torch.cat copies the whole cache each step, as transformers' DynamicCache does.
-        self.keys = torch.cat((self.keys, keys), dim=-2)  # (..., num_cached + num_new, key_dim)
-        self.values = torch.cat((self.values, values), dim=-2)
+        num_cached = len(self)
+        stop = num_cached + keys.shape[-2]
+        storage = self._key_storage
+        tracked = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
+        if tracked or (storage is not None and storage.requires_grad):
+            # Autograd keeps earlier steps' keys for backward: no writing in place.
+            if self.keys is not None:
+                keys = torch.cat((self.keys, keys), dim=-2)  # (..., stop, key_dim)
+                values = torch.cat((self.values, values), dim=-2)
+            self.keys = self._key_storage = keys
+            self.values = self._value_storage = values
+            return keys, values
+        if (
+            storage is None
+            or storage.shape[-2] < stop
+            or (storage.is_inference() and not torch.is_inference_mode_enabled())
+        ):
+            capacity = stop + max(stop // 4, 16)
+            self._key_storage = self._grow(self.keys, keys, capacity)
+            self._value_storage = self._grow(self.values, values, capacity)
+        self._key_storage[..., num_cached:stop, :] = keys  # only the new tokens are copied
+        self._value_storage[..., num_cached:stop, :] = values
+        self.keys = self._key_storage[..., :stop, :]  # (..., num_cached + num_new, key_dim)
+        self.values = self._value_storage[..., :stop, :]
         return self.keys, self.values
 
+    @staticmethod
+    def _grow(cached: torch.Tensor | None, new: torch.Tensor, capacity: int) -> torch.Tensor:
+        """New storage for ``capacity`` tokens shaped like ``new``, starting with ``cached``."""
+        storage = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
+        if cached is not None:
+            storage[..., : cached.shape[-2], :] = cached
+        return storage
+
     def crop(self, length: int) -> None:
-        """Keep only the first ``length`` tokens (to retry a step, or reuse a shared prompt)."""
+        """Keep only the first ``length`` tokens (to retry a step, or reuse a shared prompt).
+
+        Nothing is copied or freed: the next update writes over the forgotten tokens.
+        """
         length = _checks.positive_int(type(self).__name__, "length", length)
         if length > len(self):
             raise ValueError(

@@ -23,9 +23,9 @@ from torch.nn import functional as F
 
 from attention import _checks
 from attention.kv_cache import KVCache, _dtype_bytes
-from attention.masks import causal_mask
-from attention.rope import apply_rope
-from attention.scaled import scaled_dot_product_weights
+from attention.masks import _causal_mask
+from attention.rope import _cos_sin_range, _rotate
+from attention.scaled import _scaled_dot_product_weights
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention", "latent_cache_bytes_per_token"]
 
@@ -218,13 +218,13 @@ class MultiHeadLatentAttention(nn.Module):
         """
         return (self.kv_lora_rank + self.qk_rope_head_dim) * self.W_dkv.weight.element_size()
 
-    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         if self.rope_interleave:
             # Pairs are neighbours (0, 1), (2, 3), ...: reorder evens first, odds second,
             # and the half-split rotation does the rest. transformers'
             # apply_rotary_pos_emb_interleave returns the same, in the same order.
             x = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
-        return apply_rope(x, positions, self.rope_base)
+        return _rotate(x, cos, sin)  # apply_rope's rotation
 
     def _project(
         self, x: object, cache: LatentCache | None
@@ -232,7 +232,9 @@ class MultiHeadLatentAttention(nn.Module):
         why = " (it holds latents, not per-head keys and values)"
         x, num_cached = _checks.cached_input(self, x, cache, LatentCache, why)
         batch, num_tokens, _ = x.shape
-        positions = torch.arange(num_cached, num_cached + num_tokens, device=x.device)
+        # cos and sin of the new tokens' positions, once for queries and keys: (n, rope_dim / 2)
+        rope_dim = self.qk_rope_head_dim
+        cos, sin = _cos_sin_range(num_cached, num_tokens, rope_dim, self.rope_base, x)
         H, nope = self.num_heads, self.qk_nope_head_dim
 
         if self.q_lora_rank is None:
@@ -241,13 +243,13 @@ class MultiHeadLatentAttention(nn.Module):
             queries = self.W_uq(self.q_norm(self.W_dq(x)))  # via (b, n, q_lora_rank)
         queries = queries.view(batch, num_tokens, H, self.qk_head_dim).transpose(1, 2)
         q_nope, q_rope = queries.split([nope, self.qk_rope_head_dim], dim=-1)
-        q_rope = self._rope(q_rope, positions)  # (b, H, n, qk_rope_head_dim)
+        q_rope = self._rope(q_rope, cos, sin)  # (b, H, n, qk_rope_head_dim)
 
         latent = self.kv_norm(self.W_dkv(x))  # (b, n, kv_lora_rank)
-        k_rope = self._rope(self.W_kr(x), positions)  # (b, n, qk_rope_head_dim), one for all heads
+        k_rope = self._rope(self.W_kr(x), cos, sin)  # (b, n, qk_rope_head_dim), one for all heads
         if cache is not None:
             # (b, num_cached + n, kv_lora_rank) and (b, num_cached + n, qk_rope_head_dim)
-            latent, k_rope = cache.update(latent, k_rope)
+            latent, k_rope = cache._append(latent, k_rope)
         num_keys = latent.shape[1]
 
         # Each head's keys and values, re-projected from the latent
@@ -256,7 +258,7 @@ class MultiHeadLatentAttention(nn.Module):
         k_rope = k_rope[:, None].expand(batch, H, num_keys, self.qk_rope_head_dim)
         keys = torch.cat((k_nope, k_rope), dim=-1)  # (b, H, num_keys, qk_head_dim)
         queries = torch.cat((q_nope, q_rope), dim=-1)  # (b, H, n, qk_head_dim)
-        mask = causal_mask(num_tokens, num_keys, device=x.device) if num_tokens > 1 else None
+        mask = _causal_mask(num_tokens, num_keys, None, x.device) if num_tokens > 1 else None
         return queries, keys, values, mask
 
     def forward(self, x: torch.Tensor, cache: LatentCache | None = None) -> torch.Tensor:
@@ -281,4 +283,4 @@ class MultiHeadLatentAttention(nn.Module):
         """
         queries, keys, _, mask = self._project(x, None)
         # The scale is 1 / sqrt(qk_head_dim); causal_mask says where a query may look.
-        return scaled_dot_product_weights(queries, keys, mask=None if mask is None else ~mask)
+        return _scaled_dot_product_weights(queries, keys, None if mask is None else ~mask)

@@ -85,11 +85,19 @@ def causal_mask(
             f"tokens, and each sees itself), got num_queries={num_queries} and "
             f"num_keys={num_keys}"
         )
+    window = None if window is None else _window(owner, window)
+    return _causal_mask(num_queries, num_keys, window, device)
+
+
+def _causal_mask(
+    num_queries: int, num_keys: int, window: int | None, device: torch.device | str | None
+) -> torch.Tensor:
+    """:func:`causal_mask` of arguments already checked (the modules' own sizes)."""
     query_pos = torch.arange(num_keys - num_queries, num_keys, device=device)[:, None]
     key_pos = torch.arange(num_keys, device=device)[None, :]
     allowed = key_pos <= query_pos  # (num_queries, num_keys)
     if window is not None:
-        allowed &= key_pos > query_pos - _window(owner, window)
+        allowed &= key_pos > query_pos - window
     return allowed
 
 
@@ -132,7 +140,7 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
     """
     owner = "sliding_window_mask"
     num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
-    return causal_mask(num_tokens, window=_window(owner, window))
+    return _causal_mask(num_tokens, num_tokens, _window(owner, window), None)
 
 
 def padding_mask(lengths: Sequence[int] | torch.Tensor, num_tokens: int) -> torch.Tensor:

@@ -29,6 +29,60 @@ from attention import _checks
 __all__ = ["apply_rope", "apply_rope_interleaved"]
 
 
+def _inverse_frequencies(head_dim: int, base: float, device: torch.device) -> torch.Tensor:
+    """``base ** (-2 i / head_dim)`` for each pair ``i``, in float64: ``(head_dim / 2,)``."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim
+    return 1.0 / base**exponents  # one speed per pair, fastest first
+
+
+def _cos_sin(
+    positions: torch.Tensor, head_dim: int, base: float, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos`` and ``sin`` of each position's angles, each ``(..., num_tokens, head_dim / 2)``.
+
+    Unchecked. The angles are float64 whatever ``dtype``: at position 4000 a float32
+    angle is already off by about 2e-4 radians.
+    """
+    inv_freq = _inverse_frequencies(head_dim, base, positions.device)
+    angles = positions.to(torch.float64)[..., None] * inv_freq
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+# (head_dim, base, device, dtype) -> cos and sin of positions 0, 1, ..., n - 1, shared by
+# every module and head that rotates with these settings (a model's layers, say).
+_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _cos_sin_range(
+    start: int, num_tokens: int, head_dim: int, base: float, x: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_cos_sin`` of positions ``start ... start + num_tokens - 1``, for ``x``'s device and dtype.
+
+    Unchecked. Rows of a table computed once, the way :func:`_cos_sin` computes them,
+    and grown (doubled) when a later position is asked for, so a decoding step only
+    slices it. Each row is the same elementwise float64 computation either way.
+    """
+    key = (head_dim, float(base), x.device, x.dtype)
+    stop = start + num_tokens
+    tables = _TABLES.get(key)
+    if tables is None or tables[0].shape[0] < stop:
+        length = max(stop, 2 * (0 if tables is None else tables[0].shape[0]), 64)
+        # A plain tensor even when the first call runs under inference_mode, so that a
+        # later training forward can save it for backward.
+        with torch.inference_mode(False), torch.no_grad():
+            positions = torch.arange(length, device=x.device)
+            tables = _TABLES[key] = _cos_sin(positions, head_dim, base, x.dtype)
+    cos, sin = tables
+    return cos[start:stop], sin[start:stop]
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The half-split rotation of :func:`apply_rope`, given its ``cos`` and ``sin``. Unchecked."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]  # each (..., num_tokens, head_dim / 2)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
 def _angles(
     owner: str,
     x: torch.Tensor,
@@ -51,7 +105,7 @@ def _angles(
     if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
         raise ValueError(f"{owner}: base must be a number greater than 1, got {base!r}")
     if positions is None:
-        positions = torch.arange(num_tokens, device=x.device)
+        return _cos_sin_range(0, num_tokens, head_dim, base, x)
     positions = torch.as_tensor(positions, device=x.device)
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise ValueError(
@@ -62,12 +116,7 @@ def _angles(
             f"{owner}: expected positions of shape (num_tokens,) or (..., num_tokens) with "
             f"num_tokens={num_tokens}, got shape {tuple(positions.shape)}"
         )
-    # Angles in float64 whatever x's dtype: at position 4000 a float32 angle is
-    # already off by about 2e-4 radians.
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64, device=x.device) / head_dim
-    inv_freq = 1.0 / base**exponents  # (head_dim / 2,): one speed per pair, fastest first
-    angles = positions.to(torch.float64)[..., None] * inv_freq  # (..., num_tokens, head_dim / 2)
-    return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    return _cos_sin(positions, head_dim, base, x.dtype)
 
 
 def apply_rope(
@@ -113,9 +162,7 @@ def apply_rope(
     True
     """
     cos, sin = _angles("apply_rope", x, positions, base)  # (..., num_tokens, head_dim / 2)
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]  # each (..., num_tokens, head_dim / 2)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return _rotate(x, cos, sin)
 
 
 def apply_rope_interleaved(

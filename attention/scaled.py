@@ -54,6 +54,13 @@ def scaled_dot_product_weights(
             f"dimension d_k, got queries of shape {tuple(queries.shape)} and keys of "
             f"shape {tuple(keys.shape)}"
         )
+    return _scaled_dot_product_weights(queries, keys, mask)
+
+
+def _scaled_dot_product_weights(
+    queries: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """:func:`scaled_dot_product_weights` of a module's own queries and keys, unchecked."""
     scores = queries @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
     if mask is not None:
         # -inf, not 0: exp(-inf) = 0, so a hidden position gets no weight at all,

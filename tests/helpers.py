@@ -9,6 +9,7 @@ time; the tables after it list the arguments each module must reject.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ from attention import (
     MultiHeadLatentAttention,
     SelfAttentionV1,
     SelfAttentionV2,
+    _checks,
 )
 
 F64 = torch.float64
@@ -370,3 +372,20 @@ def layout_input(layout: dict) -> torch.Tensor:
     generator = torch.Generator().manual_seed(layout["seed"] + 1)
     size = (layout["batch"], layout["num_tokens"], layout["d_model"])
     return torch.randn(size, generator=generator, dtype=F64)
+
+
+def count_check_calls(monkeypatch) -> dict[str, int]:
+    """Count calls of every function in attention._checks from now on, by name."""
+    counts: dict[str, int] = {}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    for name, function in list(vars(_checks).items()):
+        if inspect.isfunction(function) and function.__module__ == _checks.__name__:
+            monkeypatch.setattr(_checks, name, counted(name, function))
+    return counts

@@ -60,6 +60,27 @@ def test_quick_run_reports_agreeing_outputs_the_formulas_memory_and_its_times_su
         assert (ratio["q1"], ratio["median"], ratio["q3"]) == pytest.approx(quartiles(per_round))
 
 
+def test_repeats_report_each_runs_median_and_the_target_needs_every_run(decode, capsys):
+    tiny = ["--d-in", "32", "--num-heads", "4", "--num-kv-heads", "2", "--head-dim", "8"]
+    results = decode.main(["--quick", "--repeats", "3", "--cached", "8", "--threads", "1", *tiny])
+    capsys.readouterr()
+    (row,) = results["rows"]
+    assert len(row["median_ratio_per_run"]) == 3 and all(r > 0 for r in row["median_ratio_per_run"])
+    assert len(row["times_s"]["ours"]) == len(row["times_s"]["transformers"]) == 3 * 6
+    assert all(len(faults) == 3 for faults in row["page_faults_per_step"].values())
+    worst = max(row["median_ratio_per_run"])
+    assert results["target"]["worst_run_median_ratio"] == {8: worst}
+    assert results["target"]["met"] == (worst <= 1.0)
+
+
+def test_ours_is_built_without_an_output_bias_like_llama(decode):
+    tiny = ["--d-in", "16", "--num-heads", "2", "--num-kv-heads", "1", "--head-dim", "8"]
+    args = decode.parse_args([*tiny, "--cached", "4"])
+    ours, theirs, _ = decode.build(args)
+    assert ours.out_proj.bias is None and theirs.o_proj.bias is None
+    assert args.repeats == 5 and decode.parse_args(["--quick"]).repeats == 1
+
+
 def quartiles(values: list[float]) -> tuple[float, float, float]:
     """The first quartile, median and third quartile of ``values`` (statistics' default)."""
     q1, _, q3 = statistics.quantiles(values, n=4)

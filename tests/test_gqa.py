@@ -15,6 +15,7 @@ from helpers import (
     F64,
     Shape,
     build,
+    count_check_calls,
     gqa_layouts,
     layout_input,
     make,
@@ -326,3 +327,66 @@ def test_bad_inputs_name_what_was_expected_and_given():
         ValueError, match=r"weights are torch.float32 but the input is torch.float64"
     ):
         gqa(torch.randn(1, 2, 8, dtype=F64))
+
+
+# --- out_bias -------------------------------------------------------------------------
+
+
+def _seeded_gqa(seed: int, **kwargs) -> tuple[GroupedQueryAttention, torch.Tensor]:
+    """A GQA built right after ``manual_seed(seed)``, and the next number the generator gives."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        gqa = GroupedQueryAttention(12, 12, 5, num_heads=4, num_kv_heads=2, **kwargs)
+        return gqa, torch.rand(1)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_out_bias_default_is_the_books_draws_and_false_draws_the_same_weights(qkv_bias):
+    """The bias is drawn last: leaving it out changes no other weight of the same seed."""
+    default, after_default = _seeded_gqa(7, qkv_bias=qkv_bias)
+    with_bias, after_with_bias = _seeded_gqa(7, qkv_bias=qkv_bias, out_bias=True)
+    without, after_without = _seeded_gqa(7, qkv_bias=qkv_bias, out_bias=False)
+    assert with_bias.state_dict().keys() == default.state_dict().keys()
+    for name, value in default.state_dict().items():
+        assert torch.equal(with_bias.state_dict()[name], value), name
+    assert torch.equal(after_with_bias, after_default)
+    assert without.out_proj.bias is None and default.out_proj.bias is not None
+    assert without.state_dict().keys() == default.state_dict().keys() - {"out_proj.bias"}
+    for name, value in without.state_dict().items():
+        assert torch.equal(value, default.state_dict()[name]), name
+    # d_out bias numbers fewer were drawn, so the generator is elsewhere afterwards
+    assert not torch.equal(after_without, after_default)
+    x = torch.randn(2, 5, 12)
+    with torch.no_grad():
+        default.out_proj.bias.zero_()  # what had to be done by hand before out_bias
+    torch.testing.assert_close(without(x), default(x), rtol=0, atol=0)
+
+
+def test_out_bias_must_be_a_bool():
+    with pytest.raises(ValueError, match=r"out_bias must be True or False.*got 0 of type int"):
+        GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, out_bias=0)
+    with pytest.raises(TypeError):  # keyword only: the positional order stays the book's
+        GroupedQueryAttention(8, 8, 4, 2, 1, 0.0, False, None, None, False)
+
+
+# --- one check per call -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("window", [None, 2])
+def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, window):
+    """Rotation, cache append, mask and kernel run unchecked: only forward's own check runs."""
+    from attention import KVCache
+
+    gqa = GroupedQueryAttention(
+        8, 8, context_length=6, num_heads=4, num_kv_heads=2, rope_base=10.0, window=window
+    )
+    x, cache = torch.randn(2, 6, 8), KVCache()
+    counts = count_check_calls(monkeypatch)
+    once = {"cached_input": 1, "module_input": 1, "float_tensor": 1}
+    for step in (x[:, :4], x[:, 4:5], x[:, 5:]):  # prefill, then two decoding steps
+        counts.clear()
+        gqa(step, cache=cache)
+        assert counts == once
+    counts.clear()
+    gqa.attention_weights(x)
+    assert counts == once

@@ -157,3 +157,60 @@ def test_formula_rejects_bad_sizes():
         kv_cache_bytes_per_token(2, 0, 64)
     with pytest.raises(ValueError, match=r"dtype \(a torch.dtype or a number of bytes\)"):
         kv_cache_bytes_per_token(2, 2, 64, "float32")
+
+
+# --- storage: decoding writes in place ----------------------------------------------------
+
+
+def test_decoding_writes_each_token_in_place_and_keeps_the_callers_tensors():
+    """After the prefill, a step copies one token into room already there, not the cache."""
+    generator = torch.Generator().manual_seed(0)
+    prefill = [torch.randn(1, 2, 5, 4, generator=generator) for _ in range(2)]
+    kept = [t.clone() for t in prefill]
+    steps = [torch.randn(2, 1, 2, 1, 4, generator=generator) for _ in range(3)]
+    cache = KVCache()
+    cache.update(*prefill)
+    where = (cache.keys.data_ptr(), cache.values.data_ptr())
+    for keys, values in steps:
+        returned = cache.update(keys, values)
+        assert (cache.keys.data_ptr(), cache.values.data_ptr()) == where
+        assert returned[0] is cache.keys and returned[1] is cache.values
+    for i, (cached, first) in enumerate(zip((cache.keys, cache.values), prefill, strict=True)):
+        expected = torch.cat((first, *(step[i] for step in steps)), dim=-2)
+        assert torch.equal(cached, expected)
+    # The cache copied the prefill: writing after it never reaches the caller's tensors.
+    cache.crop(1)
+    cache.update(*(torch.zeros(1, 2, 4, 4) for _ in range(2)))
+    assert all(torch.equal(t, k) for t, k in zip(prefill, kept, strict=True))
+    assert torch.equal(cache.keys[..., :1, :], kept[0][..., :1, :])
+    assert torch.equal(cache.keys[..., 1:, :], torch.zeros(1, 2, 4, 4))
+
+
+def test_storage_grows_when_full_and_keeps_what_was_cached():
+    cache, expected = KVCache(), []
+    for step in range(40):  # past the first storage's room (16 more tokens than the prefill)
+        keys = torch.full((1, 1, 1 if step else 3, 2), float(step))
+        cache.update(keys, keys)
+        expected.append(keys)
+    assert torch.equal(cache.keys, torch.cat(expected, dim=-2)) and len(cache) == 42
+    assert cache.nbytes == 2 * 42 * 2 * 4  # the cached tokens, not the room after them
+
+
+def test_backward_through_cached_steps_gives_the_full_pass_gradients():
+    """With gradients flowing, no step overwrites a tensor an earlier step saved for backward."""
+    torch.manual_seed(0)
+    gqa = GroupedQueryAttention(8, 8, context_length=6, num_heads=2, num_kv_heads=1, rope_base=10.0)
+    x = torch.randn(1, 6, 8)
+    cache = KVCache()
+    steps = [gqa(x[:, :3], cache=cache), *(gqa(x[:, i : i + 1], cache=cache) for i in range(3, 6))]
+    cached = torch.autograd.grad(torch.cat(steps, dim=1).square().sum(), gqa.W_key.weight)[0]
+    full = torch.autograd.grad(gqa(x).square().sum(), gqa.W_key.weight)[0]
+    torch.testing.assert_close(cached, full)
+
+
+def test_a_cache_filled_in_inference_mode_goes_on_outside_it():
+    cache = KVCache()
+    with torch.inference_mode():
+        cache.update(torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2))
+    keys, _ = cache.update(torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
+    assert torch.equal(keys, torch.tensor([[[[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]]]))

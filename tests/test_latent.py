@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import BAD_ARGUMENTS, F64, layout_input, make
+from helpers import BAD_ARGUMENTS, F64, count_check_calls, layout_input, make
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -157,3 +157,22 @@ def test_going_past_context_length_names_both_numbers():
 def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make(MultiHeadLatentAttention, **kwargs)
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 6])
+def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, q_lora_rank):
+    """Rotation, cache append and mask run unchecked: only forward's own check runs."""
+    mla = MultiHeadLatentAttention(
+        16, 16, context_length=6, num_heads=2, kv_lora_rank=4, qk_nope_head_dim=4,
+        qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=q_lora_rank,
+    )  # fmt: skip
+    x, cache = torch.randn(2, 6, 16), LatentCache()
+    counts = count_check_calls(monkeypatch)
+    once = {"cached_input": 1, "module_input": 1, "float_tensor": 1}
+    for step in (x[:, :4], x[:, 4:5], x[:, 5:]):  # prefill, then two decoding steps
+        counts.clear()
+        mla(step, cache=cache)
+        assert counts == once
+    counts.clear()
+    mla.attention_weights(x)
+    assert counts == once

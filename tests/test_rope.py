@@ -164,3 +164,34 @@ def test_keeps_dtype_and_shape_and_rotates_by_the_right_angles_in_that_dtype(
 def test_bad_input_names_what_was_expected_and_given(rope, x, kwargs, message):
     with pytest.raises(ValueError, match=message):
         rope(x, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_table_rows_are_the_angles_computed_for_those_positions(dtype):
+    """The modules' cos/sin table, grown on demand, holds exactly what apply_rope computes."""
+    from attention import rope
+
+    x = torch.zeros(1, dtype=dtype)
+    for start, num_tokens in ((0, 3), (5, 1), (60, 10), (300, 1), (7, 200), (4095, 2)):
+        cos, sin = rope._cos_sin_range(start, num_tokens, 16, 500000.0, x)
+        positions = torch.arange(start, start + num_tokens)
+        expected_cos, expected_sin = rope._cos_sin(positions, 16, 500000.0, dtype)
+        assert cos.dtype == sin.dtype == dtype and cos.shape == (num_tokens, 8)
+        assert torch.equal(cos, expected_cos) and torch.equal(sin, expected_sin)
+    assert rope._TABLES[(16, 500000.0, x.device, dtype)][0].shape[0] >= 4097
+    # apply_rope's default positions read the table; explicit ones compute: the same numbers
+    q = vectors(0, 2, 70, 16).to(dtype)
+    assert torch.equal(apply_rope(q, base=500000.0), apply_rope(q, torch.arange(70), 500000.0))
+
+
+def test_a_table_first_made_in_inference_mode_serves_training():
+    """A table made under inference_mode is a plain tensor, so backward can save it later."""
+    from attention import rope
+
+    head_dim = 22  # a size no other test uses, so the table is made here
+    rope._TABLES.pop((head_dim, 10000.0, torch.device("cpu"), F64), None)
+    with torch.inference_mode():
+        apply_rope(vectors(0, 3, head_dim))
+    q = vectors(1, 3, head_dim).requires_grad_()
+    apply_rope(q).sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
