@@ -44,6 +44,26 @@ def sizes(module: object, **values: object) -> None:
         setattr(module, name, positive_int(owner, name, value))
 
 
+def flag(owner: str, name: str, value: object, meaning: str) -> bool:
+    """Return ``value`` if it is True or False, or raise naming what the flag means."""
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"{owner}: {name} must be True or False ({meaning}), "
+            f"got {value!r} of type {type(value).__name__}"
+        )
+    return value
+
+
+def removed_keyword(owner: str, name: str, value: object, instead: str) -> None:
+    """Raise if ``value``, given for a keyword the API no longer takes, is not ``None``.
+
+    ``instead`` says what to write now, e.g. ``"write qkv_bias= (and out_bias=)"``.
+    """
+    if value is not None:
+        given = repr(value) if isinstance(value, bool | int | float) else type(value).__name__
+        raise ValueError(f"{owner}: {name}= is no longer taken; {instead} (got {name}={given})")
+
+
 def dropout_rate(owner: str, value: object) -> float:
     """Return ``value`` as a float, or raise if it is not a probability in [0, 1)."""
     if isinstance(value, bool) or not isinstance(value, int | float):

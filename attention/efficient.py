@@ -88,6 +88,11 @@ class _FromModule:
                 f"{cls.__name__}.from_module: expected a MultiHeadAttention, "
                 f"got {type(mha).__name__}"
             )
+        if mha.out_proj.bias is None:
+            raise ValueError(
+                f"{cls.__name__}.from_module: the variants have the book's out_proj, with a "
+                f"bias; got a MultiHeadAttention built with out_bias=False"
+            )
         reference = mha.W_query.weight
         with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
             args = (mha.d_in, mha.d_out, mha.context_length, mha.dropout.p, mha.num_heads)
@@ -143,7 +148,8 @@ class EinsumAttention(_BookLayers):
         # out_proj's weight (d_out, d_out) read as (d_out, heads, head_dim): summing over
         # h and d merges the heads and projects them in one product.
         out_weight = self.out_proj.weight.view(self.d_out, self.num_heads, self.head_dim)
-        return torch.einsum("bhtd,ohd->bto", context, out_weight) + self.out_proj.bias
+        out = torch.einsum("bhtd,ohd->bto", context, out_weight)
+        return out if self.out_proj.bias is None else out + self.out_proj.bias
 
 
 class SDPAttention(_BookLayers):

@@ -139,6 +139,9 @@ class GroupedQueryAttention(nn.Module):
     :class:`~attention.MultiHeadAttention`: the same layers, created in the same order,
     so the same weights and the same output.
 
+    Every argument after ``context_length`` is keyword-only, under the names that
+    :class:`~attention.MultiHeadLatentAttention` uses too.
+
     Parameters
     ----------
     d_in : int
@@ -155,16 +158,17 @@ class GroupedQueryAttention(nn.Module):
         Dropout probability on the attention weights, in [0, 1), while training.
     qkv_bias : bool
         Whether the query, key and value projections have a bias.
+    out_bias : bool
+        Whether ``out_proj`` has a bias: ``True`` (the default) as in the book, ``False``
+        as in Llama's ``o_proj``. The bias is drawn last, so leaving it out changes no
+        other weight drawn from the same seed. Llama's ``attention_bias`` is
+        ``qkv_bias=out_bias``.
     rope_base : float, optional
         If given, queries and keys are rotated by :func:`~attention.apply_rope` with this
         base (Llama's half-split layout); ``head_dim`` must then be even.
     window : int, optional
         If given, sliding-window attention: the query at position ``i`` sees keys
         ``i - window + 1`` to ``i``.
-    out_bias : bool
-        Keyword only. Whether ``out_proj`` has a bias: ``True`` (the default) as in the
-        book, ``False`` as in Llama's ``o_proj``. The bias is drawn last, so leaving it
-        out changes no other weight drawn from the same seed.
 
     Attributes
     ----------
@@ -216,22 +220,18 @@ class GroupedQueryAttention(nn.Module):
         d_in: int,
         d_out: int,
         context_length: int,
+        *,
         num_heads: int,
         num_kv_heads: int,
         dropout: float = 0.0,
         qkv_bias: bool = False,
+        out_bias: bool = True,
         rope_base: float | None = None,
         window: int | None = None,
-        *,
-        out_bias: bool = True,
     ):
         super().__init__()
         owner = type(self).__name__
-        if not isinstance(out_bias, bool):
-            raise ValueError(
-                f"{owner}: out_bias must be True or False (whether out_proj has a bias), "
-                f"got {out_bias!r} of type {type(out_bias).__name__}"
-            )
+        _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
         _checks.sizes(self, **sizes, num_heads=num_heads, num_kv_heads=num_kv_heads)
         dropout = _checks.dropout_rate(owner, dropout)

@@ -83,6 +83,9 @@ class LatentCache(KVCache):
 class MultiHeadLatentAttention(nn.Module):
     """Causal multi-head latent attention, as in DeepSeek-V2 and V3.
 
+    Every argument after ``context_length`` is keyword-only, under the names that
+    :class:`~attention.GroupedQueryAttention` uses too.
+
     Parameters
     ----------
     d_in : int
@@ -106,9 +109,11 @@ class MultiHeadLatentAttention(nn.Module):
         If given, queries go through a latent of this size too; ``None``: one projection.
     dropout : float
         Dropout probability on the attention weights, in [0, 1), while training.
-    bias : bool
-        Bias on the down-projections ``W_dq``, ``W_dkv``, ``W_kr`` and on ``out_proj``
-        (``attention_bias`` in the config).
+    qkv_bias : bool
+        Bias on the down-projections ``W_dq``, ``W_dkv`` and ``W_kr``; the
+        up-projections and ``W_query`` have none, as in DeepSeek.
+    out_bias : bool
+        Bias on ``out_proj``. DeepSeek's ``attention_bias`` is ``qkv_bias=out_bias``.
     rope_base : float
         RoPE's base (``rope_parameters["rope_theta"]``). Plain RoPE only: DeepSeek-V3's
         released weights add YaRN scaling, which this module does not do.
@@ -118,6 +123,9 @@ class MultiHeadLatentAttention(nn.Module):
         (``rope_interleave=True``); ``False``: the half-split layout.
     norm_eps : float
         Epsilon of the RMS norms on the latents (``rms_norm_eps``).
+    bias : None
+        No longer taken: giving it raises a ``ValueError`` that says to write
+        ``qkv_bias`` and ``out_bias``.
 
     Attributes
     ----------
@@ -155,21 +163,28 @@ class MultiHeadLatentAttention(nn.Module):
         d_in: int,
         d_out: int,
         context_length: int,
-        num_heads: int,
         *,
+        num_heads: int,
         kv_lora_rank: int,
         qk_nope_head_dim: int,
         qk_rope_head_dim: int,
         v_head_dim: int,
         q_lora_rank: int | None = None,
         dropout: float = 0.0,
-        bias: bool = False,
+        qkv_bias: bool = False,
+        out_bias: bool = False,
         rope_base: float = 10000.0,
         rope_interleave: bool = True,
         norm_eps: float = 1e-6,
+        bias: None = None,
     ):
         super().__init__()
         owner = type(self).__name__
+        _checks.removed_keyword(
+            owner, "bias", bias, "write qkv_bias= for W_dq, W_dkv and W_kr, out_bias= for out_proj"
+        )
+        _checks.flag(owner, "qkv_bias", qkv_bias, "whether W_dq, W_dkv and W_kr have a bias")
+        _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         check = _checks.positive_int
         self.d_in = check(owner, "d_in", d_in)
         self.d_out = check(owner, "d_out", d_out)
@@ -199,15 +214,15 @@ class MultiHeadLatentAttention(nn.Module):
         if q_lora_rank is None:
             self.W_query = nn.Linear(d_in, q_out, bias=False)
         else:
-            self.W_dq = nn.Linear(d_in, q_lora_rank, bias=bias)
+            self.W_dq = nn.Linear(d_in, q_lora_rank, bias=qkv_bias)
             self.q_norm = nn.RMSNorm(q_lora_rank, eps=norm_eps)
             self.W_uq = nn.Linear(q_lora_rank, q_out, bias=False)
-        self.W_dkv = nn.Linear(d_in, kv_lora_rank, bias=bias)
-        self.W_kr = nn.Linear(d_in, qk_rope_head_dim, bias=bias)
+        self.W_dkv = nn.Linear(d_in, kv_lora_rank, bias=qkv_bias)
+        self.W_kr = nn.Linear(d_in, qk_rope_head_dim, bias=qkv_bias)
         self.kv_norm = nn.RMSNorm(kv_lora_rank, eps=norm_eps)
         self.W_uk = nn.Linear(kv_lora_rank, num_heads * qk_nope_head_dim, bias=False)
         self.W_uv = nn.Linear(kv_lora_rank, num_heads * v_head_dim, bias=False)
-        self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=bias)
+        self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=out_bias)
         self.dropout = nn.Dropout(dropout)
 
     @property

@@ -108,8 +108,8 @@ def test_equal_heads_is_the_books_multihead_attention(shape: Shape):
             shape.d_in,
             shape.d_out,
             shape.context_length,
-            shape.num_heads,
-            shape.num_heads,
+            num_heads=shape.num_heads,
+            num_kv_heads=shape.num_heads,
             qkv_bias=shape.qkv_bias,
         )
     gqa = gqa.to(F64).eval()
@@ -128,7 +128,10 @@ def test_grouped_module_is_mha_with_each_kv_head_repeated_for_its_group(layout):
     gqa = make_gqa(layout)
     group = layout["num_heads"] // layout["num_kv_heads"]
     d, head_dim = gqa.d_out, layout["head_dim"]
-    mha = MultiHeadAttention(d, d, layout["context_length"], 0.0, layout["num_heads"])
+    out_bias = gqa.out_proj.bias is not None
+    mha = MultiHeadAttention(
+        d, d, layout["context_length"], 0.0, layout["num_heads"], out_bias=out_bias
+    )
     mha = mha.to(F64).eval()
     mha.W_query.bias = mha.W_key.bias = mha.W_value.bias = None
     with torch.no_grad():
@@ -362,11 +365,33 @@ def test_out_bias_default_is_the_books_draws_and_false_draws_the_same_weights(qk
     torch.testing.assert_close(without(x), default(x), rtol=0, atol=0)
 
 
-def test_out_bias_must_be_a_bool():
-    with pytest.raises(ValueError, match=r"out_bias must be True or False.*got 0 of type int"):
-        GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, out_bias=0)
-    with pytest.raises(TypeError):  # keyword only: the positional order stays the book's
-        GroupedQueryAttention(8, 8, 4, 2, 1, 0.0, False, None, None, False)
+def test_everything_after_context_length_is_keyword_only():
+    """A positional num_heads is Python's TypeError, which says how many positions it takes."""
+    with pytest.raises(TypeError, match=r"takes 4 positional arguments but 6 were given"):
+        GroupedQueryAttention(8, 8, 4, 2, 1)
+    with pytest.raises(TypeError, match=r"missing 2 required keyword-only arguments"):
+        GroupedQueryAttention(8, 8, 4)
+    gqa = GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, out_bias=False)
+    assert (gqa.num_heads, gqa.num_kv_heads, gqa.out_proj.bias) == (2, 1, None)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_out_bias_false_on_the_books_module_leaves_the_other_draws(qkv_bias):
+    """MultiHeadAttention's positional call stays; out_bias=False drops only the last draw."""
+    torch.manual_seed(3)
+    book = MultiHeadAttention(6, 6, 4, 0.0, 2, qkv_bias)
+    torch.manual_seed(3)
+    llama_like = MultiHeadAttention(6, 6, 4, 0.0, 2, qkv_bias, out_bias=False)
+    assert llama_like.out_proj.bias is None
+    assert book.state_dict().keys() - llama_like.state_dict().keys() == {"out_proj.bias"}
+    for name, value in llama_like.state_dict().items():
+        assert torch.equal(value, book.state_dict()[name]), name
+    x = torch.randn(2, 4, 6)
+    with torch.no_grad():
+        book.out_proj.bias.zero_()
+    torch.testing.assert_close(llama_like(x), book(x), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"out_bias must be True or False.*got None"):
+        MultiHeadAttention(6, 6, 4, 0.0, 2, out_bias=None)
 
 
 # --- one check per call -----------------------------------------------------------------
