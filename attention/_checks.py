@@ -194,3 +194,33 @@ def cached_input(
             f"build the module with a larger context_length or start a new {name}"
         )
     return x, num_cached
+
+
+def allowed_mask(
+    owner: str, allowed: object, batch: int, num_queries: int, num_keys: int, num_cached: int
+) -> torch.Tensor:
+    """Check a forward's ``allowed`` and return it as ``(batch, 1, num_queries or 1, num_keys)``.
+
+    ``allowed`` is a bool tensor, ``True`` where a query may attend: ``(batch, num_keys)``
+    (a padding mask, shared by every query) or ``(batch, num_queries, num_keys)``.
+    ``num_keys`` counts the ``num_cached`` tokens and the new ones. The result
+    broadcasts over the heads.
+    """
+    keys = f"num_keys={num_keys}: {num_cached} cached tokens and {num_queries} new ones"
+    expected = (
+        f"expected allowed, a bool tensor that is True where a query may attend, of shape "
+        f"(batch, num_keys) = {(batch, num_keys)} or (batch, num_queries, num_keys) = "
+        f"{(batch, num_queries, num_keys)} ({keys})"
+    )
+    if not isinstance(allowed, torch.Tensor):
+        raise ValueError(f"{owner}: {expected}, got {type(allowed).__name__}")
+    if allowed.dtype != torch.bool:
+        raise ValueError(
+            f"{owner}: {expected}, got a tensor of dtype {allowed.dtype}; a 0/1 "
+            f"attention_mask becomes one with .bool()"
+        )
+    if tuple(allowed.shape) not in ((batch, num_keys), (batch, num_queries, num_keys)):
+        raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
+    if allowed.dim() == 2:
+        return allowed[:, None, None, :]  # (batch, 1, 1, num_keys): the same for every query
+    return allowed[:, None]  # (batch, 1, num_queries, num_keys)

@@ -285,10 +285,14 @@ class GroupedQueryAttention(nn.Module):
         return projected.view(batch, num_tokens, num_heads, self.head_dim).transpose(1, 2)
 
     def _project(
-        self, x: object, cache: KVCache | None
+        self, x: object, cache: KVCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
         x, num_cached = _checks.cached_input(self, x, cache, KVCache)
+        if allowed is not None:
+            batch, n = x.shape[:2]
+            owner = type(self).__name__
+            allowed = _checks.allowed_mask(owner, allowed, batch, n, num_cached + n, num_cached)
         num_tokens = x.shape[1]
         queries = self._heads(self.W_query(x), self.num_heads)  # (b, num_heads, n, head_dim)
         keys = self._heads(self.W_key(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
@@ -308,9 +312,14 @@ class GroupedQueryAttention(nn.Module):
         # pick its fastest kernel for decoding.
         if num_tokens > 1 or (self.window is not None and self.window < num_keys):
             mask = _causal_mask(num_tokens, num_keys, self.window, x.device)
+        if allowed is not None:
+            # (batch, 1, num_tokens or 1, num_keys), True only where both allow
+            mask = allowed if mask is None else mask & allowed
         return queries, keys, values, mask
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, allowed: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
 
         Parameters
@@ -318,12 +327,36 @@ class GroupedQueryAttention(nn.Module):
         x : torch.Tensor, shape (batch, num_tokens, d_in)
         cache : KVCache, optional
             This layer's cache; updated in place.
+        allowed : torch.Tensor of bool, optional
+            ``True`` where a query may attend, combined (logical and) with the causal or
+            window mask: shape ``(batch, num_keys)``, such as
+            :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``.
+            ``num_keys`` counts the cached tokens and the new ones, so while decoding a
+            padded batch the mask grows by one column per step, and the padding stays
+            hidden. A query that may attend to no key at all (a padding token that a
+            ``window`` keeps from every real one) has no meaningful output:
+            ``scaled_dot_product_attention`` gives it zeros before ``out_proj``, and
+            :meth:`attention_weights` a row of NaN.
 
         Returns
         -------
         torch.Tensor, shape (batch, num_tokens, d_out)
+
+        Examples
+        --------
+        Two sentences of 6 and 3 tokens, the second padded on the right: its real tokens
+        get the outputs they get alone.
+
+        >>> import torch
+        >>> from attention import INPUTS, padding_mask
+        >>> _ = torch.manual_seed(0)
+        >>> gqa = GroupedQueryAttention(3, 4, context_length=6, num_heads=2, num_kv_heads=1)
+        >>> batch = torch.stack((INPUTS, torch.cat((INPUTS[:3], torch.zeros(3, 3)))))
+        >>> out = gqa(batch, allowed=padding_mask([6, 3], num_tokens=6))
+        >>> torch.allclose(out[1, :3], gqa(INPUTS[:3].unsqueeze(0))[0], atol=1e-6)
+        True
         """
-        queries, keys, values, mask = self._project(x, cache)
+        queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, num_heads, n, head_dim), each query head reading its group's key/value head
         context = _grouped_query_attention(queries, keys, values, mask, dropout)
@@ -331,17 +364,19 @@ class GroupedQueryAttention(nn.Module):
         context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
         return self.out_proj(context)  # (batch, num_tokens, d_out)
 
-    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+    def attention_weights(
+        self, x: torch.Tensor, allowed: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Each query head's attention weights over a full pass, for heatmaps.
 
         Computed explicitly, key/value heads repeated with ``repeat_interleave`` (no
-        dropout, no cache).
+        dropout, no cache). ``allowed`` as in :meth:`forward`.
 
         Returns
         -------
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
-        queries, keys, _, mask = self._project(x, None)
+        queries, keys, _, mask = self._project(x, None, allowed)
         # (b, num_kv_heads, n, head_dim) -> (b, num_heads, n, head_dim): heads 0 0 1 1 ...
         keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
         # (b, num_heads, n, n); causal_mask marks where a query may look, the book's masks

@@ -242,11 +242,14 @@ class MultiHeadLatentAttention(nn.Module):
         return _rotate(x, cos, sin)  # apply_rope's rotation
 
     def _project(
-        self, x: object, cache: LatentCache | None
+        self, x: object, cache: LatentCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         why = " (it holds latents, not per-head keys and values)"
         x, num_cached = _checks.cached_input(self, x, cache, LatentCache, why)
         batch, num_tokens, _ = x.shape
+        if allowed is not None:
+            owner, num_keys = type(self).__name__, num_cached + num_tokens
+            allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
         # cos and sin of the new tokens' positions, once for queries and keys: (n, rope_dim / 2)
         rope_dim = self.qk_rope_head_dim
         cos, sin = _cos_sin_range(num_cached, num_tokens, rope_dim, self.rope_base, x)
@@ -274,14 +277,24 @@ class MultiHeadLatentAttention(nn.Module):
         keys = torch.cat((k_nope, k_rope), dim=-1)  # (b, H, num_keys, qk_head_dim)
         queries = torch.cat((q_nope, q_rope), dim=-1)  # (b, H, n, qk_head_dim)
         mask = _causal_mask(num_tokens, num_keys, None, x.device) if num_tokens > 1 else None
+        if allowed is not None:
+            # (batch, 1, num_tokens or 1, num_keys), True only where both allow
+            mask = allowed if mask is None else mask & allowed
         return queries, keys, values, mask
 
-    def forward(self, x: torch.Tensor, cache: LatentCache | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: LatentCache | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Attend causally, as :meth:`~attention.GroupedQueryAttention.forward` does.
 
-        ``cache`` is this layer's :class:`~attention.LatentCache`, updated in place.
+        ``cache`` is this layer's :class:`~attention.LatentCache`, updated in place;
+        ``allowed`` (``True`` where a query may attend), as in
+        :meth:`~attention.GroupedQueryAttention.forward`, is combined with the causal mask.
         """
-        queries, keys, values, mask = self._project(x, cache)
+        queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim)
         context = F.scaled_dot_product_attention(queries, keys, values, mask, dropout)
@@ -289,13 +302,17 @@ class MultiHeadLatentAttention(nn.Module):
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
         return self.out_proj(context)  # (b, n, d_out)
 
-    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+    def attention_weights(
+        self, x: torch.Tensor, allowed: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Each head's attention weights over a full pass (no dropout, no cache).
+
+        ``allowed`` as in :meth:`forward`.
 
         Returns
         -------
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
-        queries, keys, _, mask = self._project(x, None)
+        queries, keys, _, mask = self._project(x, None, allowed)
         # The scale is 1 / sqrt(qk_head_dim); causal_mask says where a query may look.
         return _scaled_dot_product_weights(queries, keys, None if mask is None else ~mask)

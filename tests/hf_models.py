@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import DeepseekV3Config, LlamaConfig, MistralConfig
+from transformers.masking_utils import sdpa_mask
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
 from transformers.models.llama.modeling_llama import LlamaAttention
 from transformers.models.mistral.modeling_mistral import MistralAttention
@@ -168,3 +169,22 @@ def causal_4d(num_queries: int, num_keys: int) -> torch.Tensor:
     """A ``(1, 1, num_queries, num_keys)`` boolean mask, True = may attend, bottom-right aligned."""
     query_pos = torch.arange(num_keys - num_queries, num_keys)[:, None]
     return (torch.arange(num_keys)[None, :] <= query_pos)[None, None]
+
+
+def padded_causal_4d(attention_mask: torch.Tensor, num_queries: int) -> torch.Tensor:
+    """transformers' own 4-D boolean mask (True = may attend) for a padded batch.
+
+    ``attention_mask`` is ``(batch, num_keys)``, 1 or True for a real token, the cached
+    ones included; the ``num_queries`` queries are the last tokens. Built by
+    ``masking_utils.sdpa_mask``, which combines its causal and padding mask functions,
+    as ``create_causal_mask`` does for the sdpa implementation.
+    """
+    batch, num_keys = attention_mask.shape
+    return sdpa_mask(
+        batch,
+        num_queries,
+        num_keys,
+        q_offset=num_keys - num_queries,
+        attention_mask=attention_mask.bool(),
+        allow_is_causal_skip=False,
+    )

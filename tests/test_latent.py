@@ -22,6 +22,7 @@ from hf_models import (
     deepseek_attention,
     deepseek_config,
     float64_norms,
+    padded_causal_4d,
     rope_cos_sin,
 )
 from hypothesis import given
@@ -35,6 +36,7 @@ from attention import (
     MultiHeadLatentAttention,
     kv_cache_bytes_per_token,
     latent_cache_bytes_per_token,
+    padding_mask,
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -195,3 +197,34 @@ def test_qkv_bias_and_out_bias_are_two_keyword_only_flags():
     assert with_out_bias.out_proj.bias is not None
     with pytest.raises(TypeError, match=r"takes 4 positional arguments but 5 positional"):
         MultiHeadLatentAttention(8, 8, 4, 2, **sizes)
+
+
+@given(layout=mla_layouts(max_tokens=7), data=st.data())
+def test_a_right_padded_batch_matches_deepseek_v3_in_prefill_and_decoding(layout, data):
+    """allowed= as transformers' attention_mask, through its own masking utils, in float64."""
+    mla = make_mla(layout)
+    theirs = float64_norms(deepseek_attention(mla))
+    x = layout_input(layout)
+    b, n = x.shape[:2]
+    prefill = data.draw(st.integers(1, n), label="prefill")
+    lengths = data.draw(st.lists(st.integers(1, prefill), min_size=b, max_size=b), label="lengths")
+    decoded = torch.ones(b, n - prefill, dtype=torch.bool)
+    attention_mask = torch.cat((padding_mask(lengths, prefill), decoded), dim=1)
+    ours, their_cache = LatentCache(), DynamicCache()
+    for start, stop in zip([0, *range(prefill, n)], range(prefill, n + 1), strict=False):
+        positions = torch.arange(start, stop).expand(b, -1)
+        cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
+        mask = padded_causal_4d(attention_mask[:, :stop], stop - start)
+        expected, _ = theirs(x[:, start:stop], cos_sin, mask, their_cache)
+        got = mla(x[:, start:stop], cache=ours, allowed=attention_mask[:, :stop])
+        torch.testing.assert_close(got, expected, **EXACT)
+
+
+def test_a_bad_allowed_names_the_expected_and_given_shapes():
+    mla = make(MultiHeadLatentAttention)
+    with pytest.raises(
+        ValueError,
+        match=r"^MultiHeadLatentAttention: expected allowed, .*\(batch, num_keys\) = \(1, 3\) "
+        r".*got shape \(3,\)",
+    ):
+        mla(torch.randn(1, 3, 8), allowed=torch.ones(3, dtype=torch.bool))
