@@ -298,8 +298,9 @@ class FastMultiHeadAttention(_Arguments):
 class FusedQKVAttention(FastMultiHeadAttention):
     """The fused projection with the book's masked softmax and dropout as its attention step.
 
-    The attention itself is the book's: :func:`~attention.scaled_dot_product_weights`,
-    ``mask`` and ``dropout``.
+    The attention itself is the book's: :func:`~attention.scaled_dot_product_weights`
+    with ``allowed=~mask`` (the book's ``mask`` buffer, ``True`` for the future), and
+    ``dropout``.
 
     >>> import torch
     >>> from attention import INPUTS, MultiHeadAttention
@@ -320,7 +321,8 @@ class FusedQKVAttention(FastMultiHeadAttention):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         num_tokens = q.shape[-2]
-        weights = _scaled_dot_product_weights(q, k, self.mask[:num_tokens, :num_tokens])
+        future = self.mask[:num_tokens, :num_tokens]  # the book's mask: True = hidden
+        weights = _scaled_dot_product_weights(q, k, ~future)
         return self.dropout(weights) @ v  # (B, num_heads, T, head_dim)
 
 

@@ -46,9 +46,11 @@ def grouped_query_attention(
     queries: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    *,
+    allowed: torch.Tensor | None = None,
     dropout: float = 0.0,
     scale: float | None = None,
+    mask: None = None,
 ) -> torch.Tensor:
     """Scaled dot-product attention where groups of query heads share a key/value head.
 
@@ -64,13 +66,15 @@ def grouped_query_attention(
     keys : torch.Tensor, shape (batch, num_kv_heads, num_keys, head_dim)
     values : torch.Tensor, shape (batch, num_kv_heads, num_keys, value_dim)
         ``num_kv_heads`` must divide ``num_heads``.
-    mask : torch.Tensor of bool, optional
-        ``True`` where a query may attend; broadcastable to
-        ``(batch, num_heads, num_queries, num_keys)``. ``None``: every key.
+    allowed : torch.Tensor of bool, optional
+        Keyword only, as ``dropout`` and ``scale``. ``True`` where a query may attend;
+        broadcastable to ``(batch, num_heads, num_queries, num_keys)``. ``None``: every key.
     dropout : float
         Dropout probability on the attention weights.
     scale : float, optional
         Multiplies the scores; default ``1 / sqrt(head_dim)``.
+    mask : None
+        No longer taken: write ``allowed=`` (the same meaning, ``True`` = may attend).
 
     Returns
     -------
@@ -89,6 +93,12 @@ def grouped_query_attention(
     ...                atol=1e-6)
     True
     """
+    _checks.removed_keyword(
+        "grouped_query_attention",
+        "mask",
+        mask,
+        "write allowed= (True where a query may attend, as this mask meant)",
+    )
     if queries.dim() != 4 or keys.dim() != 4 or queries.shape[1] % keys.shape[1]:
         raise ValueError(
             "grouped_query_attention: expected queries (batch, num_heads, num_queries, "
@@ -96,14 +106,22 @@ def grouped_query_attention(
             f"dividing num_heads, got queries of shape {tuple(queries.shape)} and keys of "
             f"shape {tuple(keys.shape)}"
         )
-    return _grouped_query_attention(queries, keys, values, mask, dropout, scale)
+    if allowed is not None and (
+        not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool
+    ):
+        given = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
+        raise ValueError(
+            "grouped_query_attention: allowed must be a bool tensor, True where a query may "
+            f"attend, got {given}"
+        )
+    return _grouped_query_attention(queries, keys, values, allowed, dropout, scale)
 
 
 def _grouped_query_attention(
     queries: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
-    mask: torch.Tensor | None,
+    allowed: torch.Tensor | None,
     dropout: float,
     scale: float | None = None,
 ) -> torch.Tensor:
@@ -111,7 +129,7 @@ def _grouped_query_attention(
     batch, num_heads, num_queries, head_dim = queries.shape
     num_kv_heads = keys.shape[1]
     group = num_heads // num_kv_heads
-    if num_queries == 1 and group > 1 and mask is None:
+    if num_queries == 1 and group > 1 and allowed is None:
         # Decoding one token: the group's query heads become the rows of one query
         # matrix over their shared key/value head, so each cached key/value head is read
         # once for the whole group. (batch, num_heads, 1, head_dim) ->
@@ -125,7 +143,7 @@ def _grouped_query_attention(
         queries,
         keys,
         values,
-        attn_mask=mask,
+        attn_mask=allowed,
         dropout_p=dropout,
         scale=scale,
         enable_gqa=group > 1,
@@ -379,6 +397,4 @@ class GroupedQueryAttention(nn.Module):
         queries, keys, _, mask = self._project(x, None, allowed)
         # (b, num_kv_heads, n, head_dim) -> (b, num_heads, n, head_dim): heads 0 0 1 1 ...
         keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
-        # (b, num_heads, n, n); causal_mask marks where a query may look, the book's masks
-        # where it may not
-        return _scaled_dot_product_weights(queries, keys, None if mask is None else ~mask)
+        return _scaled_dot_product_weights(queries, keys, mask)  # (b, num_heads, n, n)

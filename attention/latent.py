@@ -314,5 +314,5 @@ class MultiHeadLatentAttention(nn.Module):
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
         queries, keys, _, mask = self._project(x, None, allowed)
-        # The scale is 1 / sqrt(qk_head_dim); causal_mask says where a query may look.
-        return _scaled_dot_product_weights(queries, keys, None if mask is None else ~mask)
+        # The scale is 1 / sqrt(qk_head_dim); mask is True where a query may attend.
+        return _scaled_dot_product_weights(queries, keys, mask)

@@ -137,8 +137,8 @@ class MultiHeadAttention(nn.Module):
         num_tokens = x.shape[1]
         queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
         keys = self._split_heads(self.W_key(x))  # (batch, num_heads, num_tokens, head_dim)
-        future = self.mask[:num_tokens, :num_tokens]
-        weights = scaled_dot_product_weights(queries, keys, mask=future)
+        future = self.mask[:num_tokens, :num_tokens]  # the book's mask: True = hidden
+        weights = scaled_dot_product_weights(queries, keys, allowed=~future)
         return self.dropout(weights)  # (batch, num_heads, num_tokens, num_tokens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

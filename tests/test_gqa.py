@@ -73,7 +73,7 @@ def test_kernel_matches_sdpa_on_repeated_heads_and_enable_gqa(
     q = torch.randn(2, num_kv_heads * group, num_queries, 4, generator=generator, dtype=F64)
     k, v = torch.randn(2, 2, num_kv_heads, num_keys, 4, generator=generator, dtype=F64)
     mask = causal_4d(num_queries, num_keys) if use_mask else None
-    ours = grouped_query_attention(q, k, v, mask)
+    ours = grouped_query_attention(q, k, v, allowed=mask)
     # Query head h reads key/value head h // group: heads 0 0 1 1 ... after repeat_interleave.
     repeated = [t.repeat_interleave(group, dim=1) for t in (k, v)]
     torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, *repeated, mask), **EXACT)
@@ -96,6 +96,17 @@ def test_kernel_rejects_heads_that_do_not_group():
     q, k = torch.randn(1, 4, 2, 3), torch.randn(1, 3, 2, 3)
     with pytest.raises(ValueError, match=r"num_kv_heads dividing num_heads.*\(1, 4, 2, 3\).*"):
         grouped_query_attention(q, k, k)
+
+
+def test_kernel_takes_allowed_by_keyword_and_explains_the_old_mask():
+    q = torch.randn(1, 2, 3, 4)
+    allowed = torch.ones(3, 3, dtype=torch.bool).tril()
+    with pytest.raises(ValueError, match=r"^grouped_query_attention: mask= is no longer taken"):
+        grouped_query_attention(q, q, q, mask=allowed)
+    with pytest.raises(TypeError, match=r"positional"):
+        grouped_query_attention(q, q, q, allowed)
+    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*got torch.int64"):
+        grouped_query_attention(q, q, q, allowed=allowed.long())
 
 
 # --- the module against the book's MultiHeadAttention -----------------------------------
