@@ -23,17 +23,19 @@ is multi-head attention, ``num_kv_heads == 1`` multi-query attention.
 
 :class:`GroupedQueryAttention` also takes the other changes today's decoders made:
 rotary position embeddings (``rope_base``), a sliding window (``window``) and a
-:class:`~attention.KVCache`. The module owns the weights; the attention itself is one
-function, :func:`~attention.grouped_query_attention`.
+:class:`~attention.KVCache`. The module owns the weights; the attention itself is the
+package's one attention step, :func:`~attention.attend`, which chapter 9 calls
+:func:`~attention.grouped_query_attention`.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from attention import _checks
+from attention.attend import _attend
+from attention.attend import _check as _attend_checks
 from attention.kv_cache import KVCache
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate
@@ -52,13 +54,14 @@ def grouped_query_attention(
     scale: float | None = None,
     mask: None = None,
 ) -> torch.Tensor:
-    """Scaled dot-product attention where groups of query heads share a key/value head.
+    """:func:`~attention.attend` under chapter 9's name: query heads that share key/value heads.
 
-    ``scaled_dot_product_attention`` with ``enable_gqa=True``: query head ``h`` attends
-    with key/value head ``h // (num_heads // num_kv_heads)``, as if each key/value head
-    were repeated with ``repeat_interleave`` (without making the copies). For a single
-    query token and no mask (a decoding step), each group's query heads are stacked as
-    rows against their one key/value head instead, which reads the cache once per group.
+    ``attend(queries, keys, values, allowed=allowed, dropout=dropout, scale=scale)``:
+    query head ``h`` attends with key/value head ``h // (num_heads // num_kv_heads)``, as
+    if each key/value head were repeated with ``repeat_interleave`` (without making the
+    copies). For a single query token and no mask (a decoding step), each group's query
+    heads are stacked as rows against their one key/value head instead, which reads the
+    cache once per group.
 
     Parameters
     ----------
@@ -93,61 +96,11 @@ def grouped_query_attention(
     ...                atol=1e-6)
     True
     """
-    _checks.removed_keyword(
-        "grouped_query_attention",
-        "mask",
-        mask,
-        "write allowed= (True where a query may attend, as this mask meant)",
-    )
-    if queries.dim() != 4 or keys.dim() != 4 or queries.shape[1] % keys.shape[1]:
-        raise ValueError(
-            "grouped_query_attention: expected queries (batch, num_heads, num_queries, "
-            "head_dim) and keys (batch, num_kv_heads, num_keys, head_dim) with num_kv_heads "
-            f"dividing num_heads, got queries of shape {tuple(queries.shape)} and keys of "
-            f"shape {tuple(keys.shape)}"
-        )
-    if allowed is not None and (
-        not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool
-    ):
-        given = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
-        raise ValueError(
-            "grouped_query_attention: allowed must be a bool tensor, True where a query may "
-            f"attend, got {given}"
-        )
-    return _grouped_query_attention(queries, keys, values, allowed, dropout, scale)
-
-
-def _grouped_query_attention(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    allowed: torch.Tensor | None,
-    dropout: float,
-    scale: float | None = None,
-) -> torch.Tensor:
-    """:func:`grouped_query_attention` of a module's own heads, unchecked."""
-    batch, num_heads, num_queries, head_dim = queries.shape
-    num_kv_heads = keys.shape[1]
-    group = num_heads // num_kv_heads
-    if num_queries == 1 and group > 1 and allowed is None:
-        # Decoding one token: the group's query heads become the rows of one query
-        # matrix over their shared key/value head, so each cached key/value head is read
-        # once for the whole group. (batch, num_heads, 1, head_dim) ->
-        # (batch, num_kv_heads, group, head_dim): query head h = kv_head * group + g.
-        packed = queries.reshape(batch, num_kv_heads, group, head_dim)
-        out = F.scaled_dot_product_attention(
-            packed, keys, values, dropout_p=dropout, scale=scale
-        )  # (batch, num_kv_heads, group, value_dim)
-        return out.reshape(batch, num_heads, 1, values.shape[-1])
-    return F.scaled_dot_product_attention(
-        queries,
-        keys,
-        values,
-        attn_mask=allowed,
-        dropout_p=dropout,
-        scale=scale,
-        enable_gqa=group > 1,
-    )
+    owner = "grouped_query_attention"
+    what = "write allowed= (True where a query may attend, as this mask meant)"
+    _checks.removed_keyword(owner, "mask", mask, what)
+    _attend_checks(owner, queries, keys, values, allowed, False, scale, dropout, "sdpa")
+    return _attend(queries, keys, values, allowed, scale=scale, dropout=dropout)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -377,7 +330,7 @@ class GroupedQueryAttention(nn.Module):
         queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, num_heads, n, head_dim), each query head reading its group's key/value head
-        context = _grouped_query_attention(queries, keys, values, mask, dropout)
+        context = _attend(queries, keys, values, mask, dropout=dropout)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
         return self.out_proj(context)  # (batch, num_tokens, d_out)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from attention import _checks
+from attention.attend import _attend
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate
@@ -297,7 +297,7 @@ class MultiHeadLatentAttention(nn.Module):
         queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim)
-        context = F.scaled_dot_product_attention(queries, keys, values, mask, dropout)
+        context = _attend(queries, keys, values, mask, dropout=dropout)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
         return self.out_proj(context)  # (b, n, d_out)

@@ -78,12 +78,19 @@ def scaled_dot_product_weights(
 
 
 def _scaled_dot_product_weights(
-    queries: torch.Tensor, keys: torch.Tensor, allowed: torch.Tensor | None
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    allowed: torch.Tensor | None,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    """:func:`scaled_dot_product_weights` of a module's own queries and keys, unchecked."""
+    """:func:`scaled_dot_product_weights` of a module's own queries and keys, unchecked.
+
+    ``scale`` multiplies the scores instead of the division by ``sqrt(d_k)``.
+    """
     scores = queries @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
     if allowed is not None:
         # -inf, not 0: exp(-inf) = 0, so a hidden position gets no weight at all,
         # while a 0 score would still get exp(0) = 1 share of the softmax.
         scores = scores.masked_fill(~allowed, float("-inf"))
-    return torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)
+    scaled = scores / keys.shape[-1] ** 0.5 if scale is None else scores * scale
+    return torch.softmax(scaled, dim=-1)
