@@ -65,7 +65,6 @@ True
 
 from attention._version import __version__ as __version__
 from attention._version import check_version
-from attention.attend import attend
 from attention.causal import CausalAttention
 from attention.data import (
     INPUTS,
@@ -94,6 +93,7 @@ from attention.simple import (
     softmax_naive,
     softmax_stable,
 )
+from attention.step import attend
 
 __all__ = [
     "INPUTS",

@@ -196,6 +196,15 @@ def cached_input(
     return x, num_cached
 
 
+def allowed_tensor(owner: str, allowed: object) -> None:
+    """Raise unless ``allowed`` is a bool tensor (the shape is the caller's to check)."""
+    if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
+        given = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
+        raise ValueError(
+            f"{owner}: allowed must be a bool tensor, True where a query may attend, got {given}"
+        )
+
+
 def allowed_mask(
     owner: str, allowed: object, batch: int, num_queries: int, num_keys: int, num_cached: int
 ) -> torch.Tensor:

@@ -46,8 +46,8 @@ from torch import nn
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from attention import _checks
-from attention.attend import _attend
 from attention.multihead import MultiHeadAttention
+from attention.step import _attend
 from attention.tiled import tiled_attention  # lives in tiled.py; still importable from here
 
 __all__ = [

@@ -34,12 +34,12 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.attend import _attend
-from attention.attend import _check as _attend_checks
 from attention.kv_cache import KVCache
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate
 from attention.scaled import _scaled_dot_product_weights
+from attention.step import _attend
+from attention.step import _check as _attend_checks
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 

@@ -21,11 +21,11 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.attend import _attend
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate
 from attention.scaled import _scaled_dot_product_weights
+from attention.step import _attend
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention", "latent_cache_bytes_per_token"]
 

@@ -67,13 +67,8 @@ def scaled_dot_product_weights(
             f"dimension d_k, got queries of shape {tuple(queries.shape)} and keys of "
             f"shape {tuple(keys.shape)}"
         )
-    if allowed is not None and (
-        not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool
-    ):
-        given = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
-        raise ValueError(
-            f"{owner}: allowed must be a bool tensor, True where a query may attend, got {given}"
-        )
+    if allowed is not None:
+        _checks.allowed_tensor(owner, allowed)
     return _scaled_dot_product_weights(queries, keys, allowed)
 
 

@@ -19,8 +19,8 @@ from attention import (
     attend,
     causal_mask,
 )
-from attention.attend import _attend
 from attention.efficient import FastMultiHeadAttention, FusedQKVAttention, SDPAttention
+from attention.step import _attend
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -124,13 +124,8 @@ def _check(
             f"{owner}: {layout}, got queries of shape {tuple(queries.shape)}, keys of "
             f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}"
         )
-    if allowed is not None and (
-        not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool
-    ):
-        given = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
-        raise ValueError(
-            f"{owner}: allowed must be a bool tensor, True where a query may attend, got {given}"
-        )
+    if allowed is not None:
+        _checks.allowed_tensor(owner, allowed)
     _checks.flag(owner, "causal", causal, "each query sees itself and the keys before it")
     if causal and allowed is not None:
         raise ValueError(
