@@ -24,7 +24,9 @@ projection, ``einsum``, ``scaled_dot_product_attention``,
 ``torch.nn.MultiheadAttention`` and ``flex_attention``. :mod:`attention.tiled` computes
 attention block by block with the online softmax, as the fused kernels do.
 
-**Part II, the attention of today's decoders** (chapters 8 to 12).
+**Part II, the attention of today's decoders** (chapters 8 to 12). Every module
+from the fast variants on computes its attention with one function, :func:`attend`,
+and every mask the package takes is ``allowed=``: ``True`` where a query may attend.
 
 * :class:`KVCache` and :func:`kv_cache_bytes_per_token`: generating one token at a
   time without recomputing the past, and what that costs in memory.
@@ -91,6 +93,7 @@ from attention.simple import (
     softmax_naive,
     softmax_stable,
 )
+from attention.step import attend
 
 __all__ = [
     "INPUTS",
@@ -113,6 +116,7 @@ __all__ = [
     "SelfAttentionV2",
     "apply_rope",
     "apply_rope_interleaved",
+    "attend",
     "attention_weights",
     "causal_mask",
     "check_version",

@@ -44,6 +44,26 @@ def sizes(module: object, **values: object) -> None:
         setattr(module, name, positive_int(owner, name, value))
 
 
+def flag(owner: str, name: str, value: object, meaning: str) -> bool:
+    """Return ``value`` if it is True or False, or raise naming what the flag means."""
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"{owner}: {name} must be True or False ({meaning}), "
+            f"got {value!r} of type {type(value).__name__}"
+        )
+    return value
+
+
+def removed_keyword(owner: str, name: str, value: object, instead: str) -> None:
+    """Raise if ``value``, given for a keyword the API no longer takes, is not ``None``.
+
+    ``instead`` says what to write now, e.g. ``"write qkv_bias= (and out_bias=)"``.
+    """
+    if value is not None:
+        given = repr(value) if isinstance(value, bool | int | float) else type(value).__name__
+        raise ValueError(f"{owner}: {name}= is no longer taken; {instead} (got {name}={given})")
+
+
 def dropout_rate(owner: str, value: object) -> float:
     """Return ``value`` as a float, or raise if it is not a probability in [0, 1)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -174,3 +194,42 @@ def cached_input(
             f"build the module with a larger context_length or start a new {name}"
         )
     return x, num_cached
+
+
+def allowed_tensor(owner: str, allowed: object) -> None:
+    """Raise unless ``allowed`` is a bool tensor (the shape is the caller's to check)."""
+    if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
+        given = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
+        raise ValueError(
+            f"{owner}: allowed must be a bool tensor, True where a query may attend, got {given}"
+        )
+
+
+def allowed_mask(
+    owner: str, allowed: object, batch: int, num_queries: int, num_keys: int, num_cached: int
+) -> torch.Tensor:
+    """Check a forward's ``allowed`` and return it as ``(batch, 1, num_queries or 1, num_keys)``.
+
+    ``allowed`` is a bool tensor, ``True`` where a query may attend: ``(batch, num_keys)``
+    (a padding mask, shared by every query) or ``(batch, num_queries, num_keys)``.
+    ``num_keys`` counts the ``num_cached`` tokens and the new ones. The result
+    broadcasts over the heads.
+    """
+    keys = f"num_keys={num_keys}: {num_cached} cached tokens and {num_queries} new ones"
+    expected = (
+        f"expected allowed, a bool tensor that is True where a query may attend, of shape "
+        f"(batch, num_keys) = {(batch, num_keys)} or (batch, num_queries, num_keys) = "
+        f"{(batch, num_queries, num_keys)} ({keys})"
+    )
+    if not isinstance(allowed, torch.Tensor):
+        raise ValueError(f"{owner}: {expected}, got {type(allowed).__name__}")
+    if allowed.dtype != torch.bool:
+        raise ValueError(
+            f"{owner}: {expected}, got a tensor of dtype {allowed.dtype}; a 0/1 "
+            f"attention_mask becomes one with .bool()"
+        )
+    if tuple(allowed.shape) not in ((batch, num_keys), (batch, num_queries, num_keys)):
+        raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
+    if allowed.dim() == 2:
+        return allowed[:, None, None, :]  # (batch, 1, 1, num_keys): the same for every query
+    return allowed[:, None]  # (batch, 1, num_queries, num_keys)

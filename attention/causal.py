@@ -28,10 +28,12 @@ class CausalAttention(nn.Module):
     Attributes
     ----------
     mask : torch.Tensor
-        Booleans of shape ``(context_length, context_length)``, ``True`` above the
-        diagonal: the future positions each query must not see. A registered buffer,
-        so it is saved in ``state_dict`` and moves with ``.to(device)``, but it is not
-        a trainable parameter.
+        The book's mask: booleans of shape ``(context_length, context_length)``,
+        ``True`` above the diagonal, the future positions each query must not see (as
+        ``masked_fill`` wants them). The package's functions take the opposite,
+        ``allowed=~mask``: ``True`` where a query may attend. A registered buffer, so
+        it is saved in ``state_dict`` and moves with ``.to(device)``, but it is not a
+        trainable parameter.
 
     Shapes
     ------
@@ -72,7 +74,9 @@ class CausalAttention(nn.Module):
         keys = self.W_key(x)  # (batch, num_tokens, d_out)
         # The mask is built once for context_length tokens; crop it to this input.
         future = self.mask[:num_tokens, :num_tokens]
-        weights = scaled_dot_product_weights(queries, keys, mask=future)
+        # The book's mask is True for the hidden future; the function takes where a
+        # query may attend, so the present and the past: ~future.
+        weights = scaled_dot_product_weights(queries, keys, allowed=~future)
         return self.dropout(weights)  # (batch, num_tokens, num_tokens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -43,12 +43,11 @@ from typing import ClassVar, Self
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from attention import _checks
 from attention.multihead import MultiHeadAttention
-from attention.scaled import _scaled_dot_product_weights
+from attention.step import _attend
 from attention.tiled import tiled_attention  # lives in tiled.py; still importable from here
 
 __all__ = [
@@ -87,6 +86,11 @@ class _FromModule:
             raise ValueError(
                 f"{cls.__name__}.from_module: expected a MultiHeadAttention, "
                 f"got {type(mha).__name__}"
+            )
+        if mha.out_proj.bias is None:
+            raise ValueError(
+                f"{cls.__name__}.from_module: the variants have the book's out_proj, with a "
+                f"bias; got a MultiHeadAttention built with out_bias=False"
             )
         reference = mha.W_query.weight
         with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
@@ -143,7 +147,8 @@ class EinsumAttention(_BookLayers):
         # out_proj's weight (d_out, d_out) read as (d_out, heads, head_dim): summing over
         # h and d merges the heads and projects them in one product.
         out_weight = self.out_proj.weight.view(self.d_out, self.num_heads, self.head_dim)
-        return torch.einsum("bhtd,ohd->bto", context, out_weight) + self.out_proj.bias
+        out = torch.einsum("bhtd,ohd->bto", context, out_weight)
+        return out if self.out_proj.bias is None else out + self.out_proj.bias
 
 
 class SDPAttention(_BookLayers):
@@ -166,9 +171,8 @@ class SDPAttention(_BookLayers):
         keys = self._split_heads(self.W_key(x))
         values = self._split_heads(self.W_value(x))
         dropout_p = self.dropout_p if self.training else 0.0
-        context = F.scaled_dot_product_attention(
-            queries, keys, values, dropout_p=dropout_p, is_causal=True
-        )  # (batch, heads, tokens, head_dim)
+        # (batch, heads, tokens, head_dim)
+        context = _attend(queries, keys, values, causal=True, dropout=dropout_p)
         context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
         return self.out_proj(context)  # (batch, num_tokens, d_out)
 
@@ -284,16 +288,21 @@ class FastMultiHeadAttention(_Arguments):
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.d_out))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Causal attention of ``(B, num_heads, T, head_dim)`` heads: the step a variant swaps."""
+        """Causal attention of ``(B, num_heads, T, head_dim)`` heads: the step a variant swaps.
+
+        The package's :func:`~attention.attend` with ``causal=True``.
+        """
         dropout_p = self.dropout_p if self.training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        return _attend(q, k, v, causal=True, dropout=dropout_p)
 
 
 class FusedQKVAttention(FastMultiHeadAttention):
     """The fused projection with the book's masked softmax and dropout as its attention step.
 
-    The attention itself is the book's: :func:`~attention.scaled_dot_product_weights`,
-    ``mask`` and ``dropout``.
+    The attention itself is the book's: :func:`~attention.attend`'s eager
+    implementation, the weights of :func:`~attention.scaled_dot_product_weights` with
+    ``allowed=~mask`` (the book's ``mask`` buffer, ``True`` for the future), then
+    ``dropout``.
 
     >>> import torch
     >>> from attention import INPUTS, MultiHeadAttention
@@ -314,8 +323,10 @@ class FusedQKVAttention(FastMultiHeadAttention):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         num_tokens = q.shape[-2]
-        weights = _scaled_dot_product_weights(q, k, self.mask[:num_tokens, :num_tokens])
-        return self.dropout(weights) @ v  # (B, num_heads, T, head_dim)
+        future = self.mask[:num_tokens, :num_tokens]  # the book's mask: True = hidden
+        dropout_p = self.dropout.p if self.training else 0.0
+        # the eager implementation: the book's weights, dropout, weighted sum
+        return _attend(q, k, v, ~future, dropout=dropout_p, implementation="eager")
 
 
 def causal_mask_mod(batch, head, q_idx, kv_idx):

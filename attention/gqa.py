@@ -23,21 +23,23 @@ is multi-head attention, ``num_kv_heads == 1`` multi-query attention.
 
 :class:`GroupedQueryAttention` also takes the other changes today's decoders made:
 rotary position embeddings (``rope_base``), a sliding window (``window``) and a
-:class:`~attention.KVCache`. The module owns the weights; the attention itself is one
-function, :func:`~attention.grouped_query_attention`.
+:class:`~attention.KVCache`. The module owns the weights; the attention itself is the
+package's one attention step, :func:`~attention.attend`, which chapter 9 calls
+:func:`~attention.grouped_query_attention`.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from attention import _checks
 from attention.kv_cache import KVCache
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate
 from attention.scaled import _scaled_dot_product_weights
+from attention.step import _attend
+from attention.step import _check as _attend_checks
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 
@@ -46,17 +48,20 @@ def grouped_query_attention(
     queries: torch.Tensor,
     keys: torch.Tensor,
     values: torch.Tensor,
-    mask: torch.Tensor | None = None,
+    *,
+    allowed: torch.Tensor | None = None,
     dropout: float = 0.0,
     scale: float | None = None,
+    mask: None = None,
 ) -> torch.Tensor:
-    """Scaled dot-product attention where groups of query heads share a key/value head.
+    """:func:`~attention.attend` under chapter 9's name: query heads that share key/value heads.
 
-    ``scaled_dot_product_attention`` with ``enable_gqa=True``: query head ``h`` attends
-    with key/value head ``h // (num_heads // num_kv_heads)``, as if each key/value head
-    were repeated with ``repeat_interleave`` (without making the copies). For a single
-    query token and no mask (a decoding step), each group's query heads are stacked as
-    rows against their one key/value head instead, which reads the cache once per group.
+    ``attend(queries, keys, values, allowed=allowed, dropout=dropout, scale=scale)``:
+    query head ``h`` attends with key/value head ``h // (num_heads // num_kv_heads)``, as
+    if each key/value head were repeated with ``repeat_interleave`` (without making the
+    copies). For a single query token and no mask (a decoding step), each group's query
+    heads are stacked as rows against their one key/value head instead, which reads the
+    cache once per group.
 
     Parameters
     ----------
@@ -64,13 +69,15 @@ def grouped_query_attention(
     keys : torch.Tensor, shape (batch, num_kv_heads, num_keys, head_dim)
     values : torch.Tensor, shape (batch, num_kv_heads, num_keys, value_dim)
         ``num_kv_heads`` must divide ``num_heads``.
-    mask : torch.Tensor of bool, optional
-        ``True`` where a query may attend; broadcastable to
-        ``(batch, num_heads, num_queries, num_keys)``. ``None``: every key.
+    allowed : torch.Tensor of bool, optional
+        Keyword only, as ``dropout`` and ``scale``. ``True`` where a query may attend;
+        broadcastable to ``(batch, num_heads, num_queries, num_keys)``. ``None``: every key.
     dropout : float
         Dropout probability on the attention weights.
     scale : float, optional
         Multiplies the scores; default ``1 / sqrt(head_dim)``.
+    mask : None
+        No longer taken: write ``allowed=`` (the same meaning, ``True`` = may attend).
 
     Returns
     -------
@@ -89,47 +96,11 @@ def grouped_query_attention(
     ...                atol=1e-6)
     True
     """
-    if queries.dim() != 4 or keys.dim() != 4 or queries.shape[1] % keys.shape[1]:
-        raise ValueError(
-            "grouped_query_attention: expected queries (batch, num_heads, num_queries, "
-            "head_dim) and keys (batch, num_kv_heads, num_keys, head_dim) with num_kv_heads "
-            f"dividing num_heads, got queries of shape {tuple(queries.shape)} and keys of "
-            f"shape {tuple(keys.shape)}"
-        )
-    return _grouped_query_attention(queries, keys, values, mask, dropout, scale)
-
-
-def _grouped_query_attention(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    mask: torch.Tensor | None,
-    dropout: float,
-    scale: float | None = None,
-) -> torch.Tensor:
-    """:func:`grouped_query_attention` of a module's own heads, unchecked."""
-    batch, num_heads, num_queries, head_dim = queries.shape
-    num_kv_heads = keys.shape[1]
-    group = num_heads // num_kv_heads
-    if num_queries == 1 and group > 1 and mask is None:
-        # Decoding one token: the group's query heads become the rows of one query
-        # matrix over their shared key/value head, so each cached key/value head is read
-        # once for the whole group. (batch, num_heads, 1, head_dim) ->
-        # (batch, num_kv_heads, group, head_dim): query head h = kv_head * group + g.
-        packed = queries.reshape(batch, num_kv_heads, group, head_dim)
-        out = F.scaled_dot_product_attention(
-            packed, keys, values, dropout_p=dropout, scale=scale
-        )  # (batch, num_kv_heads, group, value_dim)
-        return out.reshape(batch, num_heads, 1, values.shape[-1])
-    return F.scaled_dot_product_attention(
-        queries,
-        keys,
-        values,
-        attn_mask=mask,
-        dropout_p=dropout,
-        scale=scale,
-        enable_gqa=group > 1,
-    )
+    owner = "grouped_query_attention"
+    what = "write allowed= (True where a query may attend, as this mask meant)"
+    _checks.removed_keyword(owner, "mask", mask, what)
+    _attend_checks(owner, queries, keys, values, allowed, False, scale, dropout, "sdpa")
+    return _attend(queries, keys, values, allowed, scale=scale, dropout=dropout)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -138,6 +109,9 @@ class GroupedQueryAttention(nn.Module):
     With ``num_kv_heads == num_heads`` and the same seed, this is the book's
     :class:`~attention.MultiHeadAttention`: the same layers, created in the same order,
     so the same weights and the same output.
+
+    Every argument after ``context_length`` is keyword-only, under the names that
+    :class:`~attention.MultiHeadLatentAttention` uses too.
 
     Parameters
     ----------
@@ -155,16 +129,17 @@ class GroupedQueryAttention(nn.Module):
         Dropout probability on the attention weights, in [0, 1), while training.
     qkv_bias : bool
         Whether the query, key and value projections have a bias.
+    out_bias : bool
+        Whether ``out_proj`` has a bias: ``True`` (the default) as in the book, ``False``
+        as in Llama's ``o_proj``. The bias is drawn last, so leaving it out changes no
+        other weight drawn from the same seed. Llama's ``attention_bias`` is
+        ``qkv_bias=out_bias``.
     rope_base : float, optional
         If given, queries and keys are rotated by :func:`~attention.apply_rope` with this
         base (Llama's half-split layout); ``head_dim`` must then be even.
     window : int, optional
         If given, sliding-window attention: the query at position ``i`` sees keys
         ``i - window + 1`` to ``i``.
-    out_bias : bool
-        Keyword only. Whether ``out_proj`` has a bias: ``True`` (the default) as in the
-        book, ``False`` as in Llama's ``o_proj``. The bias is drawn last, so leaving it
-        out changes no other weight drawn from the same seed.
 
     Attributes
     ----------
@@ -216,22 +191,18 @@ class GroupedQueryAttention(nn.Module):
         d_in: int,
         d_out: int,
         context_length: int,
+        *,
         num_heads: int,
         num_kv_heads: int,
         dropout: float = 0.0,
         qkv_bias: bool = False,
+        out_bias: bool = True,
         rope_base: float | None = None,
         window: int | None = None,
-        *,
-        out_bias: bool = True,
     ):
         super().__init__()
         owner = type(self).__name__
-        if not isinstance(out_bias, bool):
-            raise ValueError(
-                f"{owner}: out_bias must be True or False (whether out_proj has a bias), "
-                f"got {out_bias!r} of type {type(out_bias).__name__}"
-            )
+        _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
         _checks.sizes(self, **sizes, num_heads=num_heads, num_kv_heads=num_kv_heads)
         dropout = _checks.dropout_rate(owner, dropout)
@@ -285,10 +256,14 @@ class GroupedQueryAttention(nn.Module):
         return projected.view(batch, num_tokens, num_heads, self.head_dim).transpose(1, 2)
 
     def _project(
-        self, x: object, cache: KVCache | None
+        self, x: object, cache: KVCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
         x, num_cached = _checks.cached_input(self, x, cache, KVCache)
+        if allowed is not None:
+            batch, n = x.shape[:2]
+            owner = type(self).__name__
+            allowed = _checks.allowed_mask(owner, allowed, batch, n, num_cached + n, num_cached)
         num_tokens = x.shape[1]
         queries = self._heads(self.W_query(x), self.num_heads)  # (b, num_heads, n, head_dim)
         keys = self._heads(self.W_key(x), self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
@@ -308,9 +283,14 @@ class GroupedQueryAttention(nn.Module):
         # pick its fastest kernel for decoding.
         if num_tokens > 1 or (self.window is not None and self.window < num_keys):
             mask = _causal_mask(num_tokens, num_keys, self.window, x.device)
+        if allowed is not None:
+            # (batch, 1, num_tokens or 1, num_keys), True only where both allow
+            mask = allowed if mask is None else mask & allowed
         return queries, keys, values, mask
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, allowed: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
 
         Parameters
@@ -318,32 +298,56 @@ class GroupedQueryAttention(nn.Module):
         x : torch.Tensor, shape (batch, num_tokens, d_in)
         cache : KVCache, optional
             This layer's cache; updated in place.
+        allowed : torch.Tensor of bool, optional
+            ``True`` where a query may attend, combined (logical and) with the causal or
+            window mask: shape ``(batch, num_keys)``, such as
+            :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``.
+            ``num_keys`` counts the cached tokens and the new ones, so while decoding a
+            padded batch the mask grows by one column per step, and the padding stays
+            hidden. A query that may attend to no key at all (a padding token that a
+            ``window`` keeps from every real one) has no meaningful output:
+            ``scaled_dot_product_attention`` gives it zeros before ``out_proj``, and
+            :meth:`attention_weights` a row of NaN.
 
         Returns
         -------
         torch.Tensor, shape (batch, num_tokens, d_out)
+
+        Examples
+        --------
+        Two sentences of 6 and 3 tokens, the second padded on the right: its real tokens
+        get the outputs they get alone.
+
+        >>> import torch
+        >>> from attention import INPUTS, padding_mask
+        >>> _ = torch.manual_seed(0)
+        >>> gqa = GroupedQueryAttention(3, 4, context_length=6, num_heads=2, num_kv_heads=1)
+        >>> batch = torch.stack((INPUTS, torch.cat((INPUTS[:3], torch.zeros(3, 3)))))
+        >>> out = gqa(batch, allowed=padding_mask([6, 3], num_tokens=6))
+        >>> torch.allclose(out[1, :3], gqa(INPUTS[:3].unsqueeze(0))[0], atol=1e-6)
+        True
         """
-        queries, keys, values, mask = self._project(x, cache)
+        queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, num_heads, n, head_dim), each query head reading its group's key/value head
-        context = _grouped_query_attention(queries, keys, values, mask, dropout)
+        context = _attend(queries, keys, values, mask, dropout=dropout)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
         return self.out_proj(context)  # (batch, num_tokens, d_out)
 
-    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+    def attention_weights(
+        self, x: torch.Tensor, allowed: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Each query head's attention weights over a full pass, for heatmaps.
 
         Computed explicitly, key/value heads repeated with ``repeat_interleave`` (no
-        dropout, no cache).
+        dropout, no cache). ``allowed`` as in :meth:`forward`.
 
         Returns
         -------
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
-        queries, keys, _, mask = self._project(x, None)
+        queries, keys, _, mask = self._project(x, None, allowed)
         # (b, num_kv_heads, n, head_dim) -> (b, num_heads, n, head_dim): heads 0 0 1 1 ...
         keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
-        # (b, num_heads, n, n); causal_mask marks where a query may look, the book's masks
-        # where it may not
-        return _scaled_dot_product_weights(queries, keys, None if mask is None else ~mask)
+        return _scaled_dot_product_weights(queries, keys, mask)  # (b, num_heads, n, n)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from attention import _checks
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate
 from attention.scaled import _scaled_dot_product_weights
+from attention.step import _attend
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention", "latent_cache_bytes_per_token"]
 
@@ -83,6 +83,9 @@ class LatentCache(KVCache):
 class MultiHeadLatentAttention(nn.Module):
     """Causal multi-head latent attention, as in DeepSeek-V2 and V3.
 
+    Every argument after ``context_length`` is keyword-only, under the names that
+    :class:`~attention.GroupedQueryAttention` uses too.
+
     Parameters
     ----------
     d_in : int
@@ -106,9 +109,11 @@ class MultiHeadLatentAttention(nn.Module):
         If given, queries go through a latent of this size too; ``None``: one projection.
     dropout : float
         Dropout probability on the attention weights, in [0, 1), while training.
-    bias : bool
-        Bias on the down-projections ``W_dq``, ``W_dkv``, ``W_kr`` and on ``out_proj``
-        (``attention_bias`` in the config).
+    qkv_bias : bool
+        Bias on the down-projections ``W_dq``, ``W_dkv`` and ``W_kr``; the
+        up-projections and ``W_query`` have none, as in DeepSeek.
+    out_bias : bool
+        Bias on ``out_proj``. DeepSeek's ``attention_bias`` is ``qkv_bias=out_bias``.
     rope_base : float
         RoPE's base (``rope_parameters["rope_theta"]``). Plain RoPE only: DeepSeek-V3's
         released weights add YaRN scaling, which this module does not do.
@@ -118,6 +123,9 @@ class MultiHeadLatentAttention(nn.Module):
         (``rope_interleave=True``); ``False``: the half-split layout.
     norm_eps : float
         Epsilon of the RMS norms on the latents (``rms_norm_eps``).
+    bias : None
+        No longer taken: giving it raises a ``ValueError`` that says to write
+        ``qkv_bias`` and ``out_bias``.
 
     Attributes
     ----------
@@ -155,21 +163,28 @@ class MultiHeadLatentAttention(nn.Module):
         d_in: int,
         d_out: int,
         context_length: int,
-        num_heads: int,
         *,
+        num_heads: int,
         kv_lora_rank: int,
         qk_nope_head_dim: int,
         qk_rope_head_dim: int,
         v_head_dim: int,
         q_lora_rank: int | None = None,
         dropout: float = 0.0,
-        bias: bool = False,
+        qkv_bias: bool = False,
+        out_bias: bool = False,
         rope_base: float = 10000.0,
         rope_interleave: bool = True,
         norm_eps: float = 1e-6,
+        bias: None = None,
     ):
         super().__init__()
         owner = type(self).__name__
+        _checks.removed_keyword(
+            owner, "bias", bias, "write qkv_bias= for W_dq, W_dkv and W_kr, out_bias= for out_proj"
+        )
+        _checks.flag(owner, "qkv_bias", qkv_bias, "whether W_dq, W_dkv and W_kr have a bias")
+        _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         check = _checks.positive_int
         self.d_in = check(owner, "d_in", d_in)
         self.d_out = check(owner, "d_out", d_out)
@@ -199,15 +214,15 @@ class MultiHeadLatentAttention(nn.Module):
         if q_lora_rank is None:
             self.W_query = nn.Linear(d_in, q_out, bias=False)
         else:
-            self.W_dq = nn.Linear(d_in, q_lora_rank, bias=bias)
+            self.W_dq = nn.Linear(d_in, q_lora_rank, bias=qkv_bias)
             self.q_norm = nn.RMSNorm(q_lora_rank, eps=norm_eps)
             self.W_uq = nn.Linear(q_lora_rank, q_out, bias=False)
-        self.W_dkv = nn.Linear(d_in, kv_lora_rank, bias=bias)
-        self.W_kr = nn.Linear(d_in, qk_rope_head_dim, bias=bias)
+        self.W_dkv = nn.Linear(d_in, kv_lora_rank, bias=qkv_bias)
+        self.W_kr = nn.Linear(d_in, qk_rope_head_dim, bias=qkv_bias)
         self.kv_norm = nn.RMSNorm(kv_lora_rank, eps=norm_eps)
         self.W_uk = nn.Linear(kv_lora_rank, num_heads * qk_nope_head_dim, bias=False)
         self.W_uv = nn.Linear(kv_lora_rank, num_heads * v_head_dim, bias=False)
-        self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=bias)
+        self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=out_bias)
         self.dropout = nn.Dropout(dropout)
 
     @property
@@ -227,11 +242,14 @@ class MultiHeadLatentAttention(nn.Module):
         return _rotate(x, cos, sin)  # apply_rope's rotation
 
     def _project(
-        self, x: object, cache: LatentCache | None
+        self, x: object, cache: LatentCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         why = " (it holds latents, not per-head keys and values)"
         x, num_cached = _checks.cached_input(self, x, cache, LatentCache, why)
         batch, num_tokens, _ = x.shape
+        if allowed is not None:
+            owner, num_keys = type(self).__name__, num_cached + num_tokens
+            allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
         # cos and sin of the new tokens' positions, once for queries and keys: (n, rope_dim / 2)
         rope_dim = self.qk_rope_head_dim
         cos, sin = _cos_sin_range(num_cached, num_tokens, rope_dim, self.rope_base, x)
@@ -259,28 +277,42 @@ class MultiHeadLatentAttention(nn.Module):
         keys = torch.cat((k_nope, k_rope), dim=-1)  # (b, H, num_keys, qk_head_dim)
         queries = torch.cat((q_nope, q_rope), dim=-1)  # (b, H, n, qk_head_dim)
         mask = _causal_mask(num_tokens, num_keys, None, x.device) if num_tokens > 1 else None
+        if allowed is not None:
+            # (batch, 1, num_tokens or 1, num_keys), True only where both allow
+            mask = allowed if mask is None else mask & allowed
         return queries, keys, values, mask
 
-    def forward(self, x: torch.Tensor, cache: LatentCache | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: LatentCache | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Attend causally, as :meth:`~attention.GroupedQueryAttention.forward` does.
 
-        ``cache`` is this layer's :class:`~attention.LatentCache`, updated in place.
+        ``cache`` is this layer's :class:`~attention.LatentCache`, updated in place;
+        ``allowed`` (``True`` where a query may attend), as in
+        :meth:`~attention.GroupedQueryAttention.forward`, is combined with the causal mask.
         """
-        queries, keys, values, mask = self._project(x, cache)
+        queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim)
-        context = F.scaled_dot_product_attention(queries, keys, values, mask, dropout)
+        context = _attend(queries, keys, values, mask, dropout=dropout)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
         return self.out_proj(context)  # (b, n, d_out)
 
-    def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
+    def attention_weights(
+        self, x: torch.Tensor, allowed: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Each head's attention weights over a full pass (no dropout, no cache).
+
+        ``allowed`` as in :meth:`forward`.
 
         Returns
         -------
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
-        queries, keys, _, mask = self._project(x, None)
-        # The scale is 1 / sqrt(qk_head_dim); causal_mask says where a query may look.
-        return _scaled_dot_product_weights(queries, keys, None if mask is None else ~mask)
+        queries, keys, _, mask = self._project(x, None, allowed)
+        # The scale is 1 / sqrt(qk_head_dim); mask is True where a query may attend.
+        return _scaled_dot_product_weights(queries, keys, mask)

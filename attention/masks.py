@@ -1,9 +1,11 @@
 """Boolean attention masks beyond the plain causal triangle.
 
 Every mask here uses the convention of ``scaled_dot_product_attention``'s boolean
-``attn_mask``: ``True`` where a query *may attend* (or, for :func:`~attention.padding_mask`,
-where a token is real). The book's modules use the opposite, ``True`` for the
-hidden future (``masked_fill``); ``~mask`` converts one into the other.
+``attn_mask``, which is the package's one meaning of a boolean mask: ``True`` where a
+query *may attend* (or, for :func:`~attention.padding_mask`, where a token is real).
+Functions and modules take such a mask as ``allowed=``. Only the book's modules keep
+the book's ``mask`` buffer, ``True`` for the hidden future (``masked_fill``); they
+pass ``allowed=~mask``.
 
 * :func:`~attention.causal_mask`: each query sees itself and the past. With fewer queries than
   keys (decoding with a cache) the queries are the *last* ones, so the triangle is

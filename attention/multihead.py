@@ -79,8 +79,14 @@ class MultiHeadAttention(nn.Module):
     num_heads : int
         Number of heads; must divide ``d_out``.
     qkv_bias : bool
-        As in :class:`~attention.CausalAttention`; the output projection ``out_proj``
-        always has a bias.
+        As in :class:`~attention.CausalAttention`.
+    out_bias : bool
+        Keyword only. Whether the output projection ``out_proj`` has a bias: ``True``
+        (the default) as in the book, whose seeds then give the book's numbers;
+        ``False`` as in Llama. The book's positional call
+        ``MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads)`` stays
+        as it is; :class:`~attention.GroupedQueryAttention` takes everything after
+        ``context_length`` by keyword.
 
     Examples
     --------
@@ -97,15 +103,18 @@ class MultiHeadAttention(nn.Module):
     2360064
     """
 
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+    def __init__(
+        self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, *, out_bias=True
+    ):
         super().__init__()
         # Sets d_in, d_out, context_length, num_heads and head_dim, or raises.
         args = (d_in, d_out, context_length, num_heads, dropout)
         dropout = _checks.multi_head_arguments(self, *args)
+        _checks.flag(type(self).__name__, "out_bias", out_bias, "whether out_proj has a bias")
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes what the heads found
+        self.out_proj = nn.Linear(d_out, d_out, bias=out_bias)  # mixes what the heads found
         self.dropout = nn.Dropout(dropout)
         future = torch.ones(context_length, context_length, dtype=torch.bool).triu(diagonal=1)
         self.register_buffer("mask", future)
@@ -128,8 +137,8 @@ class MultiHeadAttention(nn.Module):
         num_tokens = x.shape[1]
         queries = self._split_heads(self.W_query(x))  # (batch, num_heads, num_tokens, head_dim)
         keys = self._split_heads(self.W_key(x))  # (batch, num_heads, num_tokens, head_dim)
-        future = self.mask[:num_tokens, :num_tokens]
-        weights = scaled_dot_product_weights(queries, keys, mask=future)
+        future = self.mask[:num_tokens, :num_tokens]  # the book's mask: True = hidden
+        weights = scaled_dot_product_weights(queries, keys, allowed=~future)
         return self.dropout(weights)  # (batch, num_heads, num_tokens, num_tokens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,18 +1,22 @@
 """Scaled dot-product attention weights, the formula every module here shares.
 
-``softmax(Q K^T / sqrt(d_k))``, with hidden positions set to ``-inf`` before the
-softmax so they get a weight of exactly 0.
+``softmax(Q K^T / sqrt(d_k))``, with the positions a query may not attend to set to
+``-inf`` before the softmax, so they get a weight of exactly 0.
 """
 
 from __future__ import annotations
 
 import torch
 
-from attention._checks import float_tensor
+from attention import _checks
 
 
 def scaled_dot_product_weights(
-    queries: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    *,
+    allowed: torch.Tensor | None = None,
+    mask: None = None,
 ) -> torch.Tensor:
     """Attention weights ``softmax(queries @ keys^T / sqrt(d_k))``.
 
@@ -23,15 +27,20 @@ def scaled_dot_product_weights(
     ----------
     queries : torch.Tensor, shape (..., num_queries, d_k)
     keys : torch.Tensor, shape (..., num_keys, d_k)
-    mask : torch.Tensor of bool, shape (num_queries, num_keys), optional
-        ``True`` marks a position to hide, as in ``Tensor.masked_fill``. (This is the
-        opposite of the boolean ``attn_mask`` of ``scaled_dot_product_attention``,
-        where ``True`` means "may attend".)
+    allowed : torch.Tensor of bool, optional
+        Keyword only. ``True`` where a query may attend, as in the boolean ``attn_mask``
+        of ``scaled_dot_product_attention`` and everywhere in this package's public
+        functions; broadcastable to ``(..., num_queries, num_keys)``. ``None``: every key.
+        The book's modules keep the book's ``mask`` buffer, ``True`` for the hidden
+        future, and pass ``allowed=~mask``.
+    mask : None
+        No longer taken, since ``True`` meant "hidden" there and "may attend" elsewhere:
+        giving it raises a ``ValueError`` that says to write ``allowed=~mask``.
 
     Returns
     -------
     torch.Tensor, shape (..., num_queries, num_keys)
-        Each row sums to 1; hidden positions are exactly 0.
+        Each row sums to 1; positions not allowed are exactly 0.
 
     Examples
     --------
@@ -41,29 +50,42 @@ def scaled_dot_product_weights(
     >>> scaled_dot_product_weights(q, k)
     tensor([[0.8044, 0.1956],
             [0.1956, 0.8044]])
-    >>> hide_future = torch.tensor([[False, True], [False, False]])
-    >>> scaled_dot_product_weights(q, k, mask=hide_future)
+    >>> past_and_present = torch.tensor([[True, False], [True, True]])
+    >>> scaled_dot_product_weights(q, k, allowed=past_and_present)
     tensor([[1.0000, 0.0000],
             [0.1956, 0.8044]])
     """
-    float_tensor("scaled_dot_product_weights", "queries", queries)
-    float_tensor("scaled_dot_product_weights", "keys", keys)
+    owner = "scaled_dot_product_weights"
+    _checks.removed_keyword(
+        owner, "mask", mask, "write allowed=~mask (allowed is True where a query may attend)"
+    )
+    _checks.float_tensor(owner, "queries", queries)
+    _checks.float_tensor(owner, "keys", keys)
     if queries.shape[-1] != keys.shape[-1]:
         raise ValueError(
             "scaled_dot_product_weights: queries and keys must have the same last "
             f"dimension d_k, got queries of shape {tuple(queries.shape)} and keys of "
             f"shape {tuple(keys.shape)}"
         )
-    return _scaled_dot_product_weights(queries, keys, mask)
+    if allowed is not None:
+        _checks.allowed_tensor(owner, allowed)
+    return _scaled_dot_product_weights(queries, keys, allowed)
 
 
 def _scaled_dot_product_weights(
-    queries: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    allowed: torch.Tensor | None,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    """:func:`scaled_dot_product_weights` of a module's own queries and keys, unchecked."""
+    """:func:`scaled_dot_product_weights` of a module's own queries and keys, unchecked.
+
+    ``scale`` multiplies the scores instead of the division by ``sqrt(d_k)``.
+    """
     scores = queries @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
-    if mask is not None:
+    if allowed is not None:
         # -inf, not 0: exp(-inf) = 0, so a hidden position gets no weight at all,
         # while a 0 score would still get exp(0) = 1 share of the softmax.
-        scores = scores.masked_fill(mask, float("-inf"))
-    return torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    scaled = scores / keys.shape[-1] ** 0.5 if scale is None else scores * scale
+    return torch.softmax(scaled, dim=-1)

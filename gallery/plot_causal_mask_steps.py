@@ -73,8 +73,10 @@ print(weights)
 #         [0.1935, 0.1663, 0.1666, 0.1542, 0.1666, 0.1529]])
 assert torch.equal(weights[future], torch.zeros(15))  # exactly 0, not merely small
 torch.testing.assert_close(weights.sum(dim=-1), torch.ones(6))
-# The package's function does the same three steps.
-torch.testing.assert_close(scaled_dot_product_weights(queries, keys, mask=future), weights)
+# The package's function does the same three steps. It takes where a query may
+# attend, the opposite of ``future``: ``allowed=~future``.
+package_weights = scaled_dot_product_weights(queries, keys, allowed=~future)
+torch.testing.assert_close(package_weights, weights)
 
 # %%
 # The three steps side by side. The two panels of scores share one colour scale, so

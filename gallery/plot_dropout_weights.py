@@ -25,7 +25,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 sa_v2 = SelfAttentionV2(d_in=3, d_out=2)
 future = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)
 with torch.no_grad():  # we only look at the numbers: no gradients needed
-    weights = scaled_dot_product_weights(sa_v2.W_query(INPUTS), sa_v2.W_key(INPUTS), mask=future)
+    queries, keys = sa_v2.W_query(INPUTS), sa_v2.W_key(INPUTS)
+    weights = scaled_dot_product_weights(queries, keys, allowed=~future)  # the past and present
 print(weights)
 # Expected output:
 # tensor([[1.0000, 0.0000, 0.0000, 0.0000, 0.0000, 0.0000],

@@ -289,6 +289,7 @@ BAD_ARGUMENTS = {
         ({"rope_base": "10000"}, r"rope_base must be a number.*'10000' of type str"),
         ({"window": 0}, r"window must be at least 1, got 0"),
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
+        ({"out_bias": 0}, r"out_bias must be True or False.*got 0 of type int"),
     ),
     MultiHeadLatentAttention: _rejected(
         ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even.*got qk_rope_head_dim=3"),
@@ -298,6 +299,12 @@ BAD_ARGUMENTS = {
         ({"rope_base": 0.5}, r"rope_base must be a number greater than 1, got 0.5"),
         ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
         ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
+        ({"qkv_bias": 1}, r"qkv_bias must be True or False.*got 1 of type int"),
+        ({"out_bias": "no"}, r"out_bias must be True or False.*got 'no' of type str"),
+        (
+            {"bias": True},
+            r"bias= is no longer taken; write qkv_bias= .* out_bias= .*\(got bias=True\)",
+        ),
     ),
 }
 
@@ -351,7 +358,11 @@ def gqa_layouts(draw: st.DrawFn, *, max_tokens: int = 6, even_head_dim: bool = F
 
 
 def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
-    """A float64 GroupedQueryAttention in eval mode, with ``layout``'s sizes and seed."""
+    """A float64 GroupedQueryAttention in eval mode, with ``layout``'s sizes and seed.
+
+    Llama's layout: ``layout["qkv_bias"]`` is ``attention_bias``, a bias on all four
+    projections or on none, so ``out_bias`` follows ``qkv_bias``.
+    """
     d = layout["num_heads"] * layout["head_dim"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(layout["seed"])
@@ -359,9 +370,10 @@ def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
             d,
             d,
             layout["context_length"],
-            layout["num_heads"],
-            layout["num_kv_heads"],
+            num_heads=layout["num_heads"],
+            num_kv_heads=layout["num_kv_heads"],
             qkv_bias=layout["qkv_bias"],
+            out_bias=layout["qkv_bias"],
             **kwargs,
         )
     return module.to(F64).eval()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import DeepseekV3Config, LlamaConfig, MistralConfig
+from transformers.masking_utils import sdpa_mask
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
 from transformers.models.llama.modeling_llama import LlamaAttention
 from transformers.models.mistral.modeling_mistral import MistralAttention
@@ -62,23 +63,22 @@ def llama_attention(
 ) -> nn.Module:
     """transformers' ``LlamaAttention`` (or ``cls``) holding ``gqa``'s weights, in eval mode.
 
-    Llama has no bias on ``o_proj`` unless ``attention_bias``; without it, ``gqa``'s
-    ``out_proj`` bias is set to zero so that both compute the same function.
+    Llama's ``attention_bias`` puts a bias on all four projections or on none, so
+    ``gqa`` must be built with ``out_bias=qkv_bias``; nothing is edited by hand.
     ``gqa.d_in`` must equal ``gqa.d_out`` (Llama's ``hidden_size``).
     """
     assert gqa.d_in == gqa.d_out, "Llama's attention maps hidden_size to hidden_size"
     config = config or llama_config(gqa, implementation)
     theirs = cls(config, layer_idx=0).to(gqa.W_query.weight.dtype).eval()
     with torch.no_grad():
-        if theirs.o_proj.bias is None:
-            gqa.out_proj.bias.zero_()
         pairs = (("q_proj", "W_query"), ("k_proj", "W_key"), ("v_proj", "W_value"))
         for name, ours in (*pairs, ("o_proj", "out_proj")):
-            getattr(theirs, name).weight.copy_(getattr(gqa, ours).weight)
-            if getattr(theirs, name).bias is not None:
-                getattr(theirs, name).bias.copy_(getattr(gqa, ours).bias)
-            elif name != "o_proj":
-                assert getattr(gqa, ours).bias is None, f"{cls.__name__}.{name} has no bias"
+            theirs_layer, our_layer = getattr(theirs, name), getattr(gqa, ours)
+            has_bias = f"{cls.__name__}.{name} has a bias: {theirs_layer.bias is not None}"
+            assert (theirs_layer.bias is None) == (our_layer.bias is None), has_bias
+            theirs_layer.weight.copy_(our_layer.weight)
+            if theirs_layer.bias is not None:
+                theirs_layer.bias.copy_(our_layer.bias)
     return theirs
 
 
@@ -103,7 +103,7 @@ def deepseek_config(mla: MultiHeadLatentAttention, implementation: str = "sdpa")
         qk_nope_head_dim=mla.qk_nope_head_dim,
         qk_rope_head_dim=mla.qk_rope_head_dim,
         v_head_dim=mla.v_head_dim,
-        attention_bias=mla.out_proj.bias is not None,
+        attention_bias=mla.out_proj.bias is not None,  # deepseek_attention checks W_dkv's
         rope_interleave=mla.rope_interleave,
         rms_norm_eps=mla.kv_norm.eps,
         max_position_embeddings=mla.context_length,
@@ -117,9 +117,12 @@ def deepseek_attention(mla: MultiHeadLatentAttention, implementation: str = "sdp
 
     transformers fuses what the paper keeps apart: ``kv_a_proj_with_mqa`` is ``W_dkv``
     stacked on ``W_kr``, and ``kv_b_proj`` holds, head by head, ``W_uk``'s rows then
-    ``W_uv``'s.
+    ``W_uv``'s. Its ``attention_bias`` is one flag for the down-projections and
+    ``o_proj``, so ``mla`` must have ``qkv_bias=out_bias``.
     """
     assert mla.d_in == mla.d_out, "DeepSeek's attention maps hidden_size to hidden_size"
+    has_bias = (mla.W_dkv.bias is not None, mla.out_proj.bias is not None)
+    assert has_bias[0] == has_bias[1], f"attention_bias needs qkv_bias == out_bias, got {has_bias}"
     theirs = DeepseekV3Attention(deepseek_config(mla, implementation), layer_idx=0)
     theirs = theirs.to(mla.W_dkv.weight.dtype).eval()
     heads, rank = mla.num_heads, mla.kv_lora_rank
@@ -166,3 +169,22 @@ def causal_4d(num_queries: int, num_keys: int) -> torch.Tensor:
     """A ``(1, 1, num_queries, num_keys)`` boolean mask, True = may attend, bottom-right aligned."""
     query_pos = torch.arange(num_keys - num_queries, num_keys)[:, None]
     return (torch.arange(num_keys)[None, :] <= query_pos)[None, None]
+
+
+def padded_causal_4d(attention_mask: torch.Tensor, num_queries: int) -> torch.Tensor:
+    """transformers' own 4-D boolean mask (True = may attend) for a padded batch.
+
+    ``attention_mask`` is ``(batch, num_keys)``, 1 or True for a real token, the cached
+    ones included; the ``num_queries`` queries are the last tokens. Built by
+    ``masking_utils.sdpa_mask``, which combines its causal and padding mask functions,
+    as ``create_causal_mask`` does for the sdpa implementation.
+    """
+    batch, num_keys = attention_mask.shape
+    return sdpa_mask(
+        batch,
+        num_queries,
+        num_keys,
+        q_offset=num_keys - num_queries,
+        attention_mask=attention_mask.bool(),
+        allow_is_causal_skip=False,
+    )

@@ -33,6 +33,7 @@ from attention import (
 )
 from attention.efficient import (
     VARIANTS,
+    EinsumAttention,
     FastMultiHeadAttention,
     FlexAttention,
     SDPAttention,
@@ -254,6 +255,26 @@ def test_from_module_rejects_anything_but_multi_head_attention(make):
         f"{type(module).__name__}$",
     ):
         SDPAttention.from_module(module)
+
+
+@pytest.mark.parametrize("cls", CPU_VARIANTS)
+def test_from_module_refuses_a_book_module_without_out_bias(cls):
+    """The variants' out_proj has the book's bias: a module without one cannot be copied."""
+    book = MultiHeadAttention(**VARIANT_ARGUMENTS, out_bias=False)
+    with pytest.raises(
+        ValueError, match=f"^{cls.__name__}.from_module: .* built with out_bias=False$"
+    ):
+        cls.from_module(book)
+
+
+def test_einsum_attention_without_out_bias_is_the_books_module_without_it():
+    torch.manual_seed(5)
+    book = MultiHeadAttention(**VARIANT_ARGUMENTS, out_bias=False)
+    torch.manual_seed(5)
+    einsum = EinsumAttention(**VARIANT_ARGUMENTS, out_bias=False)
+    x = torch.randn(2, 4, 4)
+    assert einsum.out_proj.bias is None
+    torch.testing.assert_close(einsum(x), book(x), rtol=1e-6, atol=1e-6)
 
 
 def test_torch_mha_adapter_rejects_d_in_other_than_d_out():

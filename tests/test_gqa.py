@@ -31,11 +31,13 @@ from hf_models import (
     llama_attention,
     llama_config,
     mistral_attention,
+    padded_causal_4d,
     rope_cos_sin,
 )
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn import functional as F
+from transformers import DynamicCache
 from transformers.masking_utils import sliding_window_causal_mask_function
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
@@ -44,7 +46,9 @@ from attention import (
     KVCache,
     MultiHeadAttention,
     apply_rope,
+    causal_mask,
     grouped_query_attention,
+    padding_mask,
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -69,7 +73,7 @@ def test_kernel_matches_sdpa_on_repeated_heads_and_enable_gqa(
     q = torch.randn(2, num_kv_heads * group, num_queries, 4, generator=generator, dtype=F64)
     k, v = torch.randn(2, 2, num_kv_heads, num_keys, 4, generator=generator, dtype=F64)
     mask = causal_4d(num_queries, num_keys) if use_mask else None
-    ours = grouped_query_attention(q, k, v, mask)
+    ours = grouped_query_attention(q, k, v, allowed=mask)
     # Query head h reads key/value head h // group: heads 0 0 1 1 ... after repeat_interleave.
     repeated = [t.repeat_interleave(group, dim=1) for t in (k, v)]
     torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, *repeated, mask), **EXACT)
@@ -94,6 +98,17 @@ def test_kernel_rejects_heads_that_do_not_group():
         grouped_query_attention(q, k, k)
 
 
+def test_kernel_takes_allowed_by_keyword_and_explains_the_old_mask():
+    q = torch.randn(1, 2, 3, 4)
+    allowed = torch.ones(3, 3, dtype=torch.bool).tril()
+    with pytest.raises(ValueError, match=r"^grouped_query_attention: mask= is no longer taken"):
+        grouped_query_attention(q, q, q, mask=allowed)
+    with pytest.raises(TypeError, match=r"positional"):
+        grouped_query_attention(q, q, q, allowed)
+    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*got torch.int64"):
+        grouped_query_attention(q, q, q, allowed=allowed.long())
+
+
 # --- the module against the book's MultiHeadAttention -----------------------------------
 
 
@@ -108,8 +123,8 @@ def test_equal_heads_is_the_books_multihead_attention(shape: Shape):
             shape.d_in,
             shape.d_out,
             shape.context_length,
-            shape.num_heads,
-            shape.num_heads,
+            num_heads=shape.num_heads,
+            num_kv_heads=shape.num_heads,
             qkv_bias=shape.qkv_bias,
         )
     gqa = gqa.to(F64).eval()
@@ -128,7 +143,10 @@ def test_grouped_module_is_mha_with_each_kv_head_repeated_for_its_group(layout):
     gqa = make_gqa(layout)
     group = layout["num_heads"] // layout["num_kv_heads"]
     d, head_dim = gqa.d_out, layout["head_dim"]
-    mha = MultiHeadAttention(d, d, layout["context_length"], 0.0, layout["num_heads"])
+    out_bias = gqa.out_proj.bias is not None
+    mha = MultiHeadAttention(
+        d, d, layout["context_length"], 0.0, layout["num_heads"], out_bias=out_bias
+    )
     mha = mha.to(F64).eval()
     mha.W_query.bias = mha.W_key.bias = mha.W_value.bias = None
     with torch.no_grad():
@@ -362,11 +380,33 @@ def test_out_bias_default_is_the_books_draws_and_false_draws_the_same_weights(qk
     torch.testing.assert_close(without(x), default(x), rtol=0, atol=0)
 
 
-def test_out_bias_must_be_a_bool():
-    with pytest.raises(ValueError, match=r"out_bias must be True or False.*got 0 of type int"):
-        GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, out_bias=0)
-    with pytest.raises(TypeError):  # keyword only: the positional order stays the book's
-        GroupedQueryAttention(8, 8, 4, 2, 1, 0.0, False, None, None, False)
+def test_everything_after_context_length_is_keyword_only():
+    """A positional num_heads is Python's TypeError, which says how many positions it takes."""
+    with pytest.raises(TypeError, match=r"takes 4 positional arguments but 6 were given"):
+        GroupedQueryAttention(8, 8, 4, 2, 1)
+    with pytest.raises(TypeError, match=r"missing 2 required keyword-only arguments"):
+        GroupedQueryAttention(8, 8, 4)
+    gqa = GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, out_bias=False)
+    assert (gqa.num_heads, gqa.num_kv_heads, gqa.out_proj.bias) == (2, 1, None)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_out_bias_false_on_the_books_module_leaves_the_other_draws(qkv_bias):
+    """MultiHeadAttention's positional call stays; out_bias=False drops only the last draw."""
+    torch.manual_seed(3)
+    book = MultiHeadAttention(6, 6, 4, 0.0, 2, qkv_bias)
+    torch.manual_seed(3)
+    llama_like = MultiHeadAttention(6, 6, 4, 0.0, 2, qkv_bias, out_bias=False)
+    assert llama_like.out_proj.bias is None
+    assert book.state_dict().keys() - llama_like.state_dict().keys() == {"out_proj.bias"}
+    for name, value in llama_like.state_dict().items():
+        assert torch.equal(value, book.state_dict()[name]), name
+    x = torch.randn(2, 4, 6)
+    with torch.no_grad():
+        book.out_proj.bias.zero_()
+    torch.testing.assert_close(llama_like(x), book(x), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"out_bias must be True or False.*got None"):
+        MultiHeadAttention(6, 6, 4, 0.0, 2, out_bias=None)
 
 
 # --- one check per call -----------------------------------------------------------------
@@ -390,3 +430,119 @@ def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, window):
     counts.clear()
     gqa.attention_weights(x)
     assert counts == once
+
+
+# --- allowed: padding and extra masks -------------------------------------------------------
+
+
+@st.composite
+def padded_batches(draw: st.DrawFn) -> tuple[dict, int, list[int]]:
+    """A layout of 2+ tokens, a prefill length, and each sequence's real tokens in it."""
+    layout = draw(gqa_layouts(max_tokens=7, even_head_dim=True))
+    layout["num_tokens"] = draw(
+        st.integers(min(2, layout["context_length"]), layout["context_length"])
+    )
+    prefill = draw(st.integers(1, layout["num_tokens"]))
+    lengths = draw(
+        st.lists(st.integers(1, prefill), min_size=layout["batch"], max_size=layout["batch"])
+    )
+    return layout, prefill, lengths
+
+
+@given(batch=padded_batches(), base=st.sampled_from([10000.0, 500000.0]))
+def test_a_right_padded_batch_matches_llama_attention_in_prefill_and_decoding(batch, base):
+    """Prefill a right-padded batch, then decode: the padding stays cached and hidden.
+
+    transformers gets the same 2-D attention_mask, turned into its 4-D mask by its own
+    masking utils (causal and padding mask functions), and its sdpa path in float64.
+    """
+    layout, prefill, lengths = batch
+    gqa = make_gqa(layout, rope_base=base)
+    llama = llama_attention(gqa, "sdpa")
+    x = layout_input(layout)
+    n = x.shape[1]
+    # 1 for a real token: each sequence's prompt, then every decoded token
+    attention_mask = torch.cat(
+        (padding_mask(lengths, prefill), torch.ones(len(lengths), n - prefill, dtype=torch.bool)),
+        dim=1,
+    )
+    ours, theirs = KVCache(), DynamicCache()
+    for start, stop in zip([0, *range(prefill, n)], range(prefill, n + 1), strict=False):
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        cos_sin = rope_cos_sin(positions, gqa.head_dim, base)
+        mask = padded_causal_4d(attention_mask[:, :stop], stop - start)
+        expected, _ = llama(x[:, start:stop], cos_sin, mask, theirs)
+        got = gqa(x[:, start:stop], cache=ours, allowed=attention_mask[:, :stop])
+        torch.testing.assert_close(got, expected, **EXACT)
+    torch.testing.assert_close(ours.keys, theirs.layers[0].keys, **EXACT)
+
+
+@given(layout=gqa_layouts(max_tokens=6), data=st.data())
+def test_real_tokens_of_a_left_padded_batch_get_what_they_get_alone(layout, data):
+    """Padding (noise here) in front of each sequence: hidden, it changes no real output.
+
+    Left padding, because on the right causality alone already hides it; without RoPE,
+    because RoPE would see the real tokens at shifted positions.
+    """
+    gqa = make_gqa(layout, window=data.draw(st.none() | st.integers(1, 3), label="window"))
+    x = layout_input(layout)
+    b, n = x.shape[:2]
+    lengths = data.draw(st.lists(st.integers(1, n), min_size=b, max_size=b), label="lengths")
+    allowed = padding_mask(lengths, n).flip(-1)  # the real tokens last
+    out = gqa(x, allowed=allowed)
+    weights = gqa.attention_weights(x, allowed=allowed)
+    for i, length in enumerate(lengths):
+        alone = gqa(x[i : i + 1, n - length :])
+        torch.testing.assert_close(out[i : i + 1, n - length :], alone, **EXACT)
+        # No weight on the padding from a real token. (A padding token that may see no
+        # key has no weights: a row of NaN, as forward's docstring says.)
+        assert torch.all(weights[i, :, n - length :, : n - length] == 0)
+
+
+@pytest.mark.parametrize("num_cached", [0, 3])
+def test_allowed_per_query_is_anded_with_the_causal_and_window_mask(num_cached):
+    """A (batch, num_queries, num_keys) mask hides what it hides, on top of the window."""
+    gqa = GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1, window=3).double().eval()
+    x = torch.randn(2, 6, 8, dtype=F64)
+    cache = KVCache()
+    if num_cached:
+        gqa(x[:, :num_cached], cache=cache)
+    new = x[:, num_cached:]
+    n, k = new.shape[1], 6
+    allowed = torch.rand(2, n, k, generator=torch.Generator().manual_seed(1)) > 0.3
+    allowed[:, :, num_cached:] |= torch.eye(n, dtype=torch.bool)  # each query sees itself
+    got = gqa(new, cache=cache, allowed=allowed)
+    queries = gqa._heads(gqa.W_query(new), 2)
+    keys, values = cache.keys, cache.values  # no rope_base: nothing to rotate
+    both = causal_mask(n, k, window=3) & allowed[:, None]  # (2, 1, n, k)
+    context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=both, enable_gqa=True)
+    expected = gqa.out_proj(context.transpose(1, 2).reshape(2, n, 8))
+    torch.testing.assert_close(got, expected, **EXACT)
+    # all True changes nothing
+    torch.testing.assert_close(
+        gqa(x, allowed=torch.ones(2, 6, dtype=torch.bool)), gqa(x), rtol=0, atol=0
+    )
+
+
+@pytest.mark.parametrize(
+    ("allowed", "message"),
+    [
+        (
+            torch.ones(2, 5, dtype=torch.bool),
+            r"of shape \(batch, num_keys\) = \(2, 6\) or "
+            r"\(batch, num_queries, num_keys\) = \(2, 4, 6\) \(num_keys=6: 2 cached tokens and "
+            r"4 new ones\), got shape \(2, 5\)",
+        ),
+        (torch.ones(2, 4, dtype=torch.bool), r"got shape \(2, 4\)"),
+        (torch.ones(1, 6, dtype=torch.bool), r"got shape \(1, 6\)"),
+        (torch.ones(2, 1, 4, 6, dtype=torch.bool), r"got shape \(2, 1, 4, 6\)"),
+        (torch.ones(2, 6, dtype=torch.int64), r"got a tensor of dtype torch.int64; .*\.bool\(\)"),
+        ([[True] * 6] * 2, r"True where a query may attend.* got list"),
+    ],
+)
+def test_a_bad_allowed_names_the_expected_and_given_shapes(allowed, message):
+    gqa = GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1)
+    cache = KVCache()
+    gqa(torch.randn(2, 2, 8), cache=cache)
+    with pytest.raises(ValueError, match=r"^GroupedQueryAttention: expected allowed, .*" + message):
+        gqa(torch.randn(2, 4, 8), cache=cache, allowed=allowed)

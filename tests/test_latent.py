@@ -22,6 +22,7 @@ from hf_models import (
     deepseek_attention,
     deepseek_config,
     float64_norms,
+    padded_causal_4d,
     rope_cos_sin,
 )
 from hypothesis import given
@@ -35,6 +36,7 @@ from attention import (
     MultiHeadLatentAttention,
     kv_cache_bytes_per_token,
     latent_cache_bytes_per_token,
+    padding_mask,
 )
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -50,7 +52,7 @@ def mla_layouts(draw: st.DrawFn, max_tokens: int = 6) -> dict:
         "qk_nope_head_dim": draw(st.integers(1, 4)),
         "qk_rope_head_dim": 2 * draw(st.integers(1, 3)),
         "v_head_dim": draw(st.integers(1, 4)),
-        "bias": draw(st.booleans()),
+        "attention_bias": draw(st.booleans()),
         "rope_interleave": draw(st.booleans()),
         "context_length": context_length,
         "num_tokens": draw(st.integers(1, context_length)),
@@ -62,7 +64,9 @@ def mla_layouts(draw: st.DrawFn, max_tokens: int = 6) -> dict:
 
 def make_mla(layout: dict) -> MultiHeadLatentAttention:
     sizes = ("num_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
-    kwargs = {k: layout[k] for k in (*sizes, "v_head_dim", "bias", "rope_interleave")}
+    kwargs = {k: layout[k] for k in (*sizes, "v_head_dim", "rope_interleave")}
+    # DeepSeek's attention_bias: a bias on the down-projections and on out_proj, or none
+    kwargs |= {"qkv_bias": layout["attention_bias"], "out_bias": layout["attention_bias"]}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(layout["seed"])
         d = layout["d_model"]
@@ -141,7 +145,7 @@ def test_cache_per_token_is_latent_plus_rope_key_whatever_the_heads():
 
 def test_going_past_context_length_names_both_numbers():
     mla = MultiHeadLatentAttention(
-        8, 8, 3, 2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2
+        8, 8, 3, num_heads=2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2
     )
     cache = LatentCache()
     mla(torch.randn(1, 2, 8), cache=cache)
@@ -176,3 +180,51 @@ def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, q_lora_ra
     counts.clear()
     mla.attention_weights(x)
     assert counts == once
+
+
+def test_qkv_bias_and_out_bias_are_two_keyword_only_flags():
+    """qkv_bias: the down-projections; out_bias: out_proj. num_heads is keyword-only."""
+    sizes = {"kv_lora_rank": 4, "qk_nope_head_dim": 2, "qk_rope_head_dim": 2, "v_head_dim": 2}
+    mla = MultiHeadLatentAttention(
+        8, 8, 4, num_heads=2, q_lora_rank=3, qkv_bias=True, out_bias=False, **sizes
+    )
+    layers = mla.named_children()
+    biased = [name for name, layer in layers if getattr(layer, "bias", None) is not None]
+    assert biased == ["W_dq", "W_dkv", "W_kr"]
+    default = MultiHeadLatentAttention(8, 8, 4, num_heads=2, **sizes)
+    assert default.out_proj.bias is None and default.W_dkv.bias is None
+    with_out_bias = MultiHeadLatentAttention(8, 8, 4, num_heads=2, out_bias=True, **sizes)
+    assert with_out_bias.out_proj.bias is not None
+    with pytest.raises(TypeError, match=r"takes 4 positional arguments but 5 positional"):
+        MultiHeadLatentAttention(8, 8, 4, 2, **sizes)
+
+
+@given(layout=mla_layouts(max_tokens=7), data=st.data())
+def test_a_right_padded_batch_matches_deepseek_v3_in_prefill_and_decoding(layout, data):
+    """allowed= as transformers' attention_mask, through its own masking utils, in float64."""
+    mla = make_mla(layout)
+    theirs = float64_norms(deepseek_attention(mla))
+    x = layout_input(layout)
+    b, n = x.shape[:2]
+    prefill = data.draw(st.integers(1, n), label="prefill")
+    lengths = data.draw(st.lists(st.integers(1, prefill), min_size=b, max_size=b), label="lengths")
+    decoded = torch.ones(b, n - prefill, dtype=torch.bool)
+    attention_mask = torch.cat((padding_mask(lengths, prefill), decoded), dim=1)
+    ours, their_cache = LatentCache(), DynamicCache()
+    for start, stop in zip([0, *range(prefill, n)], range(prefill, n + 1), strict=False):
+        positions = torch.arange(start, stop).expand(b, -1)
+        cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
+        mask = padded_causal_4d(attention_mask[:, :stop], stop - start)
+        expected, _ = theirs(x[:, start:stop], cos_sin, mask, their_cache)
+        got = mla(x[:, start:stop], cache=ours, allowed=attention_mask[:, :stop])
+        torch.testing.assert_close(got, expected, **EXACT)
+
+
+def test_a_bad_allowed_names_the_expected_and_given_shapes():
+    mla = make(MultiHeadLatentAttention)
+    with pytest.raises(
+        ValueError,
+        match=r"^MultiHeadLatentAttention: expected allowed, .*\(batch, num_keys\) = \(1, 3\) "
+        r".*got shape \(3,\)",
+    ):
+        mla(torch.randn(1, 3, 8), allowed=torch.ones(3, dtype=torch.bool))

@@ -22,7 +22,7 @@ def test_gradcheck_passes_for_masked_scaled_dot_product_weights():
     keys = torch.randn(2, 4, 3, generator=generator, dtype=torch.float64)
     mask = torch.ones(4, 4, dtype=torch.bool).triu(diagonal=1)
     assert torch.autograd.gradcheck(
-        lambda q, k: scaled_dot_product_weights(q, k, mask=mask),
+        lambda q, k: scaled_dot_product_weights(q, k, allowed=~mask),
         (queries.requires_grad_(), keys.requires_grad_()),
     )
 
@@ -63,3 +63,30 @@ def test_weights_of_a_batch_are_sdpas_softmax_over_the_keys(
     for index in itertools.product(*map(range, batch)):
         alone = scaled_dot_product_weights(queries[index], keys[index])
         torch.testing.assert_close(weights[index], alone, rtol=1e-12, atol=1e-12)
+
+
+def test_allowed_is_true_where_a_query_may_attend():
+    """allowed=past_and_present keeps the past; the weights of the hidden future are 0."""
+    generator = torch.Generator().manual_seed(3)
+    queries, keys = torch.randn(2, 2, 4, 3, generator=generator, dtype=torch.float64)
+    past_and_present = torch.ones(4, 4, dtype=torch.bool).tril()
+    weights = scaled_dot_product_weights(queries, keys, allowed=past_and_present)
+    assert torch.all(weights[:, ~past_and_present] == 0)
+    assert torch.all(weights[:, past_and_present] > 0)
+    scores = (queries @ keys.transpose(-2, -1)).masked_fill(~past_and_present, float("-inf"))
+    torch.testing.assert_close(weights, torch.softmax(scores / 3**0.5, dim=-1))
+
+
+def test_the_old_mask_keyword_explains_the_change():
+    """mask= meant True = hidden; it is refused, never silently read as allowed."""
+    q = torch.randn(3, 2)
+    with pytest.raises(
+        ValueError,
+        match=r"^scaled_dot_product_weights: mask= is no longer taken; write allowed=~mask "
+        r"\(allowed is True where a query may attend\) \(got mask=Tensor\)$",
+    ):
+        scaled_dot_product_weights(q, q, mask=torch.ones(3, 3, dtype=torch.bool).triu(1))
+    with pytest.raises(TypeError, match=r"positional"):  # keyword only: no silent inversion
+        scaled_dot_product_weights(q, q, torch.ones(3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*got torch.float32"):
+        scaled_dot_product_weights(q, q, allowed=torch.ones(3, 3))

@@ -86,7 +86,7 @@ def test_tiled_attention_equals_the_book_weights_and_survives_huge_scores():
     q, k, v = (torch.randn(2, 9, 5, generator=generator, dtype=torch.float64) for _ in range(3))
     q = q * 100
     future = torch.ones(9, 9, dtype=torch.bool).triu(1)
-    naive = scaled_dot_product_weights(q, k, mask=future) @ v
+    naive = scaled_dot_product_weights(q, k, allowed=~future) @ v
     tiled = tiled_attention(q, k, v, block_size=2)
     assert tiled.isfinite().all()
     assert_tight(tiled, naive)

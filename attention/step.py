@@ -1,0 +1,196 @@
+"""One attention step: ``softmax(queries @ keys^T * scale) @ values``, masked, with dropout.
+
+Every module of the package that turns queries, keys and values into context vectors
+calls :func:`~attention.attend` (or its unchecked twin): the fast variants of chapter 7,
+:class:`~attention.GroupedQueryAttention` and
+:class:`~attention.MultiHeadLatentAttention`. The modules own the weights, the head
+split, the rotation and the cache; this function owns the attention itself, so that a
+change to it (a cap on the scores, an attention sink) is made once.
+
+Two implementations compute the same function, as ``transformers`` picks one with
+``attn_implementation``:
+
+* ``"sdpa"``: PyTorch's ``scaled_dot_product_attention``, which picks a fused kernel
+  and never forms the ``(num_queries, num_keys)`` weights when it need not;
+* ``"eager"``: the book's way, the weights of
+  :func:`~attention.scaled_dot_product_weights`, dropout, then the weighted sum.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from attention import _checks
+from attention.scaled import _scaled_dot_product_weights
+
+__all__ = ["attend"]
+
+IMPLEMENTATIONS = ("sdpa", "eager")
+
+
+def attend(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    allowed: torch.Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    dropout: float = 0.0,
+    implementation: str = "sdpa",
+) -> torch.Tensor:
+    """Attention of ``num_heads`` query heads over ``num_kv_heads`` key/value heads.
+
+    Query head ``h`` reads key/value head ``h // (num_heads // num_kv_heads)``, as if
+    each key/value head were repeated with ``repeat_interleave``: one key/value head
+    per query head is multi-head attention, fewer is grouped-query attention.
+
+    Parameters
+    ----------
+    queries : torch.Tensor, shape (batch, num_heads, num_queries, head_dim)
+    keys : torch.Tensor, shape (batch, num_kv_heads, num_keys, head_dim)
+    values : torch.Tensor, shape (batch, num_kv_heads, num_keys, value_dim)
+        ``num_kv_heads`` must divide ``num_heads``.
+    allowed : torch.Tensor of bool, optional
+        ``True`` where a query may attend; broadcastable to
+        ``(batch, num_heads, num_queries, num_keys)``. ``None``: every key (unless
+        ``causal``).
+    causal : bool
+        Each query sees itself and the keys before it, without a mask tensor (which lets
+        a fused kernel skip the blocks above the diagonal). Needs as many queries as
+        keys, and no ``allowed``: combine the two with ``&`` and pass ``allowed``.
+    scale : float, optional
+        Multiplies the scores; default ``1 / sqrt(head_dim)``.
+    dropout : float
+        Probability in [0, 1) of dropping each attention weight; pass 0 outside
+        training (the function has no training mode of its own).
+    implementation : {"sdpa", "eager"}
+        Which of the two implementations computes it (see the module's docstring).
+
+    Returns
+    -------
+    torch.Tensor, shape (batch, num_heads, num_queries, value_dim)
+
+    Examples
+    --------
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> q = torch.randn(1, 4, 3, 8)  # 4 query heads
+    >>> k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)  # 2 key/value heads
+    >>> out = attend(q, k, v, causal=True)
+    >>> out.shape
+    torch.Size([1, 4, 3, 8])
+    >>> eager = attend(q, k, v, causal=True, implementation="eager")
+    >>> torch.allclose(out, eager, atol=1e-6)
+    True
+    >>> past_and_present = torch.ones(3, 3, dtype=torch.bool).tril()
+    >>> torch.allclose(out, attend(q, k, v, allowed=past_and_present), atol=1e-6)
+    True
+    """
+    _check("attend", queries, keys, values, allowed, causal, scale, dropout, implementation)
+    return _attend(queries, keys, values, allowed, causal, scale, dropout, implementation)
+
+
+def _check(
+    owner: str,
+    queries: object,
+    keys: object,
+    values: object,
+    allowed: object,
+    causal: object,
+    scale: object,
+    dropout: object,
+    implementation: object,
+) -> None:
+    """:func:`attend`'s argument checks, naming ``owner`` in the errors."""
+    for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
+        _checks.float_tensor(owner, name, tensor)
+    layout = (
+        "expected queries (batch, num_heads, num_queries, head_dim), keys (batch, "
+        "num_kv_heads, num_keys, head_dim) and values (batch, num_kv_heads, num_keys, "
+        "value_dim) with num_kv_heads dividing num_heads"
+    )
+    if (
+        queries.dim() != 4
+        or keys.dim() != 4
+        or values.dim() != 4
+        or queries.shape[1] % keys.shape[1]
+        or queries.shape[-1] != keys.shape[-1]
+        or queries.shape[0] != keys.shape[0]
+        or keys.shape[:3] != values.shape[:3]
+    ):
+        raise ValueError(
+            f"{owner}: {layout}, got queries of shape {tuple(queries.shape)}, keys of "
+            f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}"
+        )
+    if allowed is not None:
+        _checks.allowed_tensor(owner, allowed)
+    _checks.flag(owner, "causal", causal, "each query sees itself and the keys before it")
+    if causal and allowed is not None:
+        raise ValueError(
+            f"{owner}: give causal=True or allowed, not both; for both, pass "
+            f"allowed=causal_mask(num_queries, num_keys) & allowed"
+        )
+    if causal and queries.shape[2] != keys.shape[2]:
+        raise ValueError(
+            f"{owner}: causal=True needs as many queries as keys, got {queries.shape[2]} "
+            f"queries and {keys.shape[2]} keys; for queries that are the last tokens, pass "
+            f"allowed=causal_mask(num_queries, num_keys)"
+        )
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0
+    ):
+        raise ValueError(f"{owner}: scale must be a positive number or None, got {scale!r}")
+    _checks.dropout_rate(owner, dropout)
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(
+            f"{owner}: implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}"
+        )
+
+
+def _attend(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    allowed: torch.Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    dropout: float = 0.0,
+    implementation: str = "sdpa",
+) -> torch.Tensor:
+    """:func:`attend` of a module's own heads, unchecked."""
+    batch, num_heads, num_queries, head_dim = queries.shape
+    num_kv_heads = keys.shape[1]
+    group = num_heads // num_kv_heads
+    if implementation == "eager":
+        if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
+            keys = keys.repeat_interleave(group, dim=1)
+            values = values.repeat_interleave(group, dim=1)
+        if causal:
+            allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=queries.device)
+            allowed = allowed.tril()
+        weights = _scaled_dot_product_weights(queries, keys, allowed, scale)
+        if dropout > 0:
+            weights = F.dropout(weights, dropout, training=True)
+        return weights @ values  # (b, num_heads, num_queries, value_dim)
+    if num_queries == 1 and group > 1 and allowed is None and not causal:
+        # Decoding one token: the group's query heads become the rows of one query
+        # matrix over their shared key/value head, so each cached key/value head is read
+        # once for the whole group. (batch, num_heads, 1, head_dim) ->
+        # (batch, num_kv_heads, group, head_dim): query head h = kv_head * group + g.
+        packed = queries.reshape(batch, num_kv_heads, group, head_dim)
+        out = F.scaled_dot_product_attention(
+            packed, keys, values, dropout_p=dropout, scale=scale
+        )  # (batch, num_kv_heads, group, value_dim)
+        return out.reshape(batch, num_heads, 1, values.shape[-1])
+    return F.scaled_dot_product_attention(
+        queries,
+        keys,
+        values,
+        attn_mask=allowed,
+        dropout_p=dropout,
+        is_causal=causal,
+        scale=scale,
+        enable_gqa=group > 1,
+    )

@@ -1,0 +1,138 @@
+"""attend: the one attention step that the fast variants, GQA and MLA call."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import F64, make
+from hf_models import EXACT
+from hypothesis import given
+from hypothesis import strategies as st
+
+import attention.efficient
+import attention.gqa
+import attention.latent
+from attention import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    MultiHeadLatentAttention,
+    attend,
+    causal_mask,
+)
+from attention.efficient import FastMultiHeadAttention, FusedQKVAttention, SDPAttention
+from attention.step import _attend
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def reference(q, k, v, allowed=None, scale=None):
+    """The formula, written out: heads repeated, masked scores, softmax, weighted sum."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    scores = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+@given(
+    num_kv_heads=st.integers(1, 3),
+    group=st.integers(1, 3),
+    num_queries=st.integers(1, 4),
+    extra_keys=st.integers(0, 3),
+    how=st.sampled_from(["none", "causal", "allowed"]),
+    scale=st.none() | st.floats(0.1, 2.0),
+    implementation=st.sampled_from(["sdpa", "eager"]),
+    seed=st.integers(0, 2**16),
+)
+def test_both_implementations_compute_the_formula(
+    num_kv_heads, group, num_queries, extra_keys, how, scale, implementation, seed
+):
+    generator = torch.Generator().manual_seed(seed)
+    num_keys = num_queries + (0 if how == "causal" else extra_keys)
+    q = torch.randn(2, num_kv_heads * group, num_queries, 4, generator=generator, dtype=F64)
+    k = torch.randn(2, num_kv_heads, num_keys, 4, generator=generator, dtype=F64)
+    v = torch.randn(2, num_kv_heads, num_keys, 3, generator=generator, dtype=F64)
+    allowed = {
+        "none": None,
+        "causal": causal_mask(num_queries),
+        "allowed": causal_mask(num_queries, num_keys, window=2),
+    }[how]
+    got = attend(
+        q,
+        k,
+        v,
+        allowed=allowed if how == "allowed" else None,
+        causal=how == "causal",
+        scale=scale,
+        implementation=implementation,
+    )
+    torch.testing.assert_close(got, reference(q, k, v, allowed, scale), **EXACT)
+
+
+def test_eager_dropout_draws_what_the_books_dropout_layer_draws():
+    """The eager implementation drops weights as nn.Dropout does, from the same seed."""
+    q, k, v = torch.randn(3, 1, 2, 5, 4, dtype=F64).unbind(0)
+    weights = torch.softmax((q @ k.transpose(-2, -1)) / 2, dim=-1)
+    torch.manual_seed(7)
+    expected = torch.nn.Dropout(0.4)(weights) @ v
+    torch.manual_seed(7)
+    got = attend(q, k, v, dropout=0.4, implementation="eager")
+    torch.testing.assert_close(got, expected, **EXACT)
+    assert not torch.allclose(got, attend(q, k, v, implementation="eager"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"causal": True, "allowed": torch.ones(3, 3, dtype=torch.bool)}, r"not both"),
+        ({"causal": 1}, r"causal must be True or False.*got 1 of type int"),
+        ({"implementation": "flash"}, r"one of \('sdpa', 'eager'\), got 'flash'"),
+        ({"scale": 0.0}, r"scale must be a positive number or None, got 0.0"),
+        ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
+        ({"allowed": torch.ones(3, 3)}, r"allowed must be a bool tensor.*got torch.float32"),
+    ],
+)
+def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
+    q = torch.randn(1, 2, 3, 4)
+    with pytest.raises(ValueError, match=r"^attend: .*" + message):
+        attend(q, q, q, **kwargs)
+
+
+def test_causal_needs_as_many_queries_as_keys_and_says_what_to_pass_instead():
+    q, k = torch.randn(1, 2, 2, 4), torch.randn(1, 2, 5, 4)
+    with pytest.raises(ValueError, match=r"2 queries and 5 keys.*allowed=causal_mask"):
+        attend(q, k, k, causal=True)
+    with pytest.raises(ValueError, match=r"num_kv_heads dividing num_heads.*\(1, 3, 5, 4\)"):
+        attend(q, torch.randn(1, 3, 5, 4), torch.randn(1, 3, 5, 4))
+
+
+def _counting(monkeypatch) -> list[str]:
+    """Record each call of _attend from the modules, with its implementation."""
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("implementation", "sdpa"))
+        return _attend(*args, **kwargs)
+
+    for module in (attention.gqa, attention.latent, attention.efficient):
+        monkeypatch.setattr(module, "_attend", counted)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("build", "implementation"),
+    [
+        (lambda: make(GroupedQueryAttention), "sdpa"),
+        (lambda: make(MultiHeadLatentAttention), "sdpa"),
+        (lambda: FastMultiHeadAttention(4, 4, 4, 0.0, 2), "sdpa"),
+        (lambda: SDPAttention.from_module(MultiHeadAttention(4, 4, 4, 0.0, 2)), "sdpa"),
+        (lambda: FusedQKVAttention(4, 4, 4, 0.0, 2), "eager"),
+    ],
+    ids=["GroupedQueryAttention", "MultiHeadLatentAttention", "Fast", "SDPA", "FusedQKV"],
+)
+def test_every_module_attends_through_the_one_step(monkeypatch, build, implementation):
+    module = build()
+    calls = _counting(monkeypatch)
+    module(torch.randn(2, 3, module.d_in))
+    assert calls == [implementation]
