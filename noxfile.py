@@ -150,11 +150,9 @@ def docs_other_cpu(session: nox.Session) -> None:
 
     The expected outputs were written on one machine; this checks that they still
     pass where the last bits of every result differ (docs/_ext/perturb_prints.py).
-    Its chapters run in kernels started fresh, as on macOS and Windows, rather than
-    forked from the kernel server (docs/_ext/kernel_server.py), so both ways are built.
     It builds into docs/_build/other-cpu/, leaving `nox -s docs`'s site alone.
     """
-    other_machine = {"ATTENTION_PERTURB_PRINTS": "1e-6", "ATTENTION_PLAIN_KERNELS": "1"}
+    other_machine = {"ATTENTION_PERTURB_PRINTS": "1e-6"}
     build_docs(session, BUILD / "other-cpu" / "html", other_machine)
 
 

@@ -27,7 +27,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "verify_outputs",
     "verify_gallery",
-    "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit
+    "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
     "parallel_pages",  # one page per parallel task, the longest first
@@ -69,22 +69,6 @@ myst_heading_anchors = 3
 # transformers imports tqdm, which warns on stderr (and so fails the build) in a
 # Jupyter kernel without ipywidgets. Harmless; silenced for the kernels this build runs.
 os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
-# What the chapters import, imported once and forked into each chapter's kernel
-# (docs/_ext/kernel_server.py; Linux only). Saves each chapter 2-4 s of importing.
-kernel_preload = [
-    "torch",
-    "torch.nn.attention.bias",
-    "torch.nn.attention.flex_attention",
-    "matplotlib.pyplot",
-    "attention",
-    "attention.diagrams",
-    "attention.plot",
-    "attention.tiled",
-    "transformers.cache_utils",
-    "transformers.models.deepseek_v3.modeling_deepseek_v3",
-    "transformers.models.llama.modeling_llama",
-    "transformers.models.mistral.modeling_mistral",
-]
 nb_execution_mode = "force"  # re-run every page on every build; no cache can go stale
 # A cell that raises is a warning naming the page (and fails the build under -W), not
 # an abort: the build goes on, so that every other problem is reported in the same run.
