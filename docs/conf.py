@@ -18,6 +18,7 @@ release = version = attention.__version__
 
 extensions = [
     "myst_nb",
+    "execute_ahead",  # pages run beside the gallery scripts: after myst_nb, before the gallery
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
@@ -30,7 +31,6 @@ extensions = [
     "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
-    "parallel_pages",  # one page per parallel task, the longest first
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
 ]
 
@@ -69,14 +69,20 @@ myst_heading_anchors = 3
 # transformers imports tqdm, which warns on stderr (and so fails the build) in a
 # Jupyter kernel without ipywidgets. Harmless; silenced for the kernels this build runs.
 os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
-nb_execution_mode = "force"  # re-run every page on every build; no cache can go stale
+# Every page runs on every build, as soon as the build starts and side by side with the
+# gallery scripts (docs/_ext/execute_ahead.py), which hands it to myst-nb through
+# myst-nb's cache; the build empties that cache first, so no page is shown from an
+# earlier build.
+nb_execution_mode = "cache"
 # A cell that raises is a warning naming the page (and fails the build under -W), not
 # an abort: the build goes on, so that every other problem is reported in the same run.
 nb_execution_raise_on_error = False
 nb_execution_show_tb = True
 nb_execution_timeout = 300
 nb_output_stderr = "warn"  # a warning printed by a cell fails the build under -W
-nb_merge_streams = True
+# Off: myst-nb's merging rewrites the saved notebook's outputs in place (myst-nb 1.4);
+# verify_outputs joins a cell's printed chunks on the page instead (join_printed_chunks).
+nb_merge_streams = False
 
 # -- Math --------------------------------------------------------------------------
 # MathJax 3.2.2 (Apache-2.0) is served from the site itself, not a CDN, so the site

@@ -67,10 +67,8 @@ def test_a_kernel_of_the_build_runs_its_startup_files_and_the_chapters_exit_hand
     kernels.add_startup_file(app, "10-marker.py", "STARTED_BY_THE_BUILD = True\n")
     written = tmp_path / "written-at-exit.txt"
 
-    notebook = run_notebook(
-        "print(STARTED_BY_THE_BUILD)",
-        f"import atexit, pathlib\natexit.register(pathlib.Path({str(written)!r}).write_text, 'done')",
-    )
+    at_exit = f"atexit.register(pathlib.Path({str(written)!r}).write_text, 'done')"
+    notebook = run_notebook("print(STARTED_BY_THE_BUILD)", f"import atexit, pathlib\n{at_exit}")
 
     assert notebook.cells[0].outputs[0]["text"] == "True\n"
     assert written.read_text() == "done"  # the kernel has exited, its handler ran
