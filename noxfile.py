@@ -217,7 +217,12 @@ def downloads(session: nox.Session) -> None:
 
 @nox.session(name="docs-live")
 def docs_live(session: nox.Session) -> None:
-    """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit."""
+    """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit.
+
+    Unlike `nox -s docs`, it re-runs a chapter only when its code or the package's
+    source has changed, and a gallery script only when it has changed or the package
+    has (myst-nb's cache mode, in a cache keyed on attention/: docs/_ext/live_cache.py).
+    """
     install(session, "-e", ".[docs]", "sphinx-autobuild")
     session.run(
         "sphinx-autobuild",
@@ -236,7 +241,7 @@ def docs_live(session: nox.Session) -> None:
         str(DOCS),
         str(BUILD / "html"),
         *session.posargs,
-        env=DOCS_ENV,
+        env={**DOCS_ENV, "ATTENTION_DOCS_CACHE": "1"},
     )
 
 

@@ -10,6 +10,7 @@ DOCS = Path(__file__).parent
 sys.path.insert(0, str(DOCS / "_ext"))
 
 from downloads import install_cell  # docs/_ext, just put on the path
+from live_cache import live_cache
 
 project = "Attention, step by step"
 author = "The attention authors"
@@ -74,6 +75,14 @@ os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
 # myst-nb's cache; the build empties that cache first, so no page is shown from an
 # earlier build.
 nb_execution_mode = "cache"
+# `nox -s docs-live` only (it sets ATTENTION_DOCS_CACHE): the cache is kept between
+# builds, keyed on the package's source (docs/_ext/live_cache.py), so that while you
+# write, a page re-runs only when its code or attention/ has changed.
+LIVE_CACHE = os.environ.get("ATTENTION_DOCS_CACHE")
+if LIVE_CACHE:
+    cache = live_cache(DOCS.parent / "attention", DOCS / "_build")
+    nb_execution_cache_path = str(cache)
+    execute_ahead_keep = True
 # A cell that raises is a warning naming the page (and fails the build under -W), not
 # an abort: the build goes on, so that every other problem is reported in the same run.
 nb_execution_raise_on_error = False
@@ -125,6 +134,10 @@ sphinx_gallery_conf = {
     "first_notebook_cell": install_cell(release),
     "within_subsection_order": "FileNameSortKey",
 }
+if LIVE_CACHE:
+    # sphinx-gallery re-runs only the scripts you edit, and all of them once after a
+    # change to the package (a new cache folder).
+    sphinx_gallery_conf["run_stale_examples"] = not cache.exists()
 
 # -- Copy buttons: copy code, never the prompts or outputs ------------------------
 copybutton_exclude = ".linenos, .gp, .go"
