@@ -32,7 +32,8 @@ itself makes this a no-op.
 A page that raises is not cached: myst-nb runs it again when it reads it, and reports
 the error as it always does (and ``verify_outputs`` names the cell). Pages with
 execution settings of their own (``mystnb`` or ``execution`` in their metadata, or an
-``nb_execution_excludepatterns`` match) are left to myst-nb.
+``nb_execution_excludepatterns`` match), and every page if ``nb_kernel_rgx_aliases`` is
+set, are left to myst-nb.
 
 List this extension after ``myst_nb`` (whose configuration it reads) and before
 ``sphinx_gallery.gen_gallery`` in ``conf.py``: handlers of the same event run in the
@@ -76,6 +77,7 @@ def own_settings(notebook: nbformat.NotebookNode, path: Path, nb_config) -> bool
     return (
         nb_config.metadata_key in notebook.metadata
         or "execution" in notebook.metadata
+        or bool(nb_config.kernel_rgx_aliases)  # myst-nb renames the kernel first
         or any(posix.match(pattern) for pattern in nb_config.execution_excludepatterns)
     )
 
@@ -106,9 +108,9 @@ async def run_pages(pages: list[Page], jobs: int, timeout: int | None) -> None:
 
     async def run(page: Page) -> None:
         async with slots:
-            client = NotebookClient(page.notebook, timeout=timeout, record_timing=False)
             start = time.perf_counter()
             try:
+                client = NotebookClient(page.notebook, timeout=timeout, record_timing=False)
                 await client.async_execute(cwd=str(page.path.parent))
             except Exception as error:  # reported by myst-nb, which runs the page again
                 page.error = f"{type(error).__name__}"
