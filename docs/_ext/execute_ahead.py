@@ -156,10 +156,13 @@ class Ahead:
         ran = [page for page in self.pages if page.seconds is not None]
         raised = ", ".join(page.path.name for page in self.pages if page.seconds is None)
         logger.info(
-            "execute_ahead: ran %d notebook pages in %.1f s, beside the gallery scripts%s%s",
+            "execute_ahead: ran %d notebook pages in %.1f s, beside the gallery scripts "
+            "(myst-nb's 'Using cached notebook' below: %s)%s",
             len(ran),
             time.perf_counter() - self.started,
-            f"; {self.unchanged} more unchanged, in the cache" if self.unchanged else "",
+            f"these runs, and {self.unchanged} unchanged from earlier builds"
+            if self.unchanged
+            else "these runs, not an earlier build's",
             f"; left to myst-nb, having raised: {raised}" if raised else "",
         )
 
