@@ -236,8 +236,10 @@ def docs_live(session: nox.Session) -> None:
         str(ROOT / "gallery"),
         "--ignore",
         str(DOCS / "auto_gallery"),
+        # What each build writes beside its output: the executed notebooks, the kernels'
+        # IPython folder, the cache. Watching it, every build would start the next one.
         "--ignore",
-        str(DOCS / "jupyter_execute"),
+        str(BUILD),
         str(DOCS),
         str(BUILD / "html"),
         *session.posargs,
