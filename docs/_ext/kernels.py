@@ -30,8 +30,9 @@ output folder, and writes only what is below into it:
 * **One core's share of threads.** The build runs as many kernels side by side as
   ``sphinx-build -j`` asks for, besides the gallery's scripts, so each kernel gets
   ``OMP_NUM_THREADS`` = cores / jobs (1 on two cores), as joblib gives the gallery's
-  worker processes. torch's second thread only waits for a core that the other
-  kernel holds: on a 2-core AMD EPYC the chapters took 17 % less CPU time with one.
+  worker processes. torch's second thread mostly waits for a core that another
+  process holds: on a busy 2-core AMD EPYC, a whole build took 96 s of CPU time with
+  one thread per process and 116 s without.
   A value set in the environment is kept.
 
 Other extensions add startup files with :func:`add_startup_file` (``perturb_prints``).
