@@ -200,11 +200,9 @@ def docs_other_cpu(session: nox.Session) -> None:
 
     The expected outputs were written on one machine; this checks that they still
     pass where the last bits of every result differ (docs/_ext/perturb_prints.py).
-    Its chapters run in kernels started fresh, as on macOS and Windows, rather than
-    forked from the kernel server (docs/_ext/kernel_server.py), so both ways are built.
     It builds into docs/_build/other-cpu/, leaving `nox -s docs`'s site alone.
     """
-    other_machine = {"ATTENTION_PERTURB_PRINTS": "1e-6", "ATTENTION_PLAIN_KERNELS": "1"}
+    other_machine = {"ATTENTION_PERTURB_PRINTS": "1e-6"}
     build_docs(session, BUILD / "other-cpu" / "html", other_machine)
 
 
@@ -269,7 +267,12 @@ def downloads(session: nox.Session) -> None:
 
 @nox.session(name="docs-live")
 def docs_live(session: nox.Session) -> None:
-    """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit."""
+    """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit.
+
+    Unlike `nox -s docs`, it re-runs a chapter only when its code or the package's
+    source has changed, and a gallery script only when it has changed or the package
+    has (myst-nb's cache mode, in a cache keyed on attention/: docs/_ext/live_cache.py).
+    """
     install(session, "-e", ".[docs]", "sphinx-autobuild")
     session.run(
         "sphinx-autobuild",
@@ -283,12 +286,14 @@ def docs_live(session: nox.Session) -> None:
         str(ROOT / "gallery"),
         "--ignore",
         str(DOCS / "auto_gallery"),
+        # What each build writes beside its output: the executed notebooks, the kernels'
+        # IPython folder, the cache. Watching it, every build would start the next one.
         "--ignore",
-        str(DOCS / "jupyter_execute"),
+        str(BUILD),
         str(DOCS),
         str(BUILD / "html"),
         *session.posargs,
-        env=DOCS_ENV,
+        env={**DOCS_ENV, "ATTENTION_DOCS_CACHE": "1"},
     )
 
 

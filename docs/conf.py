@@ -10,6 +10,7 @@ DOCS = Path(__file__).parent
 sys.path.insert(0, str(DOCS / "_ext"))
 
 from downloads import install_cell  # docs/_ext, just put on the path
+from live_cache import live_cache
 
 project = "Attention, step by step"
 author = "The attention authors"
@@ -18,6 +19,7 @@ release = version = attention.__version__
 
 extensions = [
     "myst_nb",
+    "execute_ahead",  # pages run beside the gallery scripts: after myst_nb, before the gallery
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
@@ -27,10 +29,9 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "verify_outputs",
     "verify_gallery",
-    "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit
+    "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
     "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
-    "parallel_pages",  # one page per parallel task, the longest first
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
 ]
 
@@ -69,30 +70,28 @@ myst_heading_anchors = 3
 # transformers imports tqdm, which warns on stderr (and so fails the build) in a
 # Jupyter kernel without ipywidgets. Harmless; silenced for the kernels this build runs.
 os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
-# What the chapters import, imported once and forked into each chapter's kernel
-# (docs/_ext/kernel_server.py; Linux only). Saves each chapter 2-4 s of importing.
-kernel_preload = [
-    "torch",
-    "torch.nn.attention.bias",
-    "torch.nn.attention.flex_attention",
-    "matplotlib.pyplot",
-    "attention",
-    "attention.diagrams",
-    "attention.plot",
-    "attention.tiled",
-    "transformers.cache_utils",
-    "transformers.models.deepseek_v3.modeling_deepseek_v3",
-    "transformers.models.llama.modeling_llama",
-    "transformers.models.mistral.modeling_mistral",
-]
-nb_execution_mode = "force"  # re-run every page on every build; no cache can go stale
+# Every page runs on every build, as soon as the build starts and side by side with the
+# gallery scripts (docs/_ext/execute_ahead.py), which hands it to myst-nb through
+# myst-nb's cache; the build empties that cache first, so no page is shown from an
+# earlier build.
+nb_execution_mode = "cache"
+# `nox -s docs-live` only (it sets ATTENTION_DOCS_CACHE): the cache is kept between
+# builds, keyed on the package's source (docs/_ext/live_cache.py), so that while you
+# write, a page re-runs only when its code or attention/ has changed.
+LIVE_CACHE = os.environ.get("ATTENTION_DOCS_CACHE")
+if LIVE_CACHE:
+    cache = live_cache(DOCS.parent / "attention", DOCS / "_build")
+    nb_execution_cache_path = str(cache)
+    execute_ahead_keep = True
 # A cell that raises is a warning naming the page (and fails the build under -W), not
 # an abort: the build goes on, so that every other problem is reported in the same run.
 nb_execution_raise_on_error = False
 nb_execution_show_tb = True
 nb_execution_timeout = 300
 nb_output_stderr = "warn"  # a warning printed by a cell fails the build under -W
-nb_merge_streams = True
+# Off: myst-nb's merging rewrites the saved notebook's outputs in place (myst-nb 1.4);
+# verify_outputs joins a cell's printed chunks on the page instead (join_printed_chunks).
+nb_merge_streams = False
 # Markdown a cell displays (the home page's model table) is read as MyST, tables included.
 nb_render_markdown_format = "myst"
 
@@ -137,6 +136,10 @@ sphinx_gallery_conf = {
     "first_notebook_cell": install_cell(release),
     "within_subsection_order": "FileNameSortKey",
 }
+if LIVE_CACHE:
+    # sphinx-gallery re-runs only the scripts you edit, and all of them once after a
+    # change to the package (a new cache folder).
+    sphinx_gallery_conf["run_stale_examples"] = not cache.exists()
 
 # -- Copy buttons: copy code, never the prompts or outputs ------------------------
 copybutton_exclude = ".linenos, .gp, .go"

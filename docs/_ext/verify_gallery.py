@@ -108,7 +108,8 @@ THUMBNAIL_NUMBER = re.compile(r"^# sphinx_gallery_thumbnail_number = (\d+)", re.
 def figure_alt(rst: str, name: str, number: int) -> str | None:
     """The alt text of figure ``number`` (from 1) on an example's generated page."""
     image = re.escape(f"sphx_glr_{name}_{number:03d}.png")
-    found = re.search(rf"^\.\. image-sg:: \S*{image}\n +:alt: (.+)$", rst, re.MULTILINE)
+    # Indented when a code block draws several figures (sphinx-gallery lists them).
+    found = re.search(rf"^ *\.\. image-sg:: \S*{image}\n +:alt: (.+)$", rst, re.MULTILINE)
     return found.group(1).strip() if found else None
 
 

@@ -36,12 +36,12 @@ The reader sees the real output of the build; the source holds the expected valu
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from docutils import nodes
 from printed_values import explain, normalise, numbers, printed_text, unprinted
 from sphinx.application import Sphinx
 from sphinx.util import logging
@@ -205,6 +205,7 @@ def on_doctree_read(app: Sphinx, doctree) -> None:
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
     if source.suffix != ".md" or not executed.exists():
         return
+    join_printed_chunks(doctree)
     record(app, docname, check_notebook(docname, source, executed))
 
 
@@ -235,50 +236,51 @@ def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         )
 
 
-def merge_streams(outputs: list) -> list:
-    """One block per stream, its text exactly as the kernel sent it, on copies."""
-    merged, streams = [], {}
-    for output in outputs:
-        if output["output_type"] == "stream" and output["name"] in streams:
-            streams[output["name"]]["text"] += output["text"]
-            continue
-        output = copy.deepcopy(output)
-        if output["output_type"] == "stream":
-            streams[output["name"]] = output
-        merged.append(output)
-    return merged
+def is_printed_block(node: nodes.Node) -> bool:
+    """Whether ``node`` is a block of a cell's printed text (stdout) on a myst-nb page."""
+    return isinstance(node, nodes.literal_block) and {"output", "stream"} <= set(node["classes"])
 
 
-# The myst-nb release whose stream merging keep_saved_outputs_intact replaces.
-PATCHED_MYST_NB = "1.4.0"
+def join_printed_chunks(doctree: nodes.document) -> int:
+    """Show the text a cell printed as one block, joined exactly; return how many were joined.
 
-
-def keep_saved_outputs_intact() -> None:
-    """Replace myst-nb's merging of a cell's printed chunks with :func:`merge_streams`.
-
-    To show one block per cell, myst-nb (1.4) merges the stream outputs it renders by
-    appending the later chunks' text to the first chunk *in place* (adding a newline
-    after each chunk), yet it saves the notebook with all the chunks. Whenever the
-    kernel happened to send a cell's output in several pieces, the saved notebook,
-    which this extension reads and readers download, repeated those lines, and a line
-    split between two chunks was shown broken in two. Merging copies, without adding
-    anything, fixes both.
+    The kernel sends what a cell prints in chunks, whenever its output buffer is
+    flushed (every 0.2 s while the cell runs), and myst-nb renders one block per chunk.
+    Its own merging (``nb_merge_streams``) would join them, but myst-nb 1.4 does so by
+    rewriting the notebook's outputs in place (stripping and adding newlines), and then
+    saves that notebook: the one this extension checks and readers download repeated
+    the later chunks' lines, and a line split between two chunks was shown broken in
+    two. So ``conf.py`` leaves it off, the saved notebook keeps the kernel's chunks as
+    they came, and the page's blocks are joined here, on Sphinx's ``doctree-read``.
     """
-    import myst_nb
-    from myst_nb.core import render
+    joined = 0
+    for block in list(doctree.findall(is_printed_block)):
+        parent = block.parent
+        after = parent.index(block) + 1
+        if after == len(parent) or not is_printed_block(parent[after]):
+            continue
+        following = parent[after]
+        text = block.astext() + following.astext()
+        following.rawsource = text
+        following.children = []
+        following += nodes.Text(text)
+        parent.remove(block)
+        joined += 1
+    return joined
 
-    if myst_nb.__version__ != PATCHED_MYST_NB or not hasattr(render, "coalesce_streams"):
-        raise RuntimeError(
-            f"verify_outputs replaces myst_nb.core.render.coalesce_streams as myst-nb "
-            f"{PATCHED_MYST_NB} wrote it, but myst-nb {myst_nb.__version__} is installed; "
-            "check whether it still merges outputs in place, then update this patch and "
-            "PATCHED_MYST_NB"
+
+def on_config_inited(app: Sphinx, config) -> None:
+    if config.nb_merge_streams:
+        logger.warning(
+            "verify_outputs: nb_merge_streams makes myst-nb 1.4 rewrite the outputs of the "
+            "notebook it saves (see verify_outputs.join_printed_chunks); leave it off, this "
+            "extension joins a cell's printed chunks on the page"
         )
-    render.coalesce_streams = merge_streams
 
 
 def setup(app: Sphinx) -> dict:
-    keep_saved_outputs_intact()
+    app.setup_extension("myst_nb")
+    app.connect("config-inited", on_config_inited)
     app.connect("doctree-read", on_doctree_read)
     app.connect("env-merge-info", on_env_merge_info)
     app.connect("build-finished", on_build_finished)

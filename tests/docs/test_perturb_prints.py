@@ -1,6 +1,9 @@
 """Printing as another CPU would (docs/_ext/perturb_prints.py)."""
 
+import re
+
 import perturb_prints
+import pytest
 from printed_values import matches
 
 from attention import INPUTS, attention_weights, scores_for_all
@@ -52,3 +55,61 @@ def test_the_variable_switches_it_on(monkeypatch):
     assert perturb_prints.relative_from_environment() is None
     monkeypatch.setenv(perturb_prints.VARIABLE, "1e-6")
     assert perturb_prints.relative_from_environment() == 1e-6
+
+
+# -- The perturbation itself: its size, its spread, its form, which tensors --------------
+
+NUMBER = re.compile(r"-?\d+\.\d+(?:e[-+]\d+)?")
+
+
+def printed_values(text: str) -> list[float]:
+    return [float(number) for number in NUMBER.findall(text)]
+
+
+def relative_changes(torch, values) -> list[float]:
+    """How far each printed value of a float64 tensor is from the true one, relatively."""
+    torch.set_printoptions(precision=12, sci_mode=True)
+    perturb_prints.install(1e-6)
+    printed = printed_values(repr(values))
+    return [p / v - 1 for p, v in zip(printed, values.tolist(), strict=True)]
+
+
+def test_every_value_moves_by_the_relative_size_asked_for(torch_formatting):
+    torch = torch_formatting
+    changes = relative_changes(torch, torch.linspace(0.5, 2.0, 400, dtype=torch.float64))
+    assert all(abs(abs(change) - 1e-6) < 1e-9 for change in changes)
+
+
+def test_the_signs_are_mixed_about_evenly(torch_formatting):
+    torch = torch_formatting
+    changes = relative_changes(torch, torch.linspace(0.5, 2.0, 400, dtype=torch.float64))
+    up = sum(change > 0 for change in changes)
+    assert 150 < up < 250, f"{up} of 400 values moved up"
+
+
+def test_the_change_is_relative_whatever_the_size_of_the_value(torch_formatting):
+    torch = torch_formatting
+    values = torch.tensor([1e-3, -2e-3, 5.0, -7.0, 3e3, -4e3] * 10, dtype=torch.float64)
+    changes = relative_changes(torch, values)
+    assert all(abs(abs(change) - 1e-6) < 1e-9 for change in changes)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_every_float_dtype_is_perturbed(torch_formatting, dtype):
+    torch = torch_formatting
+    torch.set_printoptions(precision=4, sci_mode=False)
+    values = torch.ones(8, dtype=getattr(torch, dtype))
+    before = repr(values)
+    perturb_prints.install(1e-2 if dtype in ("float16", "bfloat16") else 1e-6)
+    assert repr(values) != before
+
+
+@pytest.mark.parametrize(
+    "make", [lambda t: t.arange(6), lambda t: t.ones(3, dtype=t.bool), lambda t: t.zeros(0)]
+)
+def test_integers_booleans_and_empty_tensors_print_as_they_are(torch_formatting, make):
+    torch = torch_formatting
+    values = make(torch)
+    before = repr(values)
+    perturb_prints.install(1e-6)
+    assert repr(values) == before

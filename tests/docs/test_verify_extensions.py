@@ -11,38 +11,35 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
+from docutils import nodes, utils
 from fill_expected import fill, fill_script
 from printed_values import expected_output, printed_text, without_expectations
-from verify_gallery import block_outputs
-from verify_outputs import (
-    PATCHED_MYST_NB,
-    figure_problems,
-    keep_saved_outputs_intact,
-    merge_streams,
-    prose_lines,
-)
+from verify_gallery import block_outputs, figure_alt
+from verify_outputs import figure_problems, join_printed_chunks, prose_lines
 
 EXTENSIONS = Path(__file__).resolve().parents[2] / "docs" / "_ext"
 
 CONF = f"""
 import sys
 sys.path.insert(0, {str(EXTENSIONS)!r})
-extensions = ["myst_nb", "sphinx_gallery.gen_gallery", "verify_outputs", "verify_gallery",
-              "perturb_prints"]
+extensions = ["myst_nb", "execute_ahead", "sphinx_gallery.gen_gallery", "verify_outputs",
+              "verify_gallery", "perturb_prints"]
 exclude_patterns = ["_build", "auto_gallery/*.ipynb", "auto_gallery/*.py",
                     "auto_gallery/*.zip", "auto_gallery/*.md5", "auto_gallery/*.json"]
-nb_execution_mode = "force"
+nb_execution_mode = "cache"  # as the site: execute_ahead runs the page, into a fresh cache
 nb_execution_raise_on_error = False  # as the site: report, and go on
-nb_merge_streams = True
+nb_merge_streams = False  # as the site: verify_outputs joins a cell's printed chunks
 sphinx_gallery_conf = {{
     "examples_dirs": "../gallery", "gallery_dirs": "auto_gallery", "filename_pattern": ".*",
-    "capture_repr": (), "image_scrapers": (), "download_all_examples": False,
+    "capture_repr": (), "image_scrapers": ("matplotlib",), "download_all_examples": False,
     "reset_modules": (),
 }}
 html_theme = "basic"
@@ -83,6 +80,18 @@ expect: |
 print(torch.tensor([0.4950, 0.5050]))
 print(torch.ones(3))
 ```
+
+```{code-cell} ipython3
+---
+expect: |
+  printed in two chunks, on one line
+---
+import sys
+
+print("printed in two chunks,", end="")
+sys.stdout.flush()  # the kernel sends what it has so far
+print(" on one line")
+```
 """
 
 SCRIPT = '''\
@@ -105,6 +114,18 @@ print(torch.tensor([0.25, 0.5]))
 print(torch.ones(2))
 # Expected output:
 # tensor([1., 1.])
+
+# %%
+# Two figures; the thumbnail shows the second.
+
+import matplotlib.pyplot as plt
+
+for title in ("The first figure", "The second figure"):
+    figure, axes = plt.subplots(figsize=(2, 2))
+    figure.suptitle(title)
+    axes.plot([0, 1])
+
+# sphinx_gallery_thumbnail_number = 2
 
 # %%
 # Their sum.
@@ -190,6 +211,7 @@ BAD_PAGE = (
     )  # 20 units off
     + "\n```{code-cell} ipython3\nprint('unexpected')\n```\n"  # prints, no expect
     + "\n```{code-cell} ipython3\n---\nexpect: |\n  1\n---\nx = 1\n```\n"  # expects, silent
+    + "\n```{code-cell} ipython3\n---\nexpect: |\n  3\nunchecked: a draw\n---\nprint(3)\n```\n"
     + "\n```{code-cell} ipython3\nraise ValueError('scaling broke')\n```\n"  # raises
     + "\n```{code-cell} ipython3\n---\nexpect: |\n  2\n---\nprint(2)\n```\n"  # never runs
 )
@@ -225,17 +247,22 @@ PLANTED = {
     ),
     "a page cell that prints with no expect": (
         f"page.md:{line_of(BAD_PAGE, 'print(' + chr(39) + 'unexpected')}",
-        "code cell 3 prints output but has no expected output",
+        "code cell 4 prints output but has no expected output",
         "  unexpected",
     ),
     "a page cell that expects output and prints none": (
         f"page.md:{line_of(BAD_PAGE, 'x = 1')}",
-        "code cell 4 expects output but printed nothing",
+        "code cell 5 expects output but printed nothing",
+        "",
+    ),
+    "a page cell with both an expect and 'unchecked'": (
+        f"page.md:{line_of(BAD_PAGE, 'print(3)')}",
+        "code cell 6 has both an expected output and 'unchecked'",
         "",
     ),
     "a cell that raises (the build goes on)": (
         f"page.md:{line_of(BAD_PAGE, 'scaling broke')}",
-        "code cell 5 raised ValueError: scaling broke; cell 6 did not run",
+        "code cell 7 raised ValueError: scaling broke; cell 8 did not run",
         "",
     ),
     "myst-nb's own report of the raising page": (
@@ -308,20 +335,74 @@ def test_printed_text_is_stdout_and_results_not_stderr_or_figures():
     assert printed_text(cell) == "a\ntensor(1.)"
 
 
-def test_merge_streams_joins_chunks_exactly_and_leaves_the_notebook_alone():
-    outputs = [stream("tensor([0.1,"), stream(" 0.2])\n"), stream("err\n", "stderr")]
-    saved = copy.deepcopy(outputs)
-    merged = merge_streams(outputs)
-    assert [o["text"] for o in merged] == ["tensor([0.1, 0.2])\n", "err\n"]
-    assert outputs == saved
+def printed_block(text: str) -> nodes.literal_block:
+    return nodes.literal_block(text, text, classes=["output", "stream"])
 
 
-def test_the_stream_patch_refuses_another_myst_nb(monkeypatch):
-    import myst_nb
+def test_join_printed_chunks_joins_neighbouring_blocks_exactly():
+    output = nodes.container(classes=["cell_output"])
+    stderr = nodes.literal_block("err\n", "err\n", classes=["output", "stderr"])
+    output += [printed_block("tensor([0.1,"), printed_block(" 0.2])\n"), stderr]
+    output += [printed_block("after\n"), printed_block("the warning\n")]
+    document = utils.new_document("page")
+    document += output
+    assert join_printed_chunks(document) == 2
+    assert [block.astext() for block in output.children] == [
+        "tensor([0.1, 0.2])\n",
+        "err\n",
+        "after\nthe warning\n",
+    ]
 
-    monkeypatch.setattr(myst_nb, "__version__", "9.9.9")
-    with pytest.raises(RuntimeError, match=f"myst-nb {PATCHED_MYST_NB}.*9.9.9"):
-        keep_saved_outputs_intact()
+
+def test_a_chunked_print_is_saved_as_sent_and_shown_as_one_line(good_build):
+    root, _, _ = good_build
+    executed = nbformat.read(root / "_build" / "jupyter_execute" / "page.ipynb", as_version=4)
+    chunked = [cell for cell in executed.cells if cell.cell_type == "code"][-1]
+    # myst-nb's own merging would have rewritten these in place: first chunk plus a
+    # newline, then the second again (and the line broken in two on the page).
+    assert [(out.name, out.text) for out in chunked.outputs] == [
+        ("stdout", "printed in two chunks,"),
+        ("stdout", " on one line\n"),
+    ]
+    html = (root / "_build" / "html" / "page.html").read_text()
+    assert "printed in two chunks, on one line" in html
+    assert html.count('class="output stream') == 2  # one block for each printing cell
+
+
+def test_verify_outputs_warns_when_myst_nb_would_merge_streams(caplog):
+    import verify_outputs
+
+    verify_outputs.on_config_inited(None, SimpleNamespace(nb_merge_streams=True))
+    assert "leave it off" in caplog.text
+    caplog.clear()
+    verify_outputs.on_config_inited(None, SimpleNamespace(nb_merge_streams=False))
+    assert caplog.text == ""
+
+
+def test_the_page_ran_ahead_and_its_saved_notebook_has_its_outputs(good_build):
+    from jupyter_cache import get_cache
+
+    root, _, _ = good_build
+    records = get_cache(root / "_build" / ".jupyter_cache").list_cache_records()
+    assert [(Path(r.uri).name, r.data["executed_by"]) for r in records] == [
+        ("page.md", "execute_ahead")
+    ]
+    # myst-nb 1.4 saves a page taken from its cache without its outputs;
+    # execute_ahead.restore_outputs puts them back.
+    executed = nbformat.read(root / "_build" / "jupyter_execute" / "page.ipynb", as_version=4)
+    code = [cell for cell in executed.cells if cell.cell_type == "code"]
+    assert [bool(cell.outputs) for cell in code] == [False, True, True]  # the import prints nothing
+
+
+def test_the_gallery_thumbnail_says_what_its_figure_says(good_build):
+    root, _, _ = good_build
+    index = (root / "_build" / "html" / "auto_gallery" / "index.html").read_text()
+    thumbnail = re.search(r"<img [^>]*sphx_glr_plot_demo_thumb\.png[^>]*>", index).group(0)
+    # The second figure, as the script's sphinx_gallery_thumbnail_number says.
+    assert re.search(r'alt="([^"]*)"', thumbnail).group(1) == "The second figure"
+    page = (root / "auto_gallery" / "plot_demo.rst").read_text()
+    assert figure_alt(page, "plot_demo", 1) == "The first figure"
+    assert figure_alt(page, "plot_demo", 3) is None
 
 
 def test_figures_need_alt_text_and_alt_text_needs_a_figure():
@@ -381,29 +462,3 @@ def test_fill_expected_writes_what_a_script_printed(tmp_path):
     assert fill_script(script, update=False) == 3
     assert script.read_text() == SCRIPT
     assert fill_script(script, update=False) == 0  # nothing left to write
-
-
-def test_parallel_pages_refuses_a_sphinx_without_its_chunker(monkeypatch):
-    import parallel_pages
-    import sphinx.builders
-
-    monkeypatch.delattr(sphinx.builders, parallel_pages.CHUNKER)
-    with pytest.raises(RuntimeError, match="make_chunks"):
-        parallel_pages.setup(None)
-
-
-def test_parallel_pages_reads_executed_notebooks_first_longest_first(tmp_path):
-    import parallel_pages
-
-    sources = {
-        "api": "# API\n" * 200,
-        "short": "---\nfile_format: mystnb\n---\n# Short\n",
-        "long": "---\nfile_format: mystnb\n---\n# Long\n" + "text\n" * 100,
-    }
-    for name, text in sources.items():
-        (tmp_path / f"{name}.md").write_text(text)
-    env = type("Env", (), {"doc2path": staticmethod(lambda name: tmp_path / f"{name}.md")})
-    app = type("App", (), {"env": env})
-    docnames = ["api", "short", "long"]
-    parallel_pages.longest_first(app, env, docnames)
-    assert docnames == ["long", "short", "api"]
