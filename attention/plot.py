@@ -4,9 +4,10 @@ Install the optional extra with ``pip install "attention-step-by-step[plot]"``; 
 rest of the package does not need matplotlib, so import this module as ``attention.plot``.
 
 Each cell ``(i, j)`` shows how much query token ``i`` (a row) attends to key token
-``j`` (a column). Masked positions (the future, in causal attention) are drawn as
-grey hatching with no number, so that "not allowed to look" is never confused with
-"a weight of 0.01".
+``j`` (a column). Positions a query may not attend to (the future, in causal
+attention) are drawn as grey hatching with no number, so that "not allowed to look"
+is never confused with "a weight of 0.01". Say which positions are allowed with
+``allowed=``, ``True`` where a query may attend, as everywhere in this package.
 
 The figures are meant to be saved as images and shown on both light and dark web
 pages, so a figure created here has an opaque white background and dark text: it
@@ -36,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from attention import _checks
 
 try:
     import matplotlib.pyplot as plt
@@ -92,37 +95,51 @@ def _labels(owner: str, which: str, labels: Sequence[object] | None, n: int) -> 
     return labels
 
 
-def _hidden(owner: str, values: np.ndarray, mask: object) -> np.ndarray:
-    """Bool array shaped like ``values``, ``True`` where a cell is masked.
+def _refuse_mask(owner: str, mask: object) -> None:
+    """Raise if the old ``mask=`` (``True`` = hidden) was given, saying what to write now."""
+    if isinstance(mask, str):
+        instead = f"write allowed={mask!r} (allowed is True where a query may attend)"
+    else:
+        instead = (
+            "write allowed=~mask (allowed is True where a query may attend; "
+            "mask was True where a cell is hidden)"
+        )
+    _checks.removed_keyword(owner, "mask", mask, instead)
 
-    A cell is masked by ``mask`` or by a non-finite value. ``values`` is
-    ``(rows, cols)`` or ``(num_heads, rows, cols)``; an array ``mask`` may have
-    either shape (one mask for every head, or one per head).
+
+def _hidden(owner: str, values: np.ndarray, allowed: object) -> np.ndarray:
+    """Bool array shaped like ``values``, ``True`` where a cell is drawn as hidden.
+
+    A cell is hidden where ``allowed`` is ``False`` or where its value is not finite.
+    ``values`` is ``(rows, cols)`` or ``(num_heads, rows, cols)``; an array ``allowed``
+    may have either shape (one for every head, or one per head).
     """
     rows, cols = values.shape[-2:]
     # -inf is how a masked score looks before the softmax, and nan has no colour.
     hidden = ~np.isfinite(values)
-    if mask is None:
+    if allowed is None:
         return hidden
-    if isinstance(mask, str):
-        if mask != "causal":
-            raise ValueError(f'{owner}: mask must be a bool matrix, "causal" or None, got {mask!r}')
+    if isinstance(allowed, str):
+        if allowed != "causal":
+            raise ValueError(
+                f'{owner}: allowed must be a bool matrix, "causal" or None, got {allowed!r}'
+            )
         return hidden | np.triu(np.ones((rows, cols), dtype=bool), k=1)  # the future
-    if isinstance(mask, torch.Tensor):
-        mask = mask.detach().cpu().numpy()
-    mask = np.asarray(mask)
-    if mask.shape not in {(rows, cols), values.shape}:
+    if isinstance(allowed, torch.Tensor):
+        allowed = allowed.detach().cpu().numpy()
+    allowed = np.asarray(allowed)
+    if allowed.shape not in {(rows, cols), values.shape}:
         raise ValueError(
-            f"{owner}: expected a mask of shape {(rows, cols)} to match the weights, "
-            f"got shape {mask.shape}"
+            f"{owner}: expected allowed of shape {(rows, cols)} to match the weights, "
+            f"got shape {allowed.shape}"
         )
-    if mask.dtype != np.bool_:
+    if allowed.dtype != np.bool_:
         raise ValueError(
-            f"{owner}: mask must be a bool matrix with True at the hidden positions, got "
-            f"dtype {mask.dtype}; for a 0/1 matrix use mask == 1 (or, for a lower-"
-            f"triangular 'may look' matrix like Head.tril, use ~tril)"
+            f"{owner}: allowed must be a bool matrix with True where a query may attend, "
+            f"got dtype {allowed.dtype}; for a 0/1 matrix use allowed == 1 (or, for a "
+            f"mask that is 1 at the hidden positions, allowed == 0)"
         )
-    return hidden | mask
+    return hidden | ~allowed
 
 
 @dataclass(frozen=True)
@@ -143,7 +160,7 @@ def _prepare(
     values: np.ndarray,
     row_labels: Sequence[object] | None,
     col_labels: Sequence[object] | None,
-    mask: object,
+    allowed: object,
     vmin: float | None,
     vmax: float | None,
     annotate: bool | None,
@@ -158,7 +175,7 @@ def _prepare(
     rows, cols = values.shape[-2:]
     row_labels = _labels(owner, "row", row_labels, rows)
     col_labels = _labels(owner, "column", col_labels, cols)
-    hidden = _hidden(owner, values, mask)
+    hidden = _hidden(owner, values, allowed)
     # A missing colour limit is taken from the unmasked values.
     visible = values[~hidden]
     given = vmax is not None
@@ -277,7 +294,8 @@ def heatmap(
     vmax: float | None = None,
     cmap: str | Colormap = "viridis",
     colorbar: bool = True,
-    mask: object = None,
+    allowed: object = None,
+    mask: None = None,
     fmt: str = "{:.2f}",
     xlabel: str | None = "key (attended to)",
     ylabel: str | None = "query (attending)",
@@ -310,12 +328,20 @@ def heatmap(
         differences in weight looking equal.
     colorbar : bool
         Add a colorbar beside the axes.
-    mask : bool matrix, "causal" or None
-        Cells to draw as masked (grey hatching, no number): a bool matrix of the same
-        shape with ``True`` at the hidden positions, as in ``Tensor.masked_fill`` and
-        :attr:`attention.CausalAttention.mask`, or ``"causal"`` for every position
-        above the diagonal (the future). Scores' ``-inf`` is masked on its own, but
-        after the softmax a masked weight is a plain 0: pass ``mask`` to show it.
+    allowed : bool matrix, "causal" or None
+        Where a query may attend: a bool matrix of the same shape, ``True`` where a
+        query may attend (drawn normally) and ``False`` where it may not (drawn as
+        masked: grey hatching, no number), as :func:`attention.causal_mask` and the
+        ``allowed=`` of :func:`attention.attend` take it; or ``"causal"`` to hide every
+        position above the diagonal (the future). For the book's
+        :attr:`attention.CausalAttention.mask`, ``True`` at the hidden positions, pass
+        ``allowed=~mask``. Scores' ``-inf`` (and ``nan``) is masked whatever
+        ``allowed`` says, but after the softmax a masked weight is a plain 0: pass
+        ``allowed`` to show it.
+    mask : None
+        No longer taken, since its ``True`` meant "hidden" where the rest of the
+        package's ``True`` means "may attend": giving it raises a ``ValueError`` that
+        says to write ``allowed=~mask``.
     fmt : str
         Format of the written values, for ``fmt.format(value)``.
     xlabel, ylabel : str or None
@@ -335,13 +361,14 @@ def heatmap(
     >>> _ = torch.manual_seed(123)
     >>> ca = CausalAttention(d_in=3, d_out=2, context_length=6, dropout=0.0)
     >>> weights = ca.attention_weights(INPUTS.unsqueeze(0))[0]  # (6, 6)
-    >>> ax = heatmap(weights, TOKENS, TOKENS, title="causal weights", mask="causal")
+    >>> ax = heatmap(weights, TOKENS, TOKENS, title="causal weights", allowed="causal")
     >>> ax.get_title(), ax.get_xticklabels()[1].get_text()
     ('causal weights', 'journey')
     >>> [text.get_text() for text in ax.texts[:3]]  # row 0 sees only itself, row 1 two
     ['1.00', '0.48', '0.52']
     >>> plt.close(ax.figure)
     """
+    _refuse_mask("heatmap", mask)
     values = _as_array("heatmap", weights)
     if values.ndim != 2:
         hint = " (pick one matrix, e.g. weights[0], or use head_grid)" if values.ndim > 2 else ""
@@ -352,7 +379,7 @@ def heatmap(
     if rows == 0 or cols == 0:
         raise ValueError(f"heatmap: expected a non-empty matrix, got shape {values.shape}")
     hidden, style = _prepare(
-        "heatmap", values, row_labels, col_labels, mask, vmin, vmax, annotate, cmap, fmt
+        "heatmap", values, row_labels, col_labels, allowed, vmin, vmax, annotate, cmap, fmt
     )
 
     own = ax is None
@@ -389,7 +416,8 @@ def head_grid(
     ncols: int | None = None,
     vmin: float | None = 0.0,
     vmax: float | None = None,
-    mask: object = None,
+    allowed: object = None,
+    mask: None = None,
     figsize: tuple[float, float] | None = None,
     suptitle: str | None = None,
     annotate: bool | None = None,
@@ -414,8 +442,11 @@ def head_grid(
     vmin, vmax : float or None
         The shared colour scale; ``vmax=None`` is the largest unmasked weight of any
         head, ``vmin=None`` the smallest.
-    mask : bool array, "causal" or None
-        As in :func:`heatmap`: ``(T, T)`` for every head, or ``(num_heads, T, T)``.
+    allowed : bool array, "causal" or None
+        As in :func:`heatmap`, ``True`` where a query may attend: ``(T, T)`` for every
+        head, or ``(num_heads, T, T)``.
+    mask : None
+        No longer taken (its ``True`` meant "hidden"): giving it raises a ``ValueError``.
     figsize : (float, float), optional
         Figure size in inches; by default sized to the number of heads and tokens.
     suptitle : str, optional
@@ -440,6 +471,7 @@ def head_grid(
     (4, 'head 3')
     >>> plt.close(fig)
     """
+    _refuse_mask("head_grid", mask)
     values = _as_array("head_grid", weights)
     if values.ndim == 4 and values.shape[0] == 1:
         values = values[0]  # a batch of one sequence
@@ -465,7 +497,7 @@ def head_grid(
     nrows = math.ceil(num_heads / ncols)
     # Over every head at once: one colour scale, so a colour is the same weight in each panel.
     hidden, style = _prepare(
-        "head_grid", values, row_labels, col_labels, mask, vmin, vmax, annotate, cmap
+        "head_grid", values, row_labels, col_labels, allowed, vmin, vmax, annotate, cmap
     )
 
     if figsize is None:

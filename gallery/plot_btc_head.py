@@ -100,7 +100,7 @@ fig = head_grid(
     positions,
     titles=[f"batch {b}" for b in range(B)],
     ncols=2,
-    mask="causal",
+    allowed="causal",
     suptitle="The attention weights wei of one head for each of the 4 sequences in a batch\n"
     "(one heatmap per sequence, tokens numbered by position)",
 )
@@ -121,7 +121,7 @@ print(flat[3])
 running_mean = x.cumsum(dim=1) / torch.arange(1, T + 1).view(1, T, 1)  # (B, T, C)
 torch.testing.assert_close(flat @ x, running_mean)
 
-ax = heatmap(flat, positions, positions, mask="causal")
+ax = heatmap(flat, positions, positions, allowed="causal")
 ax.figure.suptitle(
     "With all-zero affinities, token t gives each of the t + 1 visible tokens 1/(t + 1)"
 )

@@ -82,7 +82,7 @@ torch.testing.assert_close(package_weights, weights)
 # The three steps side by side. The two panels of scores share one colour scale, so
 # the scores that survive the mask keep their colour; the hatched cells are the
 # :math:`-\infty` entries. In the weights, the same cells are exact zeros, drawn
-# hatched too (``mask="causal"``) so that "not allowed to look" does not read as
+# hatched too (``allowed="causal"``) so that "not allowed to look" does not read as
 # "a small weight".
 
 fig, axes = plt.subplots(1, 3, figsize=(13, 4.8), layout="constrained")
@@ -98,7 +98,7 @@ heatmap(
     cmap="magma",
     title="2. future set to −∞",
 )
-heatmap(weights, TOKENS, TOKENS, ax=axes[2], mask="causal", title="3. softmax(scores / √2)")
+heatmap(weights, TOKENS, TOKENS, ax=axes[2], allowed="causal", title="3. softmax(scores / √2)")
 for ax in axes[1:]:
     ax.set_ylabel(None)
 key = Patch(

@@ -102,7 +102,7 @@ fig = head_grid(
     TOKENS,
     titles=["before dropout", "one draw, p = 0.5", "mean of 20000 draws"],
     vmax=2.0,
-    mask="causal",
+    allowed="causal",
     figsize=(13, 5.4),
     suptitle=(
         "Causal attention weights before dropout, after one draw of dropout with p = 0.5\n"

@@ -53,7 +53,7 @@ head_grid(
     TOKENS,
     titles=titles,
     ncols=2,
-    mask="causal",
+    allowed="causal",
     suptitle="Grouped-query attention: 4 query heads, 2 key/value heads",
 )
 plt.show()

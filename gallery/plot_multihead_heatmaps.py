@@ -70,7 +70,7 @@ fig = head_grid(
     TOKENS,
     titles=["head 1", "head 2", "head 3", "head 4", "average of the heads"],
     ncols=3,
-    mask="causal",
+    allowed="causal",
     suptitle="The causal attention weights of four heads on the running example,\n"
     "and their average, on one colour scale",
 )
@@ -97,7 +97,7 @@ fig = head_grid(
     TOKENS,
     titles=["head 1", "head 2", "head 3", "head 4", "average of the heads"],
     ncols=3,
-    mask="causal",
+    allowed="causal",
     vmin=-limit,
     vmax=limit,
     cmap="RdBu_r",

@@ -41,7 +41,7 @@ for layers in range(1, 5):
 fields = torch.stack(fields)
 head_grid(
     fields,
-    mask=fields == 0,
+    allowed=fields != 0,
     annotate=False,
     ncols=4,
     titles=[f"{n} layer{'s' if n > 1 else ''}" for n in range(1, 5)],

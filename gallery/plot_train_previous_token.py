@@ -207,7 +207,7 @@ fig = head_grid(
     labels,
     labels,
     titles=["before training", "after training", "trained without positions"],
-    mask="causal",
+    allowed="causal",
     suptitle="A head trained to output the previous token learns to attend to it "
     "(the bright sub-diagonal),\nbut only if the model has position embeddings",
 )

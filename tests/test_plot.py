@@ -12,7 +12,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
-from attention import INPUTS, TOKENS, CausalAttention, MultiHeadAttention  # noqa: E402
+from attention import (  # noqa: E402
+    INPUTS,
+    TOKENS,
+    CausalAttention,
+    MultiHeadAttention,
+    causal_mask,
+    sliding_window_mask,
+)
 from attention.plot import FACECOLOR, head_grid, heatmap  # noqa: E402
 
 CAUSAL = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # True above the diagonal
@@ -89,7 +96,7 @@ def test_text_colour_contrasts_with_its_cell():
 
 
 def test_causal_mask_hides_the_future_from_image_and_numbers(causal_weights):
-    ax = heatmap(causal_weights, TOKENS, TOKENS, mask="causal")
+    ax = heatmap(causal_weights, TOKENS, TOKENS, allowed="causal")
     shown = ax.images[0].get_array()
     assert np.array_equal(np.ma.getmaskarray(shown), CAUSAL.numpy())
     # Only the 21 visible cells carry numbers; masked ones have none, not "0.00".
@@ -111,10 +118,10 @@ def test_zero_weights_without_a_mask_are_ordinary_cells(causal_weights):
     assert ax.figure.legends == []
 
 
-def test_bool_mask_matches_causal(causal_weights):
-    by_name = heatmap(causal_weights, mask="causal").images[0].get_array()
-    by_matrix = heatmap(causal_weights, mask=CAUSAL).images[0].get_array()
-    by_numpy = heatmap(causal_weights, mask=CAUSAL.numpy()).images[0].get_array()
+def test_bool_allowed_matches_causal(causal_weights):
+    by_name = heatmap(causal_weights, allowed="causal").images[0].get_array()
+    by_matrix = heatmap(causal_weights, allowed=~CAUSAL).images[0].get_array()
+    by_numpy = heatmap(causal_weights, allowed=~CAUSAL.numpy()).images[0].get_array()
     assert np.array_equal(np.ma.getmaskarray(by_name), np.ma.getmaskarray(by_matrix))
     assert np.array_equal(np.ma.getmaskarray(by_name), np.ma.getmaskarray(by_numpy))
 
@@ -149,7 +156,7 @@ def test_figure_is_opaque_white_and_cells_square():
 
 def test_draws_on_given_axes():
     fig, (left, right) = plt.subplots(1, 2)
-    returned = heatmap(torch.rand(3, 3), ax=right, mask="causal")
+    returned = heatmap(torch.rand(3, 3), ax=right, allowed="causal")
     assert returned is right
     assert len(left.images) == 0 and len(right.images) == 1
     assert fig.legends == []  # no key in someone else's figure
@@ -188,12 +195,12 @@ def test_heatmap_rejects_wrong_labels_masks_and_limits():
         heatmap(weights, TOKENS, (*TOKENS, "extra"))
     with pytest.raises(ValueError, match="split it into tokens"):
         heatmap(weights, "Your journey starts with one step")
-    with pytest.raises(ValueError, match=r"expected a mask of shape \(6, 6\).*got shape \(5, 5\)"):
-        heatmap(weights, mask=CAUSAL[:5, :5])
-    with pytest.raises(ValueError, match="mask must be a bool matrix with True"):
-        heatmap(weights, mask=CAUSAL.int())
+    with pytest.raises(ValueError, match=r"expected allowed of shape \(6, 6\).*got shape \(5, 5\)"):
+        heatmap(weights, allowed=~CAUSAL[:5, :5])
+    with pytest.raises(ValueError, match="allowed must be a bool matrix with True where a query"):
+        heatmap(weights, allowed=(~CAUSAL).int())
     with pytest.raises(ValueError, match='"causal" or None'):
-        heatmap(weights, mask="future")
+        heatmap(weights, allowed="future")
     with pytest.raises(ValueError, match="vmax must be greater than vmin"):
         heatmap(weights, vmin=0.5, vmax=0.5)
 
@@ -225,16 +232,84 @@ def test_head_grid_scale_is_the_maximum_over_all_heads():
 
 
 def test_head_grid_masks_every_head(head_weights):
-    fig = head_grid(head_weights, mask="causal")
+    fig = head_grid(head_weights, allowed="causal")
     for ax in fig.axes[:2]:
         assert np.array_equal(np.ma.getmaskarray(ax.images[0].get_array()), CAUSAL.numpy())
         assert len(ax.texts) == 21
     assert len(fig.legends) == 1
-    per_head = torch.zeros(2, 6, 6, dtype=torch.bool)
-    per_head[1, 0, 5] = True
-    fig = head_grid(head_weights, mask=per_head)
+    per_head = torch.ones(2, 6, 6, dtype=torch.bool)
+    per_head[1, 0, 5] = False
+    fig = head_grid(head_weights, allowed=per_head)
     assert not np.ma.getmaskarray(fig.axes[0].images[0].get_array()).any()
     assert np.ma.getmaskarray(fig.axes[1].images[0].get_array())[0, 5]
+
+
+@pytest.mark.parametrize(
+    ("given", "written"),
+    [
+        (
+            CAUSAL,
+            "write allowed=~mask (allowed is True where a query may attend; mask was "
+            "True where a cell is hidden) (got mask=Tensor)",
+        ),
+        (
+            CAUSAL.numpy(),
+            "write allowed=~mask (allowed is True where a query may attend; "
+            "mask was True where a cell is hidden) (got mask=ndarray)",
+        ),
+        (
+            "causal",
+            "write allowed='causal' (allowed is True where a query may attend) (got mask=str)",
+        ),
+    ],
+    ids=["tensor", "numpy", "causal"],
+)
+def test_old_mask_keyword_is_refused_with_what_to_write(
+    causal_weights, head_weights, given, written
+):
+    """mask= meant True = hidden; it is refused, never silently read either way."""
+    refused = f" mask= is no longer taken; {re.escape(written)}$"
+    with pytest.raises(ValueError, match=f"^heatmap:{refused}"):
+        heatmap(causal_weights, mask=given)
+    with pytest.raises(ValueError, match=f"^head_grid:{refused}"):
+        head_grid(head_weights, mask=given)
+    assert plt.get_fignums() == []  # refused before any figure is made
+
+
+def test_allowed_causal_mask_hatches_exactly_the_future(causal_weights, head_weights, tmp_path):
+    """The package's own causal_mask (True = may attend) draws the same figure as "causal"."""
+    by_name = heatmap(causal_weights, TOKENS, TOKENS, allowed="causal")
+    by_mask = heatmap(causal_weights, TOKENS, TOKENS, allowed=causal_mask(6))
+    assert np.array_equal(np.ma.getmaskarray(by_mask.images[0].get_array()), CAUSAL.numpy())
+    assert len(by_mask.texts) == 21
+    np.testing.assert_array_equal(
+        rendered(by_mask.figure, tmp_path / "mask.png"),
+        rendered(by_name.figure, tmp_path / "name.png"),
+    )
+    fig_name = head_grid(head_weights, TOKENS, TOKENS, allowed="causal")
+    fig_mask = head_grid(head_weights, TOKENS, TOKENS, allowed=causal_mask(6).expand(2, 6, 6))
+    np.testing.assert_array_equal(
+        rendered(fig_mask, tmp_path / "grid_mask.png"),
+        rendered(fig_name, tmp_path / "grid_name.png"),
+    )
+
+
+def test_allowed_false_is_hidden_and_true_is_drawn(causal_weights):
+    """A pattern that is not symmetric under inversion: a window of 2 hides the future and
+    the far past; its complement hides the band instead. Non-finite values stay hidden."""
+    window = sliding_window_mask(6, 2)  # True on the diagonal and just below it
+    ax = heatmap(causal_weights, allowed=window)
+    assert np.array_equal(np.ma.getmaskarray(ax.images[0].get_array()), ~window.numpy())
+    assert set(texts(ax)) == {(i, j) for i in range(6) for j in (i - 1, i) if j >= 0}
+    scores = torch.zeros(6, 6)
+    scores[2, 1], scores[3, 3] = float("-inf"), float("nan")
+    shown = np.ma.getmaskarray(heatmap(scores, allowed=window).images[0].get_array())
+    expected = ~window.numpy()
+    expected[2, 1] = expected[3, 3] = True  # allowed, but -inf and nan have no colour
+    assert np.array_equal(shown, expected)
+    everywhere = torch.ones(6, 6, dtype=torch.bool)
+    shown = heatmap(causal_weights, allowed=everywhere).images[0].get_array()
+    assert not np.ma.getmaskarray(shown).any()
 
 
 def test_head_grid_accepts_bfloat16_and_unbatched(head_weights):
@@ -292,7 +367,7 @@ def test_figures_render_to_png_with_each_weight_in_its_cell_and_the_future_grey(
     causal_weights, tmp_path
 ):
     # Drawing runs the layout engine and every artist, which building alone does not.
-    ax = heatmap(causal_weights, TOKENS, TOKENS, mask="causal")
+    ax = heatmap(causal_weights, TOKENS, TOKENS, allowed="causal")
     png = rendered(ax.figure, tmp_path / "a.png")
     width, height = ax.figure.get_size_inches() * ax.figure.dpi
     assert png.shape == (round(height), round(width), 4)
@@ -307,7 +382,7 @@ def test_figures_render_to_png_with_each_weight_in_its_cell_and_the_future_grey(
     scores = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(0)) * 3
     per_head = torch.softmax(scores.masked_fill(CAUSAL, float("-inf")), dim=-1).numpy()
     assert np.abs(per_head[0] - per_head[1]).max() > 0.5
-    fig = head_grid(per_head, TOKENS, TOKENS, mask="causal")
+    fig = head_grid(per_head, TOKENS, TOKENS, allowed="causal")
     png = rendered(fig, tmp_path / "b.png")
     assert np.all(png[..., 3] == 1)
     for h, ax in enumerate(fig.axes[:2]):
@@ -317,6 +392,6 @@ def test_figures_render_to_png_with_each_weight_in_its_cell_and_the_future_grey(
 def test_heatmap_draws_into_axes_inside_a_subfigure():
     fig = plt.figure(figsize=(8, 4))
     _, right = fig.subfigures(1, 2)
-    ax = heatmap(torch.rand(4, 4), ax=right.subplots(), mask="causal")
+    ax = heatmap(torch.rand(4, 4), ax=right.subplots(), allowed="causal")
     assert ax.images and len(ax.texts) == 10  # the 10 visible cells are annotated
     plt.close(fig)
