@@ -56,28 +56,11 @@ def grouped_query_attention(
 ) -> torch.Tensor:
     """:func:`~attention.attend` under chapter 9's name: query heads that share key/value heads.
 
-    ``attend(queries, keys, values, allowed=allowed, dropout=dropout, scale=scale)``:
-    query head ``h`` attends with key/value head ``h // (num_heads // num_kv_heads)``, as
-    if each key/value head were repeated with ``repeat_interleave`` (without making the
-    copies). For a single query token and no mask (a decoding step), each group's query
-    heads are stacked as rows against their one key/value head instead, which reads the
-    cache once per group.
-
-    Parameters
-    ----------
-    queries : torch.Tensor, shape (batch, num_heads, num_queries, head_dim)
-    keys : torch.Tensor, shape (batch, num_kv_heads, num_keys, head_dim)
-    values : torch.Tensor, shape (batch, num_kv_heads, num_keys, value_dim)
-        ``num_kv_heads`` must divide ``num_heads``.
-    allowed : torch.Tensor of bool, optional
-        Keyword only, as ``dropout`` and ``scale``. ``True`` where a query may attend;
-        broadcastable to ``(batch, num_heads, num_queries, num_keys)``. ``None``: every key.
-    dropout : float
-        Dropout probability on the attention weights.
-    scale : float, optional
-        Multiplies the scores; default ``1 / sqrt(head_dim)``.
-    mask : None
-        No longer taken: write ``allowed=`` (the same meaning, ``True`` = may attend).
+    ``attend(queries, keys, values, allowed=allowed, dropout=dropout, scale=scale)``, with
+    the same shapes and the same meaning of each argument: query head ``h`` attends with
+    key/value head ``h // (num_heads // num_kv_heads)``, as if each key/value head were
+    repeated with ``repeat_interleave`` (without making the copies). ``mask=`` is no
+    longer taken: write ``allowed=`` (the same meaning, ``True`` = may attend).
 
     Returns
     -------
