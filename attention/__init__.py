@@ -81,6 +81,7 @@ from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache
 from attention.masks import causal_mask, padding_mask, sliding_window_mask
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
+from attention.norms import RMSNorm
 from attention.rope import apply_rope, apply_rope_interleaved
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
@@ -112,6 +113,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "MultiHeadLatentAttention",
+    "RMSNorm",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "apply_rope",
