@@ -39,6 +39,11 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
   :func:`latent_cache_bytes_per_token`: DeepSeek's latent attention, which caches one
   small latent per token.
 
+**Part III, the attention of 2025–26 models.** :class:`GroupedQueryAttention` takes
+QK-norm with :class:`RMSNorm` (Qwen3, OLMo 2), softcapping and its own ``scale``
+(Gemma 2), attention sinks (gpt-oss), an output gate (Qwen3-Next), and Gemma 4's value
+norm and keys used as values; :func:`attend` takes the cap and the sinks.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.

@@ -413,10 +413,8 @@ class GroupedQueryAttention(nn.Module):
         queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, num_heads, n, head_dim), each query head reading its group's key/value head
-        context = _attend(
-            queries, keys, values, mask, scale=self.scale, dropout=dropout,
-            softcap=self.softcap, sinks=self.sinks,
-        )
+        options = {"scale": self.scale, "softcap": self.softcap, "sinks": self.sinks}
+        context = _attend(queries, keys, values, mask, dropout=dropout, **options)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, self.d_out)
         if self.W_gate is not None:  # each head's output dimensions, gated by the input

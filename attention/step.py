@@ -119,13 +119,9 @@ def attend(
     >>> bool(sunk[0, :, 0].norm() < out[0, :, 0].norm())  # the first query's one value, shrunk
     True
     """
-    _check(
-        "attend", queries, keys, values, allowed, causal, scale, dropout, implementation,
-        softcap, sinks,
-    )
-    return _attend(
-        queries, keys, values, allowed, causal, scale, dropout, implementation, softcap, sinks
-    )
+    arguments = (queries, keys, values, allowed, causal, scale, dropout, implementation)
+    _check("attend", *arguments, softcap, sinks)
+    return _attend(*arguments, softcap, sinks)
 
 
 def _check(
