@@ -160,8 +160,8 @@ class GroupedQueryAttention(nn.Module):
     Every option off (the defaults) is today's module: the same layers, the same
     weights from the same seed, the same outputs. The options' layers are created after
     ``out_proj``, in the order ``W_gate``, ``q_norm``, ``k_norm``, ``v_norm``,
-    ``sinks``; only ``W_gate`` draws from the random generator (and ``keys_as_values``,
-    without ``W_value``, draws ``W_value``'s numbers less).
+    ``sinks``; only ``W_gate`` draws from the random generator. ``keys_as_values``
+    leaves ``W_value`` out, so from the same seed ``out_proj`` gets other numbers.
 
     Attributes
     ----------

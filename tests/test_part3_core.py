@@ -34,7 +34,7 @@ from hf_models import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attention import GroupedQueryAttention, RMSNorm, attend
+from attention import GroupedQueryAttention, KVCache, RMSNorm, apply_rope, attend
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -212,8 +212,6 @@ def test_value_norm_and_keys_as_values_match_gemma4_text_attention(layout, keys_
 
 def test_keys_as_values_caches_keys_and_values_apart():
     """After k_norm and RoPE the keys differ from the values: the cache holds both."""
-    from attention import KVCache
-
     layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
     layout |= {"context_length": 6, "num_tokens": 6, "batch": 1, "qkv_bias": False, "seed": 2}
     kwargs = {"qk_norm": True, "value_norm": True, "keys_as_values": True, "rope_base": BASE}
@@ -349,8 +347,6 @@ def test_attend_rejects_bad_softcap_and_sinks(kwargs, message):
 def todays_module(layout: dict, x: torch.Tensor, rope: bool) -> torch.Tensor:
     """Today's GroupedQueryAttention written out from the same seed: four nn.Linear layers
     drawn in order, the heads, RoPE, causal SDPA over repeated heads, out_proj."""
-    from attention import apply_rope
-
     d, heads, kv_heads = layout["d_model"], layout["num_heads"], layout["num_kv_heads"]
     head_dim, bias = layout["head_dim"], layout["qkv_bias"]
     with torch.random.fork_rng(devices=[]):
@@ -585,3 +581,18 @@ BAD_OPTIONS = [
 def test_module_rejects_bad_options(kwargs, message):
     with pytest.raises(ValueError, match="^GroupedQueryAttention: " + message):
         GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, **kwargs)
+
+
+@given(layout=gqa_layouts(even_head_dim=True), window=st.one_of(st.none(), st.integers(1, 4)))
+def test_every_option_on_decodes_with_a_cache_as_one_full_pass(layout, window):
+    """Prefill then one token at a time gives the full pass's outputs, every option on."""
+    layout = layout | {"num_tokens": layout["context_length"]}
+    options = {"qk_norm": True, "softcap": 2.0, "sinks": True, "output_gate": True}
+    options |= {"scale": 0.7, "value_norm": True, "keys_as_values": True}
+    gqa = make_gqa(layout, rope_base=BASE, window=window, **options)
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    x = layout_input(layout)
+    cache, prefill = KVCache(), (layout["num_tokens"] + 1) // 2
+    steps = [gqa(x[:, :prefill], cache=cache)]
+    steps += [gqa(x[:, i : i + 1], cache=cache) for i in range(prefill, x.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), gqa(x), **EXACT)
