@@ -35,7 +35,7 @@ from torch import nn
 
 from attention import _checks
 from attention.kv_cache import KVCache
-from attention.masks import _causal_mask
+from attention.masks import _local_mask
 from attention.rope import _cos_sin_range, _rotate
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
@@ -122,7 +122,13 @@ class GroupedQueryAttention(nn.Module):
         base (Llama's half-split layout); ``head_dim`` must then be even.
     window : int, optional
         If given, sliding-window attention: the query at position ``i`` sees keys
-        ``i - window + 1`` to ``i``.
+        ``i - window + 1`` to ``i``. A :class:`~attention.KVCache` given to the module
+        then rolls: after each call it holds at most the last ``window - 1`` tokens.
+    chunk : int, optional
+        If given, chunked local attention (Llama 4's ``attention_chunk_size``): the
+        query at position ``i`` sees keys ``(i // chunk) * chunk`` to ``i``, those of its
+        own chunk (:func:`~attention.chunked_mask`). A cache then keeps only the
+        tokens of the current chunk. Not together with ``window``.
 
     Attributes
     ----------
@@ -136,8 +142,9 @@ class GroupedQueryAttention(nn.Module):
     Shapes
     ------
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``. With a
-    cache, the new tokens sit at positions ``len(cache)`` onwards, and
-    ``len(cache) + num_tokens <= context_length``.
+    cache, the new tokens sit at positions ``cache.seen_tokens`` onwards (which is
+    ``len(cache)`` unless a ``window`` or ``chunk`` made it drop tokens), and
+    ``cache.seen_tokens + num_tokens <= context_length``.
 
     Examples
     --------
@@ -182,6 +189,7 @@ class GroupedQueryAttention(nn.Module):
         out_bias: bool = True,
         rope_base: float | None = None,
         window: int | None = None,
+        chunk: int | None = None,
     ):
         super().__init__()
         owner = type(self).__name__
@@ -214,8 +222,16 @@ class GroupedQueryAttention(nn.Module):
                 )
         if window is not None:
             window = _checks.positive_int(owner, "window", window)
+        if chunk is not None:
+            chunk = _checks.positive_int(owner, "chunk", chunk)
+            if window is not None:
+                raise ValueError(
+                    f"{owner}: give window (a sliding window) or chunk (chunked local "
+                    f"attention), not both, got window={window} and chunk={chunk}"
+                )
         self.rope_base = rope_base
         self.window = window
+        self.chunk = chunk
         kv_dim = self.num_kv_heads * self.head_dim
         # Same layers, in the same order, as the book's MultiHeadAttention: one seed,
         # the same weights when num_kv_heads == num_heads.
@@ -243,7 +259,7 @@ class GroupedQueryAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
         x, num_cached = _checks.cached_input(self, x, cache, KVCache)
-        if allowed is not None:
+        if allowed is not None:  # over every token seen: (batch, 1, n or 1, num_cached + n)
             batch, n = x.shape[:2]
             owner = type(self).__name__
             allowed = _checks.allowed_mask(owner, allowed, batch, n, num_cached + n, num_cached)
@@ -258,16 +274,15 @@ class GroupedQueryAttention(nn.Module):
             queries = _rotate(queries, cos, sin)
             keys = _rotate(keys, cos, sin)  # the cached ones are rotated already
         if cache is not None:
-            # (b, num_kv_heads, num_cached + n, head_dim)
-            keys, values = cache._append(keys, values)
+            # (b, num_kv_heads, num_held + n, head_dim); a local module's cache rolls
+            keys, values = cache._append(keys, values, window=self.window, chunk=self.chunk)
         num_keys = keys.shape[2]
-        mask = None
-        # One new token with no window sees every key: no mask needed, which lets SDPA
-        # pick its fastest kernel for decoding.
-        if num_tokens > 1 or (self.window is not None and self.window < num_keys):
-            mask = _causal_mask(num_tokens, num_keys, self.window, x.device)
+        first = num_cached + num_tokens - num_keys  # the first key's position
+        # None when one new token sees every key, which lets SDPA pick its fastest kernel.
+        mask = _local_mask(num_tokens, num_keys, first, self.window, self.chunk, x.device)
         if allowed is not None:
             # (batch, 1, num_tokens or 1, num_keys), True only where both allow
+            allowed = allowed[..., first:]  # the keys a rolling cache still holds
             mask = allowed if mask is None else mask & allowed
         return queries, keys, values, mask
 
@@ -282,12 +297,13 @@ class GroupedQueryAttention(nn.Module):
         cache : KVCache, optional
             This layer's cache; updated in place.
         allowed : torch.Tensor of bool, optional
-            ``True`` where a query may attend, combined (logical and) with the causal or
-            window mask: shape ``(batch, num_keys)``, such as
+            ``True`` where a query may attend, combined (logical and) with the causal,
+            window or chunk mask: shape ``(batch, num_keys)``, such as
             :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``.
-            ``num_keys`` counts the cached tokens and the new ones, so while decoding a
-            padded batch the mask grows by one column per step, and the padding stays
-            hidden. A query that may attend to no key at all (a padding token that a
+            ``num_keys`` counts the tokens seen (``cache.seen_tokens``) and the new ones,
+            so while decoding a padded batch the mask grows by one column per step, and
+            the padding stays hidden; the columns of tokens a rolling cache dropped are
+            not used. A query that may attend to no key at all (a padding token that a
             ``window`` keeps from every real one) has no meaningful output:
             ``scaled_dot_product_attention`` gives it zeros before ``out_proj``, and
             :meth:`attention_weights` a row of NaN.
