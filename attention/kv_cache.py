@@ -344,9 +344,7 @@ def _rolling_keep(seen: int, window: int | None, chunk: int | None) -> tuple[int
     return seen % chunk, chunk - 1
 
 
-def _check_reach(
-    owner: str, seen: int, held: int, window: int | None, chunk: int | None
-) -> None:
+def _check_reach(owner: str, seen: int, held: int, window: int | None, chunk: int | None) -> None:
     """Raise unless the cache holds every cached key the next query (position ``seen``) sees."""
     first = max(seen - window + 1, 0) if window is not None else seen // chunk * chunk
     if seen - held > first:
