@@ -76,7 +76,10 @@ class KVCache:
     tokens of the current chunk. During a call the module attends over the cached
     tokens and all the new ones, so a long prefill is held whole until it returns.
     :attr:`seen_tokens` counts every token appended, dropped or not: the positions of
-    new tokens continue from it, while ``len(cache)`` counts the tokens held.
+    new tokens continue from it, while ``len(cache)`` counts the tokens held. Once it
+    has dropped tokens, only a module whose ``window`` or ``chunk`` it still covers
+    can go on with it: any other would miss keys, so it raises a ``ValueError``, as
+    does :meth:`update`.
 
     Attributes
     ----------
@@ -187,12 +190,13 @@ class KVCache:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`update` for a module's own keys and values, known to be alike.
 
-        Checks only that they fit what is cached: the cache was the caller's to pass.
-        With ``window`` or ``chunk`` (a local module's, checked already) the cache
-        rolls: it first checks that it still holds every key the new queries may see
-        (a :meth:`crop` after rolling can leave it short), and after the append keeps
-        only the keys the next query may see. Returns all the keys and values to
-        attend over: the cached ones and the new ones.
+        Checks only that they fit what is cached (the cache was the caller's to pass),
+        and that it still holds every key the new queries may see: all of them without
+        ``window`` or ``chunk``, so a cache that rolled serves only a local module, and
+        a :meth:`crop` after rolling can leave a window short. With ``window`` or
+        ``chunk`` (a local module's, checked already) the cache rolls: after the
+        append it keeps only the keys the next query may see. Returns all the keys and
+        values to attend over: the cached ones and the new ones.
         """
         owner = type(self).__name__
         pairs = (("keys", keys, self.keys), ("values", values, self.values))
@@ -209,9 +213,9 @@ class KVCache:
                     f"{owner}: new {name} are {new.dtype} but the cached {name} are {old.dtype}"
                 )
         held, num_new = len(self), keys.shape[-2]
+        _check_reach(owner, self._seen, held, window, chunk)
         keep = limit = None
         if window is not None or chunk is not None:
-            _check_reach(owner, self._seen, held, window, chunk)
             keep, limit = _rolling_keep(self._seen + num_new, window, chunk)
         storage = self._key_storage
         tracked = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
@@ -345,13 +349,20 @@ def _rolling_keep(seen: int, window: int | None, chunk: int | None) -> tuple[int
 
 
 def _check_reach(owner: str, seen: int, held: int, window: int | None, chunk: int | None) -> None:
-    """Raise unless the cache holds every cached key the next query (position ``seen``) sees."""
-    first = max(seen - window + 1, 0) if window is not None else seen // chunk * chunk
+    """Raise unless the cache holds every cached key the next query (position ``seen``) sees.
+
+    Without ``window`` or ``chunk`` it sees every earlier token, so none may be dropped.
+    """
+    if window is not None:
+        first, local = max(seen - window + 1, 0), f"window={window}"
+    elif chunk is not None:
+        first, local = seen // chunk * chunk, f"chunk={chunk}"
+    else:
+        first, local = 0, "no window or chunk"
     if seen - held > first:
-        local = f"window={window}" if window is not None else f"chunk={chunk}"
         raise ValueError(
             f"{owner}: the cache has seen {seen} tokens but holds only the last {held}, "
             f"while the next token, at position {seen}, sees the keys from position "
-            f"{first} on ({local}); a rolling cache cannot be cropped back (or used by a "
-            "module with a wider window): start a new KVCache"
+            f"{first} on ({local}); a rolling cache cannot be cropped back, nor serve a "
+            "module with a wider window or none: start a new KVCache"
         )

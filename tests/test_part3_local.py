@@ -240,6 +240,13 @@ def test_a_window_cache_cropped_after_rolling_is_refused():
     ):
         gqa(torch.randn(1, 1, 8), cache=cache)
     assert cache.seen_tokens == 9 and len(cache) == 2  # unchanged by the refused call
+    # Nor can a module without a window use it (nor update, which appends without one).
+    full = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1)
+    message = r"sees the keys from position 0 on \(no window or chunk\)"
+    with pytest.raises(ValueError, match=message):
+        full(torch.randn(1, 1, 8), cache=cache)
+    with pytest.raises(ValueError, match=message):
+        cache.update(torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4))
 
 
 def test_a_chunk_cache_can_go_back_within_its_chunk():
