@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.kv_cache import KVCache
+from attention.kv_cache import KVCache, _local_sizes
 from attention.masks import _local_mask
 from attention.rope import _cos_sin_range, _rotate
 from attention.scaled import _scaled_dot_product_weights
@@ -220,15 +220,7 @@ class GroupedQueryAttention(nn.Module):
                     f"d_out // num_heads must be even, got head_dim={self.head_dim} "
                     f"(d_out={d_out}, num_heads={num_heads})"
                 )
-        if window is not None:
-            window = _checks.positive_int(owner, "window", window)
-        if chunk is not None:
-            chunk = _checks.positive_int(owner, "chunk", chunk)
-            if window is not None:
-                raise ValueError(
-                    f"{owner}: give window (a sliding window) or chunk (chunked local "
-                    f"attention), not both, got window={window} and chunk={chunk}"
-                )
+        window, chunk = _local_sizes(owner, window, chunk)
         self.rope_base = rope_base
         self.window = window
         self.chunk = chunk
@@ -259,7 +251,7 @@ class GroupedQueryAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
         x, num_cached = _checks.cached_input(self, x, cache, KVCache)
-        if allowed is not None:  # over every token seen: (batch, 1, n or 1, num_cached + n)
+        if allowed is not None:
             batch, n = x.shape[:2]
             owner = type(self).__name__
             allowed = _checks.allowed_mask(owner, allowed, batch, n, num_cached + n, num_cached)

@@ -153,7 +153,14 @@ class KVCache:
             return 0
         return self.keys.nbytes + self.values.nbytes
 
-    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        *,
+        window: int | None = None,
+        chunk: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append new keys and values; return everything cached, new tokens last.
 
         Parameters
@@ -161,15 +168,30 @@ class KVCache:
         keys : torch.Tensor, shape (..., num_new, key_dim)
         values : torch.Tensor, shape (..., num_new, value_dim)
             Same leading dimensions as ``keys`` (and as what is cached), same dtype.
+        window, chunk : int, optional
+            Roll as the cache of a module with this ``window`` (or ``chunk``) does:
+            afterwards hold only the ``window - 1`` last tokens (or those of the
+            current chunk). At most one of the two.
 
         Returns
         -------
         (keys, values) : tuple of torch.Tensor
-            Shapes ``(..., num_cached + num_new, key_dim)`` and ``(..., ..., value_dim)``:
-            views of the cache's storage, which a later update writes into after a
-            :meth:`crop` (``.clone()`` them to keep them).
+            Shapes ``(..., num_cached + num_new, key_dim)`` and ``(..., ..., value_dim)``,
+            every token held before the call and the new ones: views of the cache's
+            storage (or, after a prefill longer than a rolling cache's storage, a new
+            tensor), which a later update may write into (``.clone()`` them to keep them).
+
+        Examples
+        --------
+        >>> import torch
+        >>> cache = KVCache()
+        >>> steps = torch.arange(6.0).view(1, 1, 6, 1)  # six tokens, one number each
+        >>> keys, _ = cache.update(steps, steps, window=4)
+        >>> keys.flatten().tolist(), cache.keys.flatten().tolist(), cache.seen_tokens
+        ([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [3.0, 4.0, 5.0], 6)
         """
         owner = type(self).__name__
+        window, chunk = _local_sizes(owner, window, chunk)
         keys = _checks.float_tensor(owner, "keys", keys)
         values = _checks.float_tensor(owner, "values", values)
         if keys.dim() < 2 or keys.shape[:-1] != values.shape[:-1] or keys.dtype != values.dtype:
@@ -178,7 +200,7 @@ class KVCache:
                 f"dtype and leading shape, got keys of shape {tuple(keys.shape)} ({keys.dtype}) "
                 f"and values of shape {tuple(values.shape)} ({values.dtype})"
             )
-        return self._append(keys, values)
+        return self._append(keys, values, window=window, chunk=chunk)
 
     def _append(
         self,
@@ -366,3 +388,17 @@ def _check_reach(owner: str, seen: int, held: int, window: int | None, chunk: in
             f"{first} on ({local}); a rolling cache cannot be cropped back, nor serve a "
             "module with a wider window or none: start a new KVCache"
         )
+
+
+def _local_sizes(owner: str, window: object, chunk: object) -> tuple[int | None, int | None]:
+    """Check a ``window`` and a ``chunk`` (each None or an integer >= 1, not both)."""
+    if window is not None:
+        window = _checks.positive_int(owner, "window", window)
+    if chunk is not None:
+        chunk = _checks.positive_int(owner, "chunk", chunk)
+        if window is not None:
+            raise ValueError(
+                f"{owner}: give window (a sliding window) or chunk (chunked local "
+                f"attention), not both, got window={window} and chunk={chunk}"
+            )
+    return window, chunk

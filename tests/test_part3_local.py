@@ -140,12 +140,12 @@ def test_rolling_writes_in_place_within_a_fixed_storage():
 def test_the_kept_keys_are_views_in_token_order_that_the_caller_can_read():
     cache = KVCache()
     keys = torch.arange(10.0).view(1, 1, 10, 1)
-    returned, _ = cache._append(keys, keys, window=4)
+    returned, _ = cache.update(keys, keys, window=4)
     assert torch.equal(returned, keys)  # the whole sequence to attend over
     assert cache.keys.flatten().tolist() == [7.0, 8.0, 9.0]
     for token in range(10, 40):
         new = torch.full((1, 1, 1, 1), float(token))
-        returned, _ = cache._append(new, new, window=4)
+        returned, _ = cache.update(new, new, window=4)
         assert returned.flatten().tolist() == [token - 3.0, token - 2.0, token - 1.0, token]
     assert cache.keys.flatten().tolist() == [37.0, 38.0, 39.0] and cache.seen_tokens == 40
 
@@ -154,7 +154,7 @@ def test_a_chunks_cache_keeps_only_the_current_chunk():
     cache, held = KVCache(), []
     for token in range(9):
         new = torch.full((1, 1, 1, 1), float(token))
-        cache._append(new, new, chunk=4)
+        cache.update(new, new, chunk=4)
         held.append(cache.keys.flatten().tolist())
     # positions 0-3, 4-7, 8-: after position 3 the next token starts a chunk
     assert held == [
@@ -214,7 +214,7 @@ def test_latent_attention_counts_what_its_cache_has_seen():
 def test_crop_counts_positions_and_cannot_reach_dropped_tokens():
     cache = KVCache()
     keys = torch.arange(10.0).view(1, 1, 10, 1)
-    cache._append(keys, keys, window=4)  # holds positions 7, 8, 9
+    cache.update(keys, keys, window=4)  # holds positions 7, 8, 9
     with pytest.raises(
         ValueError,
         match=r"^KVCache: cannot crop to 6 tokens: this rolling cache has seen 10 tokens and "
@@ -504,6 +504,24 @@ def test_bad_chunk_names_what_was_expected_and_given(kwargs, message):
 def test_chunked_mask_rejects_bad_sizes(args, message):
     with pytest.raises(ValueError, match=r"^chunked_mask: " + message):
         chunked_mask(*args)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"window": 0}, r"window must be at least 1, got 0"),
+        ({"chunk": "4"}, r"chunk must be a positive integer, got '4' of type str"),
+        (
+            {"window": 3, "chunk": 3},
+            r"give window \(a sliding .*, not both, got window=3 and chunk=3",
+        ),
+    ],
+)
+def test_update_rejects_a_bad_window_or_chunk(kwargs, message):
+    cache = KVCache()
+    with pytest.raises(ValueError, match=r"^KVCache: " + message):
+        cache.update(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2), **kwargs)
+    assert cache.seen_tokens == 0 and cache.keys is None
 
 
 def test_defaults_are_unchanged():
