@@ -34,7 +34,8 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
 * :func:`apply_rope` and :func:`apply_rope_interleaved`: rotary position embeddings
   in both layouts.
-* :func:`causal_mask`, :func:`sliding_window_mask` and :func:`padding_mask`.
+* :func:`causal_mask`, :func:`sliding_window_mask`, :func:`chunked_mask` and
+  :func:`padding_mask`.
 * :class:`MultiHeadLatentAttention`, :class:`LatentCache` and
   :func:`latent_cache_bytes_per_token`: DeepSeek's latent attention, which caches one
   small latent per token.
@@ -83,7 +84,7 @@ from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
-from attention.masks import causal_mask, padding_mask, sliding_window_mask
+from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import RMSNorm
@@ -127,6 +128,7 @@ __all__ = [
     "attention_weights",
     "causal_mask",
     "check_version",
+    "chunked_mask",
     "context_vectors",
     "grouped_query_attention",
     "kv_cache_bytes_per_token",

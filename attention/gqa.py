@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.kv_cache import KVCache
-from attention.masks import _causal_mask
+from attention.kv_cache import KVCache, _local_sizes
+from attention.masks import _local_mask
 from attention.norms import _attention_norms
 from attention.rope import _cos_sin_range, _rotate
 from attention.scaled import _scaled_dot_product_weights
@@ -123,7 +123,8 @@ class GroupedQueryAttention(nn.Module):
         base (Llama's half-split layout); ``head_dim`` must then be even.
     window : int, optional
         If given, sliding-window attention: the query at position ``i`` sees keys
-        ``i - window + 1`` to ``i``.
+        ``i - window + 1`` to ``i``. A :class:`~attention.KVCache` given to the module
+        then rolls: after each call it holds at most the last ``window - 1`` tokens.
     qk_norm : {False, True, "head", "projection"}
         Normalise queries and keys with an :class:`~attention.RMSNorm` (weight
         initialised to ones, eps 1e-6) after the projections and before RoPE. ``True``
@@ -156,6 +157,11 @@ class GroupedQueryAttention(nn.Module):
         and RoPE (Gemma 4's ``attention_k_eq_v``, on its global layers). The cache
         still holds keys and values apart, as Gemma 4's does, since the norms and the
         rotation make them differ: ``cache_bytes_per_token`` does not change.
+    chunk : int, optional
+        If given, chunked local attention (Llama 4's ``attention_chunk_size``): the
+        query at position ``i`` sees keys ``(i // chunk) * chunk`` to ``i``, those of its
+        own chunk (:func:`~attention.chunked_mask`). A cache then keeps only the
+        tokens of the current chunk. Not together with ``window``.
 
     Every option off (the defaults) is today's module: the same layers, the same
     weights from the same seed, the same outputs. The options' layers are created after
@@ -191,8 +197,9 @@ class GroupedQueryAttention(nn.Module):
     Shapes
     ------
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``. With a
-    cache, the new tokens sit at positions ``len(cache)`` onwards, and
-    ``len(cache) + num_tokens <= context_length``.
+    cache, the new tokens sit at positions ``cache.seen_tokens`` onwards (which is
+    ``len(cache)`` unless a ``window`` or ``chunk`` made it drop tokens), and
+    ``cache.seen_tokens + num_tokens <= context_length``.
 
     Examples
     --------
@@ -256,6 +263,7 @@ class GroupedQueryAttention(nn.Module):
         scale: float | None = None,
         value_norm: bool = False,
         keys_as_values: bool = False,
+        chunk: int | None = None,
     ):
         super().__init__()
         owner = type(self).__name__
@@ -286,8 +294,7 @@ class GroupedQueryAttention(nn.Module):
                     f"d_out // num_heads must be even, got head_dim={self.head_dim} "
                     f"(d_out={d_out}, num_heads={num_heads})"
                 )
-        if window is not None:
-            window = _checks.positive_int(owner, "window", window)
+        window, chunk = _local_sizes(owner, window, chunk)
         self.rope_base = rope_base
         self.window = window
         self.softcap = check_softcap(owner, softcap)
@@ -300,6 +307,7 @@ class GroupedQueryAttention(nn.Module):
         _checks.flag(owner, "output_gate", output_gate, "sigmoid(W_gate(x)) gates each head")
         _checks.flag(owner, "keys_as_values", keys_as_values, "no W_value: values are keys")
         self.keys_as_values = keys_as_values
+        self.chunk = chunk
         kv_dim = self.num_kv_heads * self.head_dim
         # Same layers, in the same order, as the book's MultiHeadAttention: one seed,
         # the same weights when num_kv_heads == num_heads.
@@ -358,16 +366,15 @@ class GroupedQueryAttention(nn.Module):
             queries = _rotate(queries, cos, sin)
             keys = _rotate(keys, cos, sin)  # the cached ones are rotated already
         if cache is not None:
-            # (b, num_kv_heads, num_cached + n, head_dim)
-            keys, values = cache._append(keys, values)
+            # (b, num_kv_heads, num_held + n, head_dim); a local module's cache rolls
+            keys, values = cache._append(keys, values, window=self.window, chunk=self.chunk)
         num_keys = keys.shape[2]
-        mask = None
-        # One new token with no window sees every key: no mask needed, which lets SDPA
-        # pick its fastest kernel for decoding.
-        if num_tokens > 1 or (self.window is not None and self.window < num_keys):
-            mask = _causal_mask(num_tokens, num_keys, self.window, x.device)
+        first = num_cached + num_tokens - num_keys  # the first key's position
+        # None when one new token sees every key, which lets SDPA pick its fastest kernel.
+        mask = _local_mask(num_tokens, num_keys, first, self.window, self.chunk, x.device)
         if allowed is not None:
             # (batch, 1, num_tokens or 1, num_keys), True only where both allow
+            allowed = allowed[..., first:]  # the keys a rolling cache still holds
             mask = allowed if mask is None else mask & allowed
         return queries, keys, values, mask
 
@@ -382,12 +389,13 @@ class GroupedQueryAttention(nn.Module):
         cache : KVCache, optional
             This layer's cache; updated in place.
         allowed : torch.Tensor of bool, optional
-            ``True`` where a query may attend, combined (logical and) with the causal or
-            window mask: shape ``(batch, num_keys)``, such as
+            ``True`` where a query may attend, combined (logical and) with the causal,
+            window or chunk mask: shape ``(batch, num_keys)``, such as
             :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``.
-            ``num_keys`` counts the cached tokens and the new ones, so while decoding a
-            padded batch the mask grows by one column per step, and the padding stays
-            hidden. A query that may attend to no key at all (a padding token that a
+            ``num_keys`` counts the tokens seen (``cache.seen_tokens``) and the new ones,
+            so while decoding a padded batch the mask grows by one column per step, and
+            the padding stays hidden; the columns of tokens a rolling cache dropped are
+            not used. A query that may attend to no key at all (a padding token that a
             ``window`` keeps from every real one) has no meaningful output:
             ``scaled_dot_product_attention`` gives it zeros before ``out_proj``, and
             :meth:`attention_weights` a row of NaN.
