@@ -16,6 +16,14 @@ Two layouts pair the numbers differently:
 
 The two differ only by a fixed permutation of the head dimensions, so a model trained
 with one runs with the other once the rows of its query and key weights are permuted.
+
+**Longer contexts.** A model trained on ``n`` positions meets angles it never saw past
+``n``. :func:`~attention.rope_frequencies` slows the rotations down the ways released
+models do (linear position interpolation, dynamic NTK, YaRN, Llama 3.1's ``llama3``,
+Gemma 4's ``proportional``), with the formulas and ``rope_parameters`` dicts of
+``transformers``; :func:`~attention.apply_rope` and the modules take the same dict as
+``scaling`` / ``rope_scaling``. ``partial_rotary_factor`` rotates only the first part
+of each head (GPT-NeoX, Qwen3-Next).
 """
 
 from __future__ import annotations
@@ -200,9 +208,13 @@ def _settings(
 
 
 def _module_settings(
-    owner: str, head_dim: int, rope_base: object, rope_scaling: object, partial_rotary_factor: object
+    owner: str,
+    head_dim: int,
+    rope_base: object,
+    rope_scaling: object,
+    partial_rotary_factor: object,
 ) -> tuple[int, tuple | None]:
-    """:func:`_settings` for a module's ``rope_base``, ``rope_scaling``, ``partial_rotary_factor``."""
+    """:func:`_settings` of a module's ``rope_base``, ``rope_scaling`` and partial factor."""
     if rope_base is None:
         if rope_scaling is not None or partial_rotary_factor != 1.0:
             raise ValueError(
@@ -399,7 +411,7 @@ def _angles(
     scaling: object = None,
     partial_rotary_factor: object = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Check the arguments; return ``cos`` and ``sin``, each ``(..., num_tokens, rotary_dim / 2)``."""
+    """Check the arguments; return ``cos`` and ``sin``, each ``(..., tokens, rotary_dim / 2)``."""
     x = _checks.float_tensor(owner, "x", x)
     if x.dim() < 2:
         raise ValueError(
@@ -449,7 +461,8 @@ def rope_frequencies(
       for a sequence of ``num_tokens``: plain RoPE up to the original context, then a base
       ``base * (factor * num_tokens / original - (factor - 1)) ** (dim / (dim - 2))``.
       ``transformers`` reads the original context from ``config.max_position_embeddings``;
-      here the dict carries it.
+      here the dict carries it. Past the original context this stretches even with a
+      ``factor`` of 1 (the base grows with ``num_tokens / original``).
     * ``"yarn"`` (``factor``, ``original_max_position_embeddings``; optional
       ``beta_fast`` 32, ``beta_slow`` 1, ``truncate`` True, ``attention_factor``,
       ``mscale``, ``mscale_all_dim``): pairs that turn more than ``beta_fast`` times over
