@@ -33,7 +33,7 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
 * :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
 * :func:`apply_rope` and :func:`apply_rope_interleaved`: rotary position embeddings
-  in both layouts.
+  in both layouts, scaled for longer contexts with :func:`rope_frequencies`.
 * :func:`causal_mask`, :func:`sliding_window_mask`, :func:`chunked_mask` and
   :func:`padding_mask`.
 * :class:`MultiHeadLatentAttention`, :class:`LatentCache` and
@@ -88,7 +88,7 @@ from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_win
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import RMSNorm
-from attention.rope import apply_rope, apply_rope_interleaved
+from attention.rope import apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attention.simple import (
@@ -134,6 +134,7 @@ __all__ = [
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
     "padding_mask",
+    "rope_frequencies",
     "scaled_dot_product_weights",
     "scores_for_all",
     "scores_for_query",

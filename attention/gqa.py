@@ -37,7 +37,7 @@ from attention import _checks
 from attention.kv_cache import KVCache, _local_sizes
 from attention.masks import _local_mask
 from attention.norms import _attention_norms
-from attention.rope import _cos_sin_range, _rotate
+from attention.rope import _cos_sin_range, _module_settings, _rotate
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend, _weights, check_softcap
 from attention.step import _check as _attend_checks
@@ -163,6 +163,16 @@ class GroupedQueryAttention(nn.Module):
         own chunk (:func:`~attention.chunked_mask`). A cache then keeps only the
         tokens of the current chunk. Not together with ``window``.
 
+    rope_scaling : dict, optional
+        RoPE scaled for a longer context, in ``transformers``' ``rope_parameters`` form,
+        as :func:`~attention.apply_rope` takes it (``"linear"``, ``"dynamic"``, ``"yarn"``,
+        ``"llama3"``, ``"proportional"``); needs ``rope_base``. ``"dynamic"`` scales
+        for the tokens seen so far, cached ones included, so cached keys keep the
+        rotation of the step that made them, as in ``transformers``.
+    partial_rotary_factor : float
+        The fraction of each head that RoPE rotates (Qwen3-Next 0.25); the rest carries
+        no position. ``int(head_dim * partial_rotary_factor)`` must be even.
+
     Every option off (the defaults) is today's module: the same layers, the same
     weights from the same seed, the same outputs. The options' layers are created after
     ``out_proj``, in the order ``W_gate``, ``q_norm``, ``k_norm``, ``v_norm``,
@@ -264,6 +274,8 @@ class GroupedQueryAttention(nn.Module):
         value_norm: bool = False,
         keys_as_values: bool = False,
         chunk: int | None = None,
+        rope_scaling: dict | None = None,
+        partial_rotary_factor: float = 1.0,
     ):
         super().__init__()
         owner = type(self).__name__
@@ -288,7 +300,7 @@ class GroupedQueryAttention(nn.Module):
                 )
             if not rope_base > 1:
                 raise ValueError(f"{owner}: rope_base must be greater than 1, got {rope_base}")
-            if self.head_dim % 2:
+            if self.head_dim % 2 and partial_rotary_factor == 1.0:
                 raise ValueError(
                     f"{owner}: rotary embeddings rotate pairs of numbers, so head_dim = "
                     f"d_out // num_heads must be even, got head_dim={self.head_dim} "
@@ -308,6 +320,12 @@ class GroupedQueryAttention(nn.Module):
         _checks.flag(owner, "keys_as_values", keys_as_values, "no W_value: values are keys")
         self.keys_as_values = keys_as_values
         self.chunk = chunk
+        # The rotated dims and the checked scaling (rope.py); scaling=None: plain RoPE
+        self._rotary_dim, self._rope_key = _module_settings(
+            owner, self.head_dim, rope_base, rope_scaling, partial_rotary_factor
+        )
+        self.rope_scaling = None if rope_scaling is None else dict(rope_scaling)
+        self.partial_rotary_factor = float(partial_rotary_factor)
         kv_dim = self.num_kv_heads * self.head_dim
         # Same layers, in the same order, as the book's MultiHeadAttention: one seed,
         # the same weights when num_kv_heads == num_heads.
@@ -362,7 +380,9 @@ class GroupedQueryAttention(nn.Module):
         if self.rope_base is not None:
             # apply_rope's rotation, the new tokens continuing where the cache stops. One
             # cos and sin for every head, queries and keys; sliced from a table computed once.
-            cos, sin = _cos_sin_range(num_cached, num_tokens, self.head_dim, self.rope_base, x)
+            cos, sin = _cos_sin_range(
+                num_cached, num_tokens, self._rotary_dim, self.rope_base, x, self._rope_key
+            )
             queries = _rotate(queries, cos, sin)
             keys = _rotate(keys, cos, sin)  # the cached ones are rotated already
         if cache is not None:
