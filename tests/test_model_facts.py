@@ -369,6 +369,26 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         assert rope_of(config, SLIDING)["rope_theta"] == facts.local_rope_theta
 
 
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_transformers_caches_what_the_table_counts(facts: ModelFacts) -> None:
+    """Layer by layer, transformers' cache for the released config stores keys and values
+    where the table counts bytes, and caps the same layers at the same number of tokens:
+    sliding layers at the window, chunked layers at the chunk; shared layers are
+    "dummy" layers that store nothing; linear-attention layers keep a state instead."""
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    layout = getattr(cache_utils, "get_layer_types_and_kwargs", None)
+    if layout is None:
+        pytest.skip("this transformers has no get_layer_types_and_kwargs")
+    kinds, kwargs = layout(released_config(facts))
+    stores = [kind not in ("dummy", LINEAR) for kind in kinds]
+    assert stores == [size > 0 for size in facts.layer_kv_bytes_per_token()]
+    limits = {SLIDING: facts.sliding_window, CHUNKED: facts.attention_chunk_size}
+    assert [kw.get("sliding_window") for kw in kwargs] == [
+        limits.get(kind) if store else None
+        for kind, store in zip(facts.layer_types, stores, strict=True)
+    ]
+
+
 def test_llama4_scout_temperature_tuning_is_on_though_the_file_writes_4() -> None:
     """The released text_config has "attn_temperature_tuning": 4; the attention only
     asks whether it is true (``if self.attn_temperature_tuning``), so the table keeps
