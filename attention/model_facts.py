@@ -589,6 +589,8 @@ _ENTRIES = (
         global_head_dim=512,
         num_global_kv_heads=4,
         final_logit_softcapping=30.0,
+        parameters=30_700_000_000,
+        parameters_source="the model card of google/gemma-4-31B-it: 30.7B",
     ),
     ModelFacts(
         name="Gemma 4 E2B",
@@ -645,6 +647,8 @@ _ENTRIES = (
         sliding_window=128,
         global_every=2,
         sinks=True,
+        parameters=116_800_000_000,
+        parameters_source="gpt-oss model card (arXiv 2508.10925), section 2: 116.8B in all",
     ),
     ModelFacts(
         name="gpt-oss-20b",
@@ -674,6 +678,8 @@ _ENTRIES = (
         sliding_window=128,
         global_every=2,
         sinks=True,
+        parameters=20_900_000_000,
+        parameters_source="gpt-oss model card (arXiv 2508.10925), section 2: 20.9B in all",
     ),
     ModelFacts(
         name="Llama 4 Scout",
@@ -707,6 +713,8 @@ _ENTRIES = (
         attn_temperature_tuning=True,
         floor_scale=8192,
         attn_scale=0.1,
+        parameters=109_000_000_000,
+        parameters_source="Meta 2025, 'The Llama 4 herd': 109B in all, 17B active per token",
     ),
     ModelFacts(
         name="SmolLM3 3B",
