@@ -1,9 +1,10 @@
 """Part III's options of the attention layer, each against the transformers class that runs it.
 
 ``GroupedQueryAttention``'s ``qk_norm`` (Qwen3 per head, OLMo 2 over the projection),
-``softcap`` and ``scale`` (Gemma 2), ``sinks`` (gpt-oss), ``output_gate`` with
-``qk_norm`` (Qwen3-Next), ``value_norm`` and ``keys_as_values`` (Gemma 4), and
-:func:`attend`'s ``softcap`` and ``sinks``; :class:`RMSNorm`.
+``softcap`` and ``scale`` (Gemma 2; with ``qk_norm`` and a window, Gemma 3), ``sinks``
+(gpt-oss), ``output_gate`` with ``qk_norm`` (Qwen3-Next), ``value_norm`` and
+``keys_as_values`` (Gemma 4), and :func:`attend`'s ``softcap`` and ``sinks``;
+:class:`RMSNorm`.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with transformers'
 float32 steps (its RMS norms, its eager softmax) run in float64 within the test
@@ -23,6 +24,7 @@ from hf_models import (
     float64_norms,
     float64_softmax,
     gemma2_attention,
+    gemma3_attention,
     gemma4_attention,
     gpt_oss_attention,
     olmo2_attention,
@@ -125,6 +127,28 @@ def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar,
     out, weights = theirs(x, cos_sin, mask)  # softmax in float32
     torch.testing.assert_close(gqa(x), out, **FLOAT32_STEP)
     torch.testing.assert_close(gqa.attention_weights(x), weights, **FLOAT32_STEP)
+
+
+@given(
+    layout=gqa_layouts(even_head_dim=True),
+    query_pre_attn_scalar=st.sampled_from([1, 7, 168]),
+    window=st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_qk_norm_and_scale_match_gemma3_attention(layout, query_pre_attn_scalar, window):
+    """Gemma 3 replaced Gemma 2's cap with QK-norm (zero-centred weights: 1 + w)."""
+    scale = query_pre_attn_scalar**-0.5
+    gqa = make_gqa(layout, rope_base=BASE, qk_norm=True, scale=scale, window=window)
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    x = layout_input(layout)
+    n = x.shape[1]
+    mask = causal_4d(n, n)
+    if window is not None:  # the query at i sees keys i - window + 1 to i
+        mask = mask & (torch.arange(n)[:, None] - torch.arange(n)[None, :] < window)
+    cos_sin = positions_cos_sin(x, gqa.head_dim)
+    exact = float64_norms(gemma3_attention(gqa, query_pre_attn_scalar), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = gemma3_attention(gqa, query_pre_attn_scalar)
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
 
 
 def test_a_small_softcap_changes_the_output():
