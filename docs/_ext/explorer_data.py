@@ -54,6 +54,7 @@ from attention import (
     Head,
     MultiHeadAttention,
     SelfAttentionV2,
+    causal_mask,
     scores_for_all,
 )
 
@@ -118,13 +119,16 @@ def multi_head_view() -> dict:
     torch.manual_seed(123)
     module = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2)
     x = INPUTS.unsqueeze(0)  # (1, 6, 3)
+
+    def split_heads(projected: torch.Tensor) -> torch.Tensor:  # (6, d_out) -> (heads, 6, head_dim)
+        return projected.view(6, module.num_heads, module.head_dim).transpose(0, 1)
+
     with torch.no_grad():
-        queries = module._split_heads(module.W_query(x))[0]  # (num_heads, 6, head_dim)
-        keys = module._split_heads(module.W_key(x))[0]  # (num_heads, 6, head_dim)
+        queries = split_heads(module.W_query(INPUTS))  # (num_heads, 6, head_dim)
+        keys = split_heads(module.W_key(INPUTS))  # (num_heads, 6, head_dim)
         scores = queries @ keys.transpose(1, 2)  # (num_heads, 6, 6)
         scale = module.head_dim**-0.5
-        future = module.mask[:6, :6]
-        weights = torch.softmax((scores * scale).masked_fill(future, -torch.inf), dim=-1)
+        weights = torch.softmax((scores * scale).masked_fill(~causal_mask(6), -torch.inf), dim=-1)
         torch.testing.assert_close(weights, module.attention_weights(x)[0])
     heads = [
         {
