@@ -55,7 +55,9 @@ from attention import (
     MultiHeadAttention,
     SelfAttentionV2,
     causal_mask,
+    padding_mask,
     scores_for_all,
+    sliding_window_mask,
 )
 
 logger = logging.getLogger(__name__)
@@ -238,11 +240,105 @@ def trained_view(steps: int = 100) -> dict:
     }
 
 
+def chunked_allowed(num_tokens: int, chunk: int) -> torch.Tensor:
+    """Llama 4's chunked mask: query i may attend key j when j <= i and both share a chunk.
+
+    From its definition until ``attention.chunked_mask`` is on main; the tests compare
+    the two.
+    """
+    position = torch.arange(num_tokens)
+    query, key = position[:, None], position[None, :]
+    return (key <= query) & (query // chunk == key // chunk)
+
+
+def _mask(allowed: torch.Tensor) -> list[list[bool]]:
+    return allowed.to(torch.bool).tolist()
+
+
+def masks_view() -> dict:
+    """Chapter 11's masks on the running sentence: causal, sliding, chunked, padded.
+
+    Each pattern holds the mask the package builds for every value of its slider
+    (window, chunk, or the length of the short text of a padded batch), ``True`` where
+    a query (row) may attend a key (column); the page only draws them.
+    """
+    n = len(TOKENS)
+    sizes = range(1, n + 1)
+    causal = causal_mask(n)
+    padded = []
+    for length in sizes:
+        real = padding_mask([length, n], n)  # (2, n): the short text, then the sentence
+        padded.append(
+            {
+                "value": length,
+                "call": f"causal_mask({n}) & padding_mask([{length}, {n}], {n})[:, None, :]",
+                "allowed": _mask((causal & real[:, None, :])[0]),
+                "real": _mask(real),
+            }
+        )
+    return {
+        "kind": "masks",
+        "title": "Mask patterns",
+        "source": "chapters/11-masks",
+        "tokens": list(TOKENS),
+        "query": 4,  # "one"
+        "patterns": [
+            {
+                "name": "causal",
+                "label": "causal",
+                "rule": "j \u2264 i",
+                "parameter": None,
+                "value": None,
+                "options": [{"value": None, "call": f"causal_mask({n})", "allowed": _mask(causal)}],
+            },
+            {
+                "name": "sliding",
+                "label": "sliding window",
+                "rule": "i \u2212 window < j \u2264 i",
+                "parameter": "window",
+                "value": 3,
+                "options": [
+                    {
+                        "value": w,
+                        "call": f"sliding_window_mask({n}, {w})",
+                        "allowed": _mask(sliding_window_mask(n, w)),
+                    }
+                    for w in sizes
+                ],
+            },
+            {
+                "name": "chunked",
+                "label": "chunked",
+                "rule": "j \u2264 i and i // chunk = j // chunk",
+                "parameter": "chunk",
+                "value": 3,
+                "options": [
+                    {
+                        "value": c,
+                        "call": f"chunked_mask({n}, {c})",
+                        "allowed": _mask(chunked_allowed(n, c)),
+                    }
+                    for c in sizes
+                ],
+            },
+            {
+                "name": "padding",
+                "label": "padding",
+                "rule": "j \u2264 i and key j is a real token",
+                "parameter": "length of the short text",
+                "value": 3,
+                "options": padded,
+            },
+        ],
+    }
+
+
 VIEWS: dict[str, Callable[[], dict]] = {
     "weight-free": weight_free_view,
     "trainable": trainable_view,
     "multi-head": multi_head_view,
     "trained": trained_view,
+    "masks": masks_view,
 }
 
 
@@ -320,7 +416,19 @@ CH1 = "docs/chapters/01-attention-without-weights.md"
 CH2 = "docs/chapters/02-trainable-weights.md"
 CH3 = "docs/chapters/03-causal-attention.md"
 CH4 = "docs/chapters/04-multi-head-attention.md"
+CH11 = "docs/chapters/11-masks.md"
 GALLERY = "gallery/plot_train_previous_token.py"
+
+
+def option(view: dict, pattern: str, value: int | None = None) -> dict:
+    """The mask view's data for one pattern at one slider value."""
+    [found] = (p for p in view["patterns"] if p["name"] == pattern)
+    [chosen] = (o for o in found["options"] if o["value"] == value)
+    return chosen
+
+
+def _ch11_mask(pattern: str, value: int | None, key: str = "allowed") -> Callable[[dict], str]:
+    return lambda d: _tensor_text(torch.tensor(option(_v(d, "masks"), pattern, value)[key]))
 
 
 def _ch4_queries(data: dict) -> str:
@@ -382,6 +490,9 @@ CHECKS: tuple[Printed, ...] = (
         lambda d: _tensor_text(weights(_v(d, "trainable"), causal=True)),
     ),
     Printed(CH4, "print(queries[0, 1])  # 4 features", _ch4_queries),
+    Printed(CH11, "causal = torch.ones(6, 6, dtype=torch.bool).tril()", _ch11_mask("causal", None)),
+    Printed(CH11, "window = sliding_window_mask(6, 3)", _ch11_mask("sliding", 3)),
+    Printed(CH11, "real = padding_mask(lengths, 6)", _ch11_mask("padding", 3, "real")),
     Printed(GALLERY, 'print(f"weight on the previous token before training', _previous_before),
     Printed(GALLERY, 'print(f"weight on the previous token after training', _previous_after),
 )
