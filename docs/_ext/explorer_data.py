@@ -55,6 +55,7 @@ from attention import (
     MultiHeadAttention,
     SelfAttentionV2,
     causal_mask,
+    chunked_mask,
     padding_mask,
     scores_for_all,
     sliding_window_mask,
@@ -240,17 +241,6 @@ def trained_view(steps: int = 100) -> dict:
     }
 
 
-def chunked_allowed(num_tokens: int, chunk: int) -> torch.Tensor:
-    """Llama 4's chunked mask: query i may attend key j when j <= i and both share a chunk.
-
-    From its definition until ``attention.chunked_mask`` is on main; the tests compare
-    the two.
-    """
-    position = torch.arange(num_tokens)
-    query, key = position[:, None], position[None, :]
-    return (key <= query) & (query // chunk == key // chunk)
-
-
 def _mask(allowed: torch.Tensor) -> list[list[bool]]:
     return allowed.to(torch.bool).tolist()
 
@@ -272,6 +262,7 @@ def masks_view() -> dict:
             {
                 "value": length,
                 "call": f"causal_mask({n}) & padding_mask([{length}, {n}], {n})[:, None, :]",
+                "rule": f"j \u2264 i and j < {length}",
                 "allowed": _mask((causal & real[:, None, :])[0]),
                 "real": _mask(real),
             }
@@ -286,21 +277,27 @@ def masks_view() -> dict:
             {
                 "name": "causal",
                 "label": "causal",
-                "rule": "j \u2264 i",
                 "parameter": None,
                 "value": None,
-                "options": [{"value": None, "call": f"causal_mask({n})", "allowed": _mask(causal)}],
+                "options": [
+                    {
+                        "value": None,
+                        "call": f"causal_mask({n})",
+                        "rule": "j \u2264 i",
+                        "allowed": _mask(causal),
+                    }
+                ],
             },
             {
                 "name": "sliding",
                 "label": "sliding window",
-                "rule": "i \u2212 window < j \u2264 i",
                 "parameter": "window",
                 "value": 3,
                 "options": [
                     {
                         "value": w,
                         "call": f"sliding_window_mask({n}, {w})",
+                        "rule": f"i \u2212 {w} < j \u2264 i",
                         "allowed": _mask(sliding_window_mask(n, w)),
                     }
                     for w in sizes
@@ -309,14 +306,14 @@ def masks_view() -> dict:
             {
                 "name": "chunked",
                 "label": "chunked",
-                "rule": "j \u2264 i and i // chunk = j // chunk",
                 "parameter": "chunk",
                 "value": 3,
                 "options": [
                     {
                         "value": c,
                         "call": f"chunked_mask({n}, {c})",
-                        "allowed": _mask(chunked_allowed(n, c)),
+                        "rule": f"j \u2264 i and i // {c} = j // {c}",
+                        "allowed": _mask(chunked_mask(n, c)),
                     }
                     for c in sizes
                 ],
@@ -324,7 +321,6 @@ def masks_view() -> dict:
             {
                 "name": "padding",
                 "label": "padding",
-                "rule": "j \u2264 i and key j is a real token",
                 "parameter": "length of the short text",
                 "value": 3,
                 "options": padded,

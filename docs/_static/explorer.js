@@ -327,7 +327,8 @@
     size.append(sizeLabel, slider, sizeShown);
     controls.append(size);
     const call = el("p", { class: "ae-control ae-formula ae-call" });
-    controls.append(call);
+    const rule = el("p", { class: "ae-control ae-fixed ae-rule" });
+    controls.append(call, rule);
     root.append(controls);
 
     // -- The grid: query | one column per key | how many keys the query sees ---------
@@ -425,6 +426,7 @@
         slider.value = String(value);
         sizeShown.textContent = String(value);
       }
+      rule.textContent = `True where ${option.rule}`;
       // The package call that built this mask; a long one breaks only at its "&".
       const parts = option.call.split(" & ");
       call.replaceChildren();

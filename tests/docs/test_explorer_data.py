@@ -29,7 +29,7 @@ from explorer_data import (
 )
 
 import attention
-from attention import causal_mask, padding_mask, sliding_window_mask
+from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +113,7 @@ def package_mask(pattern: str, value: int | None) -> torch.Tensor:
     if pattern == "sliding":
         return sliding_window_mask(6, value)
     if pattern == "chunked":
-        chunked_mask = getattr(attention, "chunked_mask", None)  # until p3local is merged
-        return chunked_by_definition(6, value) if chunked_mask is None else chunked_mask(6, value)
+        return chunked_mask(6, value)
     if pattern == "padding":
         return (causal_mask(6) & padding_mask([value, 6], 6)[:, None, :])[0]
     raise AssertionError(f"no package mask for the pattern {pattern!r}")
@@ -141,9 +140,20 @@ def test_every_mask_of_the_mask_view_is_the_packages(data):
         assert torch.equal(real, padding_mask([length, 6], 6))
 
 
+def test_each_masks_rule_as_printed_gives_that_mask(data):
+    """The rule the page prints beside a mask, read as Python, marks the same cells."""
+    for pattern in data["views"]["masks"]["patterns"]:
+        for chosen in pattern["options"]:
+            rule = chosen["rule"].replace("\u2264", "<=").replace("\u2212", "-")
+            rule = rule.replace(" = ", " == ")
+            ruled = [[eval(rule, {}, {"i": i, "j": j}) for j in range(6)] for i in range(6)]
+            assert ruled == chosen["allowed"], (pattern["name"], chosen["value"], rule)
+
+
 def test_the_mask_patterns_meet_where_they_should(data):
     """A window or a chunk of 6 is the causal mask, a chunk of 1 the diagonal, and a
-    padded text of length 6 has no padding; shorter windows and chunks see less."""
+    padded text of length 6 has no padding; shorter windows and chunks see less; the
+    chunks follow Llama 4's definition, pair by pair."""
     view = data["views"]["masks"]
 
     def mask(pattern: str, value: int | None = None) -> torch.Tensor:
@@ -153,6 +163,8 @@ def test_the_mask_patterns_meet_where_they_should(data):
     assert torch.equal(causal, torch.ones(6, 6, dtype=torch.bool).tril())
     for same in (mask("sliding", 6), mask("chunked", 6), mask("padding", 6)):
         assert torch.equal(same, causal)
+    for chunk in range(1, 7):
+        assert torch.equal(mask("chunked", chunk), chunked_by_definition(6, chunk)), chunk
     assert torch.equal(mask("chunked", 1), torch.eye(6, dtype=torch.bool))
     assert torch.equal(mask("sliding", 1), torch.eye(6, dtype=torch.bool))
     for pattern in ("sliding", "chunked", "padding"):

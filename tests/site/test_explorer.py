@@ -22,7 +22,7 @@ import torch
 from test_site import DESKTOP, PHONE, Recorder, luminance, new_context, open_page, report
 
 import attention
-from attention import causal_mask, padding_mask, sliding_window_mask
+from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 
 SITE = Path(os.environ["ATTENTION_SITE_DIR"]).resolve()
 PAGE = "explorer.html"
@@ -347,6 +347,7 @@ MASK_JS = """(root) => ({
   sizeLabel: root.querySelector(".ae-size label").textContent.trim(),
   sizeShown: root.querySelector(".ae-size output").textContent,
   call: root.querySelector(".ae-call").textContent,
+  rule: root.querySelector(".ae-rule").textContent,
   cells: Array.from(root.querySelectorAll(".ae-cell"), (c) => ({
     query: Number(c.dataset.query), key: Number(c.dataset.key), allowed: c.dataset.allowed,
     filled: c.classList.contains("ae-allowed"), hatched: c.classList.contains("ae-masked"),
@@ -365,16 +366,6 @@ def mask_state(page) -> dict:
     return page.locator(f"#explorer-{MASKS}").evaluate(MASK_JS)
 
 
-def chunked_by_definition(num_tokens: int, chunk: int) -> torch.Tensor:
-    """Query i may attend key j when j <= i and i // chunk == j // chunk, pair by pair."""
-    return torch.tensor(
-        [
-            [j <= i and i // chunk == j // chunk for j in range(num_tokens)]
-            for i in range(num_tokens)
-        ]
-    )
-
-
 def package_mask(pattern: str, value: int | None) -> torch.Tensor:
     """The mask the package builds for one pattern of the mask view, (6, 6)."""
     if pattern == "causal":
@@ -382,8 +373,7 @@ def package_mask(pattern: str, value: int | None) -> torch.Tensor:
     if pattern == "sliding":
         return sliding_window_mask(6, value)
     if pattern == "chunked":
-        chunked_mask = getattr(attention, "chunked_mask", None)  # until p3local is merged
-        return chunked_by_definition(6, value) if chunked_mask is None else chunked_mask(6, value)
+        return chunked_mask(6, value)
     if pattern == "padding":
         return (causal_mask(6) & padding_mask([value, 6], 6)[:, None, :])[0]
     raise AssertionError(f"no package mask for the pattern {pattern!r}")
@@ -429,9 +419,10 @@ def check_mask(what: str, state: dict, want: torch.Tensor, tokens: list[str]) ->
     return problems
 
 
-def test_the_mask_view_draws_the_packages_masks(opened):
+def test_the_mask_view_draws_the_packages_masks(opened, data):
     """Every cell, for every pattern and every slider value, is the package's mask."""
-    page = opened
+    page, view = opened, data["views"][MASKS]
+    options = {(p["name"], o["value"]): o for p in view["patterns"] for o in p["options"]}
     root = page.locator(f"#explorer-{MASKS}")
     slider = root.locator("input[type=range]")
     problems = []
@@ -457,6 +448,12 @@ def test_the_mask_view_draws_the_packages_masks(opened):
                     problems.append(f"{what}: the page's value is {state['value']!r}")
                 if value is not None and state["sizeShown"] != str(value):
                     problems.append(f"{what}: the slider's label says {state['sizeShown']}")
+                exported = options[pattern, value]
+                if (state["call"], state["rule"]) != (
+                    exported["call"],
+                    f"True where {exported['rule']}",
+                ):
+                    problems.append(f"{what}: the page names {state['call']!r}, {state['rule']!r}")
                 tokens = list(attention.TOKENS)
                 if pattern == "padding":
                     tokens = tokens[:value] + ["pad"] * (6 - value)
