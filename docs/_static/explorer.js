@@ -465,7 +465,7 @@
         count.classList.toggle("ae-in-row", q === i);
       });
 
-      const who = padded(i) ? `The padding at position ${i}` : `"${tokens[i]}"`;
+      const who = padded(i) ? `the padding at position ${i}` : `"${tokens[i]}"`;
       const keys = seen.length === 1 ? seen[0] : `${seen.slice(0, -1).join(", ")} and ${seen[seen.length - 1]}`;
       const unused = padded(i) ? " Its output is never used." : "";
       summary.textContent = `${pattern.label}: ${who} may attend to ${keys}, ${seen.length} of ${n} keys.${unused}`;
