@@ -1058,6 +1058,20 @@ def test_bad_arguments_elsewhere_name_what_was_expected_and_given(call, message)
         call()
 
 
+def test_an_optional_key_given_as_none_is_absent_as_in_transformers():
+    spelled_out = {**YARN, "attention_factor": None, "mscale": None, "beta_fast": None}
+    absent = {k: v for k, v in YARN.items() if k != "beta_fast"}
+    ours = rope_frequencies(16, 10000.0, spelled_out)
+    assert torch.equal(ours[0], rope_frequencies(16, 10000.0, absent)[0])
+    assert ours[1] == rope_frequencies(16, 10000.0, absent)[1]
+    config = rope_config(16, 10000.0, spelled_out)
+    theirs, factor = their_frequencies(config, float64=True)
+    torch.testing.assert_close(ours[0], theirs, **EXACT)
+    assert ours[1] == pytest.approx(factor, rel=1e-12)
+    with pytest.raises(ValueError, match=r"scaling\['factor'\] must be a number >= 1.*got None"):
+        rope_frequencies(16, 10000.0, {**YARN, "factor": None})
+
+
 def test_odd_head_dim_with_an_even_rotary_part_is_accepted():
     """transformers allows an odd head_dim when the rotated part is even (Phi-style)."""
     x = vectors(13, 4, 9)
