@@ -156,6 +156,9 @@ def _settings(
     if in_scaling is not None:
         in_scaling = _fraction(owner, "scaling['partial_rotary_factor']", in_scaling)
     required, optional = _ROPE_TYPES[rope_type]
+    # An optional key given as None is absent, as transformers reads it (.get): the
+    # dicts of released configs sometimes spell out a null.
+    params = {k: v for k, v in params.items() if not (v is None and k in optional)}
     missing = [name for name in required if name not in params]
     if missing:
         raise ValueError(
