@@ -45,6 +45,11 @@ QK-norm with :class:`RMSNorm` (Qwen3, OLMo 2), softcapping and its own ``scale``
 (Gemma 2), attention sinks (gpt-oss), an output gate (Qwen3-Next), and Gemma 4's value
 norm and keys used as values; :func:`attend` takes the cap and the sinks.
 
+**Part IV, attention that does not look at every key.** :func:`linear_attention`
+replaces the softmax by a feature map, so the past fits in a fixed-size state, in a
+parallel and a recurrent form; :func:`gated_delta_rule` writes to that state with the
+delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -72,6 +77,7 @@ True
 from attention._version import __version__ as __version__
 from attention._version import check_version
 from attention.causal import CausalAttention
+from attention.delta import gated_delta_rule
 from attention.data import (
     INPUTS,
     SENTENCE,
@@ -84,6 +90,7 @@ from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
+from attention.linear import linear_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
@@ -130,9 +137,11 @@ __all__ = [
     "check_version",
     "chunked_mask",
     "context_vectors",
+    "gated_delta_rule",
     "grouped_query_attention",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
+    "linear_attention",
     "padding_mask",
     "rope_frequencies",
     "scaled_dot_product_weights",
