@@ -93,10 +93,10 @@ def _check(
                 f"{_OWNER}: {name} must have shape {gate_layout} = "
                 f"{(batch, tokens, heads_v)} (one per value head), got {tuple(x.shape)}"
             )
-    if g.numel() and not bool((g <= 0).all()):
+    if g.numel() and not bool((torch.isfinite(g) & (g <= 0)).all()):
         raise ValueError(
-            f"{_OWNER}: g must be <= 0 (it is the log of the decay exp(g) in (0, 1]), "
-            f"got a maximum of {g.max().item():.4g}"
+            f"{_OWNER}: g must be finite and <= 0 (it is the log of the decay exp(g) in "
+            f"(0, 1]), got values from {g.min().item():.4g} to {g.max().item():.4g}"
         )
     if beta.numel() and not bool(((beta >= 0) & (beta <= 1)).all()):
         raise ValueError(
@@ -146,8 +146,8 @@ def gated_delta_rule(
         ``h * r .. h * r + r - 1`` with ``r = heads_v // heads_k``, as
         ``repeat_interleave`` (and ``transformers``) does.
     g : torch.Tensor
-        The log decay, ``(batch, tokens, heads_v)``, every entry ``≤ 0``: the state is
-        multiplied by ``exp(g_t)`` before token ``t`` writes.
+        The log decay, ``(batch, tokens, heads_v)``, every entry finite and ``≤ 0``: the
+        state is multiplied by ``exp(g_t)`` before token ``t`` writes.
     beta : torch.Tensor
         The write strength, ``(batch, tokens, heads_v)``, in ``[0, 1]``.
     initial_state : torch.Tensor or None
