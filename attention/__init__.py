@@ -77,7 +77,6 @@ True
 from attention._version import __version__ as __version__
 from attention._version import check_version
 from attention.causal import CausalAttention
-from attention.delta import gated_delta_rule
 from attention.data import (
     INPUTS,
     SENTENCE,
@@ -86,6 +85,7 @@ from attention.data import (
     SWITCH_TOKENS,
     TOKENS,
 )
+from attention.delta import gated_delta_rule
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token

@@ -198,7 +198,7 @@ def gated_delta_rule(
     chunk = _check(q, k, v, g, beta, initial_state, chunk_size)
     dtype = q.dtype
     work = torch.promote_types(dtype, torch.float32)  # half precision runs in float32
-    batch, tokens, heads_k, dim_k = k.shape
+    batch, _, heads_k, dim_k = k.shape
     heads_v, dim_v = v.shape[2], v.shape[3]
 
     # Give every value head its q/k head, then put the heads first:
@@ -262,7 +262,7 @@ def _chunked(
     ``o_t = e^{γ_t} S_0ᵀ q_t + Σ_{s ≤ t} e^{γ_t − γ_s} (q_t · k_s) u_s`` and
     ``S_C = e^{γ_C} S_0 + Σ_s e^{γ_C − γ_s} k_s u_sᵀ``.
     """
-    batch, heads, tokens, dim_k = k.shape
+    batch, heads, tokens, _ = k.shape
     dim_v = v.shape[-1]
     # Pad the tail to whole chunks with tokens that neither decay (g = 0) nor write (β = 0).
     pad = -tokens % chunk

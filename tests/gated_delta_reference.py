@@ -11,8 +11,8 @@ the names end in ``_float64``. The tests compare the package with these copies a
 Issue 24 asks for these copies to be kept in the tests.
 """
 
-# ruff: noqa: E501, RUF005, B905
-# The copied lines keep transformers' layout (line length 119).
+# ruff: noqa: E501
+# The copied lines keep transformers' layout (line length 119): not reformatted.
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from transformers.utils.import_utils import is_torchdynamo_exporting
 
 
+# fmt: off
 def l2norm(x: torch.Tensor, dim: int = -1, eps: float = 1e-6):
     """This function is intended to align with the l2norm implementation in the FLA library."""
     inv_norm = torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)

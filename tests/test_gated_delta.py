@@ -342,7 +342,8 @@ def test_errors():
     with expect(name + "beta must be in [0, 1]"):
         call(beta=-args["beta"])
     with expect(name + "heads_v must be a multiple of heads_k"):
-        call(q=args["q"][:, :, :1].expand(-1, -1, 3, -1), k=args["k"][:, :, :1].expand(-1, -1, 3, -1))
+        three_heads = args["k"][:, :, :1].expand(-1, -1, 3, -1)  # 4 value heads
+        call(q=three_heads, k=three_heads)
     with expect(name + "chunk_size must be at least 1 (or None), got 0"):
         call(chunk_size=0)
     with expect(name + "chunk_size must be None or an integer, got 2.5"):
