@@ -48,7 +48,9 @@ norm and keys used as values; :func:`attend` takes the cap and the sinks.
 **Part IV, attention that does not look at every key.** :func:`linear_attention`
 replaces the softmax by a feature map, so the past fits in a fixed-size state, in a
 parallel and a recurrent form; :func:`gated_delta_rule` writes to that state with the
-delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks.
+delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks;
+:class:`GatedDeltaNet` is Qwen3-Next's whole layer, decoding with a fixed-size
+:class:`GatedDeltaNetCache`.
 
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
@@ -85,7 +87,7 @@ from attention.data import (
     SWITCH_TOKENS,
     TOKENS,
 )
-from attention.delta import gated_delta_rule
+from attention.delta import GatedDeltaNet, GatedDeltaNetCache, gated_delta_rule
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
@@ -118,6 +120,8 @@ __all__ = [
     "SWITCH_TOKENS",
     "TOKENS",
     "CausalAttention",
+    "GatedDeltaNet",
+    "GatedDeltaNetCache",
     "GroupedQueryAttention",
     "Head",
     "KVCache",

@@ -23,12 +23,13 @@ chunk to chunk). The two agree with ``transformers``' pure-PyTorch fallbacks,
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
 
 from attention import _checks
+from attention.norms import RMSNorm
 
-__all__ = ["gated_delta_rule"]
+__all__ = ["GatedDeltaNet", "GatedDeltaNetCache", "gated_delta_rule"]
 
 _OWNER = "gated_delta_rule"
 #: Added to the squared norm before the inverse square root, as transformers' ``l2norm``.
@@ -299,3 +300,217 @@ def _chunked(
         state = chunk_decay[:, :, c, None, None] * state + k_to_end[:, :, c].mT @ written
     out = out.reshape(batch, heads, n * chunk, dim_v)[:, :, :tokens]
     return out, state
+
+
+class GatedDeltaNetCache:
+    """What a :class:`GatedDeltaNet` layer keeps between decoding steps: two fixed-size states.
+
+    Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
+    short convolution needs the last ``conv_size - 1`` inputs it convolved, and the
+    delta rule needs its state.
+
+    Attributes
+    ----------
+    conv_state : torch.Tensor or None
+        ``(batch, channels, conv_size - 1)``: the last inputs of the convolution, the
+        queries', keys' and values' channels side by side (zeros before the first
+        token). ``None`` until the first forward pass.
+    recurrent_state : torch.Tensor or None
+        ``(batch, heads_v, dim_k, dim_v)``, the delta rule's state. ``None`` until the
+        first forward pass.
+    seen_tokens : int
+        How many tokens went through the layer with this cache.
+
+    Examples
+    --------
+    >>> import torch
+    >>> layer = GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4,
+    ...                       value_head_dim=3)
+    >>> cache = GatedDeltaNetCache()
+    >>> _ = layer(torch.randn(1, 5, 8), cache)
+    >>> cache.seen_tokens, tuple(cache.conv_state.shape), tuple(cache.recurrent_state.shape)
+    (5, (1, 14, 3), (1, 2, 4, 3))
+    >>> _ = layer(torch.randn(1, 1, 8), cache)  # one more token: the same sizes
+    >>> cache.seen_tokens, cache.nbytes
+    (6, 264)
+    """
+
+    def __init__(self) -> None:
+        self.conv_state: torch.Tensor | None = None
+        self.recurrent_state: torch.Tensor | None = None
+        self.seen_tokens = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the two states (0 before the first forward pass)."""
+        states = (self.conv_state, self.recurrent_state)
+        return sum(s.numel() * s.element_size() for s in states if s is not None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seen_tokens={self.seen_tokens}, nbytes={self.nbytes})"
+
+
+class GatedDeltaNet(nn.Module):
+    """Qwen3-Next's Gated DeltaNet layer: projections, a short convolution, gates, the delta rule.
+
+    For an input ``x`` of shape ``(batch, tokens, d_in)``:
+
+    1. project ``x`` to queries and keys (``num_key_heads × key_head_dim`` each),
+       values and the output gate ``z`` (``num_value_heads × value_head_dim`` each),
+       and per value head the write strength's and the decay's logits ``b`` and ``a``;
+    2. run a causal depthwise convolution of ``conv_size`` taps over the queries', keys'
+       and values' channels, then SiLU (each token sees the last few tokens directly);
+    3. ``beta = sigmoid(b)`` and ``g = −exp(A_log) · softplus(a + dt_bias)`` (Mamba-2's
+       discretised decay, ``g ≤ 0``);
+    4. :func:`gated_delta_rule` (chunked for several tokens, token by token to decode);
+    5. per value head, the gated RMSNorm ``RMSNorm(o) · weight · silu(z)``;
+    6. the output projection back to ``d_in``.
+
+    Parameters
+    ----------
+    d_in : int
+        Width of the input and the output (``hidden_size``).
+    num_key_heads, num_value_heads : int
+        Heads of the queries and keys, and of the values; ``num_value_heads`` is a
+        multiple of ``num_key_heads`` (Qwen3-Next: 16 and 32).
+    key_head_dim, value_head_dim : int
+        Qwen3-Next: 128 and 128.
+    conv_size : int
+        Taps of the causal convolution (``linear_conv_kernel_dim``, 4).
+    eps : float
+        The gated RMSNorm's epsilon (``rms_norm_eps``).
+    chunk_size : int
+        The chunk size of :func:`gated_delta_rule` for more than one token (64, as
+        ``transformers``).
+
+    Attributes
+    ----------
+    W_query, W_key, W_value, W_gate : nn.Linear
+        No bias. ``W_gate`` gives ``z``, the gate of the output norm.
+    W_beta, W_decay : nn.Linear
+        ``d_in → num_value_heads``, no bias: the logits ``b`` and ``a``.
+    conv : nn.Conv1d
+        Depthwise, no bias, over the ``2 · num_key_heads · key_head_dim +
+        num_value_heads · value_head_dim`` channels of the queries, keys and values in
+        that order.
+    A_log, dt_bias : nn.Parameter
+        ``(num_value_heads,)`` each: the decay rate's log and the time step's bias.
+    norm : RMSNorm
+        Over ``value_head_dim``, with its ``weight`` (applied as is, not as ``1 + w``).
+    out_proj : nn.Linear
+        ``num_value_heads · value_head_dim → d_in``, no bias.
+
+    Shapes
+    ------
+    Input ``(batch, tokens, d_in)``; output the same. With a :class:`GatedDeltaNetCache`
+    the layer continues from the cache's states and updates them in place.
+
+    Examples
+    --------
+    Decoding one token at a time with the cache gives the outputs of one pass:
+
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> layer = GatedDeltaNet(8, num_key_heads=2, num_value_heads=4, key_head_dim=4,
+    ...                       value_head_dim=3)
+    >>> x = torch.randn(1, 6, 8)
+    >>> full = layer(x)
+    >>> cache = GatedDeltaNetCache()
+    >>> steps = torch.cat([layer(x[:, :4], cache)] + [layer(x[:, t:t + 1], cache)
+    ...                                                for t in (4, 5)], dim=1)
+    >>> full.shape, torch.allclose(full, steps, atol=1e-6)
+    (torch.Size([1, 6, 8]), True)
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        num_key_heads: int,
+        num_value_heads: int,
+        key_head_dim: int,
+        value_head_dim: int,
+        *,
+        conv_size: int = 4,
+        eps: float = 1e-6,
+        chunk_size: int = 64,
+    ):
+        super().__init__()
+        _checks.sizes(
+            self,
+            d_in=d_in,
+            num_key_heads=num_key_heads,
+            num_value_heads=num_value_heads,
+            key_head_dim=key_head_dim,
+            value_head_dim=value_head_dim,
+            conv_size=conv_size,
+            chunk_size=chunk_size,
+        )
+        if self.num_value_heads % self.num_key_heads:
+            raise ValueError(
+                f"GatedDeltaNet: num_value_heads must be a multiple of num_key_heads (each "
+                f"query/key head serves num_value_heads // num_key_heads value heads), got "
+                f"num_value_heads={self.num_value_heads} and num_key_heads={self.num_key_heads}"
+            )
+        key_width = self.num_key_heads * self.key_head_dim
+        value_width = self.num_value_heads * self.value_head_dim
+        self.W_query = nn.Linear(self.d_in, key_width, bias=False)
+        self.W_key = nn.Linear(self.d_in, key_width, bias=False)
+        self.W_value = nn.Linear(self.d_in, value_width, bias=False)
+        self.W_gate = nn.Linear(self.d_in, value_width, bias=False)
+        self.W_beta = nn.Linear(self.d_in, self.num_value_heads, bias=False)
+        self.W_decay = nn.Linear(self.d_in, self.num_value_heads, bias=False)
+        self.channels = 2 * key_width + value_width
+        self.conv = nn.Conv1d(
+            self.channels, self.channels, self.conv_size, groups=self.channels, bias=False
+        )
+        self.dt_bias = nn.Parameter(torch.ones(self.num_value_heads))
+        # Decay rates A in [1, 16), stored as their log, as Mamba-2 initialises them.
+        self.A_log = nn.Parameter(torch.empty(self.num_value_heads).uniform_(1, 16).log())
+        self.norm = RMSNorm(self.value_head_dim, eps)
+        self.out_proj = nn.Linear(value_width, self.d_in, bias=False)
+
+    def forward(self, x: torch.Tensor, cache: GatedDeltaNetCache | None = None) -> torch.Tensor:
+        """Run the layer over ``x``, ``(batch, tokens, d_in)``, continuing ``cache`` if given."""
+        owner = type(self).__name__
+        if cache is not None and not isinstance(cache, GatedDeltaNetCache):
+            raise ValueError(
+                f"{owner}: cache must be a GatedDeltaNetCache or None, got {type(cache).__name__}"
+            )
+        x = _checks.module_input(self, x, d_in=self.d_in)
+        batch, tokens, _ = x.shape
+        held = None if cache is None or cache.conv_state is None else cache.conv_state.shape[0]
+        if held is not None and held != batch:
+            raise ValueError(
+                f"{owner}: the cache holds a batch of {held} sequences, got an input of "
+                f"batch {batch}"
+            )
+        key_width = self.num_key_heads * self.key_head_dim
+
+        # 1. Projections. qkv: (batch, channels, tokens), the layout of Conv1d.
+        qkv = torch.cat([self.W_query(x), self.W_key(x), self.W_value(x)], dim=-1).transpose(1, 2)
+        # 2. Causal depthwise convolution over the previous conv_size - 1 inputs and these.
+        if cache is None or cache.conv_state is None:
+            past = qkv.new_zeros(batch, self.channels, self.conv_size - 1)
+        else:
+            past = cache.conv_state
+        window = torch.cat([past, qkv], dim=-1)  # (batch, channels, conv_size - 1 + tokens)
+        qkv = F.silu(self.conv(window)).transpose(1, 2)  # (batch, tokens, channels)
+        q, k, v = qkv.split([key_width, key_width, qkv.shape[-1] - 2 * key_width], dim=-1)
+        q = q.unflatten(-1, (self.num_key_heads, self.key_head_dim))
+        k = k.unflatten(-1, (self.num_key_heads, self.key_head_dim))
+        v = v.unflatten(-1, (self.num_value_heads, self.value_head_dim))
+        # 3. Gates, per value head: (batch, tokens, num_value_heads).
+        beta = torch.sigmoid(self.W_beta(x))
+        g = -self.A_log.exp() * F.softplus(self.W_decay(x) + self.dt_bias)
+        # 4. The delta rule, from the cached state.
+        state = None if cache is None else cache.recurrent_state
+        chunk = None if tokens == 1 else self.chunk_size
+        out, state = gated_delta_rule(q, k, v, g, beta, state, chunk_size=chunk)
+        if cache is not None:
+            cache.conv_state = window[..., window.shape[-1] - (self.conv_size - 1) :]
+            cache.recurrent_state = state
+            cache.seen_tokens += tokens
+        # 5. Gated RMSNorm per value head, 6. back to d_in.
+        z = self.W_gate(x).unflatten(-1, (self.num_value_heads, self.value_head_dim))
+        out = self.norm(out) * F.silu(z)  # (batch, tokens, num_value_heads, value_head_dim)
+        return self.out_proj(out.flatten(-2))

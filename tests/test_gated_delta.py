@@ -15,6 +15,10 @@ value heads over q/k heads against explicitly repeated heads.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from unittest import mock
+
 import pytest
 import torch
 from gated_delta_reference import (
@@ -25,12 +29,17 @@ from helpers import F64, expect
 from hf_models import EXACT, FLOAT32_STEP
 from hypothesis import given
 from hypothesis import strategies as st
+from torch import nn
+from torch.nn import functional as F
+from transformers import DynamicCache, Qwen3NextConfig
+from transformers.models.qwen3_next import modeling_qwen3_next
 from transformers.models.qwen3_next.modeling_qwen3_next import (
+    Qwen3NextGatedDeltaNet,
     torch_chunk_gated_delta_rule,
     torch_recurrent_gated_delta_rule,
 )
 
-from attention import gated_delta_rule
+from attention import GatedDeltaNet, GatedDeltaNetCache, KVCache, gated_delta_rule
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -364,3 +373,215 @@ def test_errors():
         call(k=args["k"].long())
     with expect(name + "beta must be a torch.Tensor, got float"):
         call(beta=0.5)
+
+
+# --- the layer: GatedDeltaNet against Qwen3NextGatedDeltaNet --------------------------------
+
+LAYER = {
+    "d_in": 12,
+    "num_key_heads": 2,
+    "num_value_heads": 4,
+    "key_head_dim": 5,
+    "value_head_dim": 3,
+    "conv_size": 4,
+    "eps": 1e-6,
+}
+
+
+def make_layer(dtype: torch.dtype = F64, seed: int = 0, **overrides) -> GatedDeltaNet:
+    """A GatedDeltaNet with every weight random (the norm's and dt_bias too)."""
+    torch.manual_seed(seed)
+    layer = GatedDeltaNet(**(LAYER | overrides)).to(dtype)
+    with torch.no_grad():
+        layer.norm.weight.uniform_(0.5, 1.5)
+        layer.dt_bias.normal_()
+        layer.conv.weight.mul_(3.0)
+    return layer
+
+
+class Float64GatedNorm(nn.Module):
+    """Qwen3NextRMSNormGated's formula without its casts to float32, with its weight."""
+
+    def __init__(self, theirs: nn.Module):
+        super().__init__()
+        self.weight, self.eps = theirs.weight, theirs.variance_epsilon
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x * F.silu(gate)
+
+
+def qwen3_next_layer(ours: GatedDeltaNet) -> tuple[nn.Module, Qwen3NextConfig]:
+    """Qwen3NextGatedDeltaNet (layer 0 of one linear-attention layer) with ``ours``' weights.
+
+    Its fused projections group the heads: for each q/k head, the rows of in_proj_qkvz
+    are that head's query, key, then its value heads' values and gates; the rows of
+    in_proj_ba are its value heads' b, then their a.
+    """
+    config = Qwen3NextConfig(
+        hidden_size=ours.d_in,
+        linear_num_key_heads=ours.num_key_heads,
+        linear_num_value_heads=ours.num_value_heads,
+        linear_key_head_dim=ours.key_head_dim,
+        linear_value_head_dim=ours.value_head_dim,
+        linear_conv_kernel_dim=ours.conv_size,
+        rms_norm_eps=ours.norm.eps,
+        hidden_act="silu",
+        num_hidden_layers=1,
+        layer_types=["linear_attention"],
+    )
+    dtype = ours.W_query.weight.dtype
+    theirs = Qwen3NextGatedDeltaNet(config, layer_idx=0).to(dtype)
+    dk, dv = ours.key_head_dim, ours.value_head_dim
+    group = ours.num_value_heads // ours.num_key_heads
+    qkvz, ba = [], []
+    for h in range(ours.num_key_heads):
+        values = slice(h * group * dv, (h + 1) * group * dv)
+        heads = slice(h * group, (h + 1) * group)
+        qkvz += [
+            ours.W_query.weight[h * dk : (h + 1) * dk],
+            ours.W_key.weight[h * dk : (h + 1) * dk],
+            ours.W_value.weight[values],
+            ours.W_gate.weight[values],
+        ]
+        ba += [ours.W_beta.weight[heads], ours.W_decay.weight[heads]]
+    with torch.no_grad():
+        theirs.in_proj_qkvz.weight.copy_(torch.cat(qkvz))
+        theirs.in_proj_ba.weight.copy_(torch.cat(ba))
+        theirs.conv1d.weight.copy_(ours.conv.weight)
+        theirs.dt_bias.copy_(ours.dt_bias)
+        theirs.A_log.copy_(ours.A_log)
+        theirs.norm.weight.copy_(ours.norm.weight)
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+    return theirs, config
+
+
+@contextlib.contextmanager
+def float64_qwen3_next(theirs: nn.Module) -> Iterator[None]:
+    """Within the block, Qwen3NextGatedDeltaNet computes in float64 where it casts to float32.
+
+    Its two delta-rule functions become the float64 copies, its gated norm
+    :class:`Float64GatedNorm`, and ``Tensor.float()`` (with which it computes the decay
+    ``g`` from ``A_log`` and ``a``) leaves a float64 tensor float64.
+    """
+    original_norm = theirs.norm
+    theirs.norm = Float64GatedNorm(original_norm)
+    original_float = torch.Tensor.float
+
+    def keep_float64(x, *args, **kwargs):
+        return x if x.dtype == torch.float64 else original_float(x, *args, **kwargs)
+
+    try:
+        with (
+            mock.patch.object(
+                modeling_qwen3_next,
+                "torch_chunk_gated_delta_rule",
+                torch_chunk_gated_delta_rule_float64,
+            ),
+            mock.patch.object(
+                modeling_qwen3_next,
+                "torch_recurrent_gated_delta_rule",
+                torch_recurrent_gated_delta_rule_float64,
+            ),
+            mock.patch.object(torch.Tensor, "float", keep_float64),
+        ):
+            yield
+    finally:
+        theirs.norm = original_norm
+
+
+def layer_input(tokens: int, dtype: torch.dtype = F64, batch: int = 2, seed: int = 1):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, tokens, LAYER["d_in"], dtype=F64, generator=gen).to(dtype)
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 70], ids=["one", "shorter-than-conv", "two-chunks"])
+def test_layer_prefill_equals_qwen3_next_in_float64(tokens):
+    ours = make_layer()
+    theirs, _ = qwen3_next_layer(ours)
+    x = layer_input(tokens)
+    with float64_qwen3_next(theirs), torch.no_grad():
+        expected = theirs(x)
+    torch.testing.assert_close(ours(x), expected, **EXACT)
+
+
+def test_layer_prefill_equals_qwen3_next_as_shipped():
+    ours = make_layer(torch.float32)
+    theirs, _ = qwen3_next_layer(ours)
+    x = layer_input(9, torch.float32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), **FLOAT32_STEP)
+
+
+def decode_both(ours, theirs, config, x, prefill):
+    """Prefill ``prefill`` tokens, then one token at a time, with both layers' caches."""
+    cache, their_cache = GatedDeltaNetCache(), DynamicCache(config=config)
+    outputs, expected = [ours(x[:, :prefill], cache)], [theirs(x[:, :prefill], their_cache)]
+    for t in range(prefill, x.shape[1]):
+        outputs.append(ours(x[:, t : t + 1], cache))
+        expected.append(theirs(x[:, t : t + 1], their_cache))
+    return torch.cat(outputs, dim=1), torch.cat(expected, dim=1), cache, their_cache
+
+
+@pytest.mark.parametrize("prefill", [2, 6], ids=["prefill-2", "prefill-6"])
+def test_layer_decoding_equals_qwen3_next_in_float64(prefill):
+    ours = make_layer(seed=3)
+    theirs, config = qwen3_next_layer(ours)
+    x = layer_input(10, seed=4)
+    with float64_qwen3_next(theirs), torch.no_grad():
+        out, expected, cache, their_cache = decode_both(ours, theirs, config, x, prefill)
+    torch.testing.assert_close(out, expected, **EXACT)
+    torch.testing.assert_close(cache.recurrent_state, their_cache.get_recurrent_state(0), **EXACT)
+    # Theirs keeps conv_size inputs, ours the conv_size - 1 the next step needs.
+    torch.testing.assert_close(cache.conv_state, their_cache.get_conv_state(0)[..., 1:], **EXACT)
+    assert cache.seen_tokens == 10
+
+
+def test_layer_decoding_equals_qwen3_next_as_shipped():
+    ours = make_layer(torch.float32, seed=5)
+    theirs, config = qwen3_next_layer(ours)
+    x = layer_input(8, torch.float32, seed=6)
+    with torch.no_grad():
+        out, expected, _, _ = decode_both(ours, theirs, config, x, prefill=5)
+    torch.testing.assert_close(out, expected, **FLOAT32_STEP)
+
+
+@given(tokens=st.integers(1, 9), cut=st.integers(0, 9), chunk_size=st.integers(1, 5))
+def test_layer_with_a_cache_continues_where_it_left_off(tokens, cut, chunk_size):
+    """Any split of the input, the second part from the first's cache, equals one pass."""
+    cut = min(cut, tokens)
+    layer = make_layer(seed=7, chunk_size=chunk_size)
+    x = layer_input(tokens, seed=8)
+    cache = GatedDeltaNetCache()
+    parts = [layer(part, cache) for part in (x[:, :cut], x[:, cut:]) if part.shape[1]]
+    with torch.no_grad():
+        torch.testing.assert_close(torch.cat(parts, dim=1), layer(x), **EXACT)
+    assert cache.seen_tokens == tokens
+
+
+def test_layer_cache_does_not_grow():
+    layer = make_layer()
+    cache = GatedDeltaNetCache()
+    layer(layer_input(5), cache)
+    size = cache.nbytes
+    for _ in range(3):
+        layer(layer_input(1), cache)
+    channels = 2 * 2 * 5 + 4 * 3  # queries, keys (2 heads of 5), values (4 heads of 3)
+    conv, state = channels * (4 - 1), 4 * 5 * 3  # conv_size - 1 inputs; heads_v·dim_k·dim_v
+    assert cache.nbytes == size == 8 * 2 * (conv + state)  # float64, batch 2
+
+
+def test_layer_errors():
+    with expect("GatedDeltaNet: num_value_heads must be a multiple of num_key_heads"):
+        GatedDeltaNet(8, 2, 3, 4, 4)
+    with expect("GatedDeltaNet: conv_size must be at least 1, got 0"):
+        GatedDeltaNet(8, 1, 1, 4, 4, conv_size=0)
+    layer = make_layer()
+    with expect("GatedDeltaNet: cache must be a GatedDeltaNetCache or None, got KVCache"):
+        layer(layer_input(2), KVCache())
+    with expect("GatedDeltaNet: expected the last dimension of the input to be d_in=12"):
+        layer(torch.randn(1, 2, 5, dtype=F64))
+    cache = GatedDeltaNetCache()
+    layer(layer_input(2), cache)
+    with expect("GatedDeltaNet: the cache holds a batch of 2 sequences, got an input of batch 1"):
+        layer(layer_input(1, batch=1), cache)
