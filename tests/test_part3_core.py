@@ -131,13 +131,15 @@ def test_qk_norm_per_head_and_over_the_projection_differ_with_more_than_one_head
     layout=gqa_layouts(even_head_dim=True),
     query_pre_attn_scalar=st.sampled_from([1, 7, 168]),
     softcap=st.floats(0.05, 5.0),
+    window=st.one_of(st.none(), st.integers(1, 4)),
 )
-def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar, softcap):
+def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar, softcap, window):
+    """Global layers, and sliding ones (Gemma 2 alternates them)."""
     scale = query_pre_attn_scalar**-0.5
-    gqa = make_gqa(layout, rope_base=BASE, scale=scale, softcap=softcap)
+    gqa = make_gqa(layout, rope_base=BASE, scale=scale, softcap=softcap, window=window)
     theirs = gemma2_attention(gqa, query_pre_attn_scalar)
     x = layout_input(layout)
-    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), additive_causal(x.shape[1])
+    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), additive_causal(x.shape[1], window)
     with float64_softmax():
         out, weights = theirs(x, cos_sin, mask)
     torch.testing.assert_close(gqa(x), out, **EXACT)
