@@ -13,7 +13,7 @@ head, with ``S`` of shape ``(dim_k, dim_v)``::
     o_t = Sᵀ q_t                          read
 
 that is ``S_t = α_t (I − β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ``. Qwen3-Next and Qwen3.5
-use it in three layers out of four. :func:`gated_delta_rule` computes it token by token
+use it in three layers out of four. :func:`~attention.gated_delta_rule` computes it token by token
 (``chunk_size=None``) or in chunks (the WY / UT-transform form that hardware prefers: a
 triangular solve and matrix products inside each chunk, and the recurrence only from
 chunk to chunk). The two agree with ``transformers``' pure-PyTorch fallbacks,
@@ -63,7 +63,7 @@ def _check(
     initial_state: object,
     chunk_size: object,
 ) -> int | None:
-    """Check every argument of :func:`gated_delta_rule`; return the chunk size (or None)."""
+    """Check every argument of :func:`~attention.gated_delta_rule`; return the chunk size (or None)."""
     qk_layout = "(batch, tokens, heads_k, dim_k)"
     gate_layout = "(batch, tokens, heads_v)"
     _tensor("q", q, 4, qk_layout)
@@ -227,7 +227,7 @@ def gated_delta_rule(
 def _recurrent(
     q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor
 ) -> tuple[Tensor, Tensor]:
-    """Token by token. Shapes as in :func:`gated_delta_rule` after its transposes."""
+    """Token by token. Shapes as in :func:`~attention.gated_delta_rule` after its transposes."""
     outputs = []
     for t in range(q.shape[2]):
         q_t, k_t, v_t = q[:, :, t], k[:, :, t], v[:, :, t]  # (batch, heads_v, dim)
@@ -303,7 +303,7 @@ def _chunked(
 
 
 class GatedDeltaNetCache:
-    """What a :class:`GatedDeltaNet` layer keeps between decoding steps: two fixed-size states.
+    """What a :class:`~attention.GatedDeltaNet` layer keeps between decoding steps: two fixed-size states.
 
     Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
     short convolution needs the last ``conv_size - 1`` inputs it convolved, and the
@@ -362,7 +362,7 @@ class GatedDeltaNet(nn.Module):
        and values' channels, then SiLU (each token sees the last few tokens directly);
     3. ``beta = sigmoid(b)`` and ``g = −exp(A_log) · softplus(a + dt_bias)`` (Mamba-2's
        discretised decay, ``g ≤ 0``);
-    4. :func:`gated_delta_rule` (chunked for several tokens, token by token to decode);
+    4. :func:`~attention.gated_delta_rule` (chunked for several tokens, token by token to decode);
     5. per value head, the gated RMSNorm ``RMSNorm(o) · weight · silu(z)``;
     6. the output projection back to ``d_in``.
 
@@ -380,7 +380,7 @@ class GatedDeltaNet(nn.Module):
     eps : float
         The gated RMSNorm's epsilon (``rms_norm_eps``).
     chunk_size : int
-        The chunk size of :func:`gated_delta_rule` for more than one token (64, as
+        The chunk size of :func:`~attention.gated_delta_rule` for more than one token (64, as
         ``transformers``).
 
     Attributes
@@ -402,7 +402,7 @@ class GatedDeltaNet(nn.Module):
 
     Shapes
     ------
-    Input ``(batch, tokens, d_in)``; output the same. With a :class:`GatedDeltaNetCache`
+    Input ``(batch, tokens, d_in)``; output the same. With a :class:`~attention.GatedDeltaNetCache`
     the layer continues from the cache's states and updates them in place.
 
     Examples

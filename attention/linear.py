@@ -10,7 +10,7 @@ the keys can be taken first:
 ``z_i = Σ_{j ≤ i} φ(k_j)``.
 
 ``S_i`` (``dim_φ × dim_v``) and ``z_i`` (``dim_φ``) do not grow with the number of
-tokens: they are the state that replaces the KV cache. :func:`linear_attention`
+tokens: they are the state that replaces the KV cache. :func:`~attention.linear_attention`
 computes the same numbers two ways: ``form="parallel"`` builds the ``T × T`` matrix of
 ``φ(q_i) · φ(k_j)``, masks it and normalises its rows (as softmax attention does), and
 ``form="recurrent"`` walks the tokens, adding ``φ(k_j) v_jᵀ`` to the state.
@@ -35,7 +35,7 @@ def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check_inputs(q: object, k: object, v: object, causal: object, form: object) -> None:
-    """Raise a ValueError naming the argument for anything :func:`linear_attention` cannot take."""
+    """Raise a ValueError naming the argument for anything :func:`~attention.linear_attention` cannot take."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"{_OWNER}: {name} must be a torch.Tensor, got {type(x).__name__}")
