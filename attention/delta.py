@@ -63,7 +63,7 @@ def _check(
     initial_state: object,
     chunk_size: object,
 ) -> int | None:
-    """Check every argument of :func:`~attention.gated_delta_rule`; return the chunk size (or None)."""
+    """Check the arguments of :func:`~attention.gated_delta_rule`; return the chunk size or None."""
     qk_layout = "(batch, tokens, heads_k, dim_k)"
     gate_layout = "(batch, tokens, heads_v)"
     _tensor("q", q, 4, qk_layout)
@@ -303,7 +303,7 @@ def _chunked(
 
 
 class GatedDeltaNetCache:
-    """What a :class:`~attention.GatedDeltaNet` layer keeps between decoding steps: two fixed-size states.
+    """What a :class:`~attention.GatedDeltaNet` keeps between decoding steps: two fixed-size states.
 
     Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
     short convolution needs the last ``conv_size - 1`` inputs it convolved, and the
