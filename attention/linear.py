@@ -35,7 +35,7 @@ def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check_inputs(q: object, k: object, v: object, causal: object, form: object) -> None:
-    """Raise a ValueError naming the argument for anything :func:`~attention.linear_attention` cannot take."""
+    """Raise a ValueError, naming the argument, for inputs linear_attention cannot take."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"{_OWNER}: {name} must be a torch.Tensor, got {type(x).__name__}")
