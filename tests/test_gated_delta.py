@@ -11,6 +11,11 @@ Independent of transformers: the chunked form against the recurrence for chunk s
 that divide the length and ones that do not; splitting a sequence and carrying the
 state; ``g = 0, beta = 1`` against the plain delta rule written here; the grouping of
 value heads over q/k heads against explicitly repeated heads.
+
+The layer, :class:`GatedDeltaNet`, against ``Qwen3NextGatedDeltaNet`` with the same
+weights: prefill, and prefill then one-token steps with each side's cache; at
+``EXACT`` in float64 with its float32 steps run in float64 inside the test
+(:func:`float64_qwen3_next`), and at ``FLOAT32_STEP`` as shipped, in float32.
 """
 
 from __future__ import annotations
