@@ -20,6 +20,19 @@ trained on 8,192 tokens.
 131072
 >>> MODELS["Mistral 7B"].kv_cache_bytes(100_000) / 2**30  # its window caps the cache
 0.5
+
+The hybrids of Part IV keep keys and values in a few layers only, and a state of fixed
+size in the others:
+
+>>> qwen = MODELS["Qwen3.5 397B-A17B"]
+>>> qwen.layer_types[:4]
+('linear_attention', 'linear_attention', 'linear_attention', 'full_attention')
+>>> qwen.kv_bytes_per_token()  # 15 full-attention layers: 15 * 2 * 2 heads * 256 * 2 bytes
+30720
+>>> qwen.state_bytes() // 2**20  # MiB of Gated DeltaNet state per sequence, at any length
+184
+>>> MODELS["DeepSeek-V3.2"].indexer_bytes_per_token()  # 61 layers * 128 * 2 bytes
+15616
 """
 
 from __future__ import annotations
