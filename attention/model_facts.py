@@ -288,26 +288,22 @@ class ModelFacts:
             )
         self._check_hybrid_layout()
         linear = [getattr(self, name) for name in LINEAR_SIZES]
-        if (self.linear_attention is None) != all(size is None for size in linear) or (
-            self.linear_attention is not None and None in linear
-        ):
+        hybrid = self.linear_attention is not None
+        if any((size is None) == hybrid for size in linear):  # all given, or none
             raise ValueError(
                 f"ModelFacts {self.name!r}: a model with linear-attention layers gives all "
                 f"of {', '.join(LINEAR_SIZES)}, and only such a model (got "
                 f"linear_attention={self.linear_attention!r}, sizes {linear})"
             )
-        if self.linear_attention is not None and (
-            self.linear_num_value_heads % self.linear_num_key_heads
-        ):
+        if hybrid and self.linear_num_value_heads % self.linear_num_key_heads:
             raise ValueError(
                 f"ModelFacts {self.name!r}: linear_num_value_heads must be a multiple of "
                 f"linear_num_key_heads (got {self.linear_num_value_heads} and "
                 f"{self.linear_num_key_heads})"
             )
         indexer = [getattr(self, name) for name in INDEXER_SIZES]
-        if None in indexer and indexer != [None] * len(indexer) or (
-            indexer[0] is not None and self.kv_lora_rank is None
-        ):
+        given = {size is not None for size in indexer}
+        if len(given) > 1 or (True in given and self.kv_lora_rank is None):
             raise ValueError(
                 f"ModelFacts {self.name!r}: a lightning indexer gives all of "
                 f"{', '.join(INDEXER_SIZES)} and selects keys for latent attention "
@@ -324,9 +320,7 @@ class ModelFacts:
                 f"of a linear-attention hybrid, in place of global_every (got "
                 f"global_every={self.global_every}, linear_attention={self.linear_attention!r})"
             )
-        if list(layers) != sorted(set(layers)) or not all(
-            0 <= i < self.layers for i in layers
-        ):
+        if list(layers) != sorted(set(layers)) or not all(0 <= i < self.layers for i in layers):
             raise ValueError(
                 f"ModelFacts {self.name!r}: full_attention_layers must be increasing layer "
                 f"indices from 0 to {self.layers - 1} (got {layers})"
@@ -456,7 +450,6 @@ class ModelFacts:
                 self.layer_types, self.layer_kv_bytes_per_token(dtype), strict=True
             )
         )
-
 
     def layer_state_bytes(
         self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32

@@ -247,7 +247,7 @@ def test_a_model_facts_entry_rejects_what_it_cannot_mean() -> None:
         ModelFacts(**base, num_global_kv_heads=1)
     with pytest.raises(ValueError, match=r"num_kv_shared_layers < layers \(got 4 of 4\)"):
         ModelFacts(**base, num_kv_shared_layers=4)
-    with pytest.raises(ValueError, match="positions must be one of .*got 'alibi'"):
+    with pytest.raises(ValueError, match=r"positions must be one of .*got 'alibi'"):
         ModelFacts(**base, positions="alibi")
     linear = dict(
         linear_attention="Gated DeltaNet",
@@ -624,9 +624,7 @@ def test_transformers_caches_the_latent_and_the_indexer_keys_of_deepseek_v32() -
     def call(attention, hidden, seen):
         positions = torch.arange(seen, seen + hidden.shape[1])[None]
         mask = torch.arange(seen + hidden.shape[1]) <= positions[0, :, None]
-        attention(
-            hidden, rope(hidden, positions), mask[None, None], cache, position_ids=positions
-        )
+        attention(hidden, rope(hidden, positions), mask[None, None], cache, position_ids=positions)
 
     _run_in_cache(DeepseekV32Attention(config, 0), [5, 1], call)
     kept = cache.layers[0]
