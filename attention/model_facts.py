@@ -1021,7 +1021,8 @@ _ENTRIES = (
         checkpoint="deepseek-ai/DeepSeek-V3.2",
         year=2025,
         source=_hf("deepseek-ai/DeepSeek-V3.2") + " (MLA as DeepSeek-V3; the lightning "
-        "indexer's index_n_heads, index_head_dim and index_topk)",
+        "indexer's index_n_heads, index_head_dim and index_topk; k = 2,048 also in the "
+        "technical report, section 2.1.1)",
         config_class="DeepseekV32Config",
         layers=61,
         hidden_size=7168,
@@ -1029,8 +1030,9 @@ _ENTRIES = (
         num_kv_heads=128,
         max_position_embeddings=163840,
         trained_context=131072,
-        context_source="DeepSeek-AI 2025 (DeepSeek-V3.2-Exp technical report), section 2.1: "
-        "continued training from DeepSeek-V3.1-Terminus, whose context was extended to 128K",
+        context_source="DeepSeek-AI 2025 (DeepSeek-V3.2 technical report), section 2.1.1: "
+        "continued pre-training on sequences of 128K tokens from DeepSeek-V3.1-Terminus, "
+        "whose context length has been extended to 128K",
         rope_theta=10000.0,
         rope_scaling={
             "rope_type": "yarn",
