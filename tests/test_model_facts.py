@@ -281,6 +281,12 @@ def test_the_published_sizes_of_the_caches() -> None:
     assert MODELS["Llama 2 7B"].kv_cache_bytes(4096) == 2 * 2**30  # 2 GiB at 4k
     assert MODELS["Mistral 7B"].kv_cache_bytes(10**6) == 2**29  # capped at 4096 tokens
     assert MODELS["DeepSeek-V3"].kv_bytes_per_token() // MODELS["DeepSeek-V3"].layers == 1152
+    # Kimi Linear's model card: its hybrid cuts the key/value cache "by up to 75%"
+    kimi = MODELS["Kimi Linear"]
+    all_mla = kimi.layers * max(kimi.layer_kv_bytes_per_token())
+    assert 0.7 < 1 - kimi.kv_bytes_per_token() / all_mla <= 0.75
+    # Raschka's LLM architecture gallery: Qwen3.5 397B-A17B keeps 30 KiB per token
+    assert MODELS["Qwen3.5 397B-A17B"].kv_bytes_per_token() == 30 * 1024
 
 
 def test_the_kind_of_attention_and_the_group_size() -> None:
