@@ -102,7 +102,7 @@ class ModelFacts:
         ``(i + 1) % global_every == 0``); the others slide (``sliding_window``, Gemma's
         ``sliding_window_pattern``), are chunked (``attention_chunk_size``) or are not
         attention at all (``linear_attention``). ``None``: every layer is of that local
-        kind.
+        kind, but for the layers ``full_attention_layers`` lists.
     kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim : int or None
         Multi-head latent attention's sizes (DeepSeek).
     query_pre_attn_scalar : int or None
