@@ -633,10 +633,34 @@ def test_transformers_caches_the_latent_and_the_indexer_keys_of_deepseek_v32() -
         attention(hidden, rope(hidden, positions), mask[None, None], cache, position_ids=positions)
 
     _run_in_cache(DeepseekV32Attention(config, 0), [5, 1], call)
-    kept = cache.layers[0]
-    tokens = 6
-    assert _stored_bytes(kept.keys, kept.values) == tokens * facts.kv_bytes_per_token() // 61
-    assert _stored_bytes(kept.indexer_keys) == tokens * facts.indexer_bytes_per_token() // 61
+    kept, tokens = cache.layers[0], 6
+    assert _stored_bytes(kept.keys, kept.values) == tokens * facts.layer_kv_bytes_per_token()[0]
+    indexer_per_layer = facts.indexer_bytes_per_token() // facts.layers
+    assert _stored_bytes(kept.indexer_keys) == tokens * indexer_per_layer
+
+
+def test_transformers_caches_the_latent_of_kimi_linear_s_mla_layers() -> None:
+    """KimiLinearAttention rotates nothing (NoPE), yet caches the shared key of
+    qk_rope_head_dim numbers beside the latent, as the table counts."""
+    from transformers.cache_utils import DynamicCache
+    from transformers.models.kimi_linear.modeling_kimi_linear import KimiLinearAttention
+
+    facts = MODELS["Kimi Linear"]
+    config = released_config(facts)
+    config.hidden_size = SMALL_HIDDEN
+    config.num_attention_heads = config.num_key_value_heads = 2
+    config._attn_implementation = "eager"
+    cache = DynamicCache(config=config)
+    index = facts.layer_types.index(FULL)
+    torch.manual_seed(0)
+
+    def call(attention, hidden, seen):
+        mask = torch.ones(hidden.shape[1], seen + hidden.shape[1], dtype=torch.bool).tril(seen)
+        attention(hidden, mask[None, None], cache)
+
+    _run_in_cache(KimiLinearAttention(config, index), [5, 1], call)
+    kept = cache.layers[index]
+    assert _stored_bytes(kept.keys, kept.values) == 6 * facts.layer_kv_bytes_per_token()[index]
 
 
 def test_llama4_scout_temperature_tuning_is_on_though_the_file_writes_4() -> None:
