@@ -32,8 +32,7 @@ keys = torch.randn(*shape, dim_k)
 values = torch.randn(*shape, dim_v)
 first_key = keys[:, :1].expand_as(keys)  # read the first key at every token
 beta = torch.ones(shape)
-print(f"key size {dim_k}, value size {dim_v}, {later} pairs after the first, "
-      f"{trials} trials")
+print(f"key size {dim_k}, value size {dim_v}, {later} pairs after the first, {trials} trials")
 # Expected output:
 # key size 128, value size 8, 300 pairs after the first, 200 trials
 
@@ -51,16 +50,17 @@ DECAYS = (0.0, -0.001, -0.01, -0.05)
 first_value = values[:, :1, 0]  # (trials, 1, dim_v)
 recall = {}
 for g in DECAYS:
-    out, _ = gated_delta_rule(first_key, keys, values, torch.full(shape, g), beta,
-                              chunk_size=64)
+    out, _ = gated_delta_rule(first_key, keys, values, torch.full(shape, g), beta, chunk_size=64)
     read = out[:, :, 0] * math.sqrt(dim_k)  # (trials, tokens, dim_v)
     fraction = (read * first_value).sum(-1) / first_value.square().sum(-1)
     recall[g] = fraction.mean(0)  # the average over the trials
-rows = [" tokens since " + "".join(f"{f'g = {g}':>12}" for g in DECAYS)
-        + "  (1 - 1/dim_k)^n"]
+rows = [" tokens since " + "".join(f"{f'g = {g}':>12}" for g in DECAYS) + "  (1 - 1/dim_k)^n"]
 for n in (0, 10, 100, 300):
-    rows.append(f"{n:13} " + "".join(f"{recall[g][n].item():12.4f}" for g in DECAYS)
-                + f"{(1 - 1 / dim_k) ** n:18.4f}")
+    rows.append(
+        f"{n:13} "
+        + "".join(f"{recall[g][n].item():12.4f}" for g in DECAYS)
+        + f"{(1 - 1 / dim_k) ** n:18.4f}"
+    )
 print("\n".join(rows))
 # Expected output:
 #  tokens since      g = 0.0  g = -0.001   g = -0.01   g = -0.05  (1 - 1/dim_k)^n
@@ -79,8 +79,12 @@ for g in DECAYS:
     (line,) = ax.plot(n, recall[g], lw=2, label=f"g = {g}")
     if g:
         ax.plot(n, torch.exp(g * n), ls="--", lw=1, color=line.get_color())
-ax.set(xlabel="tokens written since the pair", ylabel="fraction of the value read back",
-       ylim=(-0.05, 1.05), xlim=(0, later))
+ax.set(
+    xlabel="tokens written since the pair",
+    ylabel="fraction of the value read back",
+    ylim=(-0.05, 1.05),
+    xlim=(0, later),
+)
 ax.set_title("Reading the first key back after more writes (dashed: the decay alone)")
 ax.legend()
 plt.show()
