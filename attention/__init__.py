@@ -45,6 +45,10 @@ QK-norm with :class:`RMSNorm` (Qwen3, OLMo 2), softcapping and its own ``scale``
 (Gemma 2), attention sinks (gpt-oss), an output gate (Qwen3-Next), and Gemma 4's value
 norm and keys used as values; :func:`attend` takes the cap and the sinks.
 
+**Part IV, attention that does not look at every key.** :func:`topk_sparse_attention`
+and :class:`LightningIndexer`: DeepSeek-V3.2's sparse attention, each query reading
+only the ``top_k`` keys a small indexer scores highest.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -91,6 +95,7 @@ from attention.norms import RMSNorm
 from attention.rope import apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
+from attention.sparse import LightningIndexer, topk_sparse_attention
 from attention.simple import (
     attention_weights,
     context_vectors,
@@ -115,6 +120,7 @@ __all__ = [
     "Head",
     "KVCache",
     "LatentCache",
+    "LightningIndexer",
     "ModelFacts",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
@@ -142,4 +148,5 @@ __all__ = [
     "sliding_window_mask",
     "softmax_naive",
     "softmax_stable",
+    "topk_sparse_attention",
 ]

@@ -1,0 +1,340 @@
+"""Sparse attention: each query attends to the few keys an indexer picks (DeepSeek-V3.2).
+
+DeepSeek Sparse Attention (DSA) keeps MLA's softmax attention but lets each query read
+only ``top_k`` of the keys it may see (2048 in DeepSeek-V3.2). Which ones is decided by
+a small *lightning indexer*: a few cheap heads score every visible key,
+
+``I[s, t] = sum_h w[s, h] * relu(q[s, h] . k[t] / sqrt(index_head_dim))``,
+
+with one weight per query and head ``w[s, h]`` computed from the query token, and the
+``top_k`` highest scores win. The indexer still looks at every key, so each new token
+costs O(N) indexer work, but with few, small heads; the attention itself costs O(top_k).
+
+* :func:`topk_sparse_attention`: the attention, given the scores.
+* :class:`LightningIndexer`: the scores, as ``transformers``' ``DeepseekV32Indexer``
+  computes them, ``-inf`` where a query may not see a key.
+
+Both align the queries to the end of the keys, as in decoding: with ``num_queries``
+queries and ``num_keys`` keys, query ``i`` is the token at position
+``num_keys - num_queries + i`` and sees the keys up to it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attention import _checks
+from attention.kv_cache import KVCache
+from attention.masks import _causal_mask
+from attention.rope import _cos_sin_range, _rotate, _settings
+from attention.step import _attend
+
+__all__ = ["LightningIndexer", "topk_sparse_attention"]
+
+
+def topk_sparse_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    index_scores: torch.Tensor,
+    top_k: int,
+) -> torch.Tensor:
+    """Causal softmax attention in which each query reads only its ``top_k`` best-scored keys.
+
+    Query ``i`` may see keys ``0 ... num_keys - num_queries + i`` (the queries are the last
+    tokens, as in decoding). Among those it attends to the ``top_k`` with the highest
+    ``index_scores``, or to all of them when it sees fewer, with the weights of
+    ``softmax(q . k / sqrt(dim))`` renormalised over the chosen keys. A score of ``-inf``
+    is never picked, even when that leaves a query fewer than ``top_k`` keys; a query left
+    with no key at all gets zeros. Which of several tied keys is picked is unspecified.
+    With ``top_k >= num_keys`` this is plain causal attention.
+
+    The mask of chosen keys is passed to :func:`~attention.attend` as ``allowed``: this
+    computes what DSA computes, not at its cost (the kernels gather the ``top_k`` keys
+    instead of masking the others).
+
+    Parameters
+    ----------
+    q : torch.Tensor, shape (batch, heads, num_queries, dim)
+    k : torch.Tensor, shape (batch, heads_kv, num_keys, dim)
+    v : torch.Tensor, shape (batch, heads_kv, num_keys, dim_v)
+        ``heads_kv`` divides ``heads``; query head ``h`` reads key/value head
+        ``h // (heads // heads_kv)``, as in grouped-query attention. ``num_keys`` is at
+        least ``num_queries``.
+    index_scores : torch.Tensor, shape (batch, num_queries, num_keys)
+        How much each query wants each key (higher: picked first), shared by the heads;
+        only the order matters. Scores of keys a query may not see are ignored.
+    top_k : int
+        How many keys each query attends to, at least 1.
+
+    Returns
+    -------
+    torch.Tensor, shape (batch, heads, num_queries, dim_v)
+
+    Examples
+    --------
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> q, k, v = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    >>> scores = torch.randn(1, 6, 6)
+    >>> out = topk_sparse_attention(q, k, v, scores, top_k=2)
+    >>> out.shape
+    torch.Size([1, 4, 6, 8])
+
+    With as many picks as keys, every visible key is read: causal attention.
+
+    >>> from attention import attend
+    >>> full = topk_sparse_attention(q, k, v, scores, top_k=6)
+    >>> torch.allclose(full, attend(q, k, v, causal=True), atol=1e-6)
+    True
+
+    The first two queries see at most two keys, so ``top_k=2`` leaves them unchanged:
+
+    >>> torch.allclose(out[:, :, :2], full[:, :, :2], atol=1e-6)
+    True
+    """
+    owner = "topk_sparse_attention"
+    top_k = _checks.positive_int(owner, "top_k", top_k)
+    _check_qkv(owner, q, k, v)
+    batch, _, num_queries, _ = q.shape
+    num_keys = k.shape[2]
+    _checks.float_tensor(owner, "index_scores", index_scores)
+    expected = (batch, num_queries, num_keys)
+    if tuple(index_scores.shape) != expected:
+        raise ValueError(
+            f"{owner}: index_scores must have shape (batch, num_queries, num_keys) = "
+            f"{expected}, from q {tuple(q.shape)} and k {tuple(k.shape)}, got shape "
+            f"{tuple(index_scores.shape)}"
+        )
+    allowed = _chosen(index_scores, top_k)  # (batch, num_queries, num_keys)
+    empty = ~allowed.any(dim=-1, keepdim=True)  # queries left with no key at all
+    if empty.any():  # attend over everything, then give them zeros: no NaN, no gradient
+        out = _attend(q, k, v, (allowed | empty)[:, None])
+        return out.masked_fill(empty[:, None], 0.0)
+    return _attend(q, k, v, allowed[:, None])  # (batch, heads, num_queries, dim_v)
+
+
+def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        _checks.float_tensor(owner, name, tensor)
+    if (
+        q.dim() != 4
+        or k.dim() != 4
+        or v.dim() != 4
+        or q.shape[0] != k.shape[0]
+        or q.shape[1] % k.shape[1]
+        or q.shape[-1] != k.shape[-1]
+        or k.shape[:3] != v.shape[:3]
+        or q.dtype != k.dtype
+        or k.dtype != v.dtype
+    ):
+        raise ValueError(
+            f"{owner}: expected q (batch, heads, num_queries, dim), k (batch, heads_kv, "
+            f"num_keys, dim) and v (batch, heads_kv, num_keys, dim_v) of one dtype, with "
+            f"heads_kv dividing heads, got q of shape {tuple(q.shape)} ({q.dtype}), k of "
+            f"shape {tuple(k.shape)} ({k.dtype}) and v of shape {tuple(v.shape)} ({v.dtype})"
+        )
+    if k.shape[2] < q.shape[2]:
+        raise ValueError(
+            f"{owner}: the queries are the last tokens of the keys, so num_keys must be at "
+            f"least num_queries, got {q.shape[2]} queries (q of shape {tuple(q.shape)}) and "
+            f"{k.shape[2]} keys (k of shape {tuple(k.shape)})"
+        )
+
+
+def _chosen(index_scores: torch.Tensor, top_k: int) -> torch.Tensor:
+    """``True`` at each query's ``top_k`` best visible keys with a score above ``-inf``.
+
+    Unchecked; ``(batch, num_queries, num_keys)`` in and out.
+    """
+    num_queries, num_keys = index_scores.shape[-2:]
+    visible = _causal_mask(num_queries, num_keys, None, index_scores.device)
+    scores = index_scores.masked_fill(~visible, float("-inf"))
+    if top_k >= num_keys:
+        return scores > float("-inf")
+    picked = scores.topk(top_k, dim=-1).indices  # (batch, num_queries, top_k)
+    chosen = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, picked, True)
+    # A query that sees fewer than top_k keys also "picks" some it may not see: drop them.
+    return chosen & (scores > float("-inf"))
+
+
+class LightningIndexer(nn.Module):
+    """DeepSeek-V3.2's lightning indexer: which keys each query should attend to.
+
+    For query token ``s`` and key token ``t``, the score is
+
+    ``sum_h w[s, h] * relu(q[s, h] . k[t] / sqrt(head_dim))``
+
+    over ``num_heads`` small indexer heads: ``q[s, h]`` comes from the query latent of
+    the attention layer (MLA's ``q_norm(W_dq(x))``, ``q_lora_rank`` numbers) through
+    ``W_query``; the key ``k[t]``, one per token and shared by the heads, from the input
+    through ``W_key`` and a LayerNorm; the weight ``w[s, h]`` from the input through
+    ``W_weights``, times ``1 / sqrt(num_heads)``. The first ``qk_rope_head_dim`` numbers
+    of each query and key are rotated by RoPE in the half-split layout (MLA's own
+    rotary parts are interleaved), with MLA's frequencies. As ``transformers``'
+    ``DeepseekV32Indexer`` computes it, which leaves out the reference code's Hadamard
+    rotation (it preserves dot products) and FP8 rounding.
+
+    The scores go to :func:`topk_sparse_attention`. DeepSeek trains the indexer on its
+    own, to match the attention's weights, so ``transformers`` runs it without
+    gradients; this module leaves that choice to the caller.
+
+    Parameters
+    ----------
+    d_in : int
+        Size of each input embedding (``hidden_size``).
+    q_lora_rank : int
+        Size of the query latent the queries are made from.
+    num_heads : int
+        Indexer heads (``index_n_heads``, 64 in DeepSeek-V3.2).
+    head_dim : int
+        Size of each indexer query and key (``index_head_dim``, 128).
+    qk_rope_head_dim : int
+        How many leading numbers of each query and key rotate: MLA's rotary size. Even,
+        at most ``head_dim``.
+    rope_base : float
+        RoPE's base (``rope_parameters["rope_theta"]``).
+    rope_scaling : dict, optional
+        As in :class:`~attention.MultiHeadLatentAttention`; its attention factor scales
+        cos and sin here too, as ``transformers`` passes the indexer MLA's.
+    norm_eps : float
+        Epsilon of the key's LayerNorm (1e-6 in ``transformers``).
+
+    Attributes
+    ----------
+    W_query : nn.Linear
+        ``q_lora_rank -> num_heads * head_dim``, no bias (``wq_b``).
+    W_key : nn.Linear
+        ``d_in -> head_dim``, no bias (``wk``).
+    k_norm : nn.LayerNorm
+        On each key, with weight and bias (``k_norm``).
+    W_weights : nn.Linear
+        ``d_in -> num_heads``, no bias: each head's weight per query (``weights_proj``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> indexer = LightningIndexer(16, 12, num_heads=4, head_dim=8, qk_rope_head_dim=4)
+    >>> x, q_latent = torch.randn(1, 5, 16), torch.randn(1, 5, 12)
+    >>> scores = indexer(x, q_latent)
+    >>> scores.shape  # (batch, num_queries, num_keys)
+    torch.Size([1, 5, 5])
+    >>> bool(scores[0, 1, 2:].isneginf().all())  # the second token cannot see the third on
+    True
+
+    With a cache, a decoding step scores its one query against every key seen so far:
+
+    >>> from attention import KVCache
+    >>> cache = KVCache()
+    >>> _ = indexer(x[:, :4], q_latent[:, :4], cache=cache)
+    >>> last = indexer(x[:, 4:], q_latent[:, 4:], cache=cache)
+    >>> last.shape, torch.allclose(last, scores[:, 4:], atol=1e-6)
+    (torch.Size([1, 1, 5]), True)
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        q_lora_rank: int,
+        *,
+        num_heads: int,
+        head_dim: int,
+        qk_rope_head_dim: int,
+        rope_base: float = 10000.0,
+        rope_scaling: dict | None = None,
+        norm_eps: float = 1e-6,
+    ):
+        super().__init__()
+        owner = type(self).__name__
+        _checks.sizes(
+            self,
+            d_in=d_in,
+            q_lora_rank=q_lora_rank,
+            num_heads=num_heads,
+            head_dim=head_dim,
+            qk_rope_head_dim=qk_rope_head_dim,
+        )
+        if qk_rope_head_dim % 2 or qk_rope_head_dim > head_dim:
+            raise ValueError(
+                f"{owner}: qk_rope_head_dim must be even (RoPE rotates pairs) and at most "
+                f"head_dim={head_dim}, got qk_rope_head_dim={qk_rope_head_dim}"
+            )
+        if isinstance(norm_eps, bool) or not isinstance(norm_eps, int | float) or norm_eps <= 0:
+            raise ValueError(f"{owner}: norm_eps must be a positive number, got {norm_eps!r}")
+        _, self._rope_key = _settings(owner, qk_rope_head_dim, rope_base, rope_scaling, 1.0)
+        self.rope_base = float(rope_base)
+        self.W_query = nn.Linear(q_lora_rank, num_heads * head_dim, bias=False)
+        self.W_key = nn.Linear(d_in, head_dim, bias=False)
+        self.k_norm = nn.LayerNorm(head_dim, eps=norm_eps)
+        self.W_weights = nn.Linear(d_in, num_heads, bias=False)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        q_latent: torch.Tensor,
+        cache: KVCache | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Score every key each new token may see.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (batch, num_tokens, d_in)
+            The new tokens' inputs.
+        q_latent : torch.Tensor, shape (batch, num_tokens, q_lora_rank)
+            Their query latents (MLA's ``q_norm(W_dq(x))``).
+        cache : KVCache, optional
+            The indexer's own keys of earlier tokens, ``(batch, num_cached, head_dim)``
+            in its ``keys`` (its ``values`` hold nothing, ``(batch, num_cached, 0)``);
+            the new keys are appended and the new tokens sit after the cached ones.
+        allowed : torch.Tensor of bool, optional
+            ``True`` where a query may attend, ``(batch, num_keys)`` (padding) or
+            ``(batch, num_tokens, num_keys)``, combined with the causal mask.
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, num_tokens, num_keys)
+            ``num_keys`` counts the cached tokens and the new ones; ``-inf`` where the
+            query may not see the key.
+        """
+        owner = type(self).__name__
+        if cache is not None and not isinstance(cache, KVCache):
+            raise ValueError(
+                f"{owner}: cache must be a KVCache (holding the indexer's keys) or None, "
+                f"got {type(cache).__name__}"
+            )
+        x = _checks.module_input(self, x, d_in=self.d_in)
+        batch, num_tokens, _ = x.shape
+        num_cached = 0 if cache is None else cache.seen_tokens
+        _checks.float_tensor(owner, "q_latent", q_latent)
+        if tuple(q_latent.shape) != (batch, num_tokens, self.q_lora_rank) or (
+            q_latent.dtype != x.dtype
+        ):
+            raise ValueError(
+                f"{owner}: q_latent must have shape (batch, num_tokens, q_lora_rank) = "
+                f"{(batch, num_tokens, self.q_lora_rank)} and x's dtype {x.dtype}, got "
+                f"shape {tuple(q_latent.shape)} and dtype {q_latent.dtype}"
+            )
+        num_keys = num_cached + num_tokens
+        if allowed is not None:
+            allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
+        rope_dim = self.qk_rope_head_dim
+        cos, sin = _cos_sin_range(num_cached, num_tokens, rope_dim, self.rope_base, x, self._rope_key)
+        # (b, n, H, head_dim) -> (b, H, n, head_dim), the first rope_dim numbers rotated
+        queries = self.W_query(q_latent).view(batch, num_tokens, self.num_heads, self.head_dim)
+        queries = _rotate(queries.transpose(1, 2), cos, sin)
+        keys = _rotate(self.k_norm(self.W_key(x)), cos, sin)  # (b, n, head_dim), one for all heads
+        if cache is not None:
+            keys, _ = cache._append(keys, keys[..., :0])  # (b, num_keys, head_dim)
+        # (b, H, n, num_keys): each head's rectified, scaled dot products
+        scores = F.relu(queries @ keys[:, None].transpose(-2, -1) * self.head_dim**-0.5)
+        weights = self.W_weights(x) * self.num_heads**-0.5  # (b, n, H)
+        index_scores = torch.einsum("bnh,bhnk->bnk", weights, scores)  # (b, n, num_keys)
+        mask = _causal_mask(num_tokens, num_keys, None, x.device)  # (n, num_keys)
+        if allowed is not None:
+            mask = mask & allowed[:, 0]  # (b, n or 1, num_keys) & (n, num_keys)
+        return index_scores.masked_fill(~mask, float("-inf"))
+
