@@ -95,7 +95,6 @@ from attention.norms import RMSNorm
 from attention.rope import apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
-from attention.sparse import LightningIndexer, topk_sparse_attention
 from attention.simple import (
     attention_weights,
     context_vectors,
@@ -105,6 +104,7 @@ from attention.simple import (
     softmax_naive,
     softmax_stable,
 )
+from attention.sparse import LightningIndexer, topk_sparse_attention
 from attention.step import attend
 
 __all__ = [

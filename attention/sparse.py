@@ -321,8 +321,9 @@ class LightningIndexer(nn.Module):
         num_keys = num_cached + num_tokens
         if allowed is not None:
             allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
-        rope_dim = self.qk_rope_head_dim
-        cos, sin = _cos_sin_range(num_cached, num_tokens, rope_dim, self.rope_base, x, self._rope_key)
+        cos, sin = _cos_sin_range(
+            num_cached, num_tokens, self.qk_rope_head_dim, self.rope_base, x, self._rope_key
+        )
         # (b, n, H, head_dim) -> (b, H, n, head_dim), the first rope_dim numbers rotated
         queries = self.W_query(q_latent).view(batch, num_tokens, self.num_heads, self.head_dim)
         queries = _rotate(queries.transpose(1, 2), cos, sin)
@@ -337,4 +338,3 @@ class LightningIndexer(nn.Module):
         if allowed is not None:
             mask = mask & allowed[:, 0]  # (b, n or 1, num_keys) & (n, num_keys)
         return index_scores.masked_fill(~mask, float("-inf"))
-

@@ -33,6 +33,7 @@ from transformers.models.deepseek_v32.modeling_deepseek_v32 import (
 )
 
 from attention import KVCache, LightningIndexer, attend, causal_mask, topk_sparse_attention
+from attention.sparse import _chosen
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -346,10 +347,9 @@ def their_scores(theirs, x, q_latent, cos_sin, mask) -> tuple[torch.Tensor, torc
 
 def assert_same_selection(ours: torch.Tensor, indices: torch.Tensor, top_k: int) -> None:
     """Our chosen keys equal theirs for every query that sees at least ``top_k`` keys."""
-    num_queries, num_keys = ours.shape[-2:]
+    num_keys = ours.shape[-1]
     chosen = torch.zeros_like(ours, dtype=torch.bool).scatter(-1, indices.long(), True)
-    ours_chosen = ours.topk(min(top_k, num_keys), dim=-1).indices
-    ours_mask = torch.zeros_like(chosen).scatter(-1, ours_chosen, True)
+    ours_mask = _chosen(ours, top_k)  # what topk_sparse_attention attends to
     sees_enough = ours.isfinite().sum(dim=-1) >= top_k  # (batch, num_queries)
     assert sees_enough.any() or top_k > num_keys
     assert torch.equal(ours_mask[sees_enough], chosen[sees_enough])
