@@ -47,7 +47,8 @@ norm and keys used as values; :func:`attend` takes the cap and the sinks.
 
 **Part IV, attention that does not look at every key.** :func:`topk_sparse_attention`
 and :class:`LightningIndexer`: DeepSeek-V3.2's sparse attention, each query reading
-only the ``top_k`` keys a small indexer scores highest.
+only the ``top_k`` keys a small indexer scores highest; :class:`SparseLatentAttention`
+is MLA with it, as in DeepSeek-V3.2's layers.
 
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
@@ -104,7 +105,12 @@ from attention.simple import (
     softmax_naive,
     softmax_stable,
 )
-from attention.sparse import LightningIndexer, topk_sparse_attention
+from attention.sparse import (
+    LightningIndexer,
+    SparseLatentAttention,
+    SparseLatentCache,
+    topk_sparse_attention,
+)
 from attention.step import attend
 
 __all__ = [
@@ -128,6 +134,8 @@ __all__ = [
     "RMSNorm",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "SparseLatentAttention",
+    "SparseLatentCache",
     "apply_rope",
     "apply_rope_interleaved",
     "attend",

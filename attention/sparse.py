@@ -13,6 +13,8 @@ costs O(N) indexer work, but with few, small heads; the attention itself costs O
 * :func:`topk_sparse_attention`: the attention, given the scores.
 * :class:`LightningIndexer`: the scores, as ``transformers``' ``DeepseekV32Indexer``
   computes them, ``-inf`` where a query may not see a key.
+* :class:`SparseLatentAttention` and :class:`SparseLatentCache`: the two together in
+  DeepSeek-V3.2's layer, MLA over the chosen keys, as ``DeepseekV32Attention``.
 
 Both align the queries to the end of the keys, as in decoding: with ``num_queries``
 queries and ``num_keys`` keys, query ``i`` is the token at position
@@ -27,11 +29,18 @@ from torch.nn import functional as F
 
 from attention import _checks
 from attention.kv_cache import KVCache
+from attention.latent import LatentCache, MultiHeadLatentAttention
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate, _settings
+from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
 
-__all__ = ["LightningIndexer", "topk_sparse_attention"]
+__all__ = [
+    "LightningIndexer",
+    "SparseLatentAttention",
+    "SparseLatentCache",
+    "topk_sparse_attention",
+]
 
 
 def topk_sparse_attention(
@@ -108,12 +117,24 @@ def topk_sparse_attention(
             f"{expected}, from q {tuple(q.shape)} and k {tuple(k.shape)}, got shape "
             f"{tuple(index_scores.shape)}"
         )
-    allowed = _chosen(index_scores, top_k)  # (batch, num_queries, num_keys)
-    empty = ~allowed.any(dim=-1, keepdim=True)  # queries left with no key at all
+    return _attend_chosen(q, k, v, _chosen(index_scores, top_k))
+
+
+def _attend_chosen(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    chosen: torch.Tensor,
+    scale: float | None = None,
+    dropout: float = 0.0,
+) -> torch.Tensor:
+    """Attention over the ``chosen`` keys ``(batch, num_queries, num_keys)``; none: zeros."""
+    empty = ~chosen.any(dim=-1, keepdim=True)  # queries left with no key at all
     if empty.any():  # attend over everything, then give them zeros: no NaN, no gradient
-        out = _attend(q, k, v, (allowed | empty)[:, None])
+        out = _attend(q, k, v, (chosen | empty)[:, None], scale=scale, dropout=dropout)
         return out.masked_fill(empty[:, None], 0.0)
-    return _attend(q, k, v, allowed[:, None])  # (batch, heads, num_queries, dim_v)
+    # (batch, heads, num_queries, dim_v)
+    return _attend(q, k, v, chosen[:, None], scale=scale, dropout=dropout)
 
 
 def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
@@ -338,3 +359,166 @@ class LightningIndexer(nn.Module):
         if allowed is not None:
             mask = mask & allowed[:, 0]  # (b, n or 1, num_keys) & (n, num_keys)
         return index_scores.masked_fill(~mask, float("-inf"))
+
+
+class SparseLatentCache(LatentCache):
+    """A :class:`~attention.LatentCache` that also holds the indexer's key of each token.
+
+    What :class:`SparseLatentAttention` caches per token and layer: the latent, the
+    shared rotary key and the indexer's key, ``kv_lora_rank + qk_rope_head_dim +
+    index_head_dim`` numbers (576 + 128 in DeepSeek-V3.2).
+
+    Attributes
+    ----------
+    indexer : KVCache
+        The :class:`LightningIndexer`'s cache: its keys ``(batch, num_cached,
+        index_head_dim)`` (:attr:`index_keys`), no values.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.indexer = KVCache()
+
+    @property
+    def index_keys(self) -> torch.Tensor | None:
+        """The indexer's keys, ``(batch, num_cached, index_head_dim)``, already rotated."""
+        return self.indexer.keys
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the latents, the rotary keys and the indexer's keys."""
+        return super().nbytes + self.indexer.nbytes
+
+    def crop(self, length: int) -> None:
+        """Forget every token from position ``length`` on, in both caches."""
+        super().crop(length)
+        self.indexer.crop(length)
+
+
+class SparseLatentAttention(MultiHeadLatentAttention):
+    """DeepSeek-V3.2's attention: MLA in which each query reads only ``index_topk`` keys.
+
+    A :class:`~attention.MultiHeadLatentAttention` with a :class:`LightningIndexer`
+    (:attr:`indexer`) that scores, from the input and MLA's query latent, every key
+    each query may see; the attention then runs over the ``index_topk`` best of them
+    only, as :func:`topk_sparse_attention` picks them, or over all of them while a
+    query sees fewer. As ``transformers``' ``DeepseekV32Attention`` computes it.
+
+    Parameters
+    ----------
+    d_in, d_out, context_length
+        As in :class:`~attention.MultiHeadLatentAttention`.
+    index_topk : int
+        Keys each query attends to (2048 in DeepSeek-V3.2).
+    index_num_heads : int
+        The indexer's heads (``index_n_heads``, 64).
+    index_head_dim : int
+        The size of the indexer's queries and keys (``index_head_dim``, 128), at least
+        ``qk_rope_head_dim``.
+    **kwargs
+        Every keyword of :class:`~attention.MultiHeadLatentAttention`; ``q_lora_rank``
+        is required, since the indexer's queries come from the query latent. The
+        indexer rotates with the same ``rope_base`` and ``rope_scaling``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> dsa = SparseLatentAttention(32, 32, context_length=8, num_heads=4, q_lora_rank=12,
+    ...     kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5,
+    ...     index_topk=3, index_num_heads=2, index_head_dim=8)
+    >>> x = torch.randn(1, 8, 32)
+    >>> cache = SparseLatentCache()
+    >>> out = torch.cat([dsa(x[:, :5], cache=cache), dsa(x[:, 5:], cache=cache)], dim=1)
+    >>> torch.allclose(out, dsa(x), atol=1e-5)
+    True
+    >>> (dsa.attention_weights(x)[0, 0] > 0).sum(dim=-1).tolist()  # keys read per query
+    [1, 2, 3, 3, 3, 3, 3, 3]
+    >>> dsa.cache_bytes_per_token  # (8 + 4 + 8) float32 numbers
+    80
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        *,
+        index_topk: int,
+        index_num_heads: int,
+        index_head_dim: int,
+        **kwargs,
+    ):
+        super().__init__(d_in, d_out, context_length, **kwargs)
+        owner = type(self).__name__
+        self.index_topk = _checks.positive_int(owner, "index_topk", index_topk)
+        if self.q_lora_rank is None:
+            raise ValueError(
+                f"{owner}: q_lora_rank must be given (a positive integer), since the "
+                f"indexer's queries are made from the query latent, got q_lora_rank=None"
+            )
+        self.indexer = LightningIndexer(
+            d_in,
+            self.q_lora_rank,
+            num_heads=index_num_heads,
+            head_dim=index_head_dim,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            rope_base=self.rope_base,
+            rope_scaling=self.rope_scaling,
+        )
+
+    @property
+    def cache_bytes_per_token(self) -> int:
+        """Bytes this layer's :class:`SparseLatentCache` grows by per token.
+
+        ``(kv_lora_rank + qk_rope_head_dim + index_head_dim) * bytes per number``.
+        """
+        return super().cache_bytes_per_token + self.indexer.head_dim * (
+            self.indexer.W_key.weight.element_size()
+        )
+
+    def _chosen(
+        self, x: torch.Tensor, cache: SparseLatentCache | None, allowed: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The keys each query attends to, ``(batch, num_tokens, num_keys)``."""
+        q_latent = self.q_norm(self.W_dq(x))  # the latent W_uq reads, again
+        index_cache = None if cache is None else cache.indexer
+        scores = self.indexer(x, q_latent, cache=index_cache, allowed=allowed)
+        return _chosen(scores, self.index_topk)  # within the causal and allowed mask
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: SparseLatentCache | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend over the chosen keys, as :meth:`MultiHeadLatentAttention.forward` does.
+
+        ``cache`` is this layer's :class:`SparseLatentCache`, updated in place.
+        """
+        owner = type(self).__name__
+        if cache is not None and not isinstance(cache, SparseLatentCache):
+            raise ValueError(
+                f"{owner}: cache must be a SparseLatentCache (it holds the indexer's keys "
+                f"too) or None, got {type(cache).__name__}"
+            )
+        queries, keys, values, _ = self._project(x, cache, allowed)
+        chosen = self._chosen(x, cache, allowed)
+        dropout = self.dropout.p if self.training else 0.0
+        context = _attend_chosen(queries, keys, values, chosen, self._scale, dropout)
+        batch, num_tokens, _ = x.shape
+        context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
+        return self.out_proj(context)  # (b, n, d_out)
+
+    def attention_weights(
+        self, x: torch.Tensor, allowed: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Each head's weights over a full pass, zero outside each query's chosen keys.
+
+        Returns
+        -------
+        torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
+        """
+        queries, keys, _, _ = self._project(x, None, allowed)
+        chosen = self._chosen(x, None, allowed)[:, None]
+        return _scaled_dot_product_weights(queries, keys, chosen, self._scale)

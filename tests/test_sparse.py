@@ -9,6 +9,10 @@ Tolerances:
 * FLOAT32_STEP (1e-5) against ``DeepseekV32Indexer`` as shipped, with its own
   ``DeepseekV32RotaryEmbedding``: the angles, the scores and the head weights are
   float32 there.
+* SparseLatentAttention against ``DeepseekV32Attention`` (sdpa and eager): EXACT with
+  float64 cos/sin, float64 RMS norms (``float64_norms``), casts and softmax, for a
+  full pass and for a prefill then one-token steps with its ``DynamicCache``;
+  FLOAT32_STEP as shipped, on fixed seeds (a float32 near-tie could pick another key).
 
 The indexer returns only the chosen keys' indices; its scores are read from the tensor
 it calls ``topk`` on (``captured_topk``).
@@ -23,16 +27,35 @@ from unittest import mock
 
 import pytest
 import torch
-from hf_models import EXACT, FLOAT32_STEP, rope_cos_sin
+from hf_models import (
+    EXACT,
+    FLOAT32_STEP,
+    causal_4d,
+    deepseek_attention,
+    float64_norms,
+    float64_softmax,
+    rope_cos_sin,
+)
 from hypothesis import given
 from hypothesis import strategies as st
+from transformers import DynamicCache
 from transformers.models.deepseek_v32.configuration_deepseek_v32 import DeepseekV32Config
 from transformers.models.deepseek_v32.modeling_deepseek_v32 import (
+    DeepseekV32Attention,
     DeepseekV32Indexer,
     DeepseekV32RotaryEmbedding,
 )
 
-from attention import KVCache, LightningIndexer, attend, causal_mask, topk_sparse_attention
+from attention import (
+    KVCache,
+    LatentCache,
+    LightningIndexer,
+    SparseLatentAttention,
+    SparseLatentCache,
+    attend,
+    causal_mask,
+    topk_sparse_attention,
+)
 from attention.sparse import _chosen
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -270,10 +293,10 @@ def make_indexer(layout: dict) -> LightningIndexer:
 
 
 def v32_config(layout: dict, **more) -> DeepseekV32Config:
+    """A config for the indexer's sizes; ``more``: the attention's (one head by default)."""
+    more = {"num_attention_heads": 1, "num_key_value_heads": 1} | more
     return DeepseekV32Config(
         hidden_size=layout["hidden_size"],
-        num_attention_heads=1,
-        num_key_value_heads=1,
         q_lora_rank=layout["q_lora_rank"],
         qk_rope_head_dim=layout["qk_rope_head_dim"],
         index_n_heads=layout["index_n_heads"],
@@ -458,3 +481,138 @@ def test_indexer_bad_inputs(call, message):
     arguments = {"x": torch.zeros(1, 3, 6), "q_latent": torch.zeros(1, 3, 5)} | call
     with pytest.raises(ValueError, match=rf"^LightningIndexer: .*{message}"):
         indexer(**arguments)
+
+
+# --- SparseLatentAttention against DeepseekV32Attention -----------------------------------
+
+
+@st.composite
+def dsa_layouts(draw: st.DrawFn) -> dict:
+    rope = 2 * draw(st.integers(1, 3))
+    num_tokens = draw(st.integers(1, 8))
+    return {
+        "d_model": draw(st.integers(1, 10)),
+        "num_heads": draw(st.integers(1, 3)),
+        "q_lora_rank": draw(st.integers(1, 6)),
+        "kv_lora_rank": draw(st.integers(1, 6)),
+        "qk_nope_head_dim": draw(st.integers(1, 4)),
+        "qk_rope_head_dim": rope,
+        "v_head_dim": draw(st.integers(1, 4)),
+        "attention_bias": draw(st.booleans()),
+        "index_topk": draw(st.integers(1, num_tokens + 1)),
+        "index_num_heads": draw(st.integers(1, 3)),
+        "index_head_dim": rope + draw(st.integers(0, 3)),
+        "rope_theta": draw(st.sampled_from([10000.0, 50.0])),
+        "num_tokens": num_tokens,
+        "batch": draw(st.integers(1, 2)),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def make_dsa(layout: dict) -> SparseLatentAttention:
+    names = ("num_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
+    kwargs = {k: layout[k] for k in (*names, "v_head_dim", "index_topk", "index_num_heads")}
+    kwargs |= {"index_head_dim": layout["index_head_dim"], "rope_base": layout["rope_theta"]}
+    kwargs |= {"qkv_bias": layout["attention_bias"], "out_bias": layout["attention_bias"]}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        dsa = SparseLatentAttention(layout["d_model"], layout["d_model"], 16, **kwargs)
+        with torch.no_grad():  # norms that are not the identity
+            for norm in (dsa.kv_norm, dsa.q_norm, dsa.indexer.k_norm):
+                torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
+            dsa.indexer.k_norm.bias.normal_()
+    return dsa.to(F64).eval()
+
+
+def v32_attention(dsa: SparseLatentAttention, implementation: str) -> DeepseekV32Attention:
+    """``DeepseekV32Attention`` holding ``dsa``'s weights.
+
+    Its MLA weights are named as ``DeepseekV3Attention``'s: they come from
+    ``hf_models.deepseek_attention``; its indexer's from :func:`v32_indexer`.
+    """
+    indexer = dsa.indexer
+    layout = {"hidden_size": dsa.d_in, "q_lora_rank": dsa.q_lora_rank}
+    layout |= {"qk_rope_head_dim": dsa.qk_rope_head_dim, "rope_theta": dsa.rope_base}
+    layout |= {"index_n_heads": indexer.num_heads, "index_head_dim": indexer.head_dim}
+    config = v32_config(
+        layout | {"index_topk": dsa.index_topk},
+        num_attention_heads=dsa.num_heads,
+        num_key_value_heads=dsa.num_heads,
+        kv_lora_rank=dsa.kv_lora_rank,
+        qk_nope_head_dim=dsa.qk_nope_head_dim,
+        v_head_dim=dsa.v_head_dim,
+        attention_bias=dsa.out_proj.bias is not None,
+        attn_implementation=implementation,
+    )
+    theirs = DeepseekV32Attention(config, layer_idx=0).to(F64).eval()
+    state = deepseek_attention(dsa).state_dict()
+    state |= {f"indexer.{k}": w for k, w in v32_indexer(indexer, config).state_dict().items()}
+    theirs.load_state_dict(state, strict=True)
+    # DeepseekV32RMSNorm takes no eps from the config: its default 1e-6, as dsa's
+    assert theirs.q_a_layernorm.variance_epsilon == dsa.q_norm.eps
+    return theirs
+
+
+def their_mask(num_queries: int, num_keys: int, implementation: str) -> torch.Tensor:
+    """The causal mask as ``create_causal_mask`` makes it: boolean for sdpa, additive
+    (0 or -inf) for eager, whose kernel adds the mask to the scores."""
+    allowed = causal_4d(num_queries, num_keys)
+    if implementation == "sdpa":
+        return allowed
+    return torch.zeros(allowed.shape, dtype=F64).masked_fill(~allowed, -math.inf)
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+@given(layout=dsa_layouts(), data=st.data())
+def test_dsa_equals_deepseek_v32_attention_in_float64(implementation, layout, data):
+    """A full pass, then a prefill and one-token steps with both caches."""
+    dsa = make_dsa(layout)
+    theirs = float64_norms(v32_attention(dsa, implementation))
+    x = indexer_inputs(layout | {"hidden_size": layout["d_model"], "q_lora_rank": 1})[0]
+    n, rope = x.shape[1], dsa.qk_rope_head_dim
+
+    def run(start: int, stop: int, cache=None) -> torch.Tensor:
+        cos_sin = rope_cos_sin(torch.arange(start, stop)[None], rope, dsa.rope_base)
+        mask = their_mask(stop - start, stop, implementation)
+        with float64_casts(), float64_softmax():  # the cache goes 4th (see test_latent.py)
+            return theirs(x[:, start:stop], cos_sin, mask, cache)[0]
+
+    torch.testing.assert_close(dsa(x), run(0, n), **EXACT)
+    read = (dsa.attention_weights(x) > 0).sum(dim=-1)  # keys read per query
+    expected = torch.clamp(torch.arange(1, n + 1), max=layout["index_topk"])
+    assert torch.equal(read, expected.expand_as(read))
+    prefill = data.draw(st.integers(1, n), label="prefill")
+    ours, their_cache = SparseLatentCache(), DynamicCache(config=theirs.config)
+    for start, stop in zip([0, *range(prefill, n)], range(prefill, n + 1), strict=False):
+        step = dsa(x[:, start:stop], cache=ours)
+        torch.testing.assert_close(step, run(start, stop, their_cache), **EXACT)
+    assert ours.index_keys.shape == (x.shape[0], n, dsa.indexer.head_dim)
+    assert ours.nbytes == n * x.shape[0] * dsa.cache_bytes_per_token
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dsa_equals_deepseek_v32_attention_as_shipped(seed):
+    """Their rotary embedding, float32 norms, casts and softmax, at float32's tolerance."""
+    layout = {"d_model": 16, "num_heads": 2, "q_lora_rank": 6, "kv_lora_rank": 5}
+    layout |= {"qk_nope_head_dim": 3, "qk_rope_head_dim": 4, "v_head_dim": 3}
+    layout |= {"attention_bias": True, "index_topk": 3, "index_num_heads": 3}
+    layout |= {"index_head_dim": 6, "rope_theta": 10000.0, "seed": seed}
+    dsa = make_dsa(layout)
+    theirs = v32_attention(dsa, "eager")
+    x = torch.randn(2, 9, 16, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    cos_sin = DeepseekV32RotaryEmbedding(theirs.config)(x, torch.arange(9)[None])
+    expected, weights = theirs(x, cos_sin, their_mask(9, 9, "eager"))
+    torch.testing.assert_close(dsa(x), expected, **FLOAT32_STEP)
+    torch.testing.assert_close(dsa.attention_weights(x), weights, **FLOAT32_STEP)
+
+
+def test_dsa_bad_arguments():
+    sizes = {"num_heads": 2, "kv_lora_rank": 4, "qk_nope_head_dim": 2, "qk_rope_head_dim": 2}
+    sizes |= {"v_head_dim": 2, "index_num_heads": 2, "index_head_dim": 4}
+    with pytest.raises(ValueError, match=r"^SparseLatentAttention: q_lora_rank must be given"):
+        SparseLatentAttention(8, 8, 4, **sizes, index_topk=2)
+    with pytest.raises(ValueError, match=r"^SparseLatentAttention: index_topk must be at least 1"):
+        SparseLatentAttention(8, 8, 4, **sizes, q_lora_rank=3, index_topk=0)
+    dsa = SparseLatentAttention(8, 8, 4, **sizes, q_lora_rank=3, index_topk=2)
+    with pytest.raises(ValueError, match=r"cache must be a SparseLatentCache .* got LatentCache"):
+        dsa(torch.zeros(1, 2, 8), cache=LatentCache())
