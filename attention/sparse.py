@@ -10,11 +10,12 @@ with one weight per query and head ``w[s, h]`` computed from the query token, an
 ``top_k`` highest scores win. The indexer still looks at every key, so each new token
 costs O(N) indexer work, but with few, small heads; the attention itself costs O(top_k).
 
-* :func:`topk_sparse_attention`: the attention, given the scores.
-* :class:`LightningIndexer`: the scores, as ``transformers``' ``DeepseekV32Indexer``
-  computes them, ``-inf`` where a query may not see a key.
-* :class:`SparseLatentAttention` and :class:`SparseLatentCache`: the two together in
-  DeepSeek-V3.2's layer, MLA over the chosen keys, as ``DeepseekV32Attention``.
+* :func:`~attention.topk_sparse_attention`: the attention, given the scores.
+* :class:`~attention.LightningIndexer`: the scores, as ``transformers``'
+  ``DeepseekV32Indexer`` computes them, ``-inf`` where a query may not see a key.
+* :class:`~attention.SparseLatentAttention` and :class:`~attention.SparseLatentCache`:
+  the two together in DeepSeek-V3.2's layer, MLA over the chosen keys, as
+  ``DeepseekV32Attention``.
 
 Both align the queries to the end of the keys, as in decoding: with ``num_queries``
 queries and ``num_keys`` keys, query ``i`` is the token at position
@@ -399,7 +400,7 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     """DeepSeek-V3.2's attention: MLA in which each query reads only ``index_topk`` keys.
 
     A :class:`~attention.MultiHeadLatentAttention` with a :class:`LightningIndexer`
-    (:attr:`indexer`) that scores, from the input and MLA's query latent, every key
+    (``indexer``) that scores, from the input and MLA's query latent, every key
     each query may see; the attention then runs over the ``index_topk`` best of them
     only, as :func:`topk_sparse_attention` picks them, or over all of them while a
     query sees fewer. As ``transformers``' ``DeepseekV32Attention`` computes it.
