@@ -616,3 +616,66 @@ def test_dsa_bad_arguments():
     dsa = SparseLatentAttention(8, 8, 4, **sizes, q_lora_rank=3, index_topk=2)
     with pytest.raises(ValueError, match=r"cache must be a SparseLatentCache .* got LatentCache"):
         dsa(torch.zeros(1, 2, 8), cache=LatentCache())
+
+
+#: DeepSeek-V3.2's released rope_parameters (as DeepSeek-V3's), with a short original context.
+DEEPSEEK_YARN = {
+    "rope_type": "yarn",
+    "factor": 40.0,
+    "original_max_position_embeddings": 8,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(
+    "scaling",
+    [DEEPSEEK_YARN, {**DEEPSEEK_YARN, "mscale": 0.707, "mscale_all_dim": 0.0}],
+    ids=["deepseek-v3.2", "attention-factor-only"],
+)
+def test_dsa_with_yarn_equals_deepseek_v32_attention_as_shipped(scaling, seed):
+    """YaRN: mscale_all_dim raises the attention's softmax scale (not the indexer's);
+    an attention factor (mscale without mscale_all_dim) scales the cos and sin of the
+    indexer's rotation too."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        dsa = SparseLatentAttention(
+            32, 32, 40, num_heads=3, q_lora_rank=12, kv_lora_rank=8, qk_nope_head_dim=6,
+            qk_rope_head_dim=8, v_head_dim=5, rope_scaling=scaling, index_topk=5,
+            index_num_heads=4, index_head_dim=12,
+        ).to(F64).eval()  # fmt: skip
+    theirs = v32_attention(dsa, "eager")
+    theirs.config.rope_parameters = {**scaling, "rope_theta": dsa.rope_base}
+    theirs.config.max_position_embeddings = 320
+    rebuilt = DeepseekV32Attention(theirs.config, layer_idx=0).to(F64).eval()
+    rebuilt.load_state_dict(theirs.state_dict())  # built again: it reads mscale_all_dim when built
+    assert rebuilt.scaling == pytest.approx(dsa._scale or 14**-0.5)
+    x = torch.randn(2, 24, 32, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    rotary = DeepseekV32RotaryEmbedding(theirs.config)
+    assert (rotary.attention_scaling != 1.0) == (scaling["mscale_all_dim"] == 0.0)
+    expected, weights = rebuilt(x, rotary(x, torch.arange(24)[None]), their_mask(24, 24, "eager"))
+    torch.testing.assert_close(dsa(x), expected, **FLOAT32_STEP)
+    torch.testing.assert_close(dsa.attention_weights(x), weights, **FLOAT32_STEP)
+    cache = SparseLatentCache()
+    steps = [dsa(x[:, :10], cache=cache)] + [
+        dsa(x[:, p : p + 1], cache=cache) for p in range(10, 24)
+    ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), dsa(x), **EXACT)
+
+
+def test_sparse_latent_cache_crops_both_caches():
+    layout = {"d_model": 8, "num_heads": 2, "q_lora_rank": 4, "kv_lora_rank": 3}
+    layout |= {"qk_nope_head_dim": 2, "qk_rope_head_dim": 2, "v_head_dim": 2}
+    layout |= {"attention_bias": False, "index_topk": 2, "index_num_heads": 2}
+    layout |= {"index_head_dim": 4, "rope_theta": 10000.0, "seed": 5}
+    dsa = make_dsa(layout)
+    x = torch.randn(1, 7, 8, generator=torch.Generator().manual_seed(5), dtype=F64)
+    cache = SparseLatentCache()
+    dsa(x[:, :5], cache=cache)
+    cache.crop(3)  # forget tokens 3 and 4, then decode them again
+    assert len(cache) == len(cache.indexer) == 3
+    again = dsa(x[:, 3:], cache=cache)
+    torch.testing.assert_close(again, dsa(x)[:, 3:], **EXACT)
