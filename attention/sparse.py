@@ -61,9 +61,11 @@ def topk_sparse_attention(
     with no key at all gets zeros. Which of several tied keys is picked is unspecified.
     With ``top_k >= num_keys`` this is plain causal attention.
 
-    The mask of chosen keys is passed to :func:`~attention.attend` as ``allowed``: this
-    computes what DSA computes, not at its cost (the kernels gather the ``top_k`` keys
-    instead of masking the others).
+    Both ways below run :func:`~attention.attend`. For few queries (``num_queries *
+    top_k <= num_keys``, as in decoding), each query's chosen keys and values are
+    gathered and attended to alone, so the attention costs O(top_k) per query, not
+    O(num_keys), as DSA's kernels do. For more queries, the choice is a mask passed to
+    :func:`~attention.attend` as ``allowed``, which costs as much as dense attention.
 
     Parameters
     ----------
@@ -118,7 +120,56 @@ def topk_sparse_attention(
             f"{expected}, from q {tuple(q.shape)} and k {tuple(k.shape)}, got shape "
             f"{tuple(index_scores.shape)}"
         )
-    return _attend_chosen(q, k, v, _chosen(index_scores, top_k))
+    return _sparse_attend(q, k, v, index_scores, top_k)
+
+
+def _sparse_attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    index_scores: torch.Tensor,
+    top_k: int,
+    scale: float | None = None,
+    dropout: float = 0.0,
+) -> torch.Tensor:
+    """:func:`topk_sparse_attention`, unchecked, with a softmax ``scale`` and dropout."""
+    indices, valid = _pick(index_scores, top_k)
+    if indices is None:  # every visible key: a mask
+        return _attend_chosen(q, k, v, valid, scale, dropout)
+    num_queries, num_keys = index_scores.shape[-2:]
+    if num_queries * indices.shape[-1] <= num_keys:  # few queries: gather their keys
+        return _attend_gathered(q, k, v, indices, valid, scale, dropout)
+    chosen = torch.zeros_like(index_scores, dtype=torch.bool).scatter(-1, indices, valid)
+    return _attend_chosen(q, k, v, chosen, scale, dropout)
+
+
+def _pick(index_scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Each query's ``top_k`` best visible keys, ``(indices, valid)``.
+
+    Unchecked. ``indices`` is ``(batch, num_queries, top_k)``; ``valid``, of the same
+    shape, is ``False`` where a query that sees fewer than ``top_k`` keys (or fewer
+    above ``-inf``) picked one it may not see or one scored ``-inf``. With ``top_k >=
+    num_keys``: no indices (``None``), and ``valid`` is the mask ``(batch, num_queries,
+    num_keys)`` of every visible key above ``-inf``.
+    """
+    num_queries, num_keys = index_scores.shape[-2:]
+    visible = _causal_mask(num_queries, num_keys, None, index_scores.device)
+    scores = index_scores.masked_fill(~visible, float("-inf"))
+    if top_k >= num_keys:
+        return None, scores > float("-inf")
+    best, indices = scores.topk(top_k, dim=-1)  # (batch, num_queries, top_k)
+    return indices, best > float("-inf")
+
+
+def _chosen(index_scores: torch.Tensor, top_k: int) -> torch.Tensor:
+    """``True`` at each query's ``top_k`` best visible keys with a score above ``-inf``.
+
+    Unchecked; ``(batch, num_queries, num_keys)`` in and out.
+    """
+    indices, valid = _pick(index_scores, top_k)
+    if indices is None:
+        return valid
+    return torch.zeros_like(index_scores, dtype=torch.bool).scatter(-1, indices, valid)
 
 
 def _attend_chosen(
@@ -136,6 +187,43 @@ def _attend_chosen(
         return out.masked_fill(empty[:, None], 0.0)
     # (batch, heads, num_queries, dim_v)
     return _attend(q, k, v, chosen[:, None], scale=scale, dropout=dropout)
+
+
+def _attend_gathered(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    indices: torch.Tensor,
+    valid: torch.Tensor,
+    scale: float | None = None,
+    dropout: float = 0.0,
+) -> torch.Tensor:
+    """Attention of each query over its ``indices`` keys alone, gathered: O(top_k) per query.
+
+    Each query becomes a batch row of one query over its ``top_k`` keys and values,
+    ``(batch * num_queries, heads_kv, top_k, dim)``; ``valid`` masks the picks it may
+    not attend to, and a query with none gets zeros. Returns ``(batch, heads,
+    num_queries, dim_v)``.
+    """
+    batch, num_heads, num_queries, dim = q.shape
+    num_kv_heads, picks = k.shape[1], indices.shape[-1]
+    rows = batch * num_queries
+    where = indices.reshape(batch, 1, num_queries * picks, 1)
+
+    def gathered(x: torch.Tensor) -> torch.Tensor:  # (b, kv, keys, d) -> (rows, kv, picks, d)
+        size = x.shape[-1]
+        x = x.gather(2, where.expand(batch, num_kv_heads, num_queries * picks, size))
+        x = x.view(batch, num_kv_heads, num_queries, picks, size).transpose(1, 2)
+        return x.reshape(rows, num_kv_heads, picks, size)
+
+    queries = q.transpose(1, 2).reshape(rows, num_heads, 1, dim)
+    valid = valid.reshape(rows, 1, 1, picks)
+    empty = ~valid.any(dim=-1, keepdim=True)  # (rows, 1, 1, 1): queries with no key
+    allowed = None if valid.all() else valid | empty  # None: attend's packed decoding path
+    out = _attend(queries, gathered(k), gathered(v), allowed, scale=scale, dropout=dropout)
+    if allowed is not None:
+        out = out.masked_fill(empty, 0.0)  # they attended to everything: zeros instead
+    return out.view(batch, num_queries, num_heads, -1).transpose(1, 2)
 
 
 def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
@@ -164,22 +252,6 @@ def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
             f"least num_queries, got {q.shape[2]} queries (q of shape {tuple(q.shape)}) and "
             f"{k.shape[2]} keys (k of shape {tuple(k.shape)})"
         )
-
-
-def _chosen(index_scores: torch.Tensor, top_k: int) -> torch.Tensor:
-    """``True`` at each query's ``top_k`` best visible keys with a score above ``-inf``.
-
-    Unchecked; ``(batch, num_queries, num_keys)`` in and out.
-    """
-    num_queries, num_keys = index_scores.shape[-2:]
-    visible = _causal_mask(num_queries, num_keys, None, index_scores.device)
-    scores = index_scores.masked_fill(~visible, float("-inf"))
-    if top_k >= num_keys:
-        return scores > float("-inf")
-    picked = scores.topk(top_k, dim=-1).indices  # (batch, num_queries, top_k)
-    chosen = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, picked, True)
-    # A query that sees fewer than top_k keys also "picks" some it may not see: drop them.
-    return chosen & (scores > float("-inf"))
 
 
 class LightningIndexer(nn.Module):
@@ -478,14 +550,13 @@ class SparseLatentAttention(MultiHeadLatentAttention):
             self.indexer.W_key.weight.element_size()
         )
 
-    def _chosen(
+    def _index_scores(
         self, x: torch.Tensor, cache: SparseLatentCache | None, allowed: torch.Tensor | None
     ) -> torch.Tensor:
-        """The keys each query attends to, ``(batch, num_tokens, num_keys)``."""
+        """The indexer's scores, ``(batch, num_tokens, num_keys)``, -inf where not allowed."""
         q_latent = self.q_norm(self.W_dq(x))  # the latent W_uq reads, again
         index_cache = None if cache is None else cache.indexer
-        scores = self.indexer(x, q_latent, cache=index_cache, allowed=allowed)
-        return _chosen(scores, self.index_topk)  # within the causal and allowed mask
+        return self.indexer(x, q_latent, cache=index_cache, allowed=allowed)
 
     def forward(
         self,
@@ -504,9 +575,10 @@ class SparseLatentAttention(MultiHeadLatentAttention):
                 f"too) or None, got {type(cache).__name__}"
             )
         queries, keys, values, _ = self._project(x, cache, allowed)
-        chosen = self._chosen(x, cache, allowed)
+        scores = self._index_scores(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
-        context = _attend_chosen(queries, keys, values, chosen, self._scale, dropout)
+        topk = self.index_topk
+        context = _sparse_attend(queries, keys, values, scores, topk, self._scale, dropout)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
         return self.out_proj(context)  # (b, n, d_out)
@@ -521,5 +593,5 @@ class SparseLatentAttention(MultiHeadLatentAttention):
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
         queries, keys, _, _ = self._project(x, None, allowed)
-        chosen = self._chosen(x, None, allowed)[:, None]
+        chosen = _chosen(self._index_scores(x, None, allowed), self.index_topk)[:, None]
         return _scaled_dot_product_weights(queries, keys, chosen, self._scale)

@@ -36,7 +36,7 @@ from hf_models import (
     float64_softmax,
     rope_cos_sin,
 )
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from transformers import DynamicCache
 from transformers.models.deepseek_v32.configuration_deepseek_v32 import DeepseekV32Config
@@ -56,7 +56,7 @@ from attention import (
     causal_mask,
     topk_sparse_attention,
 )
-from attention.sparse import _chosen
+from attention.sparse import _attend_chosen, _attend_gathered, _chosen, _pick
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -151,9 +151,11 @@ def test_minus_infinity_is_never_picked(layout, top_k, data):
     assert out.transpose(1, 2)[nothing].eq(0).all()
 
 
-def test_a_query_with_every_key_at_minus_infinity_gets_zeros_and_no_nan_gradient():
+@pytest.mark.parametrize("num_keys", [4, 8], ids=["masked", "gathered"])
+def test_a_query_with_every_key_at_minus_infinity_gets_zeros_and_no_nan_gradient(num_keys):
+    """3 queries picking 2 keys each: among 4 keys a mask, among 8 the gathered keys."""
     q, k, v, scores = tensors(
-        {"batch": 1, "num_heads": 2, "num_kv_heads": 1, "num_queries": 3, "num_keys": 4}
+        {"batch": 1, "num_heads": 2, "num_kv_heads": 1, "num_queries": 3, "num_keys": num_keys}
         | {"dim": 3, "dim_v": 2, "seed": 0}
     )
     scores[0, 1] = -math.inf  # the second query may pick nothing
@@ -162,6 +164,34 @@ def test_a_query_with_every_key_at_minus_infinity_gets_zeros_and_no_nan_gradient
     assert out[0, :, 1].eq(0).all() and not out[0, :, [0, 2]].eq(0).all()
     out.sum().backward()
     assert torch.isfinite(q.grad).all() and q.grad[0, :, 1].eq(0).all()
+
+
+def test_a_decoding_step_reads_only_its_top_k_keys():
+    """One query over 64 keys: the 60 keys it does not pick may hold NaN; O(top_k) work."""
+    q, k, v, scores = tensors(
+        {"batch": 2, "num_heads": 4, "num_kv_heads": 2, "num_queries": 1, "num_keys": 64}
+        | {"dim": 8, "dim_v": 8, "seed": 3}
+    )
+    chosen = _chosen(scores, 4)[:, 0]  # (batch, num_keys)
+    assert chosen.sum(dim=-1).tolist() == [4, 4]
+    unread = ~chosen[:, None, :, None]
+    poisoned = (k.masked_fill(unread, math.nan), v.masked_fill(unread, math.nan))
+    out = topk_sparse_attention(q, *poisoned, scores, top_k=4)
+    torch.testing.assert_close(out, topk_sparse_attention(q, k, v, scores, top_k=4), **EXACT)
+
+
+@given(layout=layouts(), top_k=st.integers(1, 8), data=st.data())
+def test_gathering_the_chosen_keys_equals_masking_the_others(layout, top_k, data):
+    """The two ways topk_sparse_attention computes (gathered for few queries), for any sizes."""
+    q, k, v, scores = tensors(layout)
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16)))
+    scores = scores.masked_fill(torch.rand(scores.shape, generator=g) < 0.3, -math.inf)
+    assume(layout["num_keys"] > 1)  # one key: nothing to choose
+    top_k = min(top_k, layout["num_keys"] - 1)
+    indices, valid = _pick(scores, top_k)
+    gathered = _attend_gathered(q, k, v, indices, valid)
+    torch.testing.assert_close(gathered, _attend_chosen(q, k, v, _chosen(scores, top_k)), **EXACT)
+    torch.testing.assert_close(gathered, dense_reference(q, k, v, scores, top_k), **EXACT)
 
 
 @given(layout=layouts(), top_k=st.integers(1, 9))
