@@ -208,13 +208,13 @@ def _attend_gathered(
     batch, num_heads, num_queries, dim = q.shape
     num_kv_heads, picks = k.shape[1], indices.shape[-1]
     rows = batch * num_queries
-    where = indices.reshape(batch, 1, num_queries * picks, 1)
+    flat = indices.reshape(batch, num_queries * picks)
 
     def gathered(x: torch.Tensor) -> torch.Tensor:  # (b, kv, keys, d) -> (rows, kv, picks, d)
-        size = x.shape[-1]
-        x = x.gather(2, where.expand(batch, num_kv_heads, num_queries * picks, size))
-        x = x.view(batch, num_kv_heads, num_queries, picks, size).transpose(1, 2)
-        return x.reshape(rows, num_kv_heads, picks, size)
+        # index_select reads the chosen rows of a strided cache without copying the rest
+        picked = torch.stack([x[b].index_select(1, flat[b]) for b in range(batch)])
+        picked = picked.view(batch, num_kv_heads, num_queries, picks, x.shape[-1])
+        return picked.transpose(1, 2).reshape(rows, num_kv_heads, picks, x.shape[-1])
 
     queries = q.transpose(1, 2).reshape(rows, num_heads, 1, dim)
     valid = valid.reshape(rows, 1, 1, picks)
