@@ -87,7 +87,10 @@ something_share = torch.stack([head[something].mean() for head in to_sink.unbind
 print("accuracy above 0.95:", bool(accuracy > 0.95))
 # Expected output:
 # accuracy above 0.95: True
-print("every head sinks more when there is nothing to find:", bool((nothing_share > something_share).all()))
+print(
+    "every head sinks more when there is nothing to find:",
+    bool((nothing_share > something_share).all()),
+)
 # Expected output:
 # every head sinks more when there is nothing to find: True
 print("some head sends over half of such a row to its sink:", bool(nothing_share.max() > 0.5))

@@ -82,9 +82,7 @@ def train(qk_norm, lr, steps=100):
 # exact logits depend on the machine's arithmetic, so the script prints what holds on
 # every machine.
 
-runs = {
-    (lr, qk_norm): train(qk_norm, lr) for lr in (0.005, 0.05) for qk_norm in (False, True)
-}
+runs = {(lr, qk_norm): train(qk_norm, lr) for lr in (0.005, 0.05) for qk_norm in (False, True)}
 for lr in (0.005, 0.05):
     plain, normed = max(runs[lr, False]), max(runs[lr, True])
     print(f"learning rate {lr}: plain's largest logit over 3 times QK-norm's:", plain > 3 * normed)
