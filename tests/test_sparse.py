@@ -1,4 +1,5 @@
-"""topk_sparse_attention and LightningIndexer: properties, a dense reference, transformers.
+"""topk_sparse_attention, LightningIndexer, SparseLatentAttention: properties, a dense
+reference, transformers' DeepSeek-V3.2.
 
 Tolerances:
 
@@ -12,7 +13,8 @@ Tolerances:
 * SparseLatentAttention against ``DeepseekV32Attention`` (sdpa and eager): EXACT with
   float64 cos/sin, float64 RMS norms (``float64_norms``), casts and softmax, for a
   full pass and for a prefill then one-token steps with its ``DynamicCache``;
-  FLOAT32_STEP as shipped, on fixed seeds (a float32 near-tie could pick another key).
+  FLOAT32_STEP as shipped, on fixed seeds (a float32 near-tie could pick another key),
+  with plain RoPE and with YaRN (DeepSeek's, and an attention factor alone).
 
 The indexer returns only the chosen keys' indices; its scores are read from the tensor
 it calls ``topk`` on (``captured_topk``).
