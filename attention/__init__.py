@@ -33,11 +33,17 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
 * :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
 * :func:`apply_rope` and :func:`apply_rope_interleaved`: rotary position embeddings
-  in both layouts.
-* :func:`causal_mask`, :func:`sliding_window_mask` and :func:`padding_mask`.
+  in both layouts, scaled for longer contexts with :func:`rope_frequencies`.
+* :func:`causal_mask`, :func:`sliding_window_mask`, :func:`chunked_mask` and
+  :func:`padding_mask`.
 * :class:`MultiHeadLatentAttention`, :class:`LatentCache` and
   :func:`latent_cache_bytes_per_token`: DeepSeek's latent attention, which caches one
   small latent per token.
+
+**Part III, the attention of 2025–26 models.** :class:`GroupedQueryAttention` takes
+QK-norm with :class:`RMSNorm` (Qwen3, OLMo 2), softcapping and its own ``scale``
+(Gemma 2), attention sinks (gpt-oss), an output gate (Qwen3-Next), and Gemma 4's value
+norm and keys used as values; :func:`attend` takes the cap and the sinks.
 
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
@@ -78,10 +84,11 @@ from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
-from attention.masks import causal_mask, padding_mask, sliding_window_mask
+from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
-from attention.rope import apply_rope, apply_rope_interleaved
+from attention.norms import RMSNorm
+from attention.rope import apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attention.simple import (
@@ -112,6 +119,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "MultiHeadLatentAttention",
+    "RMSNorm",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "apply_rope",
@@ -120,11 +128,13 @@ __all__ = [
     "attention_weights",
     "causal_mask",
     "check_version",
+    "chunked_mask",
     "context_vectors",
     "grouped_query_attention",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
     "padding_mask",
+    "rope_frequencies",
     "scaled_dot_product_weights",
     "scores_for_all",
     "scores_for_query",

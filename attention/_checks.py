@@ -177,7 +177,9 @@ def cached_input(
 
     Checks :func:`module_input`'s rules, that ``cache`` is ``None`` or a ``cache_type``
     (``why`` can say why, in parentheses), and that the cached and the new tokens fit
-    in ``module.context_length``. Returns the input and the number of cached tokens.
+    in ``module.context_length``. Returns the input and the number of tokens the cache
+    has seen (``cache.seen_tokens``: the new tokens' first position, which counts the
+    tokens a rolling cache dropped).
     """
     owner, name = type(module).__name__, cache_type.__name__
     if cache is not None and not isinstance(cache, cache_type):
@@ -185,11 +187,15 @@ def cached_input(
             f"{owner}: cache must be a {name}{why} or None, got {type(cache).__name__}"
         )
     x = module_input(module, x, d_in=module.d_in, context_length=module.context_length)
-    num_cached = 0 if cache is None else len(cache)
+    num_cached = 0 if cache is None else cache.seen_tokens
     num_tokens = x.shape[1]
     if num_cached + num_tokens > module.context_length:
+        held = num_cached if cache is None else len(cache)
+        has = f"holds {num_cached} tokens"
+        if held != num_cached:
+            has = f"has seen {num_cached} tokens (holding the last {held})"
         raise ValueError(
-            f"{owner}: the cache holds {num_cached} tokens and {num_tokens} more make "
+            f"{owner}: the cache {has} and {num_tokens} more make "
             f"{num_cached + num_tokens}, past context_length={module.context_length}; "
             f"build the module with a larger context_length or start a new {name}"
         )

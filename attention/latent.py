@@ -23,7 +23,7 @@ from torch import nn
 from attention import _checks
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import _causal_mask
-from attention.rope import _cos_sin_range, _rotate
+from attention.rope import _cos_sin_range, _rotate, _settings, _softmax_mscale
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
 
@@ -115,12 +115,19 @@ class MultiHeadLatentAttention(nn.Module):
     out_bias : bool
         Bias on ``out_proj``. DeepSeek's ``attention_bias`` is ``qkv_bias=out_bias``.
     rope_base : float
-        RoPE's base (``rope_parameters["rope_theta"]``). Plain RoPE only: DeepSeek-V3's
-        released weights add YaRN scaling, which this module does not do.
+        RoPE's base (``rope_parameters["rope_theta"]``).
     rope_interleave : bool
         Whether the rotary parts of ``W_uq``/``W_query`` and ``W_kr`` are laid out in
         interleaved pairs, as in DeepSeek's weights and ``transformers``' default
         (``rope_interleave=True``); ``False``: the half-split layout.
+    rope_scaling : dict, optional
+        RoPE scaled for a longer context, in ``transformers``' ``rope_parameters`` form
+        (see :func:`~attention.rope_frequencies`). DeepSeek-V3's is YaRN,
+        ``{"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings":
+        4096, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim":
+        1.0}``. As ``DeepseekV3Attention`` does, cos and sin are multiplied by the
+        attention factor, and with a nonzero ``mscale_all_dim`` the softmax scale
+        ``1 / sqrt(qk_head_dim)`` by ``(0.1 * mscale_all_dim * ln(factor) + 1) ** 2``.
     norm_eps : float
         Epsilon of the RMS norms on the latents (``rms_norm_eps``).
     bias : None
@@ -175,6 +182,7 @@ class MultiHeadLatentAttention(nn.Module):
         out_bias: bool = False,
         rope_base: float = 10000.0,
         rope_interleave: bool = True,
+        rope_scaling: dict | None = None,
         norm_eps: float = 1e-6,
         bias: None = None,
     ):
@@ -210,6 +218,11 @@ class MultiHeadLatentAttention(nn.Module):
         self.rope_base = float(rope_base)
         self.rope_interleave = bool(rope_interleave)
         self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
+        _, self._rope_key = _settings(owner, qk_rope_head_dim, rope_base, rope_scaling, 1.0)
+        self.rope_scaling = None if rope_scaling is None else dict(rope_scaling)
+        # The softmax scale: None is 1 / sqrt(qk_head_dim); YaRN's mscale_all_dim raises it
+        mscale = _softmax_mscale(self._rope_key)
+        self._scale = None if mscale == 1.0 else self.qk_head_dim**-0.5 * mscale * mscale
         q_out = num_heads * self.qk_head_dim
         if q_lora_rank is None:
             self.W_query = nn.Linear(d_in, q_out, bias=False)
@@ -252,7 +265,9 @@ class MultiHeadLatentAttention(nn.Module):
             allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
         # cos and sin of the new tokens' positions, once for queries and keys: (n, rope_dim / 2)
         rope_dim = self.qk_rope_head_dim
-        cos, sin = _cos_sin_range(num_cached, num_tokens, rope_dim, self.rope_base, x)
+        cos, sin = _cos_sin_range(
+            num_cached, num_tokens, rope_dim, self.rope_base, x, self._rope_key
+        )
         H, nope = self.num_heads, self.qk_nope_head_dim
 
         if self.q_lora_rank is None:
@@ -296,8 +311,9 @@ class MultiHeadLatentAttention(nn.Module):
         """
         queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
-        # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim)
-        context = _attend(queries, keys, values, mask, dropout=dropout)
+        # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim),
+        # times YaRN's correction with a rope_scaling that has mscale_all_dim
+        context = _attend(queries, keys, values, mask, scale=self._scale, dropout=dropout)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
         return self.out_proj(context)  # (b, n, d_out)
@@ -314,5 +330,5 @@ class MultiHeadLatentAttention(nn.Module):
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
         queries, keys, _, mask = self._project(x, None, allowed)
-        # The scale is 1 / sqrt(qk_head_dim); mask is True where a query may attend.
-        return _scaled_dot_product_weights(queries, keys, mask)
+        # The scale is 1 / sqrt(qk_head_dim) (and YaRN's correction); mask: True = may attend.
+        return _scaled_dot_product_weights(queries, keys, mask, self._scale)

@@ -13,6 +13,8 @@ pass ``allowed=~mask``.
   does, not the top-left corner that ``is_causal=True`` uses.
 * :func:`~attention.sliding_window_mask`: causal, and only the last ``window`` positions, the
   query included (Mistral, Gemma's local layers).
+* :func:`~attention.chunked_mask`: causal, and only within the query's own chunk of
+  ``chunk`` positions (Llama 4's chunked local attention).
 * :func:`~attention.padding_mask`: which tokens of a right-padded batch are real.
 """
 
@@ -24,7 +26,7 @@ import torch
 
 from attention import _checks
 
-__all__ = ["causal_mask", "padding_mask", "sliding_window_mask"]
+__all__ = ["causal_mask", "chunked_mask", "padding_mask", "sliding_window_mask"]
 
 
 def _non_negative_int(owner: str, name: str, value: object) -> int:
@@ -143,6 +145,87 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
     owner = "sliding_window_mask"
     num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
     return _causal_mask(num_tokens, num_tokens, _window(owner, window), None)
+
+
+def chunked_mask(num_tokens: int, chunk: int) -> torch.Tensor:
+    """Causal attention within chunks: each query sees the keys of its own chunk up to itself.
+
+    The positions are cut into chunks of ``chunk``: ``0 ... chunk - 1``, then
+    ``chunk ... 2 * chunk - 1``, and so on. Query ``i`` sees key ``j`` when ``j <= i``
+    and both lie in the same chunk, ``i // chunk == j // chunk``. This is Llama 4's
+    chunked local attention (``attention_chunk_size``, 8192 in its released configs),
+    as ``transformers``' ``chunked_causal_mask_function`` builds it. Unlike a sliding
+    window, what a token sees depends on where it falls in its chunk: the first token
+    of a chunk sees only itself, the last one the whole chunk.
+
+    Parameters
+    ----------
+    num_tokens : int
+        Number of tokens (queries and keys), at least 1.
+    chunk : int
+        Positions per chunk, at least 1. ``chunk >= num_tokens`` is the plain causal
+        mask; ``chunk == 1`` lets each token see only itself.
+
+    Returns
+    -------
+    torch.Tensor of bool, shape (num_tokens, num_tokens)
+        ``True`` where the query may attend.
+
+    Examples
+    --------
+    >>> chunked_mask(5, chunk=2).int()
+    tensor([[1, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0],
+            [0, 0, 1, 0, 0],
+            [0, 0, 1, 1, 0],
+            [0, 0, 0, 0, 1]], dtype=torch.int32)
+    """
+    owner = "chunked_mask"
+    num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
+    what = "chunk must be an integer >= 1 (how many positions each chunk spans)"
+    chunk = _checks.whole_number(owner, chunk, what)
+    if chunk < 1:
+        raise ValueError(f"{owner}: {what}, got chunk={chunk}")
+    return _chunked_mask(num_tokens, num_tokens, 0, chunk, None)
+
+
+def _chunked_mask(
+    num_queries: int, num_keys: int, first: int, chunk: int, device: torch.device | str | None
+) -> torch.Tensor:
+    """:func:`chunked_mask` for the last ``num_queries`` of ``num_keys`` positions from ``first``.
+
+    Where a chunk starts depends on the absolute position, so a module decoding with a
+    cache gives the position of its first key, ``first``.
+    """
+    key_pos = torch.arange(first, first + num_keys, device=device)
+    query_pos = key_pos[num_keys - num_queries :, None]
+    return (key_pos <= query_pos) & (key_pos // chunk == query_pos // chunk)
+
+
+def _local_mask(
+    num_queries: int,
+    num_keys: int,
+    first: int,
+    window: int | None,
+    chunk: int | None,
+    device: torch.device | str | None,
+) -> torch.Tensor | None:
+    """A module's own mask: causal, within ``window`` or the query's chunk.
+
+    The queries are the last ``num_queries`` of ``num_keys`` positions, the first at
+    position ``first``. ``None`` when one query may see every key, which lets
+    ``scaled_dot_product_attention`` pick its fastest kernel for decoding.
+    """
+    if num_queries == 1:
+        last = first + num_keys - 1
+        sees_all = (window is None or window >= num_keys) and (
+            chunk is None or first // chunk == last // chunk
+        )
+        if sees_all:
+            return None
+    if chunk is not None:
+        return _chunked_mask(num_queries, num_keys, first, chunk, device)
+    return _causal_mask(num_queries, num_keys, window, device)
 
 
 def padding_mask(lengths: Sequence[int] | torch.Tensor, num_tokens: int) -> torch.Tensor:

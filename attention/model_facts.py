@@ -33,7 +33,10 @@ from attention.latent import latent_cache_bytes_per_token
 
 __all__ = ["MODELS", "ModelFacts"]
 
-FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer_types
+# transformers' layer_types
+FULL, SLIDING = "full_attention", "sliding_attention"
+CHUNKED, LINEAR = "chunked_attention", "linear_attention"
+QK_NORMS = ("head", "projection", "l2")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,16 +73,71 @@ class ModelFacts:
     sliding_window : int or None
         Tokens a sliding layer sees, the query included.
     global_every : int or None
-        With a ``sliding_window``: one full-attention layer every ``global_every``
-        layers, the others sliding (Gemma's ``sliding_window_pattern``). ``None``: every
-        layer slides.
+        One full-attention layer every ``global_every`` layers (layer ``i`` is full when
+        ``(i + 1) % global_every == 0``); the others slide (``sliding_window``, Gemma's
+        ``sliding_window_pattern``), are chunked (``attention_chunk_size``) or are not
+        attention at all (``linear_attention``). ``None``: every layer is of that local
+        kind.
     kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim : int or None
         Multi-head latent attention's sizes (DeepSeek).
     query_pre_attn_scalar : int or None
         Where the scores are scaled by ``query_pre_attn_scalar ** -0.5`` instead of
         ``head_dim ** -0.5`` (Gemma).
-    qk_norm : bool
-        RMSNorm on each head's queries and keys before RoPE.
+    qk_norm : str or None
+        Normalisation of the queries and keys before RoPE: ``"head"``, an RMSNorm over
+        each head's ``head_dim`` with a learned scale (Qwen3, Gemma 3 and 4, Qwen3-Next);
+        ``"projection"``, an RMSNorm over the whole query or key projection,
+        ``num_heads * head_dim`` features (OLMo 2); ``"l2"``, an L2 norm over each head
+        with no learned scale, on the RoPE layers only (Llama 4's ``use_qk_norm``).
+        ``None``: no QK-norm.
+    attn_logit_softcapping, final_logit_softcapping : float or None
+        ``c`` in ``c * tanh(s / c)``, applied to the scaled attention scores and to the
+        output logits (Gemma 2).
+    sinks : bool
+        One learned sink logit per head joins each softmax (gpt-oss; always on in
+        ``GptOssAttention``, no config field).
+    output_gate : bool
+        The attention output is multiplied by ``sigmoid(W_gate x)`` before the output
+        projection (Qwen3-Next; always on in ``Qwen3NextAttention``, no config field).
+    value_norm : bool
+        An RMSNorm without a learned scale over each head's values (Gemma 4's ``v_norm``;
+        no config field).
+    attention_k_eq_v : bool
+        The full-attention layers use the key projection's output as the values, with no
+        value projection (Gemma 4).
+    scale : float or None
+        The factor on the scores where the model sets it outright (Gemma 4: 1.0, in
+        ``Gemma4TextAttention``); ``None``: ``head_dim ** -0.5``, or
+        ``query_pre_attn_scalar ** -0.5`` where that is given.
+    global_head_dim, num_global_kv_heads : int or None
+        ``head_dim`` and key/value heads of the full-attention layers where they differ
+        from the others' (Gemma 4's ``global_head_dim`` and
+        ``num_global_key_value_heads``; ``transformers`` applies the latter only with
+        ``attention_k_eq_v``).
+    num_kv_shared_layers : int
+        The last ``num_kv_shared_layers`` layers compute no keys and values: each reuses
+        those of the last earlier layer of its own type, and caches nothing (Gemma 3n,
+        Gemma 4 E2B and E4B).
+    partial_rotary_factor : float
+        The share of each head's dimensions that RoPE rotates, the first ones, with
+        frequencies computed from that rotary size (Qwen3-Next: 0.25). Gemma 4's
+        ``"proportional"`` RoPE keeps its own ``partial_rotary_factor`` inside
+        ``rope_scaling``, with another meaning (all dimensions rotate in pairs across the
+        whole head; the pairs past that share have frequency zero).
+    attention_chunk_size : int or None
+        Llama 4's chunked attention: a chunked layer's query sees only the keys of its
+        own chunk of ``attention_chunk_size`` tokens.
+    nope_every : int or None
+        One layer without RoPE (NoPE) every ``nope_every`` layers, layer ``i`` when
+        ``(i + 1) % nope_every == 0`` (Llama 4 and SmolLM3: 4, ``no_rope_layers`` and
+        ``no_rope_layer_interval`` in their configs).
+    attn_temperature_tuning, floor_scale, attn_scale : bool, int or None, float or None
+        Llama 4 multiplies the queries of its NoPE layers by
+        ``1 + attn_scale * log(1 + floor((position + 1) / floor_scale))``.
+    linear_attention : str or None
+        The token mixer of the layers that are not attention (Qwen3-Next:
+        ``"Gated DeltaNet"``, ``"linear_attention"`` in its ``layer_types``). Their state
+        is not a key/value cache: the cache figures here count the attention layers only.
     parameters : int or None
         Weights of the whole model, from ``parameters_source``.
     config_class : str
@@ -114,7 +172,24 @@ class ModelFacts:
     qk_rope_head_dim: int | None = None
     v_head_dim: int | None = None
     query_pre_attn_scalar: int | None = None
-    qk_norm: bool = False
+    qk_norm: str | None = None
+    attn_logit_softcapping: float | None = None
+    final_logit_softcapping: float | None = None
+    sinks: bool = False
+    output_gate: bool = False
+    value_norm: bool = False
+    attention_k_eq_v: bool = False
+    scale: float | None = None
+    global_head_dim: int | None = None
+    num_global_kv_heads: int | None = None
+    num_kv_shared_layers: int = 0
+    partial_rotary_factor: float = 1.0
+    attention_chunk_size: int | None = None
+    nope_every: int | None = None
+    attn_temperature_tuning: bool = False
+    floor_scale: int | None = None
+    attn_scale: float | None = None
+    linear_attention: str | None = None
     parameters: int | None = None
     parameters_source: str = ""
     class_defaults: tuple[str, ...] = field(default=())
@@ -126,6 +201,33 @@ class ModelFacts:
             else:
                 head_dim = self.hidden_size // self.num_heads
             object.__setattr__(self, "head_dim", head_dim)
+        if self.qk_norm is not None and self.qk_norm not in QK_NORMS:
+            raise ValueError(
+                f"ModelFacts {self.name!r}: qk_norm must be None or one of {QK_NORMS} "
+                f"(got {self.qk_norm!r})"
+            )
+        local = [
+            name
+            for name in ("sliding_window", "attention_chunk_size", "linear_attention")
+            if getattr(self, name) is not None
+        ]
+        if len(local) > 1:
+            raise ValueError(
+                f"ModelFacts {self.name!r}: the layers that are not full attention are of "
+                f"one kind; expected at most one of sliding_window, attention_chunk_size "
+                f"and linear_attention (got {', '.join(local)})"
+            )
+        if self.num_global_kv_heads is not None and not self.attention_k_eq_v:
+            raise ValueError(
+                f"ModelFacts {self.name!r}: num_global_kv_heads is applied with "
+                f"attention_k_eq_v only, as transformers' Gemma 4 does (got "
+                f"num_global_kv_heads={self.num_global_kv_heads}, attention_k_eq_v=False)"
+            )
+        if not 0 <= self.num_kv_shared_layers < self.layers:
+            raise ValueError(
+                f"ModelFacts {self.name!r}: expected 0 <= num_kv_shared_layers < layers "
+                f"(got {self.num_kv_shared_layers} of {self.layers})"
+            )
 
     @property
     def attention(self) -> str:
@@ -138,19 +240,54 @@ class ModelFacts:
 
     @property
     def group_size(self) -> int:
-        """Query heads that share one key/value head."""
+        """Query heads that share one key/value head (in the layers that are not global,
+        where the global ones have heads of their own: ``num_global_kv_heads``)."""
         return self.num_heads // self.num_kv_heads
 
     @property
     def layer_types(self) -> tuple[str, ...]:
-        """Each layer's attention, ``"full_attention"`` or ``"sliding_attention"``."""
-        if self.sliding_window is None:
+        """Each layer's kind, in ``transformers``' names: ``"full_attention"``,
+        ``"sliding_attention"``, ``"chunked_attention"`` or ``"linear_attention"``."""
+        if self.sliding_window is not None:
+            local = SLIDING
+        elif self.attention_chunk_size is not None:
+            local = CHUNKED
+        elif self.linear_attention is not None:
+            local = LINEAR
+        else:
             return (FULL,) * self.layers
         if self.global_every is None:
-            return (SLIDING,) * self.layers
+            return (local,) * self.layers
         return tuple(
-            FULL if (i + 1) % self.global_every == 0 else SLIDING for i in range(self.layers)
+            FULL if (i + 1) % self.global_every == 0 else local for i in range(self.layers)
         )
+
+    @property
+    def uses_rope(self) -> tuple[bool, ...]:
+        """For each layer, whether it rotates its queries and keys (False: NoPE)."""
+        if self.positions != "rope":
+            return (False,) * self.layers
+        if self.nope_every is None:
+            return (True,) * self.layers
+        return tuple((i + 1) % self.nope_every != 0 for i in range(self.layers))
+
+    @property
+    def kv_shared(self) -> tuple[bool, ...]:
+        """For each layer, whether it reuses an earlier layer's keys and values."""
+        first_shared = self.layers - self.num_kv_shared_layers
+        return tuple(i >= first_shared for i in range(self.layers))
+
+    @property
+    def layer_kv_shapes(self) -> tuple[tuple[int, int], ...]:
+        """``(key/value heads, head_dim)`` of each layer's attention.
+
+        The full-attention layers take ``num_global_kv_heads`` and ``global_head_dim``
+        where the model gives them (Gemma 4); a linear-attention layer has the shape of
+        the others, though it does not use it.
+        """
+        local = (self.num_kv_heads, self.head_dim)
+        full = (self.num_global_kv_heads or local[0], self.global_head_dim or local[1])
+        return tuple(full if kind == FULL else local for kind in self.layer_types)
 
     @property
     def receptive_field(self) -> int | None:
@@ -158,33 +295,62 @@ class ModelFacts:
 
         Each sliding layer reaches ``sliding_window - 1`` positions further back.
         """
-        if self.sliding_window is None or FULL in self.layer_types:
+        if self.sliding_window is None or set(self.layer_types) != {SLIDING}:
             return None
         return self.layers * (self.sliding_window - 1)
+
+    def layer_kv_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> tuple[int, ...]:
+        """Bytes each layer's cache grows by per token, in ``dtype`` numbers.
+
+        ``2 * kv_heads * head_dim * bytes`` (the full-attention layers' own heads and size
+        where they differ), or for latent attention ``(kv_lora_rank + qk_rope_head_dim) *
+        bytes``; 0 for a layer that reuses another's keys and values and for a
+        linear-attention layer, whose state is no key/value cache.
+
+        Gemma 4's ``attention_k_eq_v`` layers count keys and values both: the key
+        projection feeds both, but the keys are normalised and rotated and the values
+        only normalised, and ``transformers`` caches the two.
+        """
+        if self.kv_lora_rank is not None:
+            per_layer = latent_cache_bytes_per_token(
+                1, self.kv_lora_rank, self.qk_rope_head_dim, dtype
+            )
+            return (per_layer,) * self.layers
+        return tuple(
+            0 if shared or kind == LINEAR else kv_cache_bytes_per_token(1, *shape, dtype)
+            for kind, shared, shape in zip(
+                self.layer_types, self.kv_shared, self.layer_kv_shapes, strict=True
+            )
+        )
 
     def kv_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
         """Bytes the cache of all layers grows by per token, in ``dtype`` numbers.
 
         ``2 * layers * num_kv_heads * head_dim * bytes``, or for latent attention
-        ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``.
+        ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``; the sum of
+        :meth:`layer_kv_bytes_per_token` where layers differ.
         """
         if self.kv_lora_rank is not None:
             return latent_cache_bytes_per_token(
                 self.layers, self.kv_lora_rank, self.qk_rope_head_dim, dtype
             )
-        return kv_cache_bytes_per_token(self.layers, self.num_kv_heads, self.head_dim, dtype)
+        return sum(self.layer_kv_bytes_per_token(dtype))
 
     def kv_cache_bytes(self, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
         """Bytes of cache for one sequence of ``tokens`` tokens.
 
-        A sliding layer keeps at most ``sliding_window`` tokens; a full one keeps all.
+        A sliding layer keeps at most ``sliding_window`` tokens and a chunked one at most
+        ``attention_chunk_size`` (the keys of the current chunk); a full one keeps all.
+        A layer that reuses another's keys and values keeps none, and so does a
+        linear-attention layer: its fixed-size state is not counted here.
         """
-        per_layer = self.kv_bytes_per_token(dtype) // self.layers
-        kept = (
-            min(tokens, self.sliding_window) if kind == SLIDING else tokens
-            for kind in self.layer_types
+        limits = {SLIDING: self.sliding_window, CHUNKED: self.attention_chunk_size}
+        return sum(
+            per_token * min(tokens, limits.get(kind) or tokens)
+            for kind, per_token in zip(
+                self.layer_types, self.layer_kv_bytes_per_token(dtype), strict=True
+            )
         )
-        return per_layer * sum(kept)
 
 
 def _hf(checkpoint: str) -> str:
@@ -313,7 +479,7 @@ _ENTRIES = (
         sliding_window=1024,
         global_every=6,
         query_pre_attn_scalar=168,
-        qk_norm=True,
+        qk_norm="head",
         class_defaults=(
             "rope_theta",
             "local_rope_theta",
@@ -352,6 +518,263 @@ _ENTRIES = (
         v_head_dim=128,
         parameters=671_000_000_000,
         parameters_source="the technical report and model card: 671B in all, 37B active per token",
+    ),
+    ModelFacts(
+        name="Qwen3 8B",
+        checkpoint="Qwen/Qwen3-8B",
+        year=2025,
+        source=_hf("Qwen/Qwen3-8B") + "; QK-norm (q_norm, k_norm over each head) from "
+        "Qwen3Attention and Qwen Team 2025 (Qwen3 technical report), section 2",
+        config_class="Qwen3Config",
+        layers=36,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=40960,
+        trained_context=32768,
+        context_source="the model card of Qwen/Qwen3-8B: context length 32,768 natively "
+        "(131,072 with YaRN, which the released config leaves off)",
+        rope_theta=1_000_000.0,
+        qk_norm="head",
+    ),
+    ModelFacts(
+        name="Gemma 2 9B",
+        checkpoint="google/gemma-2-9b",
+        year=2024,
+        source=_hf("google/gemma-2-9b") + "; the 1:1 local:global pattern from Gemma Team "
+        "2024 (Gemma 2 technical report), section 2",
+        config_class="Gemma2Config",
+        layers=42,
+        hidden_size=3584,
+        num_heads=16,
+        num_kv_heads=8,
+        head_dim=256,
+        max_position_embeddings=8192,
+        trained_context=8192,
+        context_source="Gemma 2 technical report, section 2: context length 8192, "
+        "sliding window 4096 in every other layer",
+        rope_theta=10000.0,
+        sliding_window=4096,
+        global_every=2,
+        query_pre_attn_scalar=256,
+        attn_logit_softcapping=50.0,
+        final_logit_softcapping=30.0,
+        class_defaults=("global_every",),
+    ),
+    ModelFacts(
+        name="Gemma 4 31B",
+        checkpoint="google/gemma-4-31B-it",
+        year=2026,
+        source=_hf("google/gemma-4-31B-it") + " (text_config); QK-norm, the value norm and "
+        "a score scale of 1 from Gemma4TextAttention in transformers",
+        config_class="Gemma4TextConfig",
+        layers=60,
+        hidden_size=5376,
+        num_heads=32,
+        num_kv_heads=16,
+        head_dim=256,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the model card of google/gemma-4-31B-it: context length 256K",
+        rope_theta=1_000_000.0,
+        rope_scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
+        local_rope_theta=10000.0,
+        sliding_window=1024,
+        global_every=6,
+        qk_norm="head",
+        value_norm=True,
+        attention_k_eq_v=True,
+        scale=1.0,
+        global_head_dim=512,
+        num_global_kv_heads=4,
+        final_logit_softcapping=30.0,
+        parameters=30_700_000_000,
+        parameters_source="the model card of google/gemma-4-31B-it: 30.7B",
+    ),
+    ModelFacts(
+        name="Gemma 4 E2B",
+        checkpoint="google/gemma-4-E2B-it",
+        year=2026,
+        source=_hf("google/gemma-4-E2B-it") + " (text_config); QK-norm, the value norm and "
+        "a score scale of 1 from Gemma4TextAttention in transformers",
+        config_class="Gemma4TextConfig",
+        layers=35,
+        hidden_size=1536,
+        num_heads=8,
+        num_kv_heads=1,
+        head_dim=256,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card of google/gemma-4-E2B-it: context length 128K",
+        rope_theta=1_000_000.0,
+        rope_scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
+        local_rope_theta=10000.0,
+        sliding_window=512,
+        global_every=5,
+        qk_norm="head",
+        value_norm=True,
+        scale=1.0,
+        global_head_dim=512,
+        num_kv_shared_layers=20,
+        final_logit_softcapping=30.0,
+    ),
+    ModelFacts(
+        name="gpt-oss-120b",
+        checkpoint="openai/gpt-oss-120b",
+        year=2025,
+        source=_hf("openai/gpt-oss-120b") + "; the learned sinks from GptOssAttention in "
+        "transformers and OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card), section 2",
+        config_class="GptOssConfig",
+        layers=36,
+        hidden_size=2880,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=64,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
+        "to 131,072 tokens with YaRN",
+        rope_theta=150000.0,
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+        },
+        sliding_window=128,
+        global_every=2,
+        sinks=True,
+        parameters=116_800_000_000,
+        parameters_source="gpt-oss model card (arXiv 2508.10925), section 2: 116.8B in all",
+    ),
+    ModelFacts(
+        name="gpt-oss-20b",
+        checkpoint="openai/gpt-oss-20b",
+        year=2025,
+        source=_hf("openai/gpt-oss-20b") + "; the learned sinks from GptOssAttention in "
+        "transformers and OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card), section 2",
+        config_class="GptOssConfig",
+        layers=24,
+        hidden_size=2880,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=64,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
+        "to 131,072 tokens with YaRN",
+        rope_theta=150000.0,
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+        },
+        sliding_window=128,
+        global_every=2,
+        sinks=True,
+        parameters=20_900_000_000,
+        parameters_source="gpt-oss model card (arXiv 2508.10925), section 2: 20.9B in all",
+    ),
+    ModelFacts(
+        name="Llama 4 Scout",
+        checkpoint="meta-llama/Llama-4-Scout-17B-16E",
+        year=2025,
+        source=_hf("meta-llama/Llama-4-Scout-17B-16E") + " (text_config). It writes "
+        '"attn_temperature_tuning": 4, which Llama4TextAttention reads as true and '
+        "transformers 5's Llama4TextConfig rejects as not a bool",
+        config_class="Llama4TextConfig",
+        layers=48,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="Meta 2025, 'The Llama 4 herd' (ai.meta.com/blog/"
+        "llama-4-multimodal-intelligence): pre-trained and post-trained with a 256K context",
+        rope_theta=500000.0,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        attention_chunk_size=8192,
+        global_every=4,
+        nope_every=4,
+        qk_norm="l2",
+        attn_temperature_tuning=True,
+        floor_scale=8192,
+        attn_scale=0.1,
+        parameters=109_000_000_000,
+        parameters_source="Meta 2025, 'The Llama 4 herd': 109B in all, 17B active per token",
+    ),
+    ModelFacts(
+        name="SmolLM3 3B",
+        checkpoint="HuggingFaceTB/SmolLM3-3B",
+        year=2025,
+        source=_hf("HuggingFaceTB/SmolLM3-3B") + " (no_rope_layers: every 4th layer 0)",
+        config_class="SmolLM3Config",
+        layers=36,
+        hidden_size=2048,
+        num_heads=16,
+        num_kv_heads=4,
+        max_position_embeddings=65536,
+        trained_context=65536,
+        context_source="Hugging Face 2025, 'SmolLM3: smol, multilingual, long-context "
+        "reasoner' (huggingface.co/blog/smollm3): trained up to 64k, 128k with YaRN",
+        rope_theta=5_000_000.0,
+        nope_every=4,
+    ),
+    ModelFacts(
+        name="OLMo 2 7B",
+        checkpoint="allenai/OLMo-2-1124-7B",
+        year=2024,
+        source=_hf("allenai/OLMo-2-1124-7B") + "; QK-norm over the whole projection "
+        "(q_norm over num_heads * head_dim) from Olmo2Attention and OLMo et al. 2024 "
+        "(2 OLMo 2 Furious), section 3",
+        config_class="Olmo2Config",
+        layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=32,
+        max_position_embeddings=4096,
+        trained_context=4096,
+        context_source="2 OLMo 2 Furious (OLMo et al. 2024), section 3: pretrained on "
+        "sequences of 4096 tokens",
+        rope_theta=500000.0,
+        qk_norm="projection",
+    ),
+    ModelFacts(
+        name="Qwen3-Next 80B-A3B",
+        checkpoint="Qwen/Qwen3-Next-80B-A3B-Instruct",
+        year=2025,
+        source=_hf("Qwen/Qwen3-Next-80B-A3B-Instruct") + " (full_attention_interval 4, "
+        "partial_rotary_factor 0.25); the output gate and QK-norm from "
+        "Qwen3NextAttention in transformers",
+        config_class="Qwen3NextConfig",
+        layers=48,
+        hidden_size=2048,
+        num_heads=16,
+        num_kv_heads=2,
+        head_dim=256,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the model card of Qwen/Qwen3-Next-80B-A3B-Instruct: context "
+        "length 262,144 natively",
+        rope_theta=10_000_000.0,
+        partial_rotary_factor=0.25,
+        global_every=4,
+        linear_attention="Gated DeltaNet",
+        qk_norm="head",
+        output_gate=True,
     ),
 )
 

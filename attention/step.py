@@ -14,6 +14,15 @@ Two implementations compute the same function, as ``transformers`` picks one wit
   and never forms the ``(num_queries, num_keys)`` weights when it need not;
 * ``"eager"``: the book's way, the weights of
   :func:`~attention.scaled_dot_product_weights`, dropout, then the weighted sum.
+
+Two changes to the scores that today's models make, which ``scaled_dot_product_attention``
+cannot, so that with either of them the eager way runs whatever ``implementation`` says:
+
+* ``softcap``: Gemma 2's ``attn_logit_softcapping``, the scaled scores squashed into
+  ``(-softcap, softcap)`` by ``softcap * tanh(scores / softcap)`` before the mask;
+* ``sinks``: gpt-oss's attention sinks, one learned logit per head that joins every
+  softmax and whose weight is then dropped, so a query's weights over the keys may sum
+  to less than 1.
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ def attend(
     scale: float | None = None,
     dropout: float = 0.0,
     implementation: str = "sdpa",
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of ``num_heads`` query heads over ``num_kv_heads`` key/value heads.
 
@@ -66,7 +77,17 @@ def attend(
         Probability in [0, 1) of dropping each attention weight; pass 0 outside
         training (the function has no training mode of its own).
     implementation : {"sdpa", "eager"}
-        Which of the two implementations computes it (see the module's docstring).
+        Which of the two implementations computes it (see the module's docstring);
+        with ``softcap`` or ``sinks``, always the eager one.
+    softcap : float, optional
+        A positive number ``c``: the scaled scores ``s`` become ``c * tanh(s / c)``
+        before the mask and the softmax (Gemma 2's ``attn_logit_softcapping``). Scores
+        far below ``c`` hardly change; none can reach ``c``.
+    sinks : torch.Tensor, shape (num_heads,), optional
+        One logit per query head, of the queries' dtype, that joins each of the head's
+        softmaxes as one more key with no value; its weight is dropped, so each row of
+        weights sums to ``1 - sink weight`` (gpt-oss's ``sinks``). A sink of ``-inf`` is
+        no sink. A query that the mask keeps from every key gets zeros, not NaN.
 
     Returns
     -------
@@ -87,9 +108,20 @@ def attend(
     >>> past_and_present = torch.ones(3, 3, dtype=torch.bool).tril()
     >>> torch.allclose(out, attend(q, k, v, allowed=past_and_present), atol=1e-6)
     True
+
+    A cap far above every score changes nothing; a sink of 0 takes a share of each softmax,
+    so the outputs shrink:
+
+    >>> capped = attend(q, k, v, causal=True, softcap=1e6)
+    >>> torch.allclose(out, capped, atol=1e-6)
+    True
+    >>> sunk = attend(q, k, v, causal=True, sinks=torch.zeros(4))
+    >>> bool(sunk[0, :, 0].norm() < out[0, :, 0].norm())  # the first query's one value, shrunk
+    True
     """
-    _check("attend", queries, keys, values, allowed, causal, scale, dropout, implementation)
-    return _attend(queries, keys, values, allowed, causal, scale, dropout, implementation)
+    arguments = (queries, keys, values, allowed, causal, scale, dropout, implementation)
+    _check("attend", *arguments, softcap, sinks)
+    return _attend(*arguments, softcap, sinks)
 
 
 def _check(
@@ -102,6 +134,8 @@ def _check(
     scale: object,
     dropout: object,
     implementation: object,
+    softcap: object = None,
+    sinks: object = None,
 ) -> None:
     """:func:`attend`'s argument checks, naming ``owner`` in the errors."""
     for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
@@ -147,6 +181,35 @@ def _check(
         raise ValueError(
             f"{owner}: implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}"
         )
+    check_softcap(owner, softcap)
+    if sinks is not None:
+        expected = (
+            f"sinks must be None or a tensor of shape (num_heads,) = ({queries.shape[1]},) "
+            f"and of the queries' dtype {queries.dtype}"
+        )
+        if not isinstance(sinks, torch.Tensor):
+            raise ValueError(f"{owner}: {expected}, got {type(sinks).__name__}")
+        if tuple(sinks.shape) != (queries.shape[1],) or sinks.dtype != queries.dtype:
+            raise ValueError(
+                f"{owner}: {expected}, got shape {tuple(sinks.shape)} and dtype {sinks.dtype}"
+            )
+
+
+def check_softcap(owner: str, softcap: object) -> float | None:
+    """Return ``softcap`` as a float (or ``None``), or raise unless it is a positive number."""
+    if softcap is None:
+        return None
+    if isinstance(softcap, bool) or not isinstance(softcap, int | float):
+        raise ValueError(
+            f"{owner}: softcap must be a positive number (the cap c in c * tanh(scores / c)) "
+            f"or None, got {softcap!r} of type {type(softcap).__name__}"
+        )
+    if not 0 < softcap < float("inf"):
+        raise ValueError(
+            f"{owner}: softcap must be a positive, finite number (the cap c in "
+            f"c * tanh(scores / c)); for no cap pass None, got {softcap!r}"
+        )
+    return float(softcap)
 
 
 def _attend(
@@ -158,11 +221,20 @@ def _attend(
     scale: float | None = None,
     dropout: float = 0.0,
     implementation: str = "sdpa",
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """:func:`attend` of a module's own heads, unchecked."""
     batch, num_heads, num_queries, head_dim = queries.shape
     num_kv_heads = keys.shape[1]
     group = num_heads // num_kv_heads
+    if softcap is not None or sinks is not None:  # beyond what SDPA computes
+        if group > 1:
+            values = values.repeat_interleave(group, dim=1)
+        weights = _weights(queries, keys, allowed, causal, scale, softcap, sinks)
+        if dropout > 0:
+            weights = F.dropout(weights, dropout, training=True)
+        return weights @ values  # (b, num_heads, num_queries, value_dim)
     if implementation == "eager":
         if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
             keys = keys.repeat_interleave(group, dim=1)
@@ -194,3 +266,37 @@ def _attend(
         scale=scale,
         enable_gqa=group > 1,
     )
+
+
+def _weights(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    allowed: torch.Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The attention weights with a cap and sinks, ``(batch, num_heads, num_queries, num_keys)``.
+
+    Scale, cap, mask, softmax over the keys and the sink, then drop the sink's column:
+    the order of Gemma 2's and gpt-oss's eager attention.
+    """
+    num_heads, num_queries = queries.shape[1], queries.shape[2]
+    group = num_heads // keys.shape[1]
+    if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
+        keys = keys.repeat_interleave(group, dim=1)
+    scores = queries @ keys.transpose(-2, -1)  # (b, num_heads, num_queries, num_keys)
+    scores = scores / keys.shape[-1] ** 0.5 if scale is None else scores * scale
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
+    if causal:
+        allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=queries.device)
+        allowed = allowed.tril()
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    if sinks is None:
+        return torch.softmax(scores, dim=-1)
+    # One more logit per row, the head's sink: (b, num_heads, num_queries, num_keys + 1)
+    sink_column = sinks.view(1, num_heads, 1, 1).expand(*scores.shape[:-1], 1)
+    return torch.softmax(torch.cat((scores, sink_column), dim=-1), dim=-1)[..., :-1]

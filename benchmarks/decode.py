@@ -43,6 +43,20 @@ Usage::
     python benchmarks/decode.py --quick         # a short run (fewer rounds, one repeat)
     python benchmarks/decode.py --repeats 10    # ten runs of the paired measurement
     python benchmarks/decode.py --out decode.json
+    python benchmarks/decode.py --window 512 --rolling-cached 1024 8192
+    python benchmarks/decode.py --rolling-cached   # no rolling-cache rows
+
+**The rolling cache** (``rolling_rows``). The same layer, ours only, full attention
+against a window of ``--window`` tokens (1024 by default, Gemma 3's), each with a cache
+that has seen ``N`` tokens (``--rolling-cached``, 1024, 4096 and 16384 by default):
+the full one holds all ``N`` (cropped back after each step, as above), the windowed
+one only the last ``window - 1``, filled by ``KVCache.update(..., window=...)`` and
+left to roll, so its positions go on counting. Each round times one step of each,
+the order alternating, as above; the first step of the windowed module is checked
+against the same step on a copy of the full cache (not rolled, masked instead), and
+each cache's bytes against the formula. The target: the windowed step stays flat,
+every run's median time per step at the longest cache at most 1.2 times that at the
+shortest, while the full step grows (every run's ratio above 1.2).
 
 A missed target (ratio above 1) is reported, not an error: this is a measurement.
 """
@@ -74,6 +88,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quick", action="store_true", help="a short run: 6 rounds, 2 warm-up, 1 repeat"
     )
     parser.add_argument("--cached", type=int, nargs="+", default=[1024, 4096], help="cache lengths")
+    parser.add_argument(
+        "--rolling-cached",
+        type=int,
+        nargs="*",
+        default=[1024, 4096, 16384],
+        help="tokens seen by the rolling-cache rows' caches (none: no such rows)",
+    )
+    parser.add_argument("--window", type=int, default=1024, help="the rolling rows' window")
     parser.add_argument("--rounds", type=int, default=60, help="timed rounds per cache length")
     parser.add_argument("--warmup", type=int, default=5, help="rounds dropped before timing")
     parser.add_argument(
@@ -94,6 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.repeats = 1 if args.quick else 5
     if args.repeats < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--repeats and --rounds must be at least 1, --warmup at least 0")
+    if args.window < 1 or min(args.cached + args.rolling_cached) < 1:
+        parser.error("--window and every cache length must be at least 1")
     return args
 
 
@@ -104,7 +128,7 @@ def build(args: argparse.Namespace) -> tuple[GroupedQueryAttention, LlamaAttenti
     ours = GroupedQueryAttention(
         args.d_in,
         d_out,
-        context_length=max(args.cached) + 1,
+        context_length=max(args.cached + args.rolling_cached) + 1,
         num_heads=args.num_heads,
         num_kv_heads=args.num_kv_heads,
         rope_base=args.rope_base,
@@ -247,6 +271,130 @@ def summarize(runs: list[list[dict]]) -> list[dict]:
     return rows
 
 
+def build_windowed(args: argparse.Namespace, ours: GroupedQueryAttention) -> GroupedQueryAttention:
+    """``ours`` with a window: the same weights; positions go on past the longest cache."""
+    steps = args.warmup + args.rounds + 1  # the checked step, then every round's
+    windowed = GroupedQueryAttention(
+        ours.d_in,
+        ours.d_out,
+        context_length=max(args.rolling_cached, default=0) + steps,
+        num_heads=ours.num_heads,
+        num_kv_heads=ours.num_kv_heads,
+        rope_base=ours.rope_base,
+        out_bias=False,
+        window=args.window,
+    ).eval()
+    windowed.load_state_dict(ours.state_dict())
+    return windowed
+
+
+def measure_rolling(args, full, windowed, num_cached: int) -> dict:
+    """Paired rounds: one step of the full module and one of the windowed one, alternating."""
+    generator = torch.Generator().manual_seed(args.seed + num_cached)
+    shape = (1, args.num_kv_heads, num_cached, args.head_dim)
+    keys, values = torch.randn(2, *shape, generator=generator)
+    full_cache, rolling = KVCache(), KVCache()
+    full_cache.update(keys.clone(), values.clone())
+    rolling.update(keys.clone(), values.clone(), window=args.window)  # keeps window - 1
+    x = torch.randn(1, 1, args.d_in, generator=generator)  # the new token
+
+    def full_step() -> torch.Tensor:
+        out = full(x, cache=full_cache)
+        full_cache.crop(num_cached)
+        return out
+
+    def windowed_step() -> torch.Tensor:
+        return windowed(x, cache=rolling)  # rolls: the cache stays at window - 1 tokens
+
+    with torch.no_grad():
+        per_token = kv_cache_bytes_per_token(1, args.num_kv_heads, args.head_dim, torch.float32)
+        memory = {
+            "full_bytes": full_cache.nbytes,
+            "windowed_bytes": rolling.nbytes,
+            "window_bytes": per_token * args.window,  # the bound
+        }
+        memory["equal"] = (
+            full_cache.nbytes == per_token * num_cached
+            and rolling.nbytes
+            == per_token * min(num_cached, args.window - 1)
+            <= memory["window_bytes"]
+        )
+        # The first rolling step against the same step masked over the whole cache.
+        masked = KVCache()
+        masked.update(keys.clone(), values.clone())
+        difference = (windowed_step() - windowed(x, cache=masked)).abs().max().item()
+        times: dict[str, list[float]] = {"full": [], "windowed": []}
+        for round_index in range(args.warmup + args.rounds):
+            steps = [("full", full_step), ("windowed", windowed_step)]
+            if round_index % 2:
+                steps.reverse()
+            taken = {}
+            for name, step in steps:
+                start = time.perf_counter()
+                step()
+                taken[name] = time.perf_counter() - start
+            if round_index >= args.warmup:
+                for name, seconds in taken.items():
+                    times[name].append(seconds)
+        memory["windowed_bytes_after"] = rolling.nbytes
+    return {
+        "cached_tokens": num_cached,
+        "max_abs_difference": difference,
+        "outputs_agree": difference <= 1e-4,
+        "memory": memory,
+        "ms_per_token": {name: quartiles([t * 1e3 for t in ts]) for name, ts in times.items()},
+        "times_s": times,
+    }
+
+
+def summarize_rolling(runs: list[list[dict]]) -> list[dict]:
+    """One row per cache length: pooled times and each run's median per side."""
+    rows = []
+    for per_length in zip(*runs, strict=True):
+        first = per_length[0]
+        times = {
+            name: [t for row in per_length for t in row["times_s"][name]]
+            for name in first["times_s"]
+        }
+        rows.append(
+            {
+                "cached_tokens": first["cached_tokens"],
+                "max_abs_difference": max(row["max_abs_difference"] for row in per_length),
+                "outputs_agree": all(row["outputs_agree"] for row in per_length),
+                "memory": first["memory"]
+                | {"equal": all(row["memory"]["equal"] for row in per_length)},
+                "ms_per_token": {n: quartiles([t * 1e3 for t in ts]) for n, ts in times.items()},
+                "median_ms_per_run": {
+                    name: [row["ms_per_token"][name]["median"] for row in per_length]
+                    for name in times
+                },
+                "times_s": times,
+            }
+        )
+    return rows
+
+
+def rolling_target(rows: list[dict]) -> dict:
+    """Each run's growth, longest cache over shortest, of its median time per step."""
+    if len(rows) < 2:
+        return {"what": "needs two cache lengths or more", "met": None}
+    shortest, longest = rows[0]["median_ms_per_run"], rows[-1]["median_ms_per_run"]
+    growth = {
+        name: [long / short for long, short in zip(longest[name], shortest[name], strict=True)]
+        for name in shortest
+    }
+    return {
+        "what": (
+            f"every run's median windowed step at {rows[-1]['cached_tokens']} cached tokens "
+            f"<= 1.2 x at {rows[0]['cached_tokens']}, and every run's full step > 1.2 x"
+        ),
+        "growth_per_run": growth,
+        "worst_windowed_growth": max(growth["windowed"]),
+        "least_full_growth": min(growth["full"]),
+        "met": max(growth["windowed"]) <= 1.2 < min(growth["full"]),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -277,6 +425,14 @@ def main(argv: list[str] | None = None) -> dict:
         "worst_run_median_ratio": worst,
         "met": all(ratio <= 1.0 for ratio in worst.values()),
     }
+    lengths = sorted(args.rolling_cached)
+    if lengths:
+        windowed = build_windowed(args, ours)
+        rolling_runs = [
+            [measure_rolling(args, ours, windowed, n) for n in lengths] for _ in range(args.repeats)
+        ]
+        results["rolling_rows"] = summarize_rolling(rolling_runs)
+        results["rolling_target"] = rolling_target(results["rolling_rows"])
     text = json.dumps(results, indent=2)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
@@ -293,6 +449,19 @@ def main(argv: list[str] | None = None) -> dict:
             f"memory == formula: {row['memory']['equal']}",
             file=sys.stderr,
         )
+    for row in results.get("rolling_rows", []):
+        ms, memory = row["ms_per_token"], row["memory"]
+        print(
+            f"{row['cached_tokens']:>6} seen: full {ms['full']['median']:.2f} ms "
+            f"({memory['full_bytes'] / 2**20:.1f} MiB cached), window {args.window} "
+            f"{ms['windowed']['median']:.2f} ms ({memory['windowed_bytes'] / 2**20:.1f} MiB); "
+            f"outputs agree: {row['outputs_agree']}; memory == formula: {memory['equal']}",
+            file=sys.stderr,
+        )
+    if "rolling_target" in results:
+        rolling = results["rolling_target"]
+        verdict = {True: "met", False: "missed", None: "not measured"}[rolling["met"]]
+        print(f"rolling target ({rolling['what']}): {verdict}", file=sys.stderr)
     target, environment = results["target"], results["environment"]
     print(f"{environment['cpu']}, {environment['cpu_count']} CPUs", file=sys.stderr)
     print(f"target ({target['what']}): {'met' if target['met'] else 'missed'}", file=sys.stderr)

@@ -4,23 +4,51 @@ Nothing is downloaded: every module is constructed from a config written here, a
 its weights are copied from the package's module, so the two compute the same
 function and any difference is the implementation's.
 
-Two places where transformers computes in float32 whatever the model's dtype:
-``LlamaRotaryEmbedding`` (and DeepSeek's) compute their angles in float32, and
-``DeepseekV3RMSNorm`` normalizes in float32. :func:`rope_cos_sin` gives the same cos
-and sin in float64, and :func:`float64_norms` swaps the norms for float64 ones with
-the same weights, so that the comparison of everything else can be exact in float64;
-the tests also compare against the modules untouched, at float32's tolerance.
+Places where transformers computes in float32 whatever the model's dtype:
+``LlamaRotaryEmbedding`` (and the other rotary embeddings) compute their angles in
+float32, the RMS norms (DeepSeek's, Qwen3's, OLMo 2's, Qwen3-Next's, Gemma 4's)
+normalize in float32, and the eager kernels of Llama, Gemma 2 and the others run their
+softmax with ``dtype=torch.float32``. :func:`rope_cos_sin` gives the same cos and sin
+in float64, :func:`float64_norms` swaps the norms for float64 ones with the same
+weights, and :func:`float64_softmax` lets the softmax keep float64, so that the
+comparison of everything else can be exact in float64; the tests also compare against
+the modules untouched, at float32's tolerance.
+
+Part III's builders (Qwen3, OLMo 2, Gemma 2, gpt-oss, Qwen3-Next, Gemma 4) map one
+:class:`~attention.GroupedQueryAttention` built with the matching options onto the
+model's attention class; :func:`copy_projections` copies the shared layers.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from unittest import mock
+
 import torch
 from torch import nn
-from transformers import DeepseekV3Config, LlamaConfig, MistralConfig
+from torch.nn import functional as F
+from transformers import (
+    DeepseekV3Config,
+    Gemma2Config,
+    Gemma4TextConfig,
+    GptOssConfig,
+    LlamaConfig,
+    MistralConfig,
+    Olmo2Config,
+    Qwen3Config,
+    Qwen3NextConfig,
+)
 from transformers.masking_utils import sdpa_mask
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention
+from transformers.models.gemma4.modeling_gemma4 import Gemma4TextAttention
+from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama.modeling_llama import LlamaAttention
 from transformers.models.mistral.modeling_mistral import MistralAttention
+from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention
+from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention
 
 from attention import GroupedQueryAttention, MultiHeadLatentAttention
 
@@ -150,18 +178,226 @@ def deepseek_attention(mla: MultiHeadLatentAttention, implementation: str = "sdp
     return theirs
 
 
-def float64_norms(theirs: DeepseekV3Attention) -> DeepseekV3Attention:
-    """Swap DeepSeek's float32-computing RMS norms for float64 ``nn.RMSNorm``, same weights."""
-    for name in ("q_a_layernorm", "kv_a_layernorm"):
+def float64_norms(
+    theirs: nn.Module, names: tuple[str, ...] = ("q_a_layernorm", "kv_a_layernorm")
+) -> nn.Module:
+    """Swap the float32-computing RMS norms ``names`` for float64 ``nn.RMSNorm``, same function.
+
+    The defaults are DeepSeek's norms. A zero-centred norm (Gemma 2's and Qwen3-Next's
+    kind, with ``eps``, applied as ``1 + weight``) gets ``1 + weight`` as its new weight;
+    Gemma 4's norm without a scale (``with_scale=False``) gets none.
+    """
+    for name in names:
         # Without q_lora_rank there is no q_a_layernorm: None from transformers 5.18 on,
         # no attribute at all before.
         old = getattr(theirs, name, None)
         if old is None:
             continue
-        new = nn.RMSNorm(old.weight.shape[0], eps=old.variance_epsilon, dtype=torch.float64)
-        with torch.no_grad():
-            new.weight.copy_(old.weight)
+        eps = old.variance_epsilon if hasattr(old, "variance_epsilon") else old.eps
+        weight = getattr(old, "weight", None)
+        size = theirs.head_dim if weight is None else weight.shape[0]  # None: Gemma 4's v_norm
+        affine = weight is not None
+        new = nn.RMSNorm(size, eps=eps, elementwise_affine=affine, dtype=torch.float64)
+        if affine:
+            zero_centred = not hasattr(old, "variance_epsilon") and not hasattr(old, "with_scale")
+            with torch.no_grad():
+                new.weight.copy_(1.0 + weight if zero_centred else weight)
         setattr(theirs, name, new)
+    return theirs
+
+
+@contextlib.contextmanager
+def float64_softmax() -> Iterator[None]:
+    """Within the block, ``F.softmax(x, dim, dtype=torch.float32)`` keeps a float64 ``x`` float64.
+
+    transformers' eager kernels upcast their softmax to float32 (``dtype=torch.float32``)
+    and cast back, which rounds a float64 model's weights to float32's precision. The
+    package's own code calls ``torch.softmax``, which this leaves alone.
+    """
+    original = F.softmax
+
+    def softmax(x: torch.Tensor, dim: int | None = None, *args, dtype=None, **kwargs):
+        if dtype == torch.float32 and x.dtype == torch.float64:
+            dtype = torch.float64
+        return original(x, dim, *args, dtype=dtype, **kwargs)
+
+    with mock.patch.object(F, "softmax", softmax):
+        yield
+
+
+def copy_projections(gqa: GroupedQueryAttention, theirs: nn.Module, query_weight=None) -> None:
+    """Copy ``gqa``'s ``W_query``, ``W_key``, ``W_value`` and ``out_proj`` into ``q/k/v/o_proj``.
+
+    transformers' ``attention_bias`` is one flag for the four, so ``gqa`` must have
+    ``qkv_bias == out_bias``. A missing ``W_value`` (``keys_as_values``) has no
+    ``v_proj`` to fill. ``query_weight``: ``(weight, bias)`` for ``q_proj`` instead of
+    ``W_query``'s (Qwen3-Next's fused query and gate).
+    """
+    pairs = [("q_proj", gqa.W_query), ("k_proj", gqa.W_key), ("o_proj", gqa.out_proj)]
+    if gqa.W_value is not None:
+        pairs.append(("v_proj", gqa.W_value))
+    with torch.no_grad():
+        for name, ours in pairs:
+            layer = getattr(theirs, name)
+            has_bias = f"{type(theirs).__name__}.{name} has a bias: {layer.bias is not None}"
+            assert (layer.bias is None) == (ours.bias is None), has_bias
+            weight, bias = ours.weight, ours.bias
+            if name == "q_proj" and query_weight is not None:
+                weight, bias = query_weight
+            layer.weight.copy_(weight)
+            if layer.bias is not None:
+                layer.bias.copy_(bias)
+
+
+def _common(gqa: GroupedQueryAttention, implementation: str) -> dict:
+    """Config fields every Part III model shares, from ``gqa``."""
+    return {
+        "hidden_size": gqa.d_in,
+        "num_attention_heads": gqa.num_heads,
+        "num_key_value_heads": gqa.num_kv_heads,
+        "attention_bias": gqa.W_query.bias is not None,
+        "max_position_embeddings": gqa.context_length,
+        "rope_parameters": {"rope_type": "default", "rope_theta": float(gqa.rope_base or 1e4)},
+        "attn_implementation": implementation,
+        "num_hidden_layers": 1,
+    }
+
+
+def _built(cls: type, config, gqa: GroupedQueryAttention, layer_idx: int = 0) -> nn.Module:
+    return cls(config, layer_idx=layer_idx).to(gqa.W_query.weight.dtype).eval()
+
+
+def qwen3_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") -> nn.Module:
+    """``Qwen3Attention`` holding ``gqa``'s weights: ``gqa`` has ``qk_norm=True`` (per head)."""
+    assert gqa.qk_norm == "head"
+    config = Qwen3Config(
+        **_common(gqa, implementation), head_dim=gqa.head_dim, rms_norm_eps=gqa.q_norm.eps
+    )
+    theirs = _built(Qwen3Attention, config, gqa)
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight)
+    return theirs
+
+
+def olmo2_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") -> nn.Module:
+    """``Olmo2Attention`` holding ``gqa``'s weights: ``gqa`` has ``qk_norm="projection"``.
+
+    OLMo 2's config has no ``head_dim``: it is ``hidden_size // num_attention_heads``,
+    so ``gqa.d_in`` must equal ``gqa.d_out``.
+    """
+    assert gqa.qk_norm == "projection" and gqa.d_in == gqa.d_out
+    config = Olmo2Config(**_common(gqa, implementation), rms_norm_eps=gqa.q_norm.eps)
+    theirs = _built(Olmo2Attention, config, gqa)
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight)
+    return theirs
+
+
+def gemma2_attention(
+    gqa: GroupedQueryAttention, query_pre_attn_scalar: int, implementation: str = "eager"
+) -> nn.Module:
+    """``Gemma2Attention`` (a global layer) holding ``gqa``'s weights and softcap.
+
+    ``gqa.scale`` must be ``query_pre_attn_scalar ** -0.5``. Only the eager kernel caps
+    the scores, so that is the default.
+    """
+    assert gqa.scale == query_pre_attn_scalar**-0.5
+    config = Gemma2Config(
+        **_common(gqa, implementation),
+        head_dim=gqa.head_dim,
+        query_pre_attn_scalar=query_pre_attn_scalar,
+        attn_logit_softcapping=gqa.softcap,
+        layer_types=["full_attention"],
+    )
+    theirs = _built(Gemma2Attention, config, gqa)
+    copy_projections(gqa, theirs)
+    return theirs
+
+
+def gpt_oss_attention(gqa: GroupedQueryAttention) -> nn.Module:
+    """``GptOssAttention`` (a full-attention layer, eager: the kernel with the sinks)."""
+    assert gqa.sinks is not None
+    config = GptOssConfig(
+        **_common(gqa, "eager"), head_dim=gqa.head_dim, layer_types=["full_attention"]
+    )
+    theirs = _built(GptOssAttention, config, gqa)
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.sinks.copy_(gqa.sinks)
+    return theirs
+
+
+def qwen3_next_query_gate(gqa: GroupedQueryAttention) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Qwen3-Next's ``q_proj`` weight and bias from ``gqa``'s ``W_query`` and ``W_gate``.
+
+    Its ``q_proj`` gives, per head, ``head_dim`` query numbers then ``head_dim`` gate
+    numbers (``view(..., num_heads, 2 * head_dim)`` then ``chunk(2)``): head ``h``'s
+    rows of ``W_query`` followed by head ``h``'s rows of ``W_gate``.
+    """
+    heads, head_dim = gqa.num_heads, gqa.head_dim
+
+    def interleave(query: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        per_head = (query.view(heads, head_dim, -1), gate.view(heads, head_dim, -1))
+        return torch.cat(per_head, dim=1).reshape(2 * heads * head_dim, *query.shape[1:])
+
+    weight = interleave(gqa.W_query.weight, gqa.W_gate.weight)
+    bias = None
+    if gqa.W_query.bias is not None:
+        bias = interleave(gqa.W_query.bias, gqa.W_gate.bias)
+    return weight, bias
+
+
+def qwen3_next_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") -> nn.Module:
+    """``Qwen3NextAttention`` holding ``gqa``'s weights: QK-norm per head and the output gate.
+
+    Its norms are zero-centred (``1 + weight``): they get ``gqa``'s weight minus 1.
+    ``partial_rotary_factor=1.0``: the whole head rotates, as in ``gqa``.
+    """
+    assert gqa.qk_norm == "head" and gqa.W_gate is not None
+    config = Qwen3NextConfig(
+        **_common(gqa, implementation),
+        head_dim=gqa.head_dim,
+        rms_norm_eps=gqa.q_norm.eps,
+        partial_rotary_factor=1.0,
+        layer_types=["full_attention"],
+    )
+    theirs = _built(Qwen3NextAttention, config, gqa)
+    copy_projections(gqa, theirs, query_weight=qwen3_next_query_gate(gqa))
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight - 1.0)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight - 1.0)
+    return theirs
+
+
+def gemma4_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") -> nn.Module:
+    """``Gemma4TextAttention``, layer 1 (a full-attention layer) of two, with ``gqa``'s weights.
+
+    ``gqa`` has ``qk_norm=True``, ``value_norm=True``, ``scale=1.0`` and, for
+    ``attention_k_eq_v``, ``keys_as_values``. The global layer's head size and key/value
+    heads (``global_head_dim``, ``num_global_key_value_heads``) are ``gqa``'s.
+    """
+    assert gqa.qk_norm == "head" and gqa.v_norm is not None and gqa.scale == 1.0
+    common = _common(gqa, implementation) | {"num_hidden_layers": 2}
+    config = Gemma4TextConfig(
+        **common,
+        head_dim=gqa.head_dim,
+        global_head_dim=gqa.head_dim,
+        num_global_key_value_heads=gqa.num_kv_heads,
+        attention_k_eq_v=gqa.keys_as_values,
+        rms_norm_eps=gqa.q_norm.eps,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    theirs = _built(Gemma4TextAttention, config, gqa, layer_idx=1)
+    assert theirs.head_dim == gqa.head_dim and not theirs.is_sliding
+    assert (theirs.v_proj is None) == gqa.keys_as_values
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight)
     return theirs
 
 

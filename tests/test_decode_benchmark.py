@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "decode.py"
 
@@ -31,8 +32,9 @@ def test_quick_run_reports_agreeing_outputs_the_formulas_memory_and_its_times_su
 ):
     out = tmp_path / "decode.json"
     tiny = ["--d-in", "32", "--num-heads", "4", "--num-kv-heads", "2", "--head-dim", "8"]
+    rolling = ["--rolling-cached", "8", "16", "32", "--window", "4"]
     results = decode.main(
-        ["--quick", "--cached", "8", "16", "--threads", "1", *tiny, "--out", str(out)]
+        ["--quick", "--cached", "8", "16", "--threads", "1", *tiny, *rolling, "--out", str(out)]
     )
     assert json.loads(out.read_text(encoding="utf-8")) == json.loads(capsys.readouterr().out)
     assert results["environment"]["threads"] == 1
@@ -60,10 +62,52 @@ def test_quick_run_reports_agreeing_outputs_the_formulas_memory_and_its_times_su
         assert (ratio["q1"], ratio["median"], ratio["q3"]) == pytest.approx(quartiles(per_round))
 
 
+def test_rolling_rows_report_flat_windowed_memory_and_the_growth_of_each_run(decode, capsys):
+    """Window 4 against full attention at 8, 16 and 32 tokens seen, two runs."""
+    tiny = ["--d-in", "32", "--num-heads", "4", "--num-kv-heads", "2", "--head-dim", "8"]
+    rolling = ["--rolling-cached", "32", "8", "16", "--window", "4", "--repeats", "2"]
+    results = decode.main(["--quick", "--cached", "8", "--threads", "1", *tiny, *rolling])
+    capsys.readouterr()
+    rows = results["rolling_rows"]
+    assert [row["cached_tokens"] for row in rows] == [8, 16, 32]  # sorted
+    per_token = 2 * 2 * 8 * 4  # key and value, 2 kv heads, head_dim 8, float32
+    for row in rows:
+        assert row["outputs_agree"] and 0 <= row["max_abs_difference"] <= 1e-4
+        memory = row["memory"]
+        assert memory["full_bytes"] == per_token * row["cached_tokens"]
+        # window - 1 tokens held before the timed steps and after them: it rolled
+        assert memory["windowed_bytes"] == memory["windowed_bytes_after"] == per_token * 3
+        assert memory["window_bytes"] == per_token * 4 and memory["equal"]
+        times = row["times_s"]
+        assert len(times["full"]) == len(times["windowed"]) == 2 * 6
+        for side in ("full", "windowed"):
+            ms = row["ms_per_token"][side]
+            expected = quartiles([t * 1e3 for t in times[side]])
+            assert (ms["q1"], ms["median"], ms["q3"]) == pytest.approx(expected)
+            per_run = [statistics.median(times[side][i : i + 6]) * 1e3 for i in (0, 6)]
+            assert row["median_ms_per_run"][side] == pytest.approx(per_run)
+    target = results["rolling_target"]
+    for side in ("full", "windowed"):
+        growth = [
+            long / short
+            for long, short in zip(
+                rows[-1]["median_ms_per_run"][side], rows[0]["median_ms_per_run"][side], strict=True
+            )
+        ]
+        assert target["growth_per_run"][side] == pytest.approx(growth)
+    assert target["worst_windowed_growth"] == max(target["growth_per_run"]["windowed"])
+    assert target["least_full_growth"] == min(target["growth_per_run"]["full"])
+    met = target["worst_windowed_growth"] <= 1.2 < target["least_full_growth"]
+    assert target["met"] == met
+
+
 def test_repeats_report_each_runs_median_and_the_target_needs_every_run(decode, capsys):
     tiny = ["--d-in", "32", "--num-heads", "4", "--num-kv-heads", "2", "--head-dim", "8"]
-    results = decode.main(["--quick", "--repeats", "3", "--cached", "8", "--threads", "1", *tiny])
+    results = decode.main(
+        ["--quick", "--repeats", "3", "--cached", "8", "--threads", "1", *tiny, "--rolling-cached"]
+    )
     capsys.readouterr()
+    assert "rolling_rows" not in results and "rolling_target" not in results
     (row,) = results["rows"]
     assert len(row["median_ratio_per_run"]) == 3 and all(r > 0 for r in row["median_ratio_per_run"])
     assert len(row["times_s"]["ours"]) == len(row["times_s"]["transformers"]) == 3 * 6
@@ -79,6 +123,11 @@ def test_ours_is_built_without_an_output_bias_like_llama(decode):
     ours, theirs, _ = decode.build(args)
     assert ours.out_proj.bias is None and theirs.o_proj.bias is None
     assert args.repeats == 5 and decode.parse_args(["--quick"]).repeats == 1
+    assert args.window == 1024 and args.rolling_cached == [1024, 4096, 16384]
+    windowed = decode.build_windowed(decode.parse_args([*tiny, "--window", "3"]), ours)
+    assert windowed.window == 3 and windowed.out_proj.bias is None
+    for name, tensor in ours.state_dict().items():
+        assert torch.equal(windowed.state_dict()[name], tensor)
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:

@@ -513,7 +513,8 @@ def test_allowed_per_query_is_anded_with_the_causal_and_window_mask(num_cached):
     allowed[:, :, num_cached:] |= torch.eye(n, dtype=torch.bool)  # each query sees itself
     got = gqa(new, cache=cache, allowed=allowed)
     queries = gqa._heads(gqa.W_query(new), 2)
-    keys, values = cache.keys, cache.values  # no rope_base: nothing to rotate
+    # every key, cached or new (a window's cache keeps only the last 2); no rope_base
+    keys, values = gqa._heads(gqa.W_key(x), 1), gqa._heads(gqa.W_value(x), 1)
     both = causal_mask(n, k, window=3) & allowed[:, None]  # (2, 1, n, k)
     context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=both, enable_gqa=True)
     expected = gqa.out_proj(context.transpose(1, 2).reshape(2, n, 8))

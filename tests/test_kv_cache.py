@@ -37,8 +37,10 @@ def test_prefill_then_steps_equals_one_full_pass(layout, rope, window, data):
     cache = KVCache()
     pieces = [gqa(x[:, a:b], cache=cache) for a, b in itertools.pairwise(cuts)]
     torch.testing.assert_close(torch.cat(pieces, dim=1), gqa(x), **EXACT)
-    assert len(cache) == n
-    assert cache.shape == (x.shape[0], gqa.num_kv_heads, n, gqa.head_dim)
+    # A window's cache rolls: it keeps the last window - 1 tokens (tests/test_part3_local.py)
+    held = n if window is None else min(n, window - 1)
+    assert len(cache) == held and cache.seen_tokens == n
+    assert cache.shape == (x.shape[0], gqa.num_kv_heads, held, gqa.head_dim)
 
 
 @given(layout=gqa_layouts(max_tokens=7, even_head_dim=True))

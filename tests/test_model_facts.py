@@ -18,7 +18,7 @@ import torch
 import transformers
 
 from attention import MODELS, ModelFacts
-from attention.model_facts import FULL, SLIDING
+from attention.model_facts import CHUNKED, FULL, LINEAR, SLIDING
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([*(ROOT / "docs" / "chapters").glob("*.md"), ROOT / "docs" / "index.md"])
@@ -28,7 +28,16 @@ SCRIPTS = sorted((ROOT / "gallery").glob("*.py"))
 # -- the table's derived figures, recomputed ------------------------------------------
 
 
-@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+UNIFORM = [  # every layer caches the same heads and head size
+    facts
+    for facts in MODELS.values()
+    if len(set(facts.layer_kv_shapes)) == 1
+    and facts.num_kv_shared_layers == 0
+    and facts.linear_attention is None
+]
+
+
+@pytest.mark.parametrize("facts", UNIFORM, ids=[facts.name for facts in UNIFORM])
 def test_bytes_per_token_follow_the_cache_formula(facts: ModelFacts) -> None:
     if facts.kv_lora_rank is not None:  # one latent and one shared rotary key
         expected = (facts.kv_lora_rank + facts.qk_rope_head_dim) * facts.layers * 2
@@ -36,19 +45,120 @@ def test_bytes_per_token_follow_the_cache_formula(facts: ModelFacts) -> None:
         expected = 2 * facts.layers * facts.num_kv_heads * facts.head_dim * 2
     assert facts.kv_bytes_per_token() == expected
     assert facts.kv_bytes_per_token(torch.float32) == 2 * expected
+    assert set(facts.layer_kv_bytes_per_token()) == {expected // facts.layers}
 
 
-@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+@pytest.mark.parametrize("facts", UNIFORM, ids=[facts.name for facts in UNIFORM])
 def test_cache_of_a_sequence_counts_what_each_layer_keeps(facts: ModelFacts) -> None:
     per_layer = facts.kv_bytes_per_token() // facts.layers
+    limit = {SLIDING: facts.sliding_window, CHUNKED: facts.attention_chunk_size}
     for tokens in (1, 1000, facts.trained_context):
-        kept = sum(
-            min(tokens, facts.sliding_window) if kind == SLIDING else tokens
-            for kind in facts.layer_types
-        )
+        kept = sum(min(tokens, limit.get(kind) or tokens) for kind in facts.layer_types)
         assert facts.kv_cache_bytes(tokens) == per_layer * kept
-    if facts.sliding_window is None:
+    if facts.sliding_window is None and facts.attention_chunk_size is None:
         assert facts.kv_cache_bytes(5000) == 5000 * facts.kv_bytes_per_token()
+
+
+K = 1024  # a 128k context is 128 * K tokens
+
+
+def test_the_caches_of_part_iii_models_by_hand() -> None:
+    """Bytes per token and at a 128k context, 16-bit, each written out layer by layer."""
+    expected = {
+        # 36 layers, 8 KV heads of 128
+        "Qwen3 8B": (36 * 2 * 8 * 128 * 2, 36 * 2 * 8 * 128 * 2 * 128 * K),
+        # 21 sliding layers keep 4096 tokens, 21 global ones all; 8 heads of 256
+        "Gemma 2 9B": (42 * 2 * 8 * 256 * 2, 2 * 8 * 256 * 2 * (21 * 4096 + 21 * 128 * K)),
+        # 50 sliding layers (16 heads of 256, 1024 tokens), 10 global (4 heads of 512)
+        "Gemma 4 31B": (
+            50 * 2 * 16 * 256 * 2 + 10 * 2 * 4 * 512 * 2,
+            50 * 2 * 16 * 256 * 2 * 1024 + 10 * 2 * 4 * 512 * 2 * 128 * K,
+        ),
+        # layers 0-14 cache: 12 sliding (1 head of 256, 512 tokens), 3 global (1 of 512);
+        # layers 15-34 reuse them and cache nothing
+        "Gemma 4 E2B": (
+            12 * 2 * 1 * 256 * 2 + 3 * 2 * 1 * 512 * 2,
+            12 * 2 * 256 * 2 * 512 + 3 * 2 * 512 * 2 * 128 * K,
+        ),
+        # 18 sliding layers keep 128 tokens, 18 full ones all; 8 heads of 64
+        "gpt-oss-120b": (36 * 2 * 8 * 64 * 2, 2 * 8 * 64 * 2 * (18 * 128 + 18 * 128 * K)),
+        "gpt-oss-20b": (24 * 2 * 8 * 64 * 2, 2 * 8 * 64 * 2 * (12 * 128 + 12 * 128 * K)),
+        # 36 chunked layers keep one chunk of 8192 tokens, 12 global ones all
+        "Llama 4 Scout": (48 * 2 * 8 * 128 * 2, 2 * 8 * 128 * 2 * (36 * 8192 + 12 * 128 * K)),
+        "SmolLM3 3B": (36 * 2 * 4 * 128 * 2, 36 * 2 * 4 * 128 * 2 * 128 * K),
+        "OLMo 2 7B": (32 * 2 * 32 * 128 * 2, 32 * 2 * 32 * 128 * 2 * 128 * K),
+        # only the 12 full-attention layers cache keys and values (2 heads of 256)
+        "Qwen3-Next 80B-A3B": (12 * 2 * 2 * 256 * 2, 12 * 2 * 2 * 256 * 2 * 128 * K),
+    }
+    for name, (per_token, at_128k) in expected.items():
+        facts = MODELS[name]
+        assert (facts.kv_bytes_per_token(), facts.kv_cache_bytes(128 * K)) == (
+            per_token,
+            at_128k,
+        ), name
+        assert facts.kv_bytes_per_token(torch.float32) == 2 * per_token
+        assert sum(facts.layer_kv_bytes_per_token()) == per_token
+
+
+def test_shared_and_linear_layers_cache_nothing() -> None:
+    e2b = MODELS["Gemma 4 E2B"].layer_kv_bytes_per_token()
+    assert e2b[15:] == (0,) * 20 and 0 not in e2b[:15]
+    assert MODELS["Gemma 4 E2B"].kv_shared == (False,) * 15 + (True,) * 20
+    qwen3_next = MODELS["Qwen3-Next 80B-A3B"]
+    assert qwen3_next.layer_types[:4] == (LINEAR, LINEAR, LINEAR, FULL)
+    sizes = qwen3_next.layer_kv_bytes_per_token()
+    assert [size > 0 for size in sizes] == [kind == FULL for kind in qwen3_next.layer_types]
+
+
+def test_gemma4_global_layers_have_their_own_heads_and_size() -> None:
+    gemma4 = MODELS["Gemma 4 31B"]
+    shapes = dict(zip(gemma4.layer_types, gemma4.layer_kv_shapes, strict=True))
+    assert shapes == {SLIDING: (16, 256), FULL: (4, 512)}
+    assert gemma4.layer_types[:6] == (SLIDING,) * 5 + (FULL,)
+    e2b = MODELS["Gemma 4 E2B"]
+    assert e2b.layer_types[:5] == (SLIDING,) * 4 + (FULL,)
+    assert dict(zip(e2b.layer_types, e2b.layer_kv_shapes, strict=True)) == {
+        SLIDING: (1, 256),
+        FULL: (1, 512),  # no attention_k_eq_v: the global layers keep num_kv_heads
+    }
+
+
+def test_nope_and_chunked_layers() -> None:
+    scout = MODELS["Llama 4 Scout"]
+    assert scout.layer_types[:4] == (CHUNKED, CHUNKED, CHUNKED, FULL)
+    assert scout.uses_rope[:4] == (True, True, True, False)
+    # iRoPE: the global layers are exactly the layers without RoPE
+    assert [kind == FULL for kind in scout.layer_types] == [not r for r in scout.uses_rope]
+    smol = MODELS["SmolLM3 3B"]
+    assert set(smol.layer_types) == {FULL}
+    assert [i for i, rope in enumerate(smol.uses_rope) if not rope] == list(range(3, 36, 4))
+    assert MODELS["GPT-2"].uses_rope == (False,) * 12
+    assert MODELS["Llama 3 8B"].uses_rope == (True,) * 32
+
+
+def test_a_model_facts_entry_rejects_what_it_cannot_mean() -> None:
+    base = dict(
+        name="toy",
+        checkpoint="a/b",
+        year=2025,
+        source="",
+        config_class="LlamaConfig",
+        layers=4,
+        hidden_size=64,
+        num_heads=4,
+        num_kv_heads=2,
+        max_position_embeddings=128,
+        trained_context=128,
+        context_source="",
+    )
+    with pytest.raises(ValueError, match=r"qk_norm must be None or one of .*got 'yes'"):
+        ModelFacts(**base, qk_norm="yes")
+    with pytest.raises(ValueError, match="got sliding_window, attention_chunk_size"):
+        ModelFacts(**base, sliding_window=16, attention_chunk_size=32)
+    with pytest.raises(ValueError, match="num_global_kv_heads is applied with"):
+        ModelFacts(**base, num_global_kv_heads=1)
+    with pytest.raises(ValueError, match=r"num_kv_shared_layers < layers \(got 4 of 4\)"):
+        ModelFacts(**base, num_kv_shared_layers=4)
 
 
 def test_the_published_sizes_of_the_caches() -> None:
@@ -66,6 +176,9 @@ def test_the_kind_of_attention_and_the_group_size() -> None:
     assert kinds["Gemma 2B"] == ("MQA", 8)
     assert kinds["Gemma 3 27B"] == ("GQA", 2)
     assert kinds["DeepSeek-V3"][0] == "MLA"
+    assert kinds["gpt-oss-120b"] == ("GQA", 8)
+    assert kinds["Qwen3-Next 80B-A3B"] == ("GQA", 8)
+    assert kinds["OLMo 2 7B"] == ("MHA", 1)
 
 
 def test_gemma3_has_five_local_layers_to_each_global_one() -> None:
@@ -106,6 +219,18 @@ FIELDS = {  # ModelFacts attribute -> the config field it copies
     "qk_rope_head_dim": "qk_rope_head_dim",
     "v_head_dim": "v_head_dim",
     "query_pre_attn_scalar": "query_pre_attn_scalar",
+    "attn_logit_softcapping": "attn_logit_softcapping",
+    "final_logit_softcapping": "final_logit_softcapping",
+    "attention_chunk_size": "attention_chunk_size",
+    "global_head_dim": "global_head_dim",
+    "num_global_kv_heads": "num_global_key_value_heads",
+    "floor_scale": "floor_scale",
+    "attn_scale": "attn_scale",
+}
+FLAGS = {  # attributes whose default means "absent": passed only when set
+    "attention_k_eq_v": "attention_k_eq_v",
+    "num_kv_shared_layers": "num_kv_shared_layers",
+    "attn_temperature_tuning": "attn_temperature_tuning",
 }
 GPT2_FIELDS = {
     "layers": "n_layer",
@@ -127,17 +252,45 @@ def released_config(facts: ModelFacts):
         for attribute, name in fields.items()
         if attribute not in facts.class_defaults and getattr(facts, attribute) is not None
     }
+    kwargs |= {
+        name: getattr(facts, attribute)
+        for attribute, name in FLAGS.items()
+        if getattr(facts, attribute)
+    }
     if "head_dim" in _explicit(facts):
         kwargs["head_dim"] = facts.head_dim
+    kwargs |= _pattern_as_released(facts)
     if facts.rope_theta is not None and "rope_theta" not in facts.class_defaults:
-        kwargs["rope_parameters"] = {
+        full = {
             "rope_type": "default",
             **(facts.rope_scaling or {}),
             "rope_theta": facts.rope_theta,
         }
+        if facts.local_rope_theta is not None:  # one dict per layer type (Gemma 4)
+            local = {"rope_type": "default", "rope_theta": facts.local_rope_theta}
+            full = {FULL: full, SLIDING: local}
+        kwargs["rope_parameters"] = full
     elif facts.rope_scaling is not None:
         kwargs["rope_scaling"] = dict(facts.rope_scaling)
     return getattr(transformers, facts.config_class)(**kwargs)
+
+
+def _pattern_as_released(facts: ModelFacts) -> dict:
+    """The layer pattern, NoPE layers and switches, spelled as each released file does."""
+    kwargs: dict = {}
+    if facts.config_class in ("Gemma4TextConfig", "GptOssConfig"):  # a list per layer
+        kwargs["layer_types"] = list(facts.layer_types)
+    if facts.nope_every is not None:  # Llama 4 and SmolLM3: 1 = this layer uses RoPE
+        kwargs["no_rope_layers"] = [int(rope) for rope in facts.uses_rope]
+    if facts.config_class == "SmolLM3Config":
+        kwargs |= {"no_rope_layer_interval": facts.nope_every, "use_sliding_window": False}
+    if facts.linear_attention is not None:  # Qwen3-Next
+        kwargs["full_attention_interval"] = facts.global_every
+    if facts.partial_rotary_factor != 1.0:
+        kwargs["partial_rotary_factor"] = facts.partial_rotary_factor
+    if facts.qk_norm == "l2":  # Llama 4
+        kwargs["use_qk_norm"] = True
+    return kwargs
 
 
 def _explicit(facts: ModelFacts) -> set[str]:
@@ -147,8 +300,32 @@ def _explicit(facts: ModelFacts) -> set[str]:
 
 
 def rope_of(config, layer_type: str) -> dict:
-    parameters = config.rope_parameters  # one dict, or one per layer type (Gemma 3)
+    parameters = config.rope_parameters  # one dict, or one per layer type (Gemma 3 and 4)
     return parameters.get(layer_type, parameters)
+
+
+def layer_shape(config, index: int) -> tuple[int, int]:
+    """(key/value heads, head_dim) of one layer, as transformers' attention reads them."""
+    try:
+        layer = config.per_layer_config[index]  # Gemma 4: the global layers differ
+    except (AttributeError, KeyError, TypeError):
+        layer = config
+    head_dim = getattr(layer, "head_dim", None)
+    return layer.num_key_value_heads, head_dim or config.hidden_size // config.num_attention_heads
+
+
+MECHANISMS = (  # checked wherever the config class has the field
+    "sliding_window",
+    "query_pre_attn_scalar",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "attention_chunk_size",
+    "attention_k_eq_v",
+    "num_kv_shared_layers",
+    "attn_temperature_tuning",
+    "floor_scale",
+    "attn_scale",
+)
 
 
 @pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
@@ -162,21 +339,72 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         )
         return
     assert config.num_hidden_layers == facts.layers
-    assert config.num_key_value_heads == facts.num_kv_heads
     assert config.max_position_embeddings == facts.max_position_embeddings
     if facts.kv_lora_rank is None:
-        assert config.head_dim == facts.head_dim
+        shapes = tuple(layer_shape(config, i) for i in range(facts.layers))
+        assert shapes == facts.layer_kv_shapes
+    else:
+        assert config.num_key_value_heads == facts.num_kv_heads
     layer_types = getattr(config, "layer_types", None)
     if layer_types is not None:
         assert tuple(layer_types) == facts.layer_types
+    if getattr(config, "no_rope_layers", None) is not None:
+        assert tuple(bool(rope) for rope in config.no_rope_layers) == facts.uses_rope
+    if hasattr(config, "kv_sharing_modes"):
+        assert tuple(mode == "reuse" for mode in config.kv_sharing_modes) == facts.kv_shared
+    if hasattr(config, "use_qk_norm"):
+        assert config.use_qk_norm == (facts.qk_norm == "l2")
+    for name in MECHANISMS:
+        if hasattr(config, name):
+            assert getattr(config, name) == getattr(facts, name), name
     full = rope_of(config, FULL)
     assert full["rope_theta"] == facts.rope_theta
     scaling = {k: v for k, v in full.items() if k not in ("rope_theta", "rope_type")}
     expected = {k: v for k, v in (facts.rope_scaling or {}).items() if k != "rope_type"}
+    if facts.partial_rotary_factor != 1.0:
+        expected["partial_rotary_factor"] = facts.partial_rotary_factor
     assert scaling == pytest.approx(expected)
     assert full["rope_type"] == (facts.rope_scaling or {"rope_type": "default"})["rope_type"]
     if facts.local_rope_theta is not None:
         assert rope_of(config, SLIDING)["rope_theta"] == facts.local_rope_theta
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_transformers_caches_what_the_table_counts(facts: ModelFacts) -> None:
+    """Layer by layer, transformers' cache for the released config stores keys and values
+    where the table counts bytes, and caps the same layers at the same number of tokens:
+    sliding layers at the window, chunked layers at the chunk; shared layers are
+    "dummy" layers that store nothing; linear-attention layers keep a state instead."""
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    layout = getattr(cache_utils, "get_layer_types_and_kwargs", None)
+    if layout is None:
+        pytest.skip("this transformers has no get_layer_types_and_kwargs")
+    kinds, kwargs = layout(released_config(facts))
+    stores = [kind not in ("dummy", LINEAR) for kind in kinds]
+    assert stores == [size > 0 for size in facts.layer_kv_bytes_per_token()]
+    limits = {SLIDING: facts.sliding_window, CHUNKED: facts.attention_chunk_size}
+    assert [kw.get("sliding_window") for kw in kwargs] == [
+        limits.get(kind) if store else None
+        for kind, store in zip(facts.layer_types, stores, strict=True)
+    ]
+
+
+def test_llama4_scout_temperature_tuning_is_on_though_the_file_writes_4() -> None:
+    """The released text_config has "attn_temperature_tuning": 4; the attention only
+    asks whether it is true (``if self.attn_temperature_tuning``), so the table keeps
+    True, which is what transformers 5's Llama4TextConfig accepts."""
+    scout = MODELS["Llama 4 Scout"]
+    assert scout.attn_temperature_tuning is True and bool(4) is scout.attn_temperature_tuning
+    assert "attn_temperature_tuning" in scout.source and "4" in scout.source
+
+
+def test_gemma2_takes_its_one_to_one_pattern_from_the_class_default() -> None:
+    """The released config of Gemma 2 9B has no layer_types: Gemma2Config alternates."""
+    gemma2 = MODELS["Gemma 2 9B"]
+    assert gemma2.class_defaults == ("global_every",)
+    config = transformers.Gemma2Config(num_hidden_layers=gemma2.layers)
+    assert tuple(config.layer_types) == gemma2.layer_types
+    assert gemma2.layer_types[:2] == (SLIDING, FULL)
 
 
 def test_gemma3_takes_its_bases_pattern_and_positions_from_the_class_defaults() -> None:
@@ -258,8 +486,12 @@ def fact_numbers() -> dict[int, str]:
             add(per_token // facts.layers, f"{facts.name} cache bytes per token and layer")
         for tokens in (facts.trained_context, facts.max_position_embeddings):
             add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
-        add(facts.layer_types.count(SLIDING), f"{facts.name} sliding layers")
-        add(facts.layer_types.count(FULL), f"{facts.name} full layers")
+        for kind in (SLIDING, CHUNKED, LINEAR, FULL):
+            add(facts.layer_types.count(kind), f"{facts.name} {kind} layers")
+        add(facts.uses_rope.count(False), f"{facts.name} layers without RoPE")
+        add(sum(facts.kv_shared), f"{facts.name} layers sharing keys and values")
+        if facts.trained_context >= 128 * 1024:  # the home page gives it for these
+            add(facts.kv_cache_bytes(128 * 1024), f"{facts.name} cache bytes at 128k tokens")
     return found
 
 
@@ -268,12 +500,12 @@ def model_names() -> list[str]:
     names = set(MODELS)
     for name in MODELS:
         names.add(name.rsplit(" ", 1)[0])  # "Llama 3 8B" -> "Llama 3"
-    names |= {"DeepSeek-V2", "GPT-2 small", "Llama 3.1", "Llama 2 70B"}
+    names |= {"DeepSeek-V2", "GPT-2 small", "Llama 3.1", "Llama 2 70B", "Gemma 3n", "Qwen3"}
     return sorted(names, key=len, reverse=True)
 
 
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
-MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2")
+MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo")
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
 # not part of a decimal, a word or an identifier.
 NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")

@@ -178,7 +178,7 @@ def test_table_rows_are_the_angles_computed_for_those_positions(dtype):
         expected_cos, expected_sin = rope._cos_sin(positions, 16, 500000.0, dtype)
         assert cos.dtype == sin.dtype == dtype and cos.shape == (num_tokens, 8)
         assert torch.equal(cos, expected_cos) and torch.equal(sin, expected_sin)
-    assert rope._TABLES[(16, 500000.0, x.device, dtype)][0].shape[0] >= 4097
+    assert rope._TABLES[(16, 500000.0, x.device, dtype, None)][0].shape[0] >= 4097
     # apply_rope's default positions read the table; explicit ones compute: the same numbers
     q = vectors(0, 2, 70, 16).to(dtype)
     assert torch.equal(apply_rope(q, base=500000.0), apply_rope(q, torch.arange(70), 500000.0))
@@ -189,7 +189,7 @@ def test_a_table_first_made_in_inference_mode_serves_training():
     from attention import rope
 
     head_dim = 22  # a size no other test uses, so the table is made here
-    rope._TABLES.pop((head_dim, 10000.0, torch.device("cpu"), F64), None)
+    rope._TABLES.pop((head_dim, 10000.0, torch.device("cpu"), F64, None), None)
     with torch.inference_mode():
         apply_rope(vectors(0, 3, head_dim))
     q = vectors(1, 3, head_dim).requires_grad_()

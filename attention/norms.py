@@ -1,0 +1,134 @@
+"""RMSNorm: each vector divided by its root mean square, then scaled per dimension.
+
+Today's decoders normalise with RMSNorm (Zhang and Sennrich, 2019) rather than
+LayerNorm: no mean is subtracted and there is no bias, only
+
+``x / sqrt(mean(x ** 2) + eps) * weight``
+
+over the last dimension. Inside attention it keeps the queries and keys at a fixed
+size before their dot products (QK-norm: Qwen3, OLMo 2, Gemma 3 and 4) and, without
+the learnable ``weight``, the values too (Gemma 4's ``v_norm``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attention import _checks
+
+__all__ = ["RMSNorm"]
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last dimension, with a learnable scale.
+
+    Computed in the input's dtype, so a float64 input is normalised in float64 (some
+    ``transformers`` norms compute in float32 whatever the input).
+
+    Parameters
+    ----------
+    dim : int
+        Size of the last dimension of the inputs.
+    eps : float
+        Added to the mean square before the square root, so that a zero vector stays
+        zero; 1e-6 as in Qwen3, OLMo 2, gpt-oss and Gemma.
+    elementwise_affine : bool
+        Whether the result is multiplied by a learnable ``weight`` of shape ``(dim,)``,
+        initialised to ones (the name ``torch.nn.RMSNorm`` uses; ``transformers``' Gemma 4
+        calls it ``with_scale``). ``False`` is Gemma 4's value norm: no parameter at all.
+
+    Attributes
+    ----------
+    weight : nn.Parameter of shape (dim,), or None
+        The scale (``None`` without ``elementwise_affine``). Checkpoints that store a
+        zero-centred scale applied as ``1 + w`` (Gemma, Qwen3-Next) map to ``w + 1``.
+    eps : float
+
+    Shapes
+    ------
+    Input ``(..., dim)``; output the same shape and dtype.
+
+    Examples
+    --------
+    Each row comes out with a root mean square of 1 (up to ``eps``):
+
+    >>> import torch
+    >>> norm = RMSNorm(4)
+    >>> x = torch.tensor([[3.0, 4.0, 0.0, 0.0], [10.0, 10.0, 10.0, 10.0]])
+    >>> y = norm(x)
+    >>> torch.allclose(y.pow(2).mean(-1).sqrt(), torch.ones(2))
+    True
+    >>> torch.allclose(y[1], torch.ones(4))
+    True
+    >>> RMSNorm(4, elementwise_affine=False).weight is None
+    True
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, *, elementwise_affine: bool = True):
+        super().__init__()
+        owner = type(self).__name__
+        self.dim = _checks.positive_int(owner, "dim", dim)
+        if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps > 0:
+            raise ValueError(f"{owner}: eps must be a positive number, got {eps!r}")
+        self.eps = float(eps)
+        _checks.flag(owner, "elementwise_affine", elementwise_affine, "a learnable scale or not")
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(self.dim))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise ``x`` over its last dimension, of size ``dim``."""
+        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != self.dim:
+            given = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(
+                f"{type(self).__name__}: expected a tensor whose last dimension is dim="
+                f"{self.dim}, got {given}"
+            )
+        return _rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        affine = "" if self.weight is not None else ", elementwise_affine=False"
+        return f"{self.dim}, eps={self.eps}{affine}"
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """``x / sqrt(mean(x ** 2) + eps) * weight`` over the last dimension, in ``x``'s dtype."""
+    normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return normed if weight is None else normed * weight
+
+
+QK_NORMS = (False, True, "head", "projection")
+
+
+def _attention_norms(
+    owner: str,
+    qk_norm: object,
+    value_norm: object,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+) -> tuple[str | bool, RMSNorm | None, RMSNorm | None, bool, RMSNorm | None]:
+    """The norms of an attention layer: ``(qk_norm, q_norm, k_norm, value_norm, v_norm)``.
+
+    ``qk_norm`` comes back as ``False``, ``"head"`` (for ``True`` too) or
+    ``"projection"``; the norms are ``None`` where off.
+    """
+    if qk_norm is True:
+        qk_norm = "head"
+    if qk_norm is not False and not (isinstance(qk_norm, str) and qk_norm in QK_NORMS):
+        raise ValueError(
+            f"{owner}: qk_norm must be False, True or 'head' (RMSNorm over each head's "
+            f"head_dim, as Qwen3) or 'projection' (over the whole projection, as OLMo 2), "
+            f"got {qk_norm!r}"
+        )
+    _checks.flag(owner, "value_norm", value_norm, "RMSNorm without a scale on the values")
+    q_norm = k_norm = v_norm = None
+    if qk_norm == "head":
+        q_norm, k_norm = RMSNorm(head_dim), RMSNorm(head_dim)
+    elif qk_norm == "projection":
+        q_norm, k_norm = RMSNorm(num_heads * head_dim), RMSNorm(num_kv_heads * head_dim)
+    if value_norm:
+        v_norm = RMSNorm(head_dim, elementwise_affine=False)
+    return qk_norm, q_norm, k_norm, value_norm, v_norm

@@ -1,0 +1,536 @@
+"""Local attention (issue 23): the rolling KV cache, chunked attention and chunked_mask.
+
+* A module with ``window`` keeps the last ``window - 1`` tokens in its cache after each
+  call; with ``chunk``, the tokens of the current chunk. Decoding with the rolling
+  cache, in steps of any size, gives the outputs of one full pass, and the cache's
+  memory stays within ``window`` tokens.
+* ``chunked_mask`` is the mask ``transformers``' masking utils build for Llama 4.
+* Parity, float64, copied weights: ``MistralAttention`` (``sliding_window``) decoding
+  with ``transformers``' own cache built from the config (``DynamicSlidingWindowLayer``)
+  and its own sliding-window mask; ``Llama4TextAttention`` on a chunked layer (a RoPE
+  layer, ``use_qk_norm=False``), with its own chunked mask and cache.
+
+Tolerances: EXACT (rtol 1e-10, atol 1e-12) where both sides compute in float64; the
+rotary tables that transformers computes in float32 (Mistral's cos and sin, Llama 4's
+complex ``freqs_cis`` and its rotation, done in complex64) are replaced by float64 ones
+for that comparison, and the modules as shipped are compared at FLOAT32_STEP (1e-5).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from helpers import F64, gqa_layouts, layout_input, make_gqa
+from hf_models import EXACT, FLOAT32_STEP, llama_config, mistral_attention, rope_cos_sin
+from hypothesis import given
+from hypothesis import strategies as st
+from transformers import DynamicCache, Llama4TextConfig, MistralConfig
+from transformers.masking_utils import (
+    chunked_causal_mask_function,
+    create_chunked_causal_mask,
+    create_sliding_window_causal_mask,
+)
+from transformers.models.llama4 import modeling_llama4
+from transformers.models.mistral.modeling_mistral import MistralRotaryEmbedding
+
+from attention import (
+    GroupedQueryAttention,
+    KVCache,
+    LatentCache,
+    MultiHeadLatentAttention,
+    chunked_mask,
+    padding_mask,
+)
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+# --- what a rolling cache holds ---------------------------------------------------------
+
+
+@st.composite
+def local_runs(draw: st.DrawFn, *, max_local: int = 6) -> tuple[dict, dict, list[int]]:
+    """A layout, ``{"window": w}`` or ``{"chunk": c}``, and the cuts of a prefill + steps.
+
+    The sequence spans up to three windows (or chunks) and more; the steps after the
+    prefill are of 1 to 3 tokens.
+    """
+    layout = draw(gqa_layouts(max_tokens=2, even_head_dim=True))
+    size = draw(st.integers(1, max_local), label="window or chunk")
+    local = draw(st.sampled_from([{"window": size}, {"chunk": size}]), label="local")
+    n = draw(st.integers(1, 3 * size + 3), label="num_tokens")
+    layout |= {"num_tokens": n, "context_length": n}
+    cuts = [0, draw(st.integers(1, n), label="prefill")]
+    while cuts[-1] < n:
+        cuts.append(min(n, cuts[-1] + draw(st.integers(1, 3), label="step")))
+    return layout, local, cuts
+
+
+def held_after(seen: int, window: int | None = None, chunk: int | None = None) -> int:
+    """What the cache should hold once it has seen ``seen`` tokens: what the next query sees."""
+    return min(seen, window - 1) if window is not None else seen % chunk
+
+
+@given(run=local_runs(), rope=st.booleans())
+def test_rolling_cache_decoding_equals_one_full_pass(run, rope):
+    """Any prefill, then steps of 1 to 3 tokens: the full pass's outputs, and at most
+    window - 1 tokens held (the current chunk's with chunk), oldest first."""
+    layout, local, cuts = run
+    base = {"rope_base": 10000.0} if rope else {}
+    gqa = make_gqa(layout, **base, **local)
+    x = layout_input(layout)
+    # The same weights without the window (the seed draws the same layers): its cache
+    # keeps every key, rotated at its position, to compare what the rolling one holds.
+    everything = KVCache()
+    make_gqa(layout, **base)(x, cache=everything)
+    cache, pieces = KVCache(), []
+    size = local.get("window", local.get("chunk"))
+    most = x.shape[0] * size * gqa.cache_bytes_per_token  # the bytes of `size` tokens
+    for start, stop in itertools.pairwise(cuts):
+        pieces.append(gqa(x[:, start:stop], cache=cache))
+        held = held_after(stop, **local)
+        assert cache.seen_tokens == stop and len(cache) == held
+        assert cache.nbytes == x.shape[0] * held * gqa.cache_bytes_per_token <= most
+        torch.testing.assert_close(cache.keys, everything.keys[..., stop - held : stop, :])
+        torch.testing.assert_close(cache.values, everything.values[..., stop - held : stop, :])
+    torch.testing.assert_close(torch.cat(pieces, dim=1), gqa(x), **EXACT)
+
+
+@pytest.mark.parametrize("window", [1, 4])
+def test_decoding_three_windows_one_token_at_a_time_keeps_memory_within_the_window(window):
+    torch.manual_seed(0)
+    n = 3 * window
+    gqa = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, rope_base=10.0)
+    local = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, window=window)
+    local.load_state_dict(gqa.state_dict())
+    x = torch.randn(1, n, 8)
+    cache, steps = KVCache(), []
+    for i in range(n):
+        steps.append(local(x[:, i : i + 1], cache=cache))
+        assert cache.nbytes <= window * local.cache_bytes_per_token
+    assert cache.seen_tokens == n and len(cache) == window - 1
+    torch.testing.assert_close(torch.cat(steps, dim=1), local(x))
+    # Not what the full attention gives: the window hid something.
+    assert not torch.allclose(torch.cat(steps, dim=1), gqa(x))
+
+
+def test_rolling_writes_in_place_within_a_fixed_storage():
+    """Decoding writes each token into room after the kept ones, moving them to the front
+    when the room runs out: the storage is never replaced, never more than the window
+    plus a quarter of it (16 tokens at least), and a long prefill is not kept."""
+    window, per_token = 40, 2 * 1 * 4 * 4  # key and value, 1 head, head_dim 4, float32
+    gqa = GroupedQueryAttention(4, 4, 1000, num_heads=1, num_kv_heads=1, window=window).eval()
+    x = torch.randn(1, 300, 4)
+    cache = KVCache()
+    with torch.no_grad():
+        gqa(x[:, :100], cache=cache)  # a prefill of 100 tokens
+        storage = cache.keys.untyped_storage()
+        assert storage.nbytes() == (window - 1 + 16) * per_token // 2  # keys only
+        where = storage.data_ptr()
+        steps = [gqa(x[:, i : i + 1], cache=cache) for i in range(100, 300)]
+        assert cache.keys.untyped_storage().data_ptr() == where
+        assert cache.values.untyped_storage().nbytes() == storage.nbytes()
+        expected = gqa(x)[:, 100:]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected)
+    assert len(cache) == window - 1 and cache.nbytes == (window - 1) * per_token
+
+
+def test_the_kept_keys_are_views_in_token_order_that_the_caller_can_read():
+    cache = KVCache()
+    keys = torch.arange(10.0).view(1, 1, 10, 1)
+    returned, _ = cache.update(keys, keys, window=4)
+    assert torch.equal(returned, keys)  # the whole sequence to attend over
+    assert cache.keys.flatten().tolist() == [7.0, 8.0, 9.0]
+    for token in range(10, 40):
+        new = torch.full((1, 1, 1, 1), float(token))
+        returned, _ = cache.update(new, new, window=4)
+        assert returned.flatten().tolist() == [token - 3.0, token - 2.0, token - 1.0, token]
+    assert cache.keys.flatten().tolist() == [37.0, 38.0, 39.0] and cache.seen_tokens == 40
+
+
+def test_a_chunks_cache_keeps_only_the_current_chunk():
+    cache, held = KVCache(), []
+    for token in range(9):
+        new = torch.full((1, 1, 1, 1), float(token))
+        cache.update(new, new, chunk=4)
+        held.append(cache.keys.flatten().tolist())
+    # positions 0-3, 4-7, 8-: after position 3 the next token starts a chunk
+    assert held == [
+        [0.0], [0.0, 1.0], [0.0, 1.0, 2.0], [], [4.0], [4.0, 5.0], [4.0, 5.0, 6.0], [], [8.0]
+    ]  # fmt: skip
+    assert cache.seen_tokens == 9 and len(cache) == 1
+
+
+def test_backward_through_rolling_steps_gives_the_full_pass_gradients():
+    torch.manual_seed(0)
+    gqa = GroupedQueryAttention(8, 8, 9, num_heads=2, num_kv_heads=1, rope_base=10.0, window=3)
+    x = torch.randn(1, 9, 8)
+    cache = KVCache()
+    steps = [gqa(x[:, :4], cache=cache), *(gqa(x[:, i : i + 1], cache=cache) for i in range(4, 9))]
+    assert len(cache) == 2
+    cached = torch.autograd.grad(torch.cat(steps, dim=1).square().sum(), gqa.W_key.weight)[0]
+    full = torch.autograd.grad(gqa(x).square().sum(), gqa.W_key.weight)[0]
+    torch.testing.assert_close(cached, full)
+
+
+@given(layout=gqa_layouts(max_tokens=2, even_head_dim=True), data=st.data())
+def test_padding_stays_hidden_while_the_cache_rolls(layout, data):
+    """allowed spans every token seen; the columns of dropped tokens are not used."""
+    window = data.draw(st.integers(2, 4), label="window")
+    n = data.draw(st.integers(2, 3 * window), label="num_tokens")
+    layout |= {"num_tokens": n, "context_length": n, "batch": 2}
+    gqa = make_gqa(layout, rope_base=10000.0, window=window)
+    x = layout_input(layout)
+    lengths = data.draw(st.lists(st.integers(1, n), min_size=2, max_size=2), label="lengths")
+    allowed = padding_mask(lengths, n).flip(-1)  # left padding: the real tokens last
+    full = gqa(x, allowed=allowed)
+    prefill = data.draw(st.integers(1, n), label="prefill")
+    cache = KVCache()
+    pieces = [gqa(x[:, :prefill], cache=cache, allowed=allowed[:, :prefill])]
+    pieces += [
+        gqa(x[:, i : i + 1], cache=cache, allowed=allowed[:, : i + 1]) for i in range(prefill, n)
+    ]
+    got = torch.cat(pieces, dim=1)
+    for i, length in enumerate(lengths):  # a padding query may see nothing: no output
+        torch.testing.assert_close(got[i, n - length :], full[i, n - length :], **EXACT)
+
+
+def test_latent_attention_counts_what_its_cache_has_seen():
+    mla = MultiHeadLatentAttention(
+        8, 8, 6, num_heads=2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=4
+    ).double()
+    x = torch.randn(1, 6, 8, dtype=F64)
+    cache = LatentCache()
+    steps = [mla(x[:, :3], cache=cache), *(mla(x[:, i : i + 1], cache=cache) for i in range(3, 6))]
+    assert cache.seen_tokens == len(cache) == 6
+    torch.testing.assert_close(torch.cat(steps, dim=1), mla(x), **EXACT)
+
+
+# --- crop and context_length with a rolling cache -------------------------------------
+
+
+def test_crop_counts_positions_and_cannot_reach_dropped_tokens():
+    cache = KVCache()
+    keys = torch.arange(10.0).view(1, 1, 10, 1)
+    cache.update(keys, keys, window=4)  # holds positions 7, 8, 9
+    with pytest.raises(
+        ValueError,
+        match=r"^KVCache: cannot crop to 6 tokens: this rolling cache has seen 10 tokens and "
+        r"dropped the first 7 of them \(it holds the last 3\); start a new KVCache",
+    ):
+        cache.crop(6)
+    with pytest.raises(ValueError, match=r"cannot crop to 11 tokens, the cache has seen only 10"):
+        cache.crop(11)
+    cache.crop(9)  # forget position 9
+    assert cache.seen_tokens == 9 and cache.keys.flatten().tolist() == [7.0, 8.0]
+
+
+def test_a_window_cache_cropped_after_rolling_is_refused():
+    """The next token would miss a key its window sees: the module raises, naming both."""
+    gqa = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1, window=4)
+    cache = KVCache()
+    gqa(torch.randn(1, 10, 8), cache=cache)
+    cache.crop(9)
+    with pytest.raises(
+        ValueError,
+        match=r"^KVCache: the cache has seen 9 tokens but holds only the last 2, "
+        r"while the next token, at position 9, sees the keys from position 6 on \(window=4\)",
+    ):
+        gqa(torch.randn(1, 1, 8), cache=cache)
+    assert cache.seen_tokens == 9 and len(cache) == 2  # unchanged by the refused call
+    # Nor can a module without a window use it (nor update, which appends without one).
+    full = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1)
+    message = r"sees the keys from position 0 on \(no window or chunk\)"
+    with pytest.raises(ValueError, match=message):
+        full(torch.randn(1, 1, 8), cache=cache)
+    with pytest.raises(ValueError, match=message):
+        cache.update(torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4))
+
+
+def test_a_chunk_cache_can_go_back_within_its_chunk():
+    torch.manual_seed(0)
+    gqa = GroupedQueryAttention(8, 8, 12, num_heads=2, num_kv_heads=1, rope_base=10.0, chunk=4)
+    x = torch.randn(1, 12, 8)
+    full = gqa(x)
+    cache = KVCache()
+    gqa(x[:, :10], cache=cache)  # holds positions 8 and 9
+    cache.crop(9)
+    torch.testing.assert_close(gqa(x[:, 9:11], cache=cache), full[:, 9:11])
+    cache.crop(8)  # back to the chunk's start: nothing held, nothing needed
+    assert len(cache) == 0
+    torch.testing.assert_close(gqa(x[:, 8:], cache=cache), full[:, 8:])
+    with pytest.raises(
+        ValueError, match=r"cannot crop to 7 tokens: this rolling cache has seen 12"
+    ):
+        cache.crop(7)
+
+
+def test_context_length_bounds_the_tokens_seen_not_held():
+    gqa = GroupedQueryAttention(8, 8, 5, num_heads=2, num_kv_heads=1, window=2)
+    cache = KVCache()
+    for _ in range(5):
+        gqa(torch.randn(1, 1, 8), cache=cache)
+    assert len(cache) == 1
+    with pytest.raises(
+        ValueError,
+        match=r"the cache has seen 5 tokens \(holding the last 1\) and 1 more make 6, "
+        r"past context_length=5",
+    ):
+        gqa(torch.randn(1, 1, 8), cache=cache)
+
+
+# --- chunked attention ------------------------------------------------------------------
+
+
+@given(num_tokens=st.integers(1, 40), chunk=st.integers(1, 12))
+def test_chunked_mask_is_transformers_chunked_causal_mask(num_tokens, chunk):
+    """The mask function transformers builds for Llama 4, and its create_chunked_causal_mask."""
+    index = torch.arange(num_tokens)
+    function = chunked_causal_mask_function(chunk, torch.zeros(1, dtype=torch.long))
+    expected = function(0, 0, index[:, None], index[None, :])
+    assert torch.equal(chunked_mask(num_tokens, chunk), expected)
+    config = Llama4TextConfig(
+        hidden_size=8, num_attention_heads=2, num_hidden_layers=1, attention_chunk_size=chunk
+    )
+    config._attn_implementation = "sdpa"
+    embeds = torch.zeros(1, num_tokens, 8)
+    built = create_chunked_causal_mask(
+        config, embeds, None, None, index[None], allow_is_causal_skip=False
+    )
+    assert torch.equal(built, chunked_mask(num_tokens, chunk)[None, None])
+
+
+def test_chunked_mask_by_hand():
+    assert torch.equal(chunked_mask(4, 4), torch.ones(4, 4, dtype=torch.bool).tril())
+    assert torch.equal(chunked_mask(3, 1), torch.eye(3, dtype=torch.bool))
+    # each token sees from its chunk's start to itself: 0, 1 | 2, 3 | 4
+    assert chunked_mask(5, 2).sum(dim=1).tolist() == [1, 2, 1, 2, 1]
+
+
+def test_a_chunked_module_attends_within_chunks_only():
+    gqa = GroupedQueryAttention(8, 8, 7, num_heads=2, num_kv_heads=1, chunk=3)
+    weights = gqa.attention_weights(torch.randn(1, 7, 8))
+    assert torch.all((weights > 0) == chunked_mask(7, 3))
+
+
+# --- parity: Mistral's sliding layer and Llama 4's chunked layer, decoding ---------------
+
+
+def decode_splits(n: int, prefill: int) -> list[tuple[int, int]]:
+    return list(itertools.pairwise([0, *range(prefill, n + 1)]))
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    window=st.integers(2, 5),
+    data=st.data(),
+)
+def test_rolling_decoding_matches_mistral_with_its_sliding_window_cache(layout, window, data):
+    """3 x window tokens after a prefill, one at a time: transformers' DynamicCache built
+    from the config (a DynamicSlidingWindowLayer) and its own sliding-window mask."""
+    n = 3 * window
+    layout |= {"num_tokens": n, "context_length": n, "qkv_bias": False}
+    gqa = make_gqa(layout, rope_base=10000.0, window=window)
+    mistral = mistral_attention(gqa, "sdpa")
+    config = mistral.config
+    x = layout_input(layout)
+    ours, theirs = KVCache(), DynamicCache(config=config)
+    assert type(theirs.layers[0]).__name__ == "DynamicSlidingWindowLayer"
+    prefill = data.draw(st.integers(1, window), label="prefill")
+    for start, stop in decode_splits(n, prefill):
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        new = x[:, start:stop]
+        mask = create_sliding_window_causal_mask(config, new, None, theirs, positions)
+        cos_sin = rope_cos_sin(positions, gqa.head_dim, 10000.0)
+        expected, _ = mistral(new, cos_sin, mask, theirs)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **EXACT)
+        # the same window - 1 keys kept, in the same order
+        torch.testing.assert_close(ours.keys, theirs.layers[0].keys, **EXACT)
+        assert ours.seen_tokens == theirs.get_seq_length() == stop
+        assert ours.nbytes <= x.shape[0] * window * gqa.cache_bytes_per_token
+
+
+def test_rolling_decoding_matches_mistral_as_shipped():
+    """Mistral's own rotary embedding (float32 angles) at float32's tolerance."""
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
+    layout |= {"num_tokens": 12, "context_length": 12, "batch": 1, "qkv_bias": False, "seed": 5}
+    gqa = make_gqa(layout, rope_base=10000.0, window=4)
+    mistral = mistral_attention(gqa, "sdpa")
+    config = mistral.config
+    assert isinstance(config, MistralConfig)
+    rotary = MistralRotaryEmbedding(config)
+    x = layout_input(layout)
+    ours, theirs = KVCache(), DynamicCache(config=config)
+    for start, stop in decode_splits(12, 1):
+        positions = torch.arange(start, stop)[None]
+        new = x[:, start:stop]
+        mask = create_sliding_window_causal_mask(config, new, None, theirs, positions)
+        expected, _ = mistral(new, rotary(new, positions), mask, theirs)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **FLOAT32_STEP)
+
+
+def llama4_chunked_attention(gqa: GroupedQueryAttention) -> torch.nn.Module:
+    """``Llama4TextAttention`` on a chunked layer (a RoPE layer), holding ``gqa``'s weights.
+
+    Llama 4 rotates interleaved pairs (dims 2i, 2i + 1, as complex numbers); ``gqa``
+    rotates the half-split pairs (i, i + head_dim / 2) with the same frequencies. Giving
+    Llama 4 the query and key rows of each head in the order 0, h/2, 1, h/2 + 1, ...
+    makes its interleaved pairs ours: the rotated queries and keys are ours permuted
+    alike within each head, and their dot products, so the scores, are the same.
+    ``use_qk_norm=False``: Scout's L2 norm on these layers is left out here.
+    """
+    config = llama_config(gqa, "sdpa", cls=Llama4TextConfig)
+    config.attention_chunk_size = gqa.chunk
+    config.num_hidden_layers, config.no_rope_layers = 1, [1]  # 1: this layer uses RoPE
+    config.layer_types, config.use_qk_norm = ["chunked_attention"], False
+    theirs = modeling_llama4.Llama4TextAttention(config, layer_idx=0).to(F64).eval()
+    half = gqa.head_dim // 2
+    order = torch.arange(gqa.head_dim).view(2, half).t().flatten()  # 0, h/2, 1, h/2 + 1, ...
+
+    def interleaved(weight: torch.Tensor) -> torch.Tensor:
+        return weight.view(-1, gqa.head_dim, *weight.shape[1:])[:, order].flatten(0, 1)
+
+    with torch.no_grad():
+        pairs = [("q_proj", gqa.W_query, True), ("k_proj", gqa.W_key, True)]
+        pairs += [("v_proj", gqa.W_value, False), ("o_proj", gqa.out_proj, False)]
+        for name, ours, rotated in pairs:
+            layer = getattr(theirs, name)
+            assert (layer.bias is None) == (ours.bias is None)
+            for mine, their in ((ours.weight, layer.weight), (ours.bias, layer.bias)):
+                if mine is not None:
+                    their.copy_(interleaved(mine) if rotated else mine)
+    return theirs
+
+
+def freqs_cis_float64(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
+    """Llama 4's complex rotary factors ``exp(i * position * inv_freq)``, in complex128."""
+    cos, sin = rope_cos_sin(positions, head_dim, base)
+    half = head_dim // 2
+    return torch.complex(cos[..., :half], sin[..., :half])
+
+
+def rotate_float64(xq, xk, freqs_cis):
+    """``modeling_llama4.apply_rotary_emb`` without its cast to float32 (complex64)."""
+    xq_ = torch.view_as_complex(xq.reshape(*xq.shape[:-1], -1, 2).contiguous())
+    xk_ = torch.view_as_complex(xk.reshape(*xk.shape[:-1], -1, 2).contiguous())
+    rotated = (torch.view_as_real(t * freqs_cis[:, :, None, :]).flatten(3) for t in (xq_, xk_))
+    return tuple(rotated)
+
+
+def llama4_decode(gqa, theirs, x, splits, rotary, tolerance):
+    config = theirs.config
+    ours, their_cache = KVCache(), DynamicCache(config=config)
+    assert type(their_cache.layers[0]).__name__ == "DynamicSlidingWindowLayer"
+    for start, stop in splits:
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        new = x[:, start:stop]
+        mask = create_chunked_causal_mask(config, new, None, their_cache, positions)
+        expected, _ = theirs(new, rotary(new, positions), mask, their_cache)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **tolerance)
+        assert ours.seen_tokens == their_cache.get_seq_length() == stop
+        assert len(ours) == stop % gqa.chunk
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    chunk=st.integers(2, 4),
+    data=st.data(),
+)
+def test_chunked_decoding_matches_llama4_chunked_layer(layout, chunk, data):
+    """Prefill, then 3 x chunk more tokens one at a time, against Llama 4's own chunked
+    mask and cache, its complex rotation done in float64.
+
+    Not chunk=1 (nor window=1 with Mistral): transformers' DynamicSlidingWindowLayer
+    keeps ``keys[:, :, -sliding_window + 1:]``, which for 1 is ``[-0:]``, every token,
+    while its mask is sized for none, and the sdpa call broadcasts that one column
+    over all of them. Ours at chunk=1 is checked against the full pass above.
+    """
+    n = 3 * chunk + data.draw(st.integers(1, 4), label="extra tokens")
+    layout |= {"num_tokens": n, "context_length": n}
+    gqa = make_gqa(layout, rope_base=500000.0, chunk=chunk)
+    theirs = llama4_chunked_attention(gqa)
+    x = layout_input(layout)
+    splits = decode_splits(n, data.draw(st.integers(1, n), label="prefill"))
+
+    def rotary(new, positions):
+        return freqs_cis_float64(positions, gqa.head_dim, 500000.0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(modeling_llama4, "apply_rotary_emb", rotate_float64)
+        llama4_decode(gqa, theirs, x, splits, rotary, EXACT)
+
+
+def test_chunked_decoding_matches_llama4_as_shipped():
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
+    layout |= {"num_tokens": 11, "context_length": 11, "batch": 2, "qkv_bias": True, "seed": 7}
+    gqa = make_gqa(layout, rope_base=500000.0, chunk=3)
+    theirs = llama4_chunked_attention(gqa)
+    rotary = modeling_llama4.Llama4TextRotaryEmbedding(theirs.config)
+    llama4_decode(gqa, theirs, layout_input(layout), decode_splits(11, 4), rotary, FLOAT32_STEP)
+
+
+# --- bad input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"chunk": 0}, r"chunk must be at least 1, got 0"),
+        ({"chunk": -3}, r"chunk must be at least 1, got -3"),
+        ({"chunk": 2.5}, r"chunk must be a positive integer, got 2.5 of type float"),
+        ({"chunk": True}, r"chunk must be a positive integer, got the boolean True"),
+        (
+            {"chunk": 4, "window": 2},
+            r"give window \(a sliding window\) or chunk \(chunked local attention\), not both, "
+            r"got window=2 and chunk=4",
+        ),
+    ],
+)
+def test_bad_chunk_names_what_was_expected_and_given(kwargs, message):
+    with pytest.raises(ValueError, match=r"^GroupedQueryAttention: " + message):
+        GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((4, 0), r"chunk must be an integer >= 1 \(how many positions each chunk spans\), "),
+        ((4, 1.0), r"chunk must be an integer >= 1 .*got 1.0 of type float"),
+        ((0, 2), r"num_tokens must be at least 1, got 0"),
+    ],
+)
+def test_chunked_mask_rejects_bad_sizes(args, message):
+    with pytest.raises(ValueError, match=r"^chunked_mask: " + message):
+        chunked_mask(*args)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"window": 0}, r"window must be at least 1, got 0"),
+        ({"chunk": "4"}, r"chunk must be a positive integer, got '4' of type str"),
+        (
+            {"window": 3, "chunk": 3},
+            r"give window \(a sliding .*, not both, got window=3 and chunk=3",
+        ),
+    ],
+)
+def test_update_rejects_a_bad_window_or_chunk(kwargs, message):
+    cache = KVCache()
+    with pytest.raises(ValueError, match=r"^KVCache: " + message):
+        cache.update(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2), **kwargs)
+    assert cache.seen_tokens == 0 and cache.keys is None
+
+
+def test_defaults_are_unchanged():
+    """No chunk: no attribute changes the layers or the random draws."""
+    torch.manual_seed(3)
+    plain = GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1)
+    torch.manual_seed(3)
+    chunked = GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1, chunk=2)
+    assert plain.chunk is None and chunked.chunk == 2
+    assert plain.state_dict().keys() == chunked.state_dict().keys()
+    for name, tensor in plain.state_dict().items():
+        assert torch.equal(tensor, chunked.state_dict()[name])
