@@ -195,12 +195,13 @@ class GroupedQueryAttention(nn.Module):
         ``num_kv_heads * head_dim`` with ``qk_norm="projection"``.
     v_norm : RMSNorm or None
         With ``value_norm``: over ``head_dim``, no weight.
-    sinks : nn.Parameter of shape (num_heads,), or None
-        With ``sinks=True``. gpt-oss leaves it uninitialised (``torch.empty``) and
-        ``transformers`` then draws it from a normal distribution; zeros here draw
-        nothing from the random generator and start each sink at the weight of a key
-        whose score is 0.
-    qk_norm : {False, "head", "projection"}
+    sinks : nn.Parameter or None
+        With ``sinks=True``: shape ``(num_heads,)``. gpt-oss leaves it uninitialised
+        (``torch.empty``) and ``transformers`` then draws it from a normal
+        distribution; zeros here draw nothing from the random generator and start each
+        sink at the weight of a key whose score is 0.
+    qk_norm : bool or str
+        ``False``, ``"head"`` (for ``True`` too) or ``"projection"``.
     softcap, scale : float or None
     value_norm, keys_as_values : bool
 

@@ -246,7 +246,7 @@ class ModelFacts:
 
     @property
     def layer_types(self) -> tuple[str, ...]:
-        """Each layer's kind, in ``transformers``' names: ``"full_attention"``,
+        """Each layer's kind, in ``transformers``' names, ``"full_attention"``,
         ``"sliding_attention"``, ``"chunked_attention"`` or ``"linear_attention"``."""
         if self.sliding_window is not None:
             local = SLIDING
@@ -264,7 +264,7 @@ class ModelFacts:
 
     @property
     def uses_rope(self) -> tuple[bool, ...]:
-        """For each layer, whether it rotates its queries and keys (False: NoPE)."""
+        """For each layer, whether it rotates its queries and keys (False on NoPE layers)."""
         if self.positions != "rope":
             return (False,) * self.layers
         if self.nope_every is None:

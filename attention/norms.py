@@ -40,9 +40,10 @@ class RMSNorm(nn.Module):
 
     Attributes
     ----------
-    weight : nn.Parameter of shape (dim,), or None
-        The scale (``None`` without ``elementwise_affine``). Checkpoints that store a
-        zero-centred scale applied as ``1 + w`` (Gemma, Qwen3-Next) map to ``w + 1``.
+    weight : nn.Parameter or None
+        The scale, of shape ``(dim,)`` (``None`` without ``elementwise_affine``).
+        Checkpoints that store a zero-centred scale applied as ``1 + w`` (Gemma,
+        Qwen3-Next) map to ``w + 1``.
     eps : float
 
     Shapes

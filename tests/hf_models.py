@@ -31,6 +31,7 @@ from torch.nn import functional as F
 from transformers import (
     DeepseekV3Config,
     Gemma2Config,
+    Gemma3TextConfig,
     Gemma4TextConfig,
     GptOssConfig,
     LlamaConfig,
@@ -42,6 +43,7 @@ from transformers import (
 from transformers.masking_utils import sdpa_mask
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
 from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention
+from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextAttention
 from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama.modeling_llama import LlamaAttention
@@ -263,6 +265,17 @@ def _common(gqa: GroupedQueryAttention, implementation: str) -> dict:
     }
 
 
+def _layer_type(gqa: GroupedQueryAttention) -> dict:
+    """One layer, sliding with ``gqa.window`` if it has one, else full attention.
+
+    (The attention classes take the mask from the caller; ``sliding_window`` only
+    tells the kernels that build none themselves.)
+    """
+    if gqa.window is None:
+        return {"layer_types": ["full_attention"]}
+    return {"layer_types": ["sliding_attention"], "sliding_window": gqa.window}
+
+
 def _built(cls: type, config, gqa: GroupedQueryAttention, layer_idx: int = 0) -> nn.Module:
     return cls(config, layer_idx=layer_idx).to(gqa.W_query.weight.dtype).eval()
 
@@ -300,7 +313,7 @@ def olmo2_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") ->
 def gemma2_attention(
     gqa: GroupedQueryAttention, query_pre_attn_scalar: int, implementation: str = "eager"
 ) -> nn.Module:
-    """``Gemma2Attention`` (a global layer) holding ``gqa``'s weights and softcap.
+    """``Gemma2Attention`` holding ``gqa``'s weights and softcap, sliding if ``gqa.window``.
 
     ``gqa.scale`` must be ``query_pre_attn_scalar ** -0.5``. Only the eager kernel caps
     the scores, so that is the default.
@@ -311,19 +324,41 @@ def gemma2_attention(
         head_dim=gqa.head_dim,
         query_pre_attn_scalar=query_pre_attn_scalar,
         attn_logit_softcapping=gqa.softcap,
-        layer_types=["full_attention"],
+        **_layer_type(gqa),
     )
     theirs = _built(Gemma2Attention, config, gqa)
     copy_projections(gqa, theirs)
     return theirs
 
 
-def gpt_oss_attention(gqa: GroupedQueryAttention) -> nn.Module:
-    """``GptOssAttention`` (a full-attention layer, eager: the kernel with the sinks)."""
-    assert gqa.sinks is not None
-    config = GptOssConfig(
-        **_common(gqa, "eager"), head_dim=gqa.head_dim, layer_types=["full_attention"]
+def gemma3_attention(
+    gqa: GroupedQueryAttention, query_pre_attn_scalar: int, implementation: str = "sdpa"
+) -> nn.Module:
+    """``Gemma3Attention`` holding ``gqa``'s weights: QK-norm per head, Gemma's scale.
+
+    Sliding if ``gqa.window``. Its norms are zero-centred (``1 + weight``): they get
+    ``gqa``'s weight minus 1.
+    """
+    assert gqa.qk_norm == "head" and gqa.scale == query_pre_attn_scalar**-0.5
+    config = Gemma3TextConfig(
+        **_common(gqa, implementation),
+        head_dim=gqa.head_dim,
+        query_pre_attn_scalar=query_pre_attn_scalar,
+        rms_norm_eps=gqa.q_norm.eps,
+        **_layer_type(gqa),
     )
+    theirs = _built(Gemma3Attention, config, gqa)
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight - 1.0)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight - 1.0)
+    return theirs
+
+
+def gpt_oss_attention(gqa: GroupedQueryAttention) -> nn.Module:
+    """``GptOssAttention`` (eager: the kernel with the sinks), sliding if ``gqa.window``."""
+    assert gqa.sinks is not None
+    config = GptOssConfig(**_common(gqa, "eager"), head_dim=gqa.head_dim, **_layer_type(gqa))
     theirs = _built(GptOssAttention, config, gqa)
     copy_projections(gqa, theirs)
     with torch.no_grad():

@@ -1,9 +1,10 @@
 """Part III's options of the attention layer, each against the transformers class that runs it.
 
 ``GroupedQueryAttention``'s ``qk_norm`` (Qwen3 per head, OLMo 2 over the projection),
-``softcap`` and ``scale`` (Gemma 2), ``sinks`` (gpt-oss), ``output_gate`` with
-``qk_norm`` (Qwen3-Next), ``value_norm`` and ``keys_as_values`` (Gemma 4), and
-:func:`attend`'s ``softcap`` and ``sinks``; :class:`RMSNorm`.
+``softcap`` and ``scale`` (Gemma 2; with ``qk_norm`` and a window, Gemma 3), ``sinks``
+(gpt-oss), ``output_gate`` with ``qk_norm`` (Qwen3-Next), ``value_norm`` and
+``keys_as_values`` (Gemma 4), and :func:`attend`'s ``softcap`` and ``sinks``;
+:class:`RMSNorm`.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with transformers'
 float32 steps (its RMS norms, its eager softmax) run in float64 within the test
@@ -23,6 +24,7 @@ from hf_models import (
     float64_norms,
     float64_softmax,
     gemma2_attention,
+    gemma3_attention,
     gemma4_attention,
     gpt_oss_attention,
     olmo2_attention,
@@ -61,9 +63,18 @@ def positions_cos_sin(x: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, tor
     return rope_cos_sin(positions, head_dim, BASE)
 
 
-def additive_causal(n: int) -> torch.Tensor:
+def causal_window(n: int, window: int | None = None) -> torch.Tensor:
+    """``(1, 1, n, n)``, True where query i may attend key j: j <= i, and i - j < window."""
+    allowed = causal_4d(n, n)
+    if window is not None:
+        allowed = allowed & (torch.arange(n)[:, None] - torch.arange(n)[None, :] < window)
+    return allowed
+
+
+def additive_causal(n: int, window: int | None = None) -> torch.Tensor:
     """The eager kernels' mask: 0 where a query may attend, -inf elsewhere."""
-    return torch.zeros(1, 1, n, n, dtype=F64).masked_fill(~causal_4d(n, n), float("-inf"))
+    hidden = ~causal_window(n, window)
+    return torch.zeros(1, 1, n, n, dtype=F64).masked_fill(hidden, float("-inf"))
 
 
 # --- QK-norm: Qwen3 (per head) and OLMo 2 (over the projection) -------------------------
@@ -127,6 +138,25 @@ def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar,
     torch.testing.assert_close(gqa.attention_weights(x), weights, **FLOAT32_STEP)
 
 
+@given(
+    layout=gqa_layouts(even_head_dim=True),
+    query_pre_attn_scalar=st.sampled_from([1, 7, 168]),
+    window=st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_qk_norm_and_scale_match_gemma3_attention(layout, query_pre_attn_scalar, window):
+    """Gemma 3 replaced Gemma 2's cap with QK-norm (zero-centred weights: 1 + w)."""
+    scale = query_pre_attn_scalar**-0.5
+    gqa = make_gqa(layout, rope_base=BASE, qk_norm=True, scale=scale, window=window)
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    x = layout_input(layout)
+    mask = causal_window(x.shape[1], window)
+    cos_sin = positions_cos_sin(x, gqa.head_dim)
+    exact = float64_norms(gemma3_attention(gqa, query_pre_attn_scalar), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = gemma3_attention(gqa, query_pre_attn_scalar)
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
 def test_a_small_softcap_changes_the_output():
     """So the Gemma 2 comparison sees the cap: a cap of 0.05 flattens every row."""
     layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
@@ -142,15 +172,18 @@ def test_a_small_softcap_changes_the_output():
 # --- sinks: gpt-oss ---------------------------------------------------------------------
 
 
-@given(layout=gqa_layouts(even_head_dim=True))
-def test_sinks_match_gpt_oss_attention(layout):
-    gqa = make_gqa(layout, rope_base=BASE, sinks=True)
+@given(layout=gqa_layouts(even_head_dim=True), window=st.one_of(st.none(), st.integers(1, 4)))
+def test_sinks_match_gpt_oss_attention(layout, window):
+    """Full-attention layers, and sliding ones (gpt-oss alternates them)."""
+    gqa = make_gqa(layout, rope_base=BASE, sinks=True, window=window)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     theirs = gpt_oss_attention(gqa)
     x = layout_input(layout)
     cos, sin = positions_cos_sin(x, gqa.head_dim)
     half = gqa.head_dim // 2  # gpt-oss's rotary embedding gives each angle once
-    out, weights = theirs(x, (cos[..., :half], sin[..., :half]), additive_causal(x.shape[1]))
+    out, weights = theirs(
+        x, (cos[..., :half], sin[..., :half]), additive_causal(x.shape[1], window)
+    )
     # gpt-oss's eager kernel keeps the logits' dtype: float64 throughout, no patch needed.
     torch.testing.assert_close(gqa(x), out, **EXACT)
     ours = gqa.attention_weights(x)

@@ -54,7 +54,11 @@ from attention import (
     Head,
     MultiHeadAttention,
     SelfAttentionV2,
+    causal_mask,
+    chunked_mask,
+    padding_mask,
     scores_for_all,
+    sliding_window_mask,
 )
 
 logger = logging.getLogger(__name__)
@@ -118,13 +122,16 @@ def multi_head_view() -> dict:
     torch.manual_seed(123)
     module = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2)
     x = INPUTS.unsqueeze(0)  # (1, 6, 3)
+
+    def split_heads(projected: torch.Tensor) -> torch.Tensor:  # (6, d_out) -> (heads, 6, head_dim)
+        return projected.view(6, module.num_heads, module.head_dim).transpose(0, 1)
+
     with torch.no_grad():
-        queries = module._split_heads(module.W_query(x))[0]  # (num_heads, 6, head_dim)
-        keys = module._split_heads(module.W_key(x))[0]  # (num_heads, 6, head_dim)
+        queries = split_heads(module.W_query(INPUTS))  # (num_heads, 6, head_dim)
+        keys = split_heads(module.W_key(INPUTS))  # (num_heads, 6, head_dim)
         scores = queries @ keys.transpose(1, 2)  # (num_heads, 6, 6)
         scale = module.head_dim**-0.5
-        future = module.mask[:6, :6]
-        weights = torch.softmax((scores * scale).masked_fill(future, -torch.inf), dim=-1)
+        weights = torch.softmax((scores * scale).masked_fill(~causal_mask(6), -torch.inf), dim=-1)
         torch.testing.assert_close(weights, module.attention_weights(x)[0])
     heads = [
         {
@@ -234,11 +241,100 @@ def trained_view(steps: int = 100) -> dict:
     }
 
 
+def _mask(allowed: torch.Tensor) -> list[list[bool]]:
+    return allowed.to(torch.bool).tolist()
+
+
+def masks_view() -> dict:
+    """Chapter 11's masks on the running sentence: causal, sliding, chunked, padded.
+
+    Each pattern holds the mask the package builds for every value of its slider
+    (window, chunk, or the length of the short text of a padded batch), ``True`` where
+    a query (row) may attend a key (column); the page only draws them.
+    """
+    n = len(TOKENS)
+    sizes = range(1, n + 1)
+    causal = causal_mask(n)
+    padded = []
+    for length in sizes:
+        real = padding_mask([length, n], n)  # (2, n): the short text, then the sentence
+        padded.append(
+            {
+                "value": length,
+                "call": f"causal_mask({n}) & padding_mask([{length}, {n}], {n})[:, None, :]",
+                "rule": f"j \u2264 i and j < {length}",
+                "allowed": _mask((causal & real[:, None, :])[0]),
+                "real": _mask(real),
+            }
+        )
+    return {
+        "kind": "masks",
+        "title": "Mask patterns",
+        "source": "chapters/11-masks",
+        "tokens": list(TOKENS),
+        "query": 4,  # "one"
+        "patterns": [
+            {
+                "name": "causal",
+                "label": "causal",
+                "parameter": None,
+                "value": None,
+                "options": [
+                    {
+                        "value": None,
+                        "call": f"causal_mask({n})",
+                        "rule": "j \u2264 i",
+                        "allowed": _mask(causal),
+                    }
+                ],
+            },
+            {
+                "name": "sliding",
+                "label": "sliding window",
+                "parameter": "window",
+                "value": 3,
+                "options": [
+                    {
+                        "value": w,
+                        "call": f"sliding_window_mask({n}, {w})",
+                        "rule": f"i \u2212 {w} < j \u2264 i",
+                        "allowed": _mask(sliding_window_mask(n, w)),
+                    }
+                    for w in sizes
+                ],
+            },
+            {
+                "name": "chunked",
+                "label": "chunked",
+                "parameter": "chunk",
+                "value": 3,
+                "options": [
+                    {
+                        "value": c,
+                        "call": f"chunked_mask({n}, {c})",
+                        "rule": f"j \u2264 i and i // {c} = j // {c}",
+                        "allowed": _mask(chunked_mask(n, c)),
+                    }
+                    for c in sizes
+                ],
+            },
+            {
+                "name": "padding",
+                "label": "padding",
+                "parameter": "length of the short text",
+                "value": 3,
+                "options": padded,
+            },
+        ],
+    }
+
+
 VIEWS: dict[str, Callable[[], dict]] = {
     "weight-free": weight_free_view,
     "trainable": trainable_view,
     "multi-head": multi_head_view,
     "trained": trained_view,
+    "masks": masks_view,
 }
 
 
@@ -316,7 +412,19 @@ CH1 = "docs/chapters/01-attention-without-weights.md"
 CH2 = "docs/chapters/02-trainable-weights.md"
 CH3 = "docs/chapters/03-causal-attention.md"
 CH4 = "docs/chapters/04-multi-head-attention.md"
+CH11 = "docs/chapters/11-masks.md"
 GALLERY = "gallery/plot_train_previous_token.py"
+
+
+def option(view: dict, pattern: str, value: int | None = None) -> dict:
+    """The mask view's data for one pattern at one slider value."""
+    [found] = (p for p in view["patterns"] if p["name"] == pattern)
+    [chosen] = (o for o in found["options"] if o["value"] == value)
+    return chosen
+
+
+def _ch11_mask(pattern: str, value: int | None, key: str = "allowed") -> Callable[[dict], str]:
+    return lambda d: _tensor_text(torch.tensor(option(_v(d, "masks"), pattern, value)[key]))
 
 
 def _ch4_queries(data: dict) -> str:
@@ -378,6 +486,9 @@ CHECKS: tuple[Printed, ...] = (
         lambda d: _tensor_text(weights(_v(d, "trainable"), causal=True)),
     ),
     Printed(CH4, "print(queries[0, 1])  # 4 features", _ch4_queries),
+    Printed(CH11, "causal = torch.ones(6, 6, dtype=torch.bool).tril()", _ch11_mask("causal", None)),
+    Printed(CH11, "window = sliding_window_mask(6, 3)", _ch11_mask("sliding", 3)),
+    Printed(CH11, "real = padding_mask(lengths, 6)", _ch11_mask("padding", 3, "real")),
     Printed(GALLERY, 'print(f"weight on the previous token before training', _previous_before),
     Printed(GALLERY, 'print(f"weight on the previous token after training', _previous_after),
 )

@@ -286,6 +286,198 @@
     render();
   }
 
+  /** The mask view: one boolean grid, queries as rows and keys as columns, for each
+   * pattern and slider value that the build exported from the package's masks. */
+  function buildMasks(root, view, name) {
+    const n = view.tokens.length;
+    const st = {
+      pattern: 0,
+      values: view.patterns.map((p) => p.value),
+      query: view.query || 0,
+      hover: null,
+    };
+    root.textContent = "";
+    root.classList.add("ae-ready", "ae-masks");
+
+    // -- Controls: the pattern, and its window, chunk or length -----------------------
+    const controls = el("div", { class: "ae-controls" });
+    const patterns = el("div", { class: "ae-control ae-states ae-patterns", role: "radiogroup", "aria-label": "Mask pattern" });
+    const radios = view.patterns.map((pattern, p) => {
+      const id = `ae-${name}-pattern-${pattern.name}`;
+      const input = el("input", { type: "radio", name: `ae-${name}-pattern`, id, value: pattern.name });
+      input.checked = p === st.pattern;
+      input.addEventListener("change", () => {
+        if (input.checked) {
+          st.pattern = p;
+          render();
+        }
+      });
+      const item = el("span", { class: "ae-state" });
+      item.append(input, el("label", { for: id }, pattern.label));
+      patterns.append(item);
+      return input;
+    });
+    controls.append(patterns);
+
+    const sliderId = `ae-${name}-size`;
+    const size = el("div", { class: "ae-control ae-size" });
+    const sizeLabel = el("label", { for: sliderId });
+    const slider = el("input", { type: "range", id: sliderId, min: 1, max: n, step: 1, value: 1 });
+    const sizeShown = el("output", { for: sliderId, class: "ae-temperature-value" });
+    size.append(sizeLabel, slider, sizeShown);
+    controls.append(size);
+    const call = el("p", { class: "ae-control ae-formula ae-call" });
+    const rule = el("p", { class: "ae-control ae-fixed ae-rule" });
+    controls.append(call, rule);
+    root.append(controls);
+
+    // -- The grid: query | one column per key | how many keys the query sees ---------
+    const grid = el("div", { class: "ae-mask-grid" });
+    grid.style.setProperty("--ae-keys", String(n));
+    grid.append(place(el("div", { class: "ae-header ae-corner" }, "query \u2193 key \u2192"), 1, 1));
+    const keyLabels = view.tokens.map((token, j) => {
+      const label = el("div", { class: "ae-col-key", "data-key": String(j) }, token);
+      grid.append(place(label, 1, j + 2));
+      return label;
+    });
+    grid.append(place(el("div", { class: "ae-header ae-count-header" }, "sees"), 1, n + 2));
+
+    const group = el("div", { class: "ae-queries", role: "group", "aria-label": "Query tokens: choose one" });
+    group.style.display = "contents";
+    const queryButtons = view.tokens.map((token, i) => {
+      const button = el("button", { type: "button", class: "ae-token ae-query", "data-index": String(i), "aria-pressed": "false" }, token);
+      place(button, i + 2, 1);
+      button.addEventListener("mouseenter", () => hover(i));
+      button.addEventListener("mouseleave", () => hover(null));
+      button.addEventListener("focus", () => select(i));
+      button.addEventListener("click", () => select(i));
+      button.addEventListener("keydown", (event) => {
+        const moves = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 };
+        let target = null;
+        if (event.key in moves) target = Math.min(n - 1, Math.max(0, i + moves[event.key]));
+        else if (event.key === "Home") target = 0;
+        else if (event.key === "End") target = n - 1;
+        if (target === null) return;
+        event.preventDefault();
+        queryButtons[target].focus();
+      });
+      group.append(button);
+      return button;
+    });
+    grid.append(group);
+
+    const cells = view.tokens.map((_, i) =>
+      view.tokens.map((__, j) => {
+        const cell = el("div", { class: "ae-cell", "data-query": String(i), "data-key": String(j) });
+        cell.addEventListener("mouseenter", () => hover(i));
+        cell.addEventListener("mouseleave", () => hover(null));
+        grid.append(place(cell, i + 2, j + 2));
+        return cell;
+      }),
+    );
+    const counts = view.tokens.map((_, i) => {
+      const count = el("div", { class: "ae-count", "data-query": String(i) });
+      grid.append(place(count, i + 2, n + 2));
+      return count;
+    });
+    root.append(grid);
+
+    const legend = el("p", { class: "ae-legend" });
+    legend.append(
+      el("span", { class: "ae-swatch ae-allowed", "aria-hidden": "true" }),
+      document.createTextNode(" may attend (True) "),
+      el("span", { class: "ae-swatch ae-masked", "aria-hidden": "true" }),
+      document.createTextNode(" hidden (False)"),
+    );
+    root.append(legend);
+    const summary = el("p", { class: "ae-summary", "aria-live": "polite" });
+    root.append(summary);
+
+    function hover(i) {
+      st.hover = i;
+      render();
+    }
+
+    function select(i) {
+      st.query = i;
+      render();
+    }
+
+    function current() {
+      const pattern = view.patterns[st.pattern];
+      const option = pattern.options.find((o) => o.value === st.values[st.pattern]);
+      // The padded text's own tokens, then "pad"; every other pattern: the sentence.
+      const tokens = view.tokens.map((token, j) => (option.real && !option.real[0][j] ? "pad" : token));
+      return { pattern, option, tokens };
+    }
+
+    function render() {
+      const { pattern, option, tokens } = current();
+      const i = st.hover === null ? st.query : st.hover;
+      const value = st.values[st.pattern];
+      root.dataset.pattern = pattern.name;
+      root.dataset.value = value === null ? "" : String(value);
+      root.dataset.query = String(i);
+
+      radios.forEach((radio, p) => (radio.checked = p === st.pattern));
+      size.hidden = pattern.parameter === null;
+      if (pattern.parameter !== null) {
+        sizeLabel.textContent = `${pattern.parameter} `;
+        slider.value = String(value);
+        sizeShown.textContent = String(value);
+      }
+      rule.textContent = `True where ${option.rule}`;
+      // The package call that built this mask; a long one breaks only at its "&".
+      const parts = option.call.split(" & ");
+      call.replaceChildren();
+      parts.forEach((part, k) => {
+        if (k > 0) call.append(document.createTextNode(" "));
+        call.append(el("span", { class: "ae-nowrap" }, k < parts.length - 1 ? `${part} &` : part));
+      });
+
+      const padded = (j) => Boolean(option.real) && !option.real[0][j];
+      queryButtons.forEach((button, k) => {
+        button.textContent = tokens[k];
+        button.setAttribute("aria-label", padded(k) ? `padding, position ${k}` : `${tokens[k]}, position ${k}`);
+        button.setAttribute("aria-pressed", String(k === st.query));
+        button.classList.toggle("ae-active", k === i);
+        button.classList.toggle("ae-pad", padded(k));
+      });
+      const seen = [];
+      keyLabels.forEach((label, j) => {
+        label.textContent = tokens[j];
+        label.classList.toggle("ae-pad", padded(j));
+        label.classList.toggle("ae-seen", option.allowed[i][j]);
+        if (option.allowed[i][j]) seen.push(`"${tokens[j]}"`);
+      });
+      cells.forEach((row, q) =>
+        row.forEach((cell, j) => {
+          const allowed = option.allowed[q][j];
+          cell.dataset.allowed = String(allowed);
+          cell.classList.toggle("ae-allowed", allowed);
+          cell.classList.toggle("ae-masked", !allowed);
+          cell.classList.toggle("ae-in-row", q === i);
+          cell.title = `${tokens[q]} \u2192 ${tokens[j]}: ${allowed ? "may attend" : "hidden"}`;
+        }),
+      );
+      counts.forEach((count, q) => {
+        count.textContent = String(option.allowed[q].filter(Boolean).length);
+        count.classList.toggle("ae-in-row", q === i);
+      });
+
+      const who = padded(i) ? `the padding at position ${i}` : `"${tokens[i]}"`;
+      const keys = seen.length === 1 ? seen[0] : `${seen.slice(0, -1).join(", ")} and ${seen[seen.length - 1]}`;
+      const unused = padded(i) ? " Its output is never used." : "";
+      summary.textContent = `${pattern.label}: ${who} may attend to ${keys}, ${seen.length} of ${n} keys.${unused}`;
+    }
+
+    slider.addEventListener("input", () => {
+      st.values[st.pattern] = slider.valueAsNumber;
+      render();
+    });
+    render();
+  }
+
   function start() {
     const data = window.ATTENTION_EXPLORER;
     for (const root of document.querySelectorAll(".attention-explorer[data-view]")) {
@@ -295,7 +487,9 @@
         console.error(`attention explorer: no data for the view ${name}`);
         continue;
       }
-      build(root, data.views[name], name);
+      const view = data.views[name];
+      if (view.kind === "masks") buildMasks(root, view, name);
+      else build(root, view, name);
     }
   }
 

@@ -16,7 +16,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from explorer_data import CHECKS, DATA_JS, DATA_JSON, GLOBAL, REPO, drift, export, weights
+from explorer_data import (
+    CHECKS,
+    DATA_JS,
+    DATA_JSON,
+    GLOBAL,
+    REPO,
+    drift,
+    export,
+    option,
+    weights,
+)
+
+import attention
+from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +70,8 @@ def test_the_data_survives_json_exactly(data):
 
 def test_every_view_has_square_scores_for_its_tokens(data):
     for name, view in data["views"].items():
+        if view.get("kind") == "masks":
+            continue
         n = len(view["tokens"])
         assert 0 <= view["query"] < n, name
         for state in view["states"]:
@@ -79,6 +94,97 @@ def test_the_trained_head_learns_to_look_at_the_previous_token(data):
     assert (
         view["previous_token_weight"]["before"] < 0.5 < 0.9 < view["previous_token_weight"]["after"]
     )
+
+
+def chunked_by_definition(num_tokens: int, chunk: int) -> torch.Tensor:
+    """Query i may attend key j when j <= i and i // chunk == j // chunk, pair by pair."""
+    return torch.tensor(
+        [
+            [j <= i and i // chunk == j // chunk for j in range(num_tokens)]
+            for i in range(num_tokens)
+        ]
+    )
+
+
+def package_mask(pattern: str, value: int | None) -> torch.Tensor:
+    """The mask the package builds for one pattern of the explorer's mask view."""
+    if pattern == "causal":
+        return causal_mask(6)
+    if pattern == "sliding":
+        return sliding_window_mask(6, value)
+    if pattern == "chunked":
+        return chunked_mask(6, value)
+    if pattern == "padding":
+        return (causal_mask(6) & padding_mask([value, 6], 6)[:, None, :])[0]
+    raise AssertionError(f"no package mask for the pattern {pattern!r}")
+
+
+def test_every_mask_of_the_mask_view_is_the_packages(data):
+    view = data["views"]["masks"]
+    assert view["tokens"] == list(attention.TOKENS)
+    assert [p["name"] for p in view["patterns"]] == ["causal", "sliding", "chunked", "padding"]
+    compared = 0
+    for pattern in view["patterns"]:
+        values = [o["value"] for o in pattern["options"]]
+        assert values == ([None] if pattern["parameter"] is None else [1, 2, 3, 4, 5, 6])
+        assert pattern["value"] in values  # the slider's starting value has a mask
+        for chosen in pattern["options"]:
+            allowed = torch.tensor(chosen["allowed"])
+            assert allowed.dtype == torch.bool
+            want = package_mask(pattern["name"], chosen["value"])
+            assert torch.equal(allowed, want), (pattern["name"], chosen["value"])
+            compared += 1
+    assert compared == 1 + 3 * 6
+    for length in range(1, 7):
+        real = torch.tensor(option(view, "padding", length)["real"])
+        assert torch.equal(real, padding_mask([length, 6], 6))
+
+
+def test_each_masks_rule_as_printed_gives_that_mask(data):
+    """The rule the page prints beside a mask, read as Python, marks the same cells."""
+    for pattern in data["views"]["masks"]["patterns"]:
+        for chosen in pattern["options"]:
+            rule = chosen["rule"].replace("\u2264", "<=").replace("\u2212", "-")
+            rule = rule.replace(" = ", " == ")
+            ruled = [[eval(rule, {}, {"i": i, "j": j}) for j in range(6)] for i in range(6)]
+            assert ruled == chosen["allowed"], (pattern["name"], chosen["value"], rule)
+
+
+def test_the_mask_patterns_meet_where_they_should(data):
+    """A window or a chunk of 6 is the causal mask, a chunk of 1 the diagonal, and a
+    padded text of length 6 has no padding; shorter windows and chunks see less; the
+    chunks follow Llama 4's definition, pair by pair."""
+    view = data["views"]["masks"]
+
+    def mask(pattern: str, value: int | None = None) -> torch.Tensor:
+        return torch.tensor(option(view, pattern, value)["allowed"])
+
+    causal = mask("causal")
+    assert torch.equal(causal, torch.ones(6, 6, dtype=torch.bool).tril())
+    for same in (mask("sliding", 6), mask("chunked", 6), mask("padding", 6)):
+        assert torch.equal(same, causal)
+    for chunk in range(1, 7):
+        assert torch.equal(mask("chunked", chunk), chunked_by_definition(6, chunk)), chunk
+    assert torch.equal(mask("chunked", 1), torch.eye(6, dtype=torch.bool))
+    assert torch.equal(mask("sliding", 1), torch.eye(6, dtype=torch.bool))
+    for pattern in ("sliding", "chunked", "padding"):
+        seen = [int(mask(pattern, v).sum()) for v in range(1, 7)]
+        assert seen == sorted(seen) and len(set(seen)) == 6, (pattern, seen)
+    # Chunks of 4: "one" (4) and "step" (5) see each other's chunk only.
+    assert mask("chunked", 4)[5].tolist() == [False] * 4 + [True, True]
+    # A padded text of 2 tokens: no query sees keys 2..5.
+    assert not mask("padding", 2)[:, 2:].any()
+
+
+def test_a_changed_exported_mask_is_reported_at_chapter_11(data):
+    changed = json.loads(json.dumps(data))
+    option(changed["views"]["masks"], "sliding", 3)["allowed"][3][0] = True
+    [(location, message)] = drift(changed)
+    path, line = location.rsplit(":", 1)
+    assert path == "docs/chapters/11-masks.md"
+    text = (REPO / path).read_text(encoding="utf-8").splitlines()[int(line) - 1 :]
+    assert any("window = sliding_window_mask(6, 3)" in t for t in text[:12])
+    assert "False" in message and "True" in message
 
 
 def test_a_changed_exported_score_is_reported_at_the_chapter_cell(data):

@@ -4,9 +4,11 @@ Run by ``nox -s site`` after ``nox -s docs``. The page computes its weights in
 JavaScript from the scores the build exported (``_static/explorer-data.json``); each
 test reads the weights the page shows (as text, 4 decimals, and in full in each
 cell's ``data-weight``) and compares them with ``torch.softmax`` of the same exported
-scores, computed here. Every test also fails on a console error, a failed request or
-a request that leaves the site. Screenshots, light and dark, desktop and phone, land
-in ``docs/_build/screenshots/explorer-*.png``.
+scores, computed here. The mask view draws the masks the build exported; its test
+reads every cell the page draws, for every pattern and slider value, and compares
+them with the package's mask functions, called here. Every test also fails on a
+console error, a failed request or a request that leaves the site. Screenshots, light
+and dark, desktop and phone, land in ``docs/_build/screenshots/explorer-*.png``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ import pytest
 import torch
 from test_site import DESKTOP, PHONE, Recorder, luminance, new_context, open_page, report
 
+import attention
+from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
+
 SITE = Path(os.environ["ATTENTION_SITE_DIR"]).resolve()
 PAGE = "explorer.html"
-VIEWS = ("weight-free", "trainable", "multi-head", "trained")
+VIEWS = ("weight-free", "trainable", "multi-head", "trained")  # the views of weights
+MASKS = "masks"  # the view of mask patterns
 TOLERANCE = 1e-6
 
 STATE_JS = """(root) => ({
@@ -107,7 +113,7 @@ def opened(browser, base_url: str):
     page = context.new_page()
     open_page(page, base_url + PAGE, PAGE, recorder)
     ready = page.locator(".attention-explorer.ae-ready").count()
-    assert ready == len(VIEWS), f"{ready} of {len(VIEWS)} explorer views were built"
+    assert ready == len(VIEWS) + 1, f"{ready} of {len(VIEWS) + 1} explorer views were built"
     yield page
     context.close()
     assert not recorder.problems, report("the explorer's console and requests", recorder.problems)
@@ -305,6 +311,19 @@ def test_a_phone_taps_instead_of_hovering(browser, base_url: str, data):
             if cell_box and cell_box["x"] + cell_box["width"] > box["x"] + box["width"] + 1:
                 problems.append(f"{name}: a weight sticks out of the view at {cell_box}")
                 break
+    root = page.locator(f"#explorer-{MASKS}")
+    root.scroll_into_view_if_needed()
+    root.locator(".ae-query").nth(2).tap()
+    if mask_state(page)["query"] != 2:
+        problems.append(f"masks: tapping token 2 shows query {mask_state(page)['query']}")
+    box = root.bounding_box()
+    if box["x"] < 0 or box["x"] + box["width"] > PHONE["width"]:
+        problems.append(f"masks: the view spans x={box['x']}..{box['x'] + box['width']}")
+    for part in root.locator(".ae-cell, .ae-count, .ae-col-key, .ae-call, .ae-legend").all():
+        part_box = part.bounding_box()
+        if part_box and part_box["x"] + part_box["width"] > box["x"] + box["width"] + 1:
+            problems.append(f"masks: a part of the grid sticks out of the view at {part_box}")
+            break
     wide = page.evaluate(
         "document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
@@ -313,6 +332,188 @@ def test_a_phone_taps_instead_of_hovering(browser, base_url: str, data):
     context.close()
     problems += recorder.problems
     assert not problems, report("the explorer on a phone", problems)
+
+
+# -- The mask view ---------------------------------------------------------------------
+
+PATTERNS = ("causal", "sliding", "chunked", "padding")
+
+MASK_JS = """(root) => ({
+  pattern: root.dataset.pattern,
+  value: root.dataset.value,
+  query: Number(root.dataset.query),
+  checked: root.querySelector("input[type=radio]:checked").value,
+  sizeHidden: root.querySelector(".ae-size").hidden,
+  sizeLabel: root.querySelector(".ae-size label").textContent.trim(),
+  sizeShown: root.querySelector(".ae-size output").textContent,
+  call: root.querySelector(".ae-call").textContent,
+  rule: root.querySelector(".ae-rule").textContent,
+  cells: Array.from(root.querySelectorAll(".ae-cell"), (c) => ({
+    query: Number(c.dataset.query), key: Number(c.dataset.key), allowed: c.dataset.allowed,
+    filled: c.classList.contains("ae-allowed"), hatched: c.classList.contains("ae-masked"),
+    row: c.classList.contains("ae-in-row"),
+  })),
+  counts: Array.from(root.querySelectorAll(".ae-count"), (c) => c.textContent),
+  queries: Array.from(root.querySelectorAll(".ae-query"), (b) => b.textContent),
+  pressed: Array.from(root.querySelectorAll(".ae-query"), (b) => b.getAttribute("aria-pressed")),
+  keys: Array.from(root.querySelectorAll(".ae-col-key"), (k) => k.textContent),
+  seen: Array.from(root.querySelectorAll(".ae-col-key"), (k) => k.classList.contains("ae-seen")),
+  summary: root.querySelector(".ae-summary").textContent,
+})"""
+
+
+def mask_state(page) -> dict:
+    return page.locator(f"#explorer-{MASKS}").evaluate(MASK_JS)
+
+
+def package_mask(pattern: str, value: int | None) -> torch.Tensor:
+    """The mask the package builds for one pattern of the mask view, (6, 6)."""
+    if pattern == "causal":
+        return causal_mask(6)
+    if pattern == "sliding":
+        return sliding_window_mask(6, value)
+    if pattern == "chunked":
+        return chunked_mask(6, value)
+    if pattern == "padding":
+        return (causal_mask(6) & padding_mask([value, 6], 6)[:, None, :])[0]
+    raise AssertionError(f"no package mask for the pattern {pattern!r}")
+
+
+def drawn(state: dict) -> tuple[torch.Tensor, list[str]]:
+    """The mask the page draws, from each cell's data-allowed, and any cell whose fill or
+    hatching says otherwise."""
+    got = torch.zeros(6, 6, dtype=torch.bool)
+    problems = []
+    for cell in state["cells"]:
+        allowed = cell["allowed"] == "true"
+        got[cell["query"], cell["key"]] = allowed
+        if (cell["filled"], cell["hatched"]) != (allowed, not allowed):
+            problems.append(f"cell {cell['query']},{cell['key']} is drawn otherwise than {allowed}")
+    return got, problems
+
+
+def check_mask(what: str, state: dict, want: torch.Tensor, tokens: list[str]) -> list[str]:
+    """The page's grid, counts, labels and summary against the package's mask ``want``."""
+    got, problems = drawn(state)
+    if len(state["cells"]) != 36:
+        problems.append(f"{what}: {len(state['cells'])} cells drawn, not 36")
+    if not torch.equal(got, want):
+        problems.append(
+            f"{what}: the page draws {got.int().tolist()}, the package builds {want.int().tolist()}"
+        )
+    counts = [str(int(row.sum())) for row in want]
+    if state["counts"] != counts:
+        problems.append(f"{what}: the page counts {state['counts']} keys, expected {counts}")
+    if state["queries"] != tokens or state["keys"] != tokens:
+        problems.append(f"{what}: labels {state['queries']} / {state['keys']}, expected {tokens}")
+    i = state["query"]
+    if state["seen"] != want[i].tolist():
+        problems.append(f"{what}: query {i} marks keys {state['seen']} as seen")
+    if not all(c["row"] == (c["query"] == i) for c in state["cells"]):
+        problems.append(f"{what}: the highlighted row is not query {i}'s")
+    if f"{int(want[i].sum())} of 6 keys" not in state["summary"]:
+        problems.append(f"{what}: the summary {state['summary']!r} miscounts query {i}'s keys")
+    named = [f'"{tokens[j]}"' for j in range(6) if want[i, j]]
+    if not all(name in state["summary"] for name in named):
+        problems.append(f"{what}: the summary {state['summary']!r} does not name {named}")
+    return problems
+
+
+def test_the_mask_view_draws_the_packages_masks(opened, data):
+    """Every cell, for every pattern and every slider value, is the package's mask."""
+    page, view = opened, data["views"][MASKS]
+    options = {(p["name"], o["value"]): o for p in view["patterns"] for o in p["options"]}
+    root = page.locator(f"#explorer-{MASKS}")
+    slider = root.locator("input[type=range]")
+    problems = []
+    state = mask_state(page)
+    if (state["pattern"], state["checked"], state["query"]) != ("causal", "causal", 4):
+        problems.append(f"the view starts at {state['pattern']}, query {state['query']}")
+    compared = 0
+    for pattern in PATTERNS:
+        root.locator(f"input[type=radio][value={pattern}]").check()
+        values = [None] if pattern == "causal" else [1, 2, 3, 4, 5, 6]
+        if mask_state(page)["sizeHidden"] != (pattern == "causal"):
+            problems.append(f"{pattern}: the slider must show only for a window, chunk or length")
+        for value in values:
+            if value is not None:
+                slider.fill(str(value))
+            for query in (0, 4, 5):
+                root.locator(".ae-query").nth(query).click()
+                state = mask_state(page)
+                what = f"{pattern}, value {value}, query {query}"
+                if (state["pattern"], state["query"]) != (pattern, query):
+                    problems.append(f"{what}: the page shows {state['pattern']}, {state['query']}")
+                if state["value"] != ("" if value is None else str(value)):
+                    problems.append(f"{what}: the page's value is {state['value']!r}")
+                if value is not None and state["sizeShown"] != str(value):
+                    problems.append(f"{what}: the slider's label says {state['sizeShown']}")
+                exported = options[pattern, value]
+                if (state["call"], state["rule"]) != (
+                    exported["call"],
+                    f"True where {exported['rule']}",
+                ):
+                    problems.append(f"{what}: the page names {state['call']!r}, {state['rule']!r}")
+                tokens = list(attention.TOKENS)
+                if pattern == "padding":
+                    tokens = tokens[:value] + ["pad"] * (6 - value)
+                problems += check_mask(what, state, package_mask(pattern, value), tokens)
+                compared += 1
+    assert compared == 3 * (1 + 3 * 6)
+    assert not problems, report("the mask view", problems)
+
+
+def test_the_mask_view_keeps_each_patterns_value_and_moves_by_keyboard(opened):
+    page = opened
+    root = page.locator(f"#explorer-{MASKS}")
+    slider = root.locator("input[type=range]")
+    problems = []
+    root.get_by_label("sliding window").check()
+    slider.fill("2")
+    root.get_by_label("chunked").check()
+    slider.fill("4")
+    slider.focus()
+    page.keyboard.press("ArrowLeft")  # chunk 3
+    state = mask_state(page)
+    if state["value"] != "3" or state["call"] != "chunked_mask(6, 3)":
+        problems.append(f"ArrowLeft from chunk 4 shows {state['value']}, {state['call']!r}")
+    problems += check_mask(
+        "chunk 3 by keyboard", state, package_mask("chunked", 3), list(attention.TOKENS)
+    )
+    root.get_by_label("sliding window").check()
+    state = mask_state(page)
+    if state["value"] != "2" or state["sizeShown"] != "2" or state["sizeLabel"] != "window":
+        problems.append(
+            f"back to the sliding window: value {state['value']}, "
+            f"label {state['sizeLabel']!r} {state['sizeShown']}"
+        )
+    problems += check_mask(
+        "window 2 again", state, package_mask("sliding", 2), list(attention.TOKENS)
+    )
+    root.locator(".ae-query").nth(1).focus()
+    for key, query in (("ArrowDown", 2), ("End", 5), ("ArrowUp", 4), ("Home", 0)):
+        page.keyboard.press(key)
+        state = mask_state(page)
+        if state["query"] != query or state["pressed"][query] != "true":
+            problems.append(f"after {key}: query {state['query']}, expected {query}")
+    page.locator(f"#explorer-{MASKS} .ae-query").nth(3).hover()
+    if mask_state(page)["query"] != 3:
+        problems.append("hovering query 3 does not show its row")
+    page.mouse.move(0, 0)
+    if mask_state(page)["query"] != 0:
+        problems.append("leaving query 3 does not return to the chosen query 0")
+    assert not problems, report("the mask view's controls", problems)
+
+
+MASK_CONTRAST_JS = """(root) => {
+  const rgb = (c) => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  return {
+    background: rgb(getComputedStyle(root).backgroundColor),
+    query: rgb(getComputedStyle(root.querySelector(".ae-query")).color),
+    key: rgb(getComputedStyle(root.querySelector(".ae-col-key.ae-seen")).color),
+    count: rgb(getComputedStyle(root.querySelector(".ae-count.ae-in-row")).color),
+  };
+}"""
 
 
 CONTRAST_JS = """(root) => {
@@ -360,6 +561,15 @@ def test_screenshots_and_colours_in_light_and_dark(
                     f"{name}: {part} rgb{tuple(colours[part])} on "
                     f"rgb{tuple(colours['background'])} is hard to see ({scheme})"
                 )
+    masks = page.locator(f"#explorer-{MASKS}")
+    colours = masks.evaluate(MASK_CONTRAST_JS)
+    back = luminance(colours["background"])
+    for part in ("query", "key", "count"):
+        if abs(luminance(colours[part]) - back) < 0.3:
+            problems.append(
+                f"masks: {part} text rgb{tuple(colours[part])} on "
+                f"rgb{tuple(colours['background'])} is hard to see ({scheme})"
+            )
     page.locator("#explorer-trained").get_by_label("after training").check()
     page.mouse.move(0, 0)
     page.evaluate("window.scrollTo(0, 0)")
@@ -368,6 +578,11 @@ def test_screenshots_and_colours_in_light_and_dark(
         view = page.locator(f"#explorer-{name}")
         view.scroll_into_view_if_needed()
         view.screenshot(path=screenshots / f"explorer-{size}-{scheme}-{name}.png")
+    masks.scroll_into_view_if_needed()
+    for pattern in PATTERNS:
+        masks.locator(f"input[type=radio][value={pattern}]").check()
+        page.mouse.move(0, 0)
+        masks.screenshot(path=screenshots / f"explorer-{size}-{scheme}-masks-{pattern}.png")
     context.close()
     problems += recorder.problems
     assert not problems, report(f"the explorer ({size}, {scheme})", problems)
@@ -381,8 +596,8 @@ def test_the_explorer_works_from_the_file_system(browser, data):
     open_page(page, (SITE / PAGE).as_uri(), PAGE, recorder)
     problems = []
     ready = page.locator(".attention-explorer.ae-ready").count()
-    if ready != len(VIEWS):
-        problems.append(f"{ready} of {len(VIEWS)} views were built from file://")
+    if ready != len(VIEWS) + 1:
+        problems.append(f"{ready} of {len(VIEWS) + 1} views were built from file://")
     else:
         view = data["views"]["weight-free"]
         problems += check_texts("from file://", shown(page, "weight-free"), reference(view, 1))
