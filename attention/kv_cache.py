@@ -92,7 +92,7 @@ class KVCache:
     more, at least 16), so a decoding step writes its one token in place instead of
     copying the whole cache, as ``torch.cat`` (and ``transformers``' ``DynamicCache``)
     does; the storage grows by copying only when it is full. A rolling cache's storage
-    has the same room after the ``window - 1`` tokens it keeps: when a step finds no
+    has the same room after the ``window - 1`` tokens it keeps, and when a step finds no
     room left, the kept tokens move to its front, one copy of the window every quarter
     window of steps, and the storage never grows. While gradients flow
     through the new keys or values, each step makes new tensors instead, so that

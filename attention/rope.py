@@ -156,6 +156,9 @@ def _settings(
     if in_scaling is not None:
         in_scaling = _fraction(owner, "scaling['partial_rotary_factor']", in_scaling)
     required, optional = _ROPE_TYPES[rope_type]
+    # An optional key given as None is absent, as transformers reads it (.get): the
+    # dicts of released configs sometimes spell out a null.
+    params = {k: v for k, v in params.items() if not (v is None and k in optional)}
     missing = [name for name in required if name not in params]
     if missing:
         raise ValueError(
@@ -514,8 +517,8 @@ def rope_frequencies(
 
     >>> yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
     >>> inv_freq, attention_factor = rope_frequencies(8, scaling=yarn)
-    >>> inv_freq
-    tensor([1.0000e+00, 6.2500e-02, 2.5000e-03, 2.5000e-04], dtype=torch.float64)
+    >>> [round(speed, 6) for speed in inv_freq.tolist()]
+    [1.0, 0.0625, 0.0025, 0.00025]
     >>> round(attention_factor, 4)  # 0.1 * ln(4) + 1
     1.1386
     """

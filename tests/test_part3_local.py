@@ -5,15 +5,18 @@
   cache, in steps of any size, gives the outputs of one full pass, and the cache's
   memory stays within ``window`` tokens.
 * ``chunked_mask`` is the mask ``transformers``' masking utils build for Llama 4.
-* Parity, float64, copied weights: ``MistralAttention`` (``sliding_window``) decoding
-  with ``transformers``' own cache built from the config (``DynamicSlidingWindowLayer``)
-  and its own sliding-window mask; ``Llama4TextAttention`` on a chunked layer (a RoPE
-  layer, ``use_qk_norm=False``), with its own chunked mask and cache.
+* Parity, float64, copied weights, decoding with ``transformers``' own cache built from
+  the config (``DynamicSlidingWindowLayer``) and its own mask: ``MistralAttention``
+  (``sliding_window``); ``Gemma3Attention`` on a sliding layer (QK-norm applied as
+  ``1 + w``, ``query_pre_attn_scalar ** -0.5``); ``GptOssAttention`` on a sliding layer
+  (sinks); ``Llama4TextAttention`` on a chunked layer (a RoPE layer), without and with
+  Scout's L2 QK-norm.
 
 Tolerances: EXACT (rtol 1e-10, atol 1e-12) where both sides compute in float64; the
-rotary tables that transformers computes in float32 (Mistral's cos and sin, Llama 4's
-complex ``freqs_cis`` and its rotation, done in complex64) are replaced by float64 ones
-for that comparison, and the modules as shipped are compared at FLOAT32_STEP (1e-5).
+steps that transformers computes in float32 (Mistral's cos and sin, Llama 4's complex
+``freqs_cis`` and its rotation, done in complex64, Gemma 3's and Llama 4's norms) are
+replaced by float64 ones for that comparison, and the modules as shipped are compared
+at FLOAT32_STEP (1e-5).
 """
 
 from __future__ import annotations
@@ -23,15 +26,32 @@ import itertools
 import pytest
 import torch
 from helpers import F64, gqa_layouts, layout_input, make_gqa
-from hf_models import EXACT, FLOAT32_STEP, llama_config, mistral_attention, rope_cos_sin
+from hf_models import (
+    EXACT,
+    FLOAT32_STEP,
+    _common,
+    copy_projections,
+    float64_norms,
+    llama_config,
+    mistral_attention,
+    rope_cos_sin,
+)
 from hypothesis import given
 from hypothesis import strategies as st
-from transformers import DynamicCache, Llama4TextConfig, MistralConfig
+from transformers import (
+    DynamicCache,
+    Gemma3TextConfig,
+    GptOssConfig,
+    Llama4TextConfig,
+    MistralConfig,
+)
 from transformers.masking_utils import (
     chunked_causal_mask_function,
     create_chunked_causal_mask,
     create_sliding_window_causal_mask,
 )
+from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention
+from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama4 import modeling_llama4
 from transformers.models.mistral.modeling_mistral import MistralRotaryEmbedding
 
@@ -371,7 +391,9 @@ def test_rolling_decoding_matches_mistral_as_shipped():
         torch.testing.assert_close(gqa(new, cache=ours), expected, **FLOAT32_STEP)
 
 
-def llama4_chunked_attention(gqa: GroupedQueryAttention) -> torch.nn.Module:
+def llama4_chunked_attention(
+    gqa: GroupedQueryAttention, use_qk_norm: bool = False
+) -> torch.nn.Module:
     """``Llama4TextAttention`` on a chunked layer (a RoPE layer), holding ``gqa``'s weights.
 
     Llama 4 rotates interleaved pairs (dims 2i, 2i + 1, as complex numbers); ``gqa``
@@ -379,12 +401,14 @@ def llama4_chunked_attention(gqa: GroupedQueryAttention) -> torch.nn.Module:
     Llama 4 the query and key rows of each head in the order 0, h/2, 1, h/2 + 1, ...
     makes its interleaved pairs ours: the rotated queries and keys are ours permuted
     alike within each head, and their dot products, so the scores, are the same.
-    ``use_qk_norm=False``: Scout's L2 norm on these layers is left out here.
+    ``use_qk_norm``: Scout's L2 norm on these layers (``rms_norm_eps`` from ``gqa``'s).
     """
     config = llama_config(gqa, "sdpa", cls=Llama4TextConfig)
     config.attention_chunk_size = gqa.chunk
     config.num_hidden_layers, config.no_rope_layers = 1, [1]  # 1: this layer uses RoPE
-    config.layer_types, config.use_qk_norm = ["chunked_attention"], False
+    config.layer_types, config.use_qk_norm = ["chunked_attention"], use_qk_norm
+    if use_qk_norm:
+        config.rms_norm_eps = gqa.q_norm.eps
     theirs = modeling_llama4.Llama4TextAttention(config, layer_idx=0).to(F64).eval()
     half = gqa.head_dim // 2
     order = torch.arange(gqa.head_dim).view(2, half).t().flatten()  # 0, h/2, 1, h/2 + 1, ...
@@ -534,3 +558,148 @@ def test_defaults_are_unchanged():
     assert plain.state_dict().keys() == chunked.state_dict().keys()
     for name, tensor in plain.state_dict().items():
         assert torch.equal(tensor, chunked.state_dict()[name])
+
+
+# --- parity after Part III's options: Gemma 3's and gpt-oss's sliding layers, Llama 4's
+# --- chunked layer with its QK-norm, all decoding with the rolling cache ------------------
+
+
+def randomized(gqa: GroupedQueryAttention, seed: int) -> GroupedQueryAttention:
+    """``gqa`` with its QK-norm weights and sinks drawn at random (they start at 1 and 0)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in (gqa.q_norm, gqa.k_norm, gqa.sinks):
+            weight = getattr(parameter, "weight", parameter)
+            if weight is not None:
+                weight.copy_(torch.rand(weight.shape, generator=generator, dtype=F64) + 0.5)
+    return gqa
+
+
+def gemma3_sliding_attention(gqa: GroupedQueryAttention, query_pre_attn_scalar: int):
+    """``Gemma3Attention`` on a sliding layer, holding ``gqa``'s weights.
+
+    Gemma 3 stores its QK-norm weights zero-centred (applied as ``1 + w``): ours minus one.
+    """
+    assert gqa.qk_norm == "head" and gqa.scale == query_pre_attn_scalar**-0.5
+    config = Gemma3TextConfig(
+        **_common(gqa, "sdpa"),
+        head_dim=gqa.head_dim,
+        query_pre_attn_scalar=query_pre_attn_scalar,
+        sliding_window=gqa.window,
+        layer_types=["sliding_attention"],
+        rms_norm_eps=gqa.q_norm.eps,
+    )
+    theirs = Gemma3Attention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight - 1.0)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight - 1.0)
+    return theirs
+
+
+def gpt_oss_sliding_attention(gqa: GroupedQueryAttention):
+    """``GptOssAttention`` on a sliding layer (eager: the kernel with the sinks)."""
+    config = GptOssConfig(
+        **_common(gqa, "eager"),
+        head_dim=gqa.head_dim,
+        sliding_window=gqa.window,
+        layer_types=["sliding_attention"],
+    )
+    theirs = GptOssAttention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.sinks.copy_(gqa.sinks)
+    return theirs
+
+
+def sliding_decode(gqa, theirs, x, splits, tolerance, cos_sin=None):
+    """Decode with ours and theirs, each with its own cache and theirs with its own mask."""
+    config = theirs.config
+    ours, their_cache = KVCache(), DynamicCache(config=config)
+    assert type(their_cache.layers[0]).__name__ == "DynamicSlidingWindowLayer"
+    for start, stop in splits:
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        new = x[:, start:stop]
+        mask = create_sliding_window_causal_mask(config, new, None, their_cache, positions)
+        cos, sin = rope_cos_sin(positions, gqa.head_dim, gqa.rope_base)
+        if cos_sin == "half":  # gpt-oss's rotary embedding gives each angle once
+            cos, sin = cos[..., : gqa.head_dim // 2], sin[..., : gqa.head_dim // 2]
+        expected, _ = theirs(new, (cos, sin), mask, their_cache)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **tolerance)
+        assert ours.seen_tokens == their_cache.get_seq_length() == stop
+        assert len(ours) == min(stop, gqa.window - 1)
+        assert ours.nbytes <= x.shape[0] * gqa.window * gqa.cache_bytes_per_token
+    torch.testing.assert_close(ours.keys, their_cache.layers[0].keys, **tolerance)
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    window=st.integers(2, 5),
+    query_pre_attn_scalar=st.sampled_from([3, 168]),
+    data=st.data(),
+)
+def test_rolling_decoding_matches_gemma3_sliding_layer(layout, window, query_pre_attn_scalar, data):
+    """QK-norm (1 + w), query_pre_attn_scalar ** -0.5 and a window, decoding 3 x window
+    tokens after a prefill with transformers' own sliding cache and mask. Gemma3RMSNorm
+    computes in float32: swapped for a float64 norm of the same function here."""
+    n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
+    layout |= {"num_tokens": n, "context_length": n}
+    gqa = make_gqa(
+        layout,
+        rope_base=10000.0,  # Gemma 3's local base
+        window=window,
+        qk_norm=True,
+        scale=query_pre_attn_scalar**-0.5,
+    )
+    gqa = randomized(gqa, layout["seed"])
+    theirs = float64_norms(
+        gemma3_sliding_attention(gqa, query_pre_attn_scalar), ("q_norm", "k_norm")
+    )
+    x = layout_input(layout)
+    sliding_decode(gqa, theirs, x, decode_splits(n, n - 3 * window), EXACT)
+
+
+def test_rolling_decoding_matches_gemma3_as_shipped():
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
+    layout |= {"num_tokens": 14, "context_length": 14, "batch": 2, "qkv_bias": False, "seed": 9}
+    gqa = make_gqa(layout, rope_base=10000.0, window=4, qk_norm=True, scale=168**-0.5)
+    gqa = randomized(gqa, 9)
+    theirs = gemma3_sliding_attention(gqa, 168)  # its norms in float32
+    sliding_decode(gqa, theirs, layout_input(layout), decode_splits(14, 2), FLOAT32_STEP)
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    window=st.integers(2, 5),
+    data=st.data(),
+)
+def test_rolling_decoding_matches_gpt_oss_sliding_layer(layout, window, data):
+    """Sinks and a window (gpt-oss's 128 at toy size), decoding with its sliding cache.
+    Its eager kernel keeps the logits' dtype: float64 throughout, no patch needed."""
+    n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
+    layout |= {"num_tokens": n, "context_length": n}
+    gqa = randomized(make_gqa(layout, rope_base=150000.0, window=window, sinks=True), 1)
+    theirs = gpt_oss_sliding_attention(gqa)
+    x = layout_input(layout)
+    sliding_decode(gqa, theirs, x, decode_splits(n, n - 3 * window), EXACT, cos_sin="half")
+
+
+@given(layout=gqa_layouts(max_tokens=2, even_head_dim=True), chunk=st.integers(2, 4))
+def test_chunked_decoding_with_qk_norm_matches_llama4_scouts_chunked_layer(layout, chunk):
+    """Scout's chunked layers apply an L2 norm (RMS, no weight) to q and k after RoPE;
+    ours, qk_norm=True with its weights at one, before. A rotation keeps the RMS, so
+    the order does not matter. Llama4TextL2Norm computes in float32: patched to float64."""
+    n = 3 * chunk + 1
+    layout |= {"num_tokens": n, "context_length": n}
+    gqa = make_gqa(layout, rope_base=500000.0, chunk=chunk, qk_norm=True)
+    theirs = llama4_chunked_attention(gqa, use_qk_norm=True)
+    assert isinstance(theirs.qk_norm, modeling_llama4.Llama4TextL2Norm)
+    x = layout_input(layout)
+
+    def rotary(new, positions):
+        return freqs_cis_float64(positions, gqa.head_dim, 500000.0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(modeling_llama4, "apply_rotary_emb", rotate_float64)
+        patch.setattr(modeling_llama4.Llama4TextL2Norm, "forward", lambda self, t: self._norm(t))
+        llama4_decode(gqa, theirs, x, decode_splits(n, 1), rotary, EXACT)

@@ -15,8 +15,10 @@ into float32. Two comparisons follow from that:
   (rtol 1e-10). Their rotary embeddings' forward is three lines,
   ``cat((p * inv_freq,) * 2).cos() * attention_scaling``; :func:`their_cos_sin` writes
   them in float64 from their float64 ``inv_freq`` and ``attention_scaling``, and the
-  attention modules (``LlamaAttention``, ``GPTNeoXAttention``, ``DeepseekV3Attention``)
-  take those cos and sin as they take their own. Module outputs: EXACT.
+  attention modules (``LlamaAttention``, ``GPTNeoXAttention``, ``DeepseekV3Attention``,
+  ``GptOssAttention``, ``Gemma4TextAttention``, ``Qwen3NextAttention``) take those cos
+  and sin as they take their own, with their float32 RMS norms swapped for float64
+  ones (``float64_norms``). Module outputs: EXACT.
 * **Their code as shipped.** The same functions and rotary embedding modules without
   any patch, in float32: ours within float32's rounding (rtol 1e-5 on speeds; the
   modules at FLOAT32_STEP, 1e-5).
@@ -34,10 +36,12 @@ from hf_models import (
     EXACT,
     FLOAT32_STEP,
     causal_4d,
+    copy_projections,
     deepseek_attention,
     deepseek_config,
     float64_norms,
     llama_attention,
+    qwen3_next_query_gate,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -536,6 +540,152 @@ def test_gqa_partial_rotary_matches_gpt_neox_attention(fraction, scaling):
 
 
 # ---------------------------------------------------------------------------------------
+# The released models' attention modules, with their scaled RoPE: gpt-oss (yarn and
+# sinks), Gemma 4's global layers (proportional, QK-norm, value norm, keys as values,
+# scale 1) and Qwen3-Next (partial rotary, QK-norm, output gate)
+
+
+def part3_gqa(seed: int, head_dim: int, bias: bool = False, **options) -> GroupedQueryAttention:
+    """A float64 module with 4 query heads and 2 key/value heads, random norm weights
+    and sinks (they start at ones and zeros, which would hide a mix-up). ``bias``:
+    transformers' ``attention_bias``, on all four projections or none."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        sizes = {"num_heads": 4, "num_kv_heads": 2, "qkv_bias": bias, "out_bias": bias}
+        gqa = GroupedQueryAttention(4 * head_dim, 4 * head_dim, 64, **sizes, **options)
+        gqa = gqa.to(F64).eval()
+        with torch.no_grad():
+            for norm in (getattr(gqa, "q_norm", None), getattr(gqa, "k_norm", None)):
+                if norm is not None:
+                    norm.weight.uniform_(0.5, 1.5)
+            if getattr(gqa, "sinks", None) is not None:
+                gqa.sinks.normal_()
+    return gqa
+
+
+def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
+    """gpt-oss's attention as released: yarn (factor 32, no truncation) and sinks.
+
+    Over an original context of 8 positions here, so that 20 tokens reach past it.
+    """
+    yarn = {**MODULE_SCALINGS["yarn"]}
+    gqa = part3_gqa(6, 8, bias=True, rope_base=150000.0, rope_scaling=yarn, sinks=True)
+    config = modeling_gpt_oss.GptOssConfig(
+        attention_bias=True,  # as released
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        num_key_value_heads=gqa.num_kv_heads,
+        head_dim=gqa.head_dim,
+        max_position_embeddings=256,
+        rope_parameters={**yarn, "rope_theta": 150000.0},
+        layer_types=["full_attention"],
+        num_hidden_layers=1,
+        attn_implementation="eager",  # the kernel with the sinks
+    )
+    theirs = modeling_gpt_oss.GptOssAttention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.sinks.copy_(gqa.sinks)
+    x = vectors(14, 2, 20, gqa.d_in)
+    positions = torch.arange(20)[None]
+    mask = torch.zeros(1, 1, 20, 20, dtype=F64).masked_fill(~causal_4d(20, 20), float("-inf"))
+    inv_freq, factor = their_frequencies(config, float64=True)
+    cos, sin = (t[..., : gqa.head_dim // 2] for t in their_cos_sin(inv_freq, factor, positions))
+    # gpt-oss's eager kernel keeps the logits' dtype: float64 throughout
+    expected, weights = theirs(x, (cos, sin), mask)
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    torch.testing.assert_close(gqa.attention_weights(x), weights, **EXACT)
+    shipped, _ = theirs(x, modeling_gpt_oss.GptOssRotaryEmbedding(config)(x, positions), mask)
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
+
+
+def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
+    """A global layer of Gemma 4: its head rotates a quarter of its pairs."""
+    proportional = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
+    gqa = part3_gqa(
+        7,
+        16,
+        rope_base=1e6,
+        rope_scaling=proportional,
+        qk_norm=True,
+        value_norm=True,
+        scale=1.0,
+        keys_as_values=True,
+    )
+    config = modeling_gemma4.Gemma4TextConfig(
+        attention_bias=False,
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        num_key_value_heads=gqa.num_kv_heads,
+        head_dim=8,  # the sliding layer's, unused here
+        global_head_dim=gqa.head_dim,
+        num_global_key_value_heads=gqa.num_kv_heads,
+        attention_k_eq_v=True,
+        rms_norm_eps=gqa.q_norm.eps,
+        num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"],
+        attn_implementation="sdpa",
+    )
+    assert config.rope_parameters["full_attention"] == {**proportional, "rope_theta": 1e6}
+    theirs = modeling_gemma4.Gemma4TextAttention(config, layer_idx=1).to(F64).eval()
+    assert theirs.head_dim == gqa.head_dim and theirs.v_proj is None
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight)
+    x = vectors(15, 2, 9, gqa.d_in)
+    positions = torch.arange(9)[None]
+    layer = config.per_layer_config["full_attention"]
+    inv_freq, factor = their_frequencies(layer, float64=True, layer_type="full_attention")
+    cos_sin = their_cos_sin(inv_freq, factor, positions)
+    rotary = modeling_gemma4.Gemma4TextRotaryEmbedding(config)
+    shipped_cos_sin = rotary(x, positions, "full_attention")
+    shipped, _ = theirs(x, shipped_cos_sin, causal_4d(9, 9), shared_kv_states={})
+    exact = float64_norms(theirs, ("q_norm", "k_norm", "v_norm"))  # swaps them in place
+    expected, _ = exact(x, cos_sin, causal_4d(9, 9), shared_kv_states={})
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
+
+
+def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
+    """Qwen3-Next's attention as released: a quarter of each head rotates, QK-norm
+    (zero-centred: its weight is ours minus 1) and the output gate."""
+    gqa = part3_gqa(
+        8, 16, rope_base=1e7, partial_rotary_factor=0.25, qk_norm=True, output_gate=True
+    )
+    config = modeling_qwen3_next.Qwen3NextConfig(
+        attention_bias=False,
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        num_key_value_heads=gqa.num_kv_heads,
+        head_dim=gqa.head_dim,
+        partial_rotary_factor=0.25,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7},
+        rms_norm_eps=gqa.q_norm.eps,
+        layer_types=["full_attention"],
+        num_hidden_layers=1,
+        attn_implementation="sdpa",
+    )
+    assert config.rope_parameters["partial_rotary_factor"] == 0.25
+    theirs = modeling_qwen3_next.Qwen3NextAttention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs, query_weight=qwen3_next_query_gate(gqa))
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight - 1.0)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight - 1.0)
+    x = vectors(16, 2, 9, gqa.d_in)
+    positions = torch.arange(9)[None]
+    inv_freq, factor = their_frequencies(config, float64=True)
+    assert len(inv_freq) == 2  # a rotary dim of 4 in a head of 16
+    cos_sin = their_cos_sin(inv_freq, factor, positions)
+    shipped_cos_sin = modeling_qwen3_next.Qwen3NextRotaryEmbedding(config)(x, positions)
+    shipped, _ = theirs(x, shipped_cos_sin, causal_4d(9, 9))
+    exact = float64_norms(theirs, ("q_norm", "k_norm"))
+    expected, _ = exact(x, cos_sin, causal_4d(9, 9))
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
+
+
+# ---------------------------------------------------------------------------------------
 # MultiHeadLatentAttention with DeepSeek-V3's YaRN
 
 #: DeepSeek-V3's released rope_parameters (config.json), with a short original context.
@@ -906,6 +1056,20 @@ def test_bad_scalings_name_what_was_expected_and_given(kwargs, message):
 def test_bad_arguments_elsewhere_name_what_was_expected_and_given(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_an_optional_key_given_as_none_is_absent_as_in_transformers():
+    spelled_out = {**YARN, "attention_factor": None, "mscale": None, "beta_fast": None}
+    absent = {k: v for k, v in YARN.items() if k != "beta_fast"}
+    ours = rope_frequencies(16, 10000.0, spelled_out)
+    assert torch.equal(ours[0], rope_frequencies(16, 10000.0, absent)[0])
+    assert ours[1] == rope_frequencies(16, 10000.0, absent)[1]
+    config = rope_config(16, 10000.0, spelled_out)
+    theirs, factor = their_frequencies(config, float64=True)
+    torch.testing.assert_close(ours[0], theirs, **EXACT)
+    assert ours[1] == pytest.approx(factor, rel=1e-12)
+    with pytest.raises(ValueError, match=r"scaling\['factor'\] must be a number >= 1.*got None"):
+        rope_frequencies(16, 10000.0, {**YARN, "factor": None})
 
 
 def test_odd_head_dim_with_an_even_rotary_part_is_accepted():
