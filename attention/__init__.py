@@ -45,6 +45,13 @@ QK-norm with :class:`RMSNorm` (Qwen3, OLMo 2), softcapping and its own ``scale``
 (Gemma 2), attention sinks (gpt-oss), an output gate (Qwen3-Next), and Gemma 4's value
 norm and keys used as values; :func:`attend` takes the cap and the sinks.
 
+**Part IV, attention that does not look at every key.** :func:`linear_attention`
+replaces the softmax by a feature map, so the past fits in a fixed-size state, in a
+parallel and a recurrent form; :func:`gated_delta_rule` writes to that state with the
+delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks;
+:class:`GatedDeltaNet` is Qwen3-Next's whole layer, decoding with a fixed-size
+:class:`GatedDeltaNetCache`.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -80,10 +87,12 @@ from attention.data import (
     SWITCH_TOKENS,
     TOKENS,
 )
+from attention.delta import GatedDeltaNet, GatedDeltaNetCache, gated_delta_rule
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
+from attention.linear import linear_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
@@ -111,6 +120,8 @@ __all__ = [
     "SWITCH_TOKENS",
     "TOKENS",
     "CausalAttention",
+    "GatedDeltaNet",
+    "GatedDeltaNetCache",
     "GroupedQueryAttention",
     "Head",
     "KVCache",
@@ -130,9 +141,11 @@ __all__ = [
     "check_version",
     "chunked_mask",
     "context_vectors",
+    "gated_delta_rule",
     "grouped_query_attention",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
+    "linear_attention",
     "padding_mask",
     "rope_frequencies",
     "scaled_dot_product_weights",

@@ -162,7 +162,6 @@ class GroupedQueryAttention(nn.Module):
         query at position ``i`` sees keys ``(i // chunk) * chunk`` to ``i``, those of its
         own chunk (:func:`~attention.chunked_mask`). A cache then keeps only the
         tokens of the current chunk. Not together with ``window``.
-
     rope_scaling : dict, optional
         RoPE scaled for a longer context, in ``transformers``' ``rope_parameters`` form,
         as :func:`~attention.apply_rope` takes it (``"linear"``, ``"dynamic"``, ``"yarn"``,

@@ -390,14 +390,17 @@ def qwen3_next_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa
     """``Qwen3NextAttention`` holding ``gqa``'s weights: QK-norm per head and the output gate.
 
     Its norms are zero-centred (``1 + weight``): they get ``gqa``'s weight minus 1.
-    ``partial_rotary_factor=1.0``: the whole head rotates, as in ``gqa``.
+    Its config's ``partial_rotary_factor`` is ``gqa``'s (the released models' is 0.25),
+    which only its rotary embedding reads: the attention rotates the leading
+    dimensions that the cos and sin it is given cover.
     """
     assert gqa.qk_norm == "head" and gqa.W_gate is not None
+    common = _common(gqa, implementation)
+    common["rope_parameters"] |= {"partial_rotary_factor": gqa.partial_rotary_factor}
     config = Qwen3NextConfig(
-        **_common(gqa, implementation),
+        **common,
         head_dim=gqa.head_dim,
         rms_norm_eps=gqa.q_norm.eps,
-        partial_rotary_factor=1.0,
         layer_types=["full_attention"],
     )
     theirs = _built(Qwen3NextAttention, config, gqa)
@@ -408,15 +411,22 @@ def qwen3_next_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa
     return theirs
 
 
-def gemma4_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") -> nn.Module:
+def gemma4_attention(
+    gqa: GroupedQueryAttention, implementation: str = "sdpa", released_rope: bool = False
+) -> nn.Module:
     """``Gemma4TextAttention``, layer 1 (a full-attention layer) of two, with ``gqa``'s weights.
 
     ``gqa`` has ``qk_norm=True``, ``value_norm=True``, ``scale=1.0`` and, for
     ``attention_k_eq_v``, ``keys_as_values``. The global layer's head size and key/value
-    heads (``global_head_dim``, ``num_global_key_value_heads``) are ``gqa``'s.
+    heads (``global_head_dim``, ``num_global_key_value_heads``) are ``gqa``'s. With
+    ``released_rope``, the config keeps transformers' default ``rope_parameters`` for
+    Gemma 4, the released models' (global layers: proportional RoPE over a quarter of
+    the head, base 1e6), for its rotary embedding.
     """
     assert gqa.qk_norm == "head" and gqa.v_norm is not None and gqa.scale == 1.0
     common = _common(gqa, implementation) | {"num_hidden_layers": 2}
+    if released_rope:
+        common["rope_parameters"] = None
     config = Gemma4TextConfig(
         **common,
         head_dim=gqa.head_dim,

@@ -35,8 +35,17 @@ from hf_models import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRotaryEmbedding
 
-from attention import GroupedQueryAttention, KVCache, RMSNorm, apply_rope, attend
+from attention import (
+    GroupedQueryAttention,
+    KVCache,
+    RMSNorm,
+    apply_rope,
+    attend,
+    rope_frequencies,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -122,13 +131,15 @@ def test_qk_norm_per_head_and_over_the_projection_differ_with_more_than_one_head
     layout=gqa_layouts(even_head_dim=True),
     query_pre_attn_scalar=st.sampled_from([1, 7, 168]),
     softcap=st.floats(0.05, 5.0),
+    window=st.one_of(st.none(), st.integers(1, 4)),
 )
-def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar, softcap):
+def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar, softcap, window):
+    """Global layers, and sliding ones (Gemma 2 alternates them)."""
     scale = query_pre_attn_scalar**-0.5
-    gqa = make_gqa(layout, rope_base=BASE, scale=scale, softcap=softcap)
+    gqa = make_gqa(layout, rope_base=BASE, scale=scale, softcap=softcap, window=window)
     theirs = gemma2_attention(gqa, query_pre_attn_scalar)
     x = layout_input(layout)
-    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), additive_causal(x.shape[1])
+    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), additive_causal(x.shape[1], window)
     with float64_softmax():
         out, weights = theirs(x, cos_sin, mask)
     torch.testing.assert_close(gqa(x), out, **EXACT)
@@ -204,6 +215,54 @@ def test_output_gate_and_qk_norm_match_qwen3_next_attention(layout):
     torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
     shipped = qwen3_next_attention(gqa)  # 1 + weight, in float32
     torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
+@given(layout=gqa_layouts(even_head_dim=True), seed=st.integers(0, 2**16))
+def test_qwen3_next_layer_as_released_with_a_quarter_of_each_head_rotating(layout, seed):
+    """QK-norm, the gate and partial_rotary_factor=0.25 together, as Qwen3-Next runs them."""
+    layout = layout | {"head_dim": 8, "d_model": layout["num_heads"] * 8, "seed": seed}
+    options = {"qk_norm": True, "output_gate": True, "partial_rotary_factor": 0.25}
+    gqa = randomize_new_parameters(make_gqa(layout, rope_base=BASE, **options), seed)
+    x = layout_input(layout)
+    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    cos_sin = rope_cos_sin(positions, 2, BASE)  # the rotary dimension: int(8 * 0.25) = 2
+    mask = causal_4d(x.shape[1], x.shape[1])
+    exact = float64_norms(qwen3_next_attention(gqa), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = qwen3_next_attention(gqa)
+    cos_sin = Qwen3NextRotaryEmbedding(shipped.config)(x, positions)  # float32 angles
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
+@given(layout=gqa_layouts(even_head_dim=True), seed=st.integers(0, 2**16))
+def test_gemma4_global_layer_as_released(layout, seed):
+    """Keys as values, the value norm, QK-norm, scale 1 and proportional RoPE over a
+    quarter of a head of 16, on Gemma 4's global layer with its default rope_parameters.
+
+    EXACT takes float64 cos and sin from :func:`rope_frequencies` (checked against
+    transformers' formula in float64 by tests/test_part3_rope.py); as shipped, Gemma 4's
+    own rotary embedding, in float32.
+    """
+    layout = layout | {"head_dim": 16, "d_model": layout["num_heads"] * 16, "seed": seed}
+    scaling = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
+    options = {"qk_norm": True, "value_norm": True, "keys_as_values": True, "scale": 1.0}
+    gqa = make_gqa(layout, rope_base=1e6, rope_scaling=scaling, **options)
+    gqa = randomize_new_parameters(gqa, seed)
+    x = layout_input(layout)
+    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    mask = causal_4d(x.shape[1], x.shape[1])
+    inv_freq, factor = rope_frequencies(16, 1e6, scaling)
+    angles = positions.to(F64)[..., None] * inv_freq
+    angles = torch.cat((angles, angles), dim=-1)
+    cos_sin = (angles.cos() * factor, angles.sin() * factor)
+    exact = float64_norms(gemma4_attention(gqa, released_rope=True), ("q_norm", "k_norm", "v_norm"))
+    full = exact.config.rope_parameters["full_attention"]
+    assert full == {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask, shared_kv_states={})[0], **EXACT)
+    shipped = gemma4_attention(gqa, released_rope=True)
+    cos_sin = Gemma4TextRotaryEmbedding(shipped.config)(x, positions, "full_attention")
+    out, _ = shipped(x, cos_sin, mask, shared_kv_states={})
+    torch.testing.assert_close(gqa(x), out, **FLOAT32_STEP)
 
 
 def test_qwen3_next_query_and_gate_rows_alternate_per_head():

@@ -1,0 +1,516 @@
+"""The gated delta rule (Gated DeltaNet): linear attention that corrects and forgets.
+
+Linear attention adds ``k_t v_tᵀ`` to its state ``S`` at every token, so the state only
+grows and old associations blur into new ones. The delta rule (Schlag et al., 2021;
+DeltaNet, Yang et al., 2024) writes the *error* instead: it reads what the state
+already stores under ``k_t``, ``S_{t-1}ᵀ k_t``, and moves it towards ``v_t`` by a step
+``β_t`` in [0, 1]. Gated DeltaNet (Yang, Kautz and Hatamizadeh, ICLR 2025) first decays
+the whole state by ``α_t = exp(g_t)`` (Mamba-2's gate, ``g_t ≤ 0``). Per token and value
+head, with ``S`` of shape ``(dim_k, dim_v)``::
+
+    S ← α_t S                             forget
+    S ← S + β_t k_t (v_t − Sᵀ k_t)ᵀ       correct what S returns for k_t
+    o_t = Sᵀ q_t                          read
+
+that is ``S_t = α_t (I − β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ``. Qwen3-Next and Qwen3.5
+use it in three layers out of four. :func:`~attention.gated_delta_rule` computes it token by token
+(``chunk_size=None``) or in chunks (the WY / UT-transform form that hardware prefers: a
+triangular solve and matrix products inside each chunk, and the recurrence only from
+chunk to chunk). The two agree with ``transformers``' pure-PyTorch fallbacks,
+``torch_recurrent_gated_delta_rule`` and ``torch_chunk_gated_delta_rule``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from attention import _checks
+from attention.norms import RMSNorm
+
+__all__ = ["GatedDeltaNet", "GatedDeltaNetCache", "gated_delta_rule"]
+
+_OWNER = "gated_delta_rule"
+#: Added to the squared norm before the inverse square root, as transformers' ``l2norm``.
+L2NORM_EPS = 1e-6
+
+
+def l2_normalise(x: torch.Tensor) -> torch.Tensor:
+    """``x * rsqrt(sum(x²) + 1e-6)`` over the last dimension, as ``transformers``' ``l2norm``."""
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + L2NORM_EPS)
+
+
+def _tensor(name: str, x: object, rank: int, layout: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{_OWNER}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise ValueError(f"{_OWNER}: {name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.dim() != rank:
+        raise ValueError(
+            f"{_OWNER}: {name} must have shape {layout}, got a {x.dim()}-D tensor "
+            f"of shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def _check(
+    q: object,
+    k: object,
+    v: object,
+    g: object,
+    beta: object,
+    initial_state: object,
+    chunk_size: object,
+) -> int | None:
+    """Check the arguments of :func:`~attention.gated_delta_rule`; return the chunk size or None."""
+    qk_layout = "(batch, tokens, heads_k, dim_k)"
+    gate_layout = "(batch, tokens, heads_v)"
+    _tensor("q", q, 4, qk_layout)
+    _tensor("k", k, 4, qk_layout)
+    _tensor("v", v, 4, "(batch, tokens, heads_v, dim_v)")
+    _tensor("g", g, 3, gate_layout)
+    _tensor("beta", beta, 3, gate_layout)
+    if q.shape != k.shape:
+        raise ValueError(
+            f"{_OWNER}: q and k must have the same shape {qk_layout}, got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
+    batch, tokens, heads_k, dim_k = k.shape
+    if v.shape[:2] != (batch, tokens):
+        raise ValueError(
+            f"{_OWNER}: v must have the (batch, tokens) of k, {(batch, tokens)}, "
+            f"got v of shape {tuple(v.shape)}"
+        )
+    heads_v, dim_v = v.shape[2], v.shape[3]
+    if heads_v % heads_k:
+        raise ValueError(
+            f"{_OWNER}: heads_v must be a multiple of heads_k (each q/k head serves "
+            f"heads_v // heads_k value heads), got heads_v={heads_v} and heads_k={heads_k}"
+        )
+    for name, x in (("g", g), ("beta", beta)):
+        if x.shape != (batch, tokens, heads_v):
+            raise ValueError(
+                f"{_OWNER}: {name} must have shape {gate_layout} = "
+                f"{(batch, tokens, heads_v)} (one per value head), got {tuple(x.shape)}"
+            )
+    if g.numel() and not bool((torch.isfinite(g) & (g <= 0)).all()):
+        raise ValueError(
+            f"{_OWNER}: g must be finite and <= 0 (it is the log of the decay exp(g) in "
+            f"(0, 1]), got values from {g.min().item():.4g} to {g.max().item():.4g}"
+        )
+    if beta.numel() and not bool(((beta >= 0) & (beta <= 1)).all()):
+        raise ValueError(
+            f"{_OWNER}: beta must be in [0, 1] (the write strength), got values from "
+            f"{beta.min().item():.4g} to {beta.max().item():.4g}"
+        )
+    if initial_state is not None:
+        _tensor("initial_state", initial_state, 4, "(batch, heads_v, dim_k, dim_v)")
+        expected = (batch, heads_v, dim_k, dim_v)
+        if tuple(initial_state.shape) != expected:
+            raise ValueError(
+                f"{_OWNER}: initial_state must have shape (batch, heads_v, dim_k, dim_v) = "
+                f"{expected}, got {tuple(initial_state.shape)}"
+            )
+    if chunk_size is None:
+        return None
+    number = _checks.whole_number(_OWNER, chunk_size, "chunk_size must be None or an integer")
+    if number < 1:
+        raise ValueError(f"{_OWNER}: chunk_size must be at least 1 (or None), got {number}")
+    return number
+
+
+def gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gated delta rule over a sequence: ``(output, final_state)``.
+
+    Per value head, ``S_t = exp(g_t) (I − β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ`` and
+    ``o_t = S_tᵀ q_t``, after ``q`` and ``k`` are L2-normalised as ``transformers``'
+    ``l2norm`` does (``x * rsqrt(sum(x²) + 1e-6)``) and ``q`` is scaled by
+    ``1 / sqrt(dim_k)``: what Qwen3-Next's layer computes
+    (``use_qk_l2norm_in_kernel=True``).
+
+    Parameters
+    ----------
+    q, k : torch.Tensor
+        Queries and keys, ``(batch, tokens, heads_k, dim_k)``.
+    v : torch.Tensor
+        Values, ``(batch, tokens, heads_v, dim_v)``. ``heads_v`` is a multiple of
+        ``heads_k``; q/k head ``h`` serves the consecutive value heads
+        ``h * r .. h * r + r - 1`` with ``r = heads_v // heads_k``, as
+        ``repeat_interleave`` (and ``transformers``) does.
+    g : torch.Tensor
+        The log decay, ``(batch, tokens, heads_v)``, every entry finite and ``≤ 0``: the
+        state is multiplied by ``exp(g_t)`` before token ``t`` writes.
+    beta : torch.Tensor
+        The write strength, ``(batch, tokens, heads_v)``, in ``[0, 1]``.
+    initial_state : torch.Tensor or None
+        The state before the first token, ``(batch, heads_v, dim_k, dim_v)``; ``None``
+        starts from zeros. Pass a previous call's ``final_state`` to continue a sequence.
+    chunk_size : int or None
+        ``None`` runs the recurrence token by token. An integer ``≥ 1`` runs the chunked
+        form, ``chunk_size`` tokens at a time; the last chunk is padded with tokens
+        that neither decay nor write, so any length works.
+
+    Returns
+    -------
+    output : torch.Tensor
+        ``(batch, tokens, heads_v, dim_v)``.
+    final_state : torch.Tensor
+        ``(batch, heads_v, dim_k, dim_v)``, the state after the last token.
+
+    Both come in the dtype of ``q``; float16 and bfloat16 inputs are computed in float32.
+
+    Raises
+    ------
+    ValueError
+        For shapes that do not fit together, ``g > 0``, ``beta`` outside ``[0, 1]``,
+        ``heads_v`` not a multiple of ``heads_k``, or a ``chunk_size`` below 1.
+
+    Examples
+    --------
+    The chunked form gives the recurrence's numbers, and a sequence run in two parts,
+    the second from the first's state, gives one run's numbers:
+
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> q, k = torch.randn(2, 1, 6, 2, 4).unbind(0)  # (batch, tokens, heads_k, dim_k)
+    >>> v = torch.randn(1, 6, 4, 3)  # 4 value heads: 2 per q/k head
+    >>> g = -torch.rand(1, 6, 4)  # log decay <= 0
+    >>> beta = torch.rand(1, 6, 4)
+    >>> out, state = gated_delta_rule(q, k, v, g, beta)
+    >>> out.shape, state.shape
+    (torch.Size([1, 6, 4, 3]), torch.Size([1, 4, 4, 3]))
+    >>> chunked, chunked_state = gated_delta_rule(q, k, v, g, beta, chunk_size=4)
+    >>> torch.allclose(out, chunked, atol=1e-5), torch.allclose(state, chunked_state, atol=1e-5)
+    (True, True)
+    >>> first, mid = gated_delta_rule(q[:, :2], k[:, :2], v[:, :2], g[:, :2], beta[:, :2])
+    >>> rest, end = gated_delta_rule(q[:, 2:], k[:, 2:], v[:, 2:], g[:, 2:], beta[:, 2:], mid)
+    >>> torch.allclose(torch.cat([first, rest], dim=1), out, atol=1e-6)
+    True
+    """
+    chunk = _check(q, k, v, g, beta, initial_state, chunk_size)
+    dtype = q.dtype
+    work = torch.promote_types(dtype, torch.float32)  # half precision runs in float32
+    batch, _, heads_k, dim_k = k.shape
+    heads_v, dim_v = v.shape[2], v.shape[3]
+
+    # Give every value head its q/k head, then put the heads first:
+    # q, k (batch, heads_v, tokens, dim_k); v (batch, heads_v, tokens, dim_v);
+    # g, beta (batch, heads_v, tokens).
+    group = heads_v // heads_k
+    q, k = (x.repeat_interleave(group, dim=2).transpose(1, 2).to(work) for x in (q, k))
+    v = v.transpose(1, 2).to(work)
+    g, beta = (x.transpose(1, 2).to(work) for x in (g, beta))
+    q = l2_normalise(q) / dim_k**0.5
+    k = l2_normalise(k)
+    if initial_state is None:
+        state = q.new_zeros(batch, heads_v, dim_k, dim_v)
+    else:
+        state = initial_state.to(work)
+
+    if chunk is None:
+        out, state = _recurrent(q, k, v, g, beta, state)
+    else:
+        out, state = _chunked(q, k, v, g, beta, state, chunk)
+    # Back to (batch, tokens, heads_v, dim_v) and the input's dtype.
+    return out.transpose(1, 2).contiguous().to(dtype), state.to(dtype)
+
+
+def _recurrent(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Token by token. Shapes as in :func:`~attention.gated_delta_rule` after its transposes."""
+    outputs = []
+    for t in range(q.shape[2]):
+        q_t, k_t, v_t = q[:, :, t], k[:, :, t], v[:, :, t]  # (batch, heads_v, dim)
+        state = state * g[:, :, t].exp()[..., None, None]  # forget: S ← α_t S
+        stored = (k_t[..., None] * state).sum(dim=-2)  # Sᵀ k_t: (batch, heads_v, dim_v)
+        error = beta[:, :, t, None] * (v_t - stored)  # β_t (v_t − Sᵀ k_t)
+        state = state + k_t[..., None] * error[..., None, :]  # S ← S + k_t errorᵀ
+        outputs.append((q_t[..., None] * state).sum(dim=-2))  # o_t = Sᵀ q_t
+    if not outputs:
+        return v.new_zeros(v.shape), state
+    return torch.stack(outputs, dim=2), state
+
+
+def _chunked(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, chunk: int
+) -> tuple[Tensor, Tensor]:
+    """Chunk by chunk, with the WY / UT transform inside each chunk.
+
+    Inside a chunk that starts from the state ``S_0``, write ``γ_t`` for the sum of the
+    ``g`` up to and including position ``t`` of the chunk, and ``u_s`` for the vector
+    that token ``s`` writes (``S`` gains ``k_s u_sᵀ``). Unrolling the recurrence,
+
+    ``S_t = e^{γ_t} S_0 + Σ_{s ≤ t} e^{γ_t − γ_s} k_s u_sᵀ``,
+
+    and ``u_t = β_t (v_t − (α_t S_{t−1})ᵀ k_t)`` becomes the triangular system
+
+    ``u_t + β_t Σ_{s < t} e^{γ_t − γ_s} (k_t · k_s) u_s = β_t v_t − β_t e^{γ_t} S_0ᵀ k_t``,
+
+    i.e. ``(I + A) U = β V − (β e^γ K) S_0``, ``A`` strictly lower triangular. So
+    ``U = W_v − W_k S_0`` with ``W_v = (I + A)⁻¹ β V`` and ``W_k = (I + A)⁻¹ β e^γ K``,
+    both computed for every chunk at once before the loop. Then
+
+    ``o_t = e^{γ_t} S_0ᵀ q_t + Σ_{s ≤ t} e^{γ_t − γ_s} (q_t · k_s) u_s`` and
+    ``S_C = e^{γ_C} S_0 + Σ_s e^{γ_C − γ_s} k_s u_sᵀ``.
+    """
+    batch, heads, tokens, _ = k.shape
+    dim_v = v.shape[-1]
+    # Pad the tail to whole chunks with tokens that neither decay (g = 0) nor write (β = 0).
+    pad = -tokens % chunk
+    q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+    g, beta = (F.pad(x, (0, pad)) for x in (g, beta))
+    n = (tokens + pad) // chunk
+    # Split the tokens into chunks: (batch, heads, n, chunk, dim) and (batch, heads, n, chunk).
+    q, k, v = (x.reshape(batch, heads, n, chunk, x.shape[-1]) for x in (q, k, v))
+    g, beta = (x.reshape(batch, heads, n, chunk) for x in (g, beta))
+
+    gamma = g.cumsum(dim=-1)  # γ_t within each chunk: (batch, heads, n, chunk)
+    # decay[t, s] = e^{γ_t − γ_s} for s ≤ t, 0 above the diagonal: (..., chunk, chunk).
+    later = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).triu(1)
+    decay = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(later, float("-inf")).exp()
+
+    # A[t, s] = β_t e^{γ_t − γ_s} (k_t · k_s) below the diagonal; solve (I + A) W = ...
+    system = (beta[..., None] * (k @ k.transpose(-1, -2)) * decay).tril(-1)
+    system = system + torch.eye(chunk, dtype=q.dtype, device=q.device)
+    w_v = torch.linalg.solve_triangular(system, beta[..., None] * v, upper=False)
+    w_k = torch.linalg.solve_triangular(
+        system, (beta * gamma.exp())[..., None] * k, upper=False
+    )  # (batch, heads, n, chunk, dim_k)
+    # Within-chunk scores e^{γ_t − γ_s} (q_t · k_s), s ≤ t: (batch, heads, n, chunk, chunk).
+    scores = (q @ k.transpose(-1, -2)) * decay
+    q_decayed = q * gamma.exp()[..., None]  # e^{γ_t} q_t reads S_0
+    k_to_end = k * (gamma[..., -1:] - gamma).exp()[..., None]  # e^{γ_C − γ_s} k_s
+    chunk_decay = gamma[..., -1].exp()  # e^{γ_C}: (batch, heads, n)
+
+    out = v.new_empty(batch, heads, n, chunk, dim_v)
+    for c in range(n):
+        written = w_v[:, :, c] - w_k[:, :, c] @ state  # U = W_v − W_k S_0: (.., chunk, dim_v)
+        out[:, :, c] = q_decayed[:, :, c] @ state + scores[:, :, c] @ written
+        # S ← e^{γ_C} S_0 + Σ_s e^{γ_C − γ_s} k_s u_sᵀ
+        state = chunk_decay[:, :, c, None, None] * state + k_to_end[:, :, c].mT @ written
+    out = out.reshape(batch, heads, n * chunk, dim_v)[:, :, :tokens]
+    return out, state
+
+
+class GatedDeltaNetCache:
+    """What a :class:`~attention.GatedDeltaNet` keeps between decoding steps: two fixed-size states.
+
+    Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
+    short convolution needs the last ``conv_size - 1`` inputs it convolved, and the
+    delta rule needs its state.
+
+    Attributes
+    ----------
+    conv_state : torch.Tensor or None
+        ``(batch, channels, conv_size - 1)``: the last inputs of the convolution, the
+        queries', keys' and values' channels side by side (zeros before the first
+        token). ``None`` until the first forward pass.
+    recurrent_state : torch.Tensor or None
+        ``(batch, heads_v, dim_k, dim_v)``, the delta rule's state. ``None`` until the
+        first forward pass.
+    seen_tokens : int
+        How many tokens went through the layer with this cache.
+
+    Examples
+    --------
+    >>> import torch
+    >>> layer = GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4,
+    ...                       value_head_dim=3)
+    >>> cache = GatedDeltaNetCache()
+    >>> _ = layer(torch.randn(1, 5, 8), cache)
+    >>> cache.seen_tokens, tuple(cache.conv_state.shape), tuple(cache.recurrent_state.shape)
+    (5, (1, 14, 3), (1, 2, 4, 3))
+    >>> _ = layer(torch.randn(1, 1, 8), cache)  # one more token: the same sizes
+    >>> cache.seen_tokens, cache.nbytes
+    (6, 264)
+    """
+
+    def __init__(self) -> None:
+        self.conv_state: torch.Tensor | None = None
+        self.recurrent_state: torch.Tensor | None = None
+        self.seen_tokens = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the two states (0 before the first forward pass)."""
+        states = (self.conv_state, self.recurrent_state)
+        return sum(s.numel() * s.element_size() for s in states if s is not None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seen_tokens={self.seen_tokens}, nbytes={self.nbytes})"
+
+
+class GatedDeltaNet(nn.Module):
+    """Qwen3-Next's Gated DeltaNet layer: projections, a short convolution, gates, the delta rule.
+
+    For an input ``x`` of shape ``(batch, tokens, d_in)``:
+
+    1. project ``x`` to queries and keys (``num_key_heads × key_head_dim`` each),
+       values and the output gate ``z`` (``num_value_heads × value_head_dim`` each),
+       and per value head the write strength's and the decay's logits ``b`` and ``a``;
+    2. run a causal depthwise convolution of ``conv_size`` taps over the queries', keys'
+       and values' channels, then SiLU (each token sees the last few tokens directly);
+    3. ``beta = sigmoid(b)`` and ``g = −exp(A_log) · softplus(a + dt_bias)`` (Mamba-2's
+       discretised decay, ``g ≤ 0``);
+    4. :func:`~attention.gated_delta_rule` (chunked for several tokens, token by token to decode);
+    5. per value head, the gated RMSNorm ``RMSNorm(o) · weight · silu(z)``;
+    6. the output projection back to ``d_in``.
+
+    Parameters
+    ----------
+    d_in : int
+        Width of the input and the output (``hidden_size``).
+    num_key_heads, num_value_heads : int
+        Heads of the queries and keys, and of the values; ``num_value_heads`` is a
+        multiple of ``num_key_heads`` (Qwen3-Next: 16 and 32).
+    key_head_dim, value_head_dim : int
+        Qwen3-Next: 128 and 128.
+    conv_size : int
+        Taps of the causal convolution (``linear_conv_kernel_dim``, 4).
+    eps : float
+        The gated RMSNorm's epsilon (``rms_norm_eps``).
+    chunk_size : int
+        The chunk size of :func:`~attention.gated_delta_rule` for more than one token (64, as
+        ``transformers``).
+
+    Attributes
+    ----------
+    W_query, W_key, W_value, W_gate : nn.Linear
+        No bias. ``W_gate`` gives ``z``, the gate of the output norm.
+    W_beta, W_decay : nn.Linear
+        ``d_in → num_value_heads``, no bias: the logits ``b`` and ``a``.
+    conv : nn.Conv1d
+        Depthwise, no bias, over the ``2 · num_key_heads · key_head_dim +
+        num_value_heads · value_head_dim`` channels of the queries, keys and values in
+        that order.
+    A_log, dt_bias : nn.Parameter
+        ``(num_value_heads,)`` each: the decay rate's log and the time step's bias.
+    norm : RMSNorm
+        Over ``value_head_dim``, with its ``weight`` (applied as is, not as ``1 + w``).
+    out_proj : nn.Linear
+        ``num_value_heads · value_head_dim → d_in``, no bias.
+
+    Shapes
+    ------
+    Input ``(batch, tokens, d_in)``; output the same. With a :class:`~attention.GatedDeltaNetCache`
+    the layer continues from the cache's states and updates them in place.
+
+    Examples
+    --------
+    Decoding one token at a time with the cache gives the outputs of one pass:
+
+    >>> import torch
+    >>> _ = torch.manual_seed(0)
+    >>> layer = GatedDeltaNet(8, num_key_heads=2, num_value_heads=4, key_head_dim=4,
+    ...                       value_head_dim=3)
+    >>> x = torch.randn(1, 6, 8)
+    >>> full = layer(x)
+    >>> cache = GatedDeltaNetCache()
+    >>> steps = torch.cat([layer(x[:, :4], cache)] + [layer(x[:, t:t + 1], cache)
+    ...                                                for t in (4, 5)], dim=1)
+    >>> full.shape, torch.allclose(full, steps, atol=1e-6)
+    (torch.Size([1, 6, 8]), True)
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        num_key_heads: int,
+        num_value_heads: int,
+        key_head_dim: int,
+        value_head_dim: int,
+        *,
+        conv_size: int = 4,
+        eps: float = 1e-6,
+        chunk_size: int = 64,
+    ):
+        super().__init__()
+        _checks.sizes(
+            self,
+            d_in=d_in,
+            num_key_heads=num_key_heads,
+            num_value_heads=num_value_heads,
+            key_head_dim=key_head_dim,
+            value_head_dim=value_head_dim,
+            conv_size=conv_size,
+            chunk_size=chunk_size,
+        )
+        if self.num_value_heads % self.num_key_heads:
+            raise ValueError(
+                f"GatedDeltaNet: num_value_heads must be a multiple of num_key_heads (each "
+                f"query/key head serves num_value_heads // num_key_heads value heads), got "
+                f"num_value_heads={self.num_value_heads} and num_key_heads={self.num_key_heads}"
+            )
+        key_width = self.num_key_heads * self.key_head_dim
+        value_width = self.num_value_heads * self.value_head_dim
+        self.W_query = nn.Linear(self.d_in, key_width, bias=False)
+        self.W_key = nn.Linear(self.d_in, key_width, bias=False)
+        self.W_value = nn.Linear(self.d_in, value_width, bias=False)
+        self.W_gate = nn.Linear(self.d_in, value_width, bias=False)
+        self.W_beta = nn.Linear(self.d_in, self.num_value_heads, bias=False)
+        self.W_decay = nn.Linear(self.d_in, self.num_value_heads, bias=False)
+        self.channels = 2 * key_width + value_width
+        self.conv = nn.Conv1d(
+            self.channels, self.channels, self.conv_size, groups=self.channels, bias=False
+        )
+        self.dt_bias = nn.Parameter(torch.ones(self.num_value_heads))
+        # Decay rates A in [1, 16), stored as their log, as Mamba-2 initialises them.
+        self.A_log = nn.Parameter(torch.empty(self.num_value_heads).uniform_(1, 16).log())
+        self.norm = RMSNorm(self.value_head_dim, eps)
+        self.out_proj = nn.Linear(value_width, self.d_in, bias=False)
+
+    def forward(self, x: torch.Tensor, cache: GatedDeltaNetCache | None = None) -> torch.Tensor:
+        """Run the layer over ``x``, ``(batch, tokens, d_in)``, continuing ``cache`` if given."""
+        owner = type(self).__name__
+        if cache is not None and not isinstance(cache, GatedDeltaNetCache):
+            raise ValueError(
+                f"{owner}: cache must be a GatedDeltaNetCache or None, got {type(cache).__name__}"
+            )
+        x = _checks.module_input(self, x, d_in=self.d_in)
+        batch, tokens, _ = x.shape
+        held = None if cache is None or cache.conv_state is None else cache.conv_state.shape[0]
+        if held is not None and held != batch:
+            raise ValueError(
+                f"{owner}: the cache holds a batch of {held} sequences, got an input of "
+                f"batch {batch}"
+            )
+        key_width = self.num_key_heads * self.key_head_dim
+
+        # 1. Projections. qkv: (batch, channels, tokens), the layout of Conv1d.
+        qkv = torch.cat([self.W_query(x), self.W_key(x), self.W_value(x)], dim=-1).transpose(1, 2)
+        # 2. Causal depthwise convolution over the previous conv_size - 1 inputs and these.
+        if cache is None or cache.conv_state is None:
+            past = qkv.new_zeros(batch, self.channels, self.conv_size - 1)
+        else:
+            past = cache.conv_state
+        window = torch.cat([past, qkv], dim=-1)  # (batch, channels, conv_size - 1 + tokens)
+        qkv = F.silu(self.conv(window)).transpose(1, 2)  # (batch, tokens, channels)
+        q, k, v = qkv.split([key_width, key_width, qkv.shape[-1] - 2 * key_width], dim=-1)
+        q = q.unflatten(-1, (self.num_key_heads, self.key_head_dim))
+        k = k.unflatten(-1, (self.num_key_heads, self.key_head_dim))
+        v = v.unflatten(-1, (self.num_value_heads, self.value_head_dim))
+        # 3. Gates, per value head: (batch, tokens, num_value_heads).
+        beta = torch.sigmoid(self.W_beta(x))
+        g = -self.A_log.exp() * F.softplus(self.W_decay(x) + self.dt_bias)
+        # 4. The delta rule, from the cached state.
+        state = None if cache is None else cache.recurrent_state
+        chunk = None if tokens == 1 else self.chunk_size
+        out, state = gated_delta_rule(q, k, v, g, beta, state, chunk_size=chunk)
+        if cache is not None:
+            cache.conv_state = window[..., window.shape[-1] - (self.conv_size - 1) :]
+            cache.recurrent_state = state
+            cache.seen_tokens += tokens
+        # 5. Gated RMSNorm per value head, 6. back to d_in.
+        z = self.W_gate(x).unflatten(-1, (self.num_value_heads, self.value_head_dim))
+        out = self.norm(out) * F.silu(z)  # (batch, tokens, num_value_heads, value_head_dim)
+        return self.out_proj(out.flatten(-2))
