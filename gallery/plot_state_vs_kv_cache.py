@@ -32,8 +32,10 @@ full = qwen.layer_types.index("full_attention")
 linear = qwen.layer_types.index("linear_attention")
 per_token = qwen.layer_kv_bytes_per_token()[full]
 state = qwen.layer_state_bytes()[linear]
-print(f"{qwen.name}: {qwen.layer_types.count('linear_attention')} Gated DeltaNet "
-      f"and {qwen.layer_types.count('full_attention')} full-attention layers")
+print(
+    f"{qwen.name}: {qwen.layer_types.count('linear_attention')} Gated DeltaNet "
+    f"and {qwen.layer_types.count('full_attention')} full-attention layers"
+)
 # Expected output:
 # Qwen3-Next 80B-A3B: 36 Gated DeltaNet and 12 full-attention layers
 print(f"full-attention layer: {per_token:,} bytes per token")
@@ -55,16 +57,26 @@ tokens = torch.logspace(0, math.log10(end), 200).round().long().unique().tolist(
 cache = [t * per_token / MiB for t in tokens]
 fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
 ax.plot(tokens, cache, lw=2, label="full attention: KV cache")
-ax.plot(tokens, [state / MiB] * len(tokens), lw=2,
-        label="Gated DeltaNet: state (delta rule + convolution)")
-ax.set(xscale="log", yscale="log", xlabel="tokens of text",
-       ylabel="memory of one layer, one sequence (MiB)")
+ax.plot(
+    tokens,
+    [state / MiB] * len(tokens),
+    lw=2,
+    label="Gated DeltaNet: state (delta rule + convolution)",
+)
+ax.set(
+    xscale="log",
+    yscale="log",
+    xlabel="tokens of text",
+    ylabel="memory of one layer, one sequence (MiB)",
+)
 ax.grid(True, which="both", alpha=0.3)
 ax.legend()
 ax.set_title(f"One layer of {qwen.name}, from its released config")
 plt.show()
-print(f"at {end:,} tokens: cache {cache[-1]:,.0f} MiB, "
-      f"state {state / MiB:.2f} MiB, {end * per_token / state:.0f} times less")
+print(
+    f"at {end:,} tokens: cache {cache[-1]:,.0f} MiB, "
+    f"state {state / MiB:.2f} MiB, {end * per_token / state:.0f} times less"
+)
 # Expected output:
 # at 262,144 tokens: cache 512 MiB, state 2.06 MiB, 248 times less
 
