@@ -158,7 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--repeats, --rounds and --prefill-rounds must be at least 1")
     if min(args.warmup, args.prefill_warmup) < 0:
         parser.error("--warmup and --prefill-warmup must be at least 0")
-    if min(args.contexts + [args.window, args.top_k, args.prefill_tokens, args.chunk_size]) < 1:
+    if min(*args.contexts, args.window, args.top_k, args.prefill_tokens, args.chunk_size) < 1:
         parser.error("every context, --window, --top-k, --prefill-tokens, --chunk-size >= 1")
     args.contexts = sorted(set(args.contexts))
     return args
@@ -266,7 +266,8 @@ def decode_steps(args, layers, num_cached: int) -> dict:
     )
 
     def deltanet_step() -> torch.Tensor:
-        state.conv_state, state.recurrent_state, state.seen_tokens = conv_state, recurrent, num_cached
+        state.conv_state, state.recurrent_state = conv_state, recurrent
+        state.seen_tokens = num_cached
         return deltanet(x, state)
 
     steps = {"full": full_step, "window": window_step, "deltanet": deltanet_step}
@@ -360,9 +361,7 @@ def summarize_decode(runs: list[dict]) -> tuple[list[dict], dict]:
         first = per_context[0]
         sides = list(first["times_s"])
         times = {side: [t for row in per_context for t in row["times_s"][side]] for side in sides}
-        checks = {
-            name: max(row["checks"][name] for row in per_context) for name in first["checks"]
-        }
+        checks = {name: max(row["checks"][name] for row in per_context) for name in first["checks"]}
         rows.append(
             {
                 "context": first["context"],
@@ -418,7 +417,8 @@ def prefill_inputs(args) -> tuple[torch.Tensor, ...]:
     """q, k (already repeated to the value heads), v, g, beta for ``--prefill-tokens``."""
     generator = torch.Generator().manual_seed(args.seed + 1)
     tokens, heads = args.prefill_tokens, args.linear_value_heads
-    q, k = torch.randn(2, 1, tokens, args.linear_key_heads, args.linear_key_dim, generator=generator)
+    shape = (1, tokens, args.linear_key_heads, args.linear_key_dim)
+    q, k = torch.randn(2, *shape, generator=generator)
     group = heads // args.linear_key_heads
     q, k = (x.repeat_interleave(group, dim=2) for x in (q, k))  # as Qwen3NextGatedDeltaNet
     v = torch.randn(1, tokens, heads, args.linear_value_dim, generator=generator)
@@ -605,7 +605,8 @@ def report(results: dict) -> None:
     for key, name in (("b", "ours_over_transformers"), ("c", "chunked_over_recurrent")):
         per_run = ", ".join(f"{r:.3f}" for r in prefill["median_ratio_per_run"][name])
         entry = prefill["targets"][key]
-        say(f"  ({key}) {name} per run: {per_run}; target ({entry['what']}): {verdict(entry['met'])}")
+        met = verdict(entry["met"])
+        say(f"  ({key}) {name} per run: {per_run}; target ({entry['what']}): {met}")
     environment = results["environment"]
     say(
         f"{environment['cpu']}, {environment['cpu_count']} CPUs, {environment['threads']} "

@@ -186,15 +186,12 @@ def test_prefill_targets_use_every_runs_median(
 def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(part4):
     args = part4.parse_args([])
     model = attention.MODELS["Qwen3-Next 80B-A3B"]
-    assert (args.d_in, args.num_heads, args.num_kv_heads, args.head_dim) == (
-        model.hidden_size,
-        model.num_heads,
-        model.num_kv_heads,
-        model.head_dim,
-    ) == (2048, 16, 2, 256)
+    layout = (args.d_in, args.num_heads, args.num_kv_heads, args.head_dim)
+    assert layout == (model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim)
+    assert layout == (2048, 16, 2, 256)
     # Qwen3NextConfig's defaults, the released 80B-A3B's linear-attention sizes
-    sizes = (args.linear_key_heads, args.linear_value_heads)
-    assert sizes + (args.linear_key_dim, args.linear_value_dim, args.conv_size) == (
+    heads = (args.linear_key_heads, args.linear_value_heads)
+    assert (*heads, args.linear_key_dim, args.linear_value_dim, args.conv_size) == (
         16,
         32,
         128,
