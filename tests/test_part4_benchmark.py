@@ -50,7 +50,8 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
 ):
     out = tmp_path / "part4.json"
     contexts = ["--contexts", "32", "8", "16"]
-    argv = ["--quick", "--repeats", "2", *TINY, *contexts, "--prefill-tokens", "20"]
+    prefill = ["--prefill-tokens", "20", "--prefill-repeats", "2"]
+    argv = ["--quick", "--repeats", "2", *TINY, *contexts, *prefill]
     results = part4.main([*argv, "--out", str(out)])
     assert json.loads(out.read_text(encoding="utf-8")) == json.loads(capsys.readouterr().out)
     assert results["environment"]["threads"] == 1
@@ -101,7 +102,7 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
     assert set(prefill["max_abs_difference"]) == {"ours_chunked", "ours_recurrent"}
     assert all(0 <= d <= 1e-4 for d in prefill["max_abs_difference"].values())
     times = prefill["times_s"]
-    assert all(len(times[name]) == 2 * 2 for name in times)  # quick: 2 rounds, 2 repeats
+    assert all(len(times[name]) == 2 * 2 for name in times)  # quick: 2 rounds; 2 runs
     for name, (top, bottom) in {
         "ours_over_transformers": ("ours_chunked", "transformers_chunked"),
         "chunked_over_recurrent": ("ours_chunked", "ours_recurrent"),
@@ -201,7 +202,13 @@ def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(pa
     assert args.window == attention.MODELS["Gemma 3 27B"].sliding_window == 1024
     assert args.contexts == [1024, 4096, 16384, 65536] and args.prefill_tokens == 4096
     assert (args.threads, args.repeats, args.top_k) == (2, 3, 2048)
+    assert (args.prefill_rounds, args.prefill_repeats) == (3, 1)
     assert part4.parse_args(["--quick"]).repeats == 1
-    for bad in (["--window", "0"], ["--contexts", "0"], ["--rounds", "0"], ["--warmup", "-1"]):
+    for bad in (
+        ["--window", "0"],
+        ["--contexts", "0"],
+        ["--rounds", "0"],
+        ["--prefill-repeats", "0"],
+    ):
         with pytest.raises(SystemExit):
             part4.parse_args(bad)
