@@ -20,6 +20,19 @@ trained on 8,192 tokens.
 131072
 >>> MODELS["Mistral 7B"].kv_cache_bytes(100_000) / 2**30  # its window caps the cache
 0.5
+
+The hybrids of Part IV keep keys and values in a few layers only, and a state of fixed
+size in the others:
+
+>>> qwen = MODELS["Qwen3.5 397B-A17B"]
+>>> qwen.layer_types[:4]
+('linear_attention', 'linear_attention', 'linear_attention', 'full_attention')
+>>> qwen.kv_bytes_per_token()  # 15 full-attention layers: 15 * 2 * 2 heads * 256 * 2 bytes
+30720
+>>> qwen.state_bytes() // 2**20  # MiB of Gated DeltaNet state per sequence, at any length
+184
+>>> MODELS["DeepSeek-V3.2"].indexer_bytes_per_token()  # 61 layers * 128 * 2 bytes
+15616
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attention.kv_cache import kv_cache_bytes_per_token
+from attention.kv_cache import _dtype_bytes, kv_cache_bytes_per_token
 from attention.latent import latent_cache_bytes_per_token
 
 __all__ = ["MODELS", "ModelFacts"]
@@ -36,7 +49,17 @@ __all__ = ["MODELS", "ModelFacts"]
 # transformers' layer_types
 FULL, SLIDING = "full_attention", "sliding_attention"
 CHUNKED, LINEAR = "chunked_attention", "linear_attention"
+INDEXED = "indexed_attention"  # DeepSeek Sparse Attention: MLA over the keys an indexer picks
 QK_NORMS = ("head", "projection", "l2")
+POSITIONS = ("rope", "learned", "none")
+LINEAR_SIZES = (
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+)
+INDEXER_SIZES = ("index_n_heads", "index_head_dim", "index_topk")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +88,9 @@ class ModelFacts:
     trained_context : int
         The longest context the model was trained with, from ``context_source``.
     positions : str
-        ``"learned"`` (a position embedding table) or ``"rope"``.
+        ``"learned"`` (a position embedding table), ``"rope"``, or ``"none"``: no layer
+        encodes positions, the order comes from the recurrent layers (Kimi Linear, whose
+        MLA layers are NoPE, ``mla_use_nope``).
     rope_theta, rope_scaling, local_rope_theta : float, dict, float or None
         RoPE's base for the global (full-attention) layers, its scaling in
         ``transformers``' ``rope_parameters`` form, and the base of the sliding layers
@@ -77,7 +102,7 @@ class ModelFacts:
         ``(i + 1) % global_every == 0``); the others slide (``sliding_window``, Gemma's
         ``sliding_window_pattern``), are chunked (``attention_chunk_size``) or are not
         attention at all (``linear_attention``). ``None``: every layer is of that local
-        kind.
+        kind, but for the layers ``full_attention_layers`` lists.
     kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim : int or None
         Multi-head latent attention's sizes (DeepSeek).
     query_pre_attn_scalar : int or None
@@ -135,9 +160,28 @@ class ModelFacts:
         Llama 4 multiplies the queries of its NoPE layers by
         ``1 + attn_scale * log(1 + floor((position + 1) / floor_scale))``.
     linear_attention : str or None
-        The token mixer of the layers that are not attention (Qwen3-Next:
-        ``"Gated DeltaNet"``, ``"linear_attention"`` in its ``layer_types``). Their state
-        is not a key/value cache: the cache figures here count the attention layers only.
+        The token mixer of the layers that are not attention (Qwen3-Next and Qwen3.5:
+        ``"Gated DeltaNet"``; Kimi Linear: ``"Kimi Delta Attention"``;
+        ``"linear_attention"`` in their ``layer_types``). Their state is not a key/value
+        cache: the ``kv_*`` figures count the attention layers only, :meth:`state_bytes`
+        counts the state.
+    full_attention_layers : tuple of int or None
+        The full-attention layers, 0-based, where they follow no ``global_every`` pattern
+        (Kimi Linear: every fourth layer and the last, ``full_attn_layers`` in its
+        ``linear_attn_config``, 1-based there).
+    linear_num_key_heads, linear_num_value_heads : int or None
+        Query/key heads and value heads of a linear-attention layer (Gated DeltaNet: each
+        query/key head serves ``linear_num_value_heads // linear_num_key_heads``
+        consecutive value heads; Kimi Linear's ``num_heads`` is both).
+    linear_key_head_dim, linear_value_head_dim : int or None
+        Their sizes (Kimi Linear's ``head_dim`` is both).
+    linear_conv_kernel_dim : int or None
+        Taps of the short causal convolution over the queries, keys and values of a
+        linear-attention layer (``short_conv_kernel_size`` in Kimi Linear's file).
+    index_n_heads, index_head_dim, index_topk : int or None
+        DeepSeek Sparse Attention's lightning indexer: its heads, their size (the one
+        indexer key each token caches has ``index_head_dim`` numbers), and how many keys
+        each query attends to.
     parameters : int or None
         Weights of the whole model, from ``parameters_source``.
     config_class : str
@@ -190,6 +234,15 @@ class ModelFacts:
     floor_scale: int | None = None
     attn_scale: float | None = None
     linear_attention: str | None = None
+    full_attention_layers: tuple[int, ...] | None = None
+    linear_num_key_heads: int | None = None
+    linear_num_value_heads: int | None = None
+    linear_key_head_dim: int | None = None
+    linear_value_head_dim: int | None = None
+    linear_conv_kernel_dim: int | None = None
+    index_n_heads: int | None = None
+    index_head_dim: int | None = None
+    index_topk: int | None = None
     parameters: int | None = None
     parameters_source: str = ""
     class_defaults: tuple[str, ...] = field(default=())
@@ -228,6 +281,50 @@ class ModelFacts:
                 f"ModelFacts {self.name!r}: expected 0 <= num_kv_shared_layers < layers "
                 f"(got {self.num_kv_shared_layers} of {self.layers})"
             )
+        if self.positions not in POSITIONS:
+            raise ValueError(
+                f"ModelFacts {self.name!r}: positions must be one of {POSITIONS} "
+                f"(got {self.positions!r})"
+            )
+        self._check_hybrid_layout()
+        linear = [getattr(self, name) for name in LINEAR_SIZES]
+        hybrid = self.linear_attention is not None
+        if any((size is None) == hybrid for size in linear):  # all given, or none
+            raise ValueError(
+                f"ModelFacts {self.name!r}: a model with linear-attention layers gives all "
+                f"of {', '.join(LINEAR_SIZES)}, and only such a model (got "
+                f"linear_attention={self.linear_attention!r}, sizes {linear})"
+            )
+        if hybrid and self.linear_num_value_heads % self.linear_num_key_heads:
+            raise ValueError(
+                f"ModelFacts {self.name!r}: linear_num_value_heads must be a multiple of "
+                f"linear_num_key_heads (got {self.linear_num_value_heads} and "
+                f"{self.linear_num_key_heads})"
+            )
+        indexer = [getattr(self, name) for name in INDEXER_SIZES]
+        given = {size is not None for size in indexer}
+        if len(given) > 1 or (True in given and self.kv_lora_rank is None):
+            raise ValueError(
+                f"ModelFacts {self.name!r}: a lightning indexer gives all of "
+                f"{', '.join(INDEXER_SIZES)} and selects keys for latent attention "
+                f"(got {indexer}, kv_lora_rank={self.kv_lora_rank})"
+            )
+
+    def _check_hybrid_layout(self) -> None:
+        layers = self.full_attention_layers
+        if layers is None:
+            return
+        if self.global_every is not None or self.linear_attention is None:
+            raise ValueError(
+                f"ModelFacts {self.name!r}: full_attention_layers lists the attention layers "
+                f"of a linear-attention hybrid, in place of global_every (got "
+                f"global_every={self.global_every}, linear_attention={self.linear_attention!r})"
+            )
+        if list(layers) != sorted(set(layers)) or not all(0 <= i < self.layers for i in layers):
+            raise ValueError(
+                f"ModelFacts {self.name!r}: full_attention_layers must be increasing layer "
+                f"indices from 0 to {self.layers - 1} (got {layers})"
+            )
 
     @property
     def attention(self) -> str:
@@ -247,7 +344,9 @@ class ModelFacts:
     @property
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind, in ``transformers``' names, ``"full_attention"``,
-        ``"sliding_attention"``, ``"chunked_attention"`` or ``"linear_attention"``."""
+        ``"sliding_attention"``, ``"chunked_attention"``, ``"linear_attention"`` or
+        ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention)."""
+        full = INDEXED if self.index_topk is not None else FULL
         if self.sliding_window is not None:
             local = SLIDING
         elif self.attention_chunk_size is not None:
@@ -255,11 +354,14 @@ class ModelFacts:
         elif self.linear_attention is not None:
             local = LINEAR
         else:
-            return (FULL,) * self.layers
+            return (full,) * self.layers
+        if self.full_attention_layers is not None:
+            chosen = set(self.full_attention_layers)
+            return tuple(full if i in chosen else local for i in range(self.layers))
         if self.global_every is None:
             return (local,) * self.layers
         return tuple(
-            FULL if (i + 1) % self.global_every == 0 else local for i in range(self.layers)
+            full if (i + 1) % self.global_every == 0 else local for i in range(self.layers)
         )
 
     @property
@@ -315,7 +417,7 @@ class ModelFacts:
             per_layer = latent_cache_bytes_per_token(
                 1, self.kv_lora_rank, self.qk_rope_head_dim, dtype
             )
-            return (per_layer,) * self.layers
+            return tuple(0 if kind == LINEAR else per_layer for kind in self.layer_types)
         return tuple(
             0 if shared or kind == LINEAR else kv_cache_bytes_per_token(1, *shape, dtype)
             for kind, shared, shape in zip(
@@ -327,13 +429,10 @@ class ModelFacts:
         """Bytes the cache of all layers grows by per token, in ``dtype`` numbers.
 
         ``2 * layers * num_kv_heads * head_dim * bytes``, or for latent attention
-        ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``; the sum of
-        :meth:`layer_kv_bytes_per_token` where layers differ.
+        ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``, counting the attention
+        layers only; the sum of :meth:`layer_kv_bytes_per_token` where layers differ.
+        A lightning indexer's keys are not counted: :meth:`indexer_bytes_per_token`.
         """
-        if self.kv_lora_rank is not None:
-            return latent_cache_bytes_per_token(
-                self.layers, self.kv_lora_rank, self.qk_rope_head_dim, dtype
-            )
         return sum(self.layer_kv_bytes_per_token(dtype))
 
     def kv_cache_bytes(self, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
@@ -350,6 +449,76 @@ class ModelFacts:
             for kind, per_token in zip(
                 self.layer_types, self.layer_kv_bytes_per_token(dtype), strict=True
             )
+        )
+
+    def layer_state_bytes(
+        self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
+    ) -> tuple[int, ...]:
+        """Bytes of each layer's fixed-size state for one sequence; 0 for attention layers.
+
+        A linear-attention layer keeps two states, laid out as ``transformers``' cache
+        holds them (``LinearAttentionLayer``: ``conv_states`` and ``recurrent_states``):
+
+        - the short convolution's window over the queries, keys and values,
+          ``(2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads *
+          linear_value_head_dim) * linear_conv_kernel_dim`` numbers in ``dtype``, the
+          model's (``transformers`` keeps all ``linear_conv_kernel_dim`` inputs, though
+          the next step needs one fewer);
+        - the delta rule's state, a ``linear_key_head_dim`` by ``linear_value_head_dim``
+          matrix per value head, ``linear_num_value_heads * linear_key_head_dim *
+          linear_value_head_dim`` numbers in ``state_dtype``: ``float32`` in
+          ``transformers``, whose Gated DeltaNet and KDA functions compute in float32 and
+          hand the state back in it.
+
+        Neither grows with the sequence.
+        """
+        if self.linear_attention is None:
+            return (0,) * self.layers
+        channels = (
+            2 * self.linear_num_key_heads * self.linear_key_head_dim
+            + self.linear_num_value_heads * self.linear_value_head_dim
+        )
+        conv = channels * self.linear_conv_kernel_dim * _dtype_bytes("layer_state_bytes", dtype)
+        delta = (
+            self.linear_num_value_heads
+            * self.linear_key_head_dim
+            * self.linear_value_head_dim
+            * _dtype_bytes("layer_state_bytes", state_dtype)
+        )
+        return tuple(conv + delta if kind == LINEAR else 0 for kind in self.layer_types)
+
+    def state_bytes(
+        self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
+    ) -> int:
+        """Bytes of the fixed-size state of all linear-attention layers, per sequence:
+        the sum of :meth:`layer_state_bytes`, the same at any length."""
+        return sum(self.layer_state_bytes(dtype, state_dtype))
+
+    def indexer_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
+        """Bytes the lightning indexer's key cache grows by per token, in ``dtype`` numbers.
+
+        Each indexed layer caches one key of ``index_head_dim`` numbers per token, shared
+        by the indexer's heads (``transformers``' ``DynamicIndexedLayer.indexer_keys``,
+        in the model's number type); 0 without an indexer.
+        """
+        if self.index_head_dim is None:
+            return 0
+        per_layer = self.index_head_dim * _dtype_bytes("indexer_bytes_per_token", dtype)
+        return per_layer * self.layer_types.count(INDEXED)
+
+    def cache_bytes(
+        self,
+        tokens: int,
+        dtype: torch.dtype = torch.bfloat16,
+        state_dtype: torch.dtype = torch.float32,
+    ) -> int:
+        """Everything the cache holds for one sequence of ``tokens`` tokens: the keys and
+        values (:meth:`kv_cache_bytes`), the indexer's keys and the linear-attention
+        layers' states."""
+        return (
+            self.kv_cache_bytes(tokens, dtype)
+            + tokens * self.indexer_bytes_per_token(dtype)
+            + self.state_bytes(dtype, state_dtype)
         )
 
 
@@ -773,8 +942,115 @@ _ENTRIES = (
         partial_rotary_factor=0.25,
         global_every=4,
         linear_attention="Gated DeltaNet",
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
         qk_norm="head",
         output_gate=True,
+    ),
+    ModelFacts(
+        name="Qwen3.5 397B-A17B",
+        checkpoint="Qwen/Qwen3.5-397B-A17B",
+        year=2026,
+        source=_hf("Qwen/Qwen3.5-397B-A17B") + " (text_config; full_attention_interval 4, "
+        "rope_parameters with partial_rotary_factor 0.25, and mrope_section for images, "
+        "which text tokens do not feel); the output gate and QK-norm from "
+        "Qwen3_5MoeAttention in transformers",
+        config_class="Qwen3_5MoeTextConfig",
+        layers=60,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=2,
+        head_dim=256,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the model card of Qwen/Qwen3.5-397B-A17B: context length 262,144 "
+        "natively, extensible up to 1,010,000 tokens",
+        rope_theta=10_000_000.0,
+        partial_rotary_factor=0.25,
+        global_every=4,
+        linear_attention="Gated DeltaNet",
+        linear_num_key_heads=16,
+        linear_num_value_heads=64,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+        qk_norm="head",
+        output_gate=True,
+        parameters=397_000_000_000,
+        parameters_source="the model card of Qwen/Qwen3.5-397B-A17B: 397B in all, 17B "
+        "activated per token",
+    ),
+    ModelFacts(
+        name="Kimi Linear",
+        checkpoint="moonshotai/Kimi-Linear-48B-A3B-Instruct",
+        year=2025,
+        source=_hf("moonshotai/Kimi-Linear-48B-A3B-Instruct") + " (linear_attn_config: "
+        "full_attn_layers 4, 8, ..., 24 and 27, 1-based, the others kda_layers; num_heads "
+        "and head_dim of the KDA layers; mla_use_nope: no RoPE, so its rope_theta goes "
+        "unused); KimiLinearAttention in transformers applies no rotation",
+        config_class="KimiLinearConfig",
+        layers=27,
+        hidden_size=2304,
+        num_heads=32,
+        num_kv_heads=32,
+        max_position_embeddings=1048576,
+        trained_context=1048576,
+        context_source="the model card of moonshotai/Kimi-Linear-48B-A3B-Instruct: "
+        "context length 1M (model_max_length 1,048,576 in its config.json)",
+        positions="none",
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        linear_attention="Kimi Delta Attention",
+        full_attention_layers=(3, 7, 11, 15, 19, 23, 26),
+        linear_num_key_heads=32,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+        parameters=48_000_000_000,
+        parameters_source="the model card of moonshotai/Kimi-Linear-48B-A3B-Instruct: 48B "
+        "in all, 3B activated per token",
+    ),
+    ModelFacts(
+        name="DeepSeek-V3.2",
+        checkpoint="deepseek-ai/DeepSeek-V3.2",
+        year=2025,
+        source=_hf("deepseek-ai/DeepSeek-V3.2") + " (MLA as DeepSeek-V3; the lightning "
+        "indexer's index_n_heads, index_head_dim and index_topk; k = 2,048 also in the "
+        "technical report, section 2.1.1)",
+        config_class="DeepseekV32Config",
+        layers=61,
+        hidden_size=7168,
+        num_heads=128,
+        num_kv_heads=128,
+        max_position_embeddings=163840,
+        trained_context=131072,
+        context_source="DeepSeek-AI 2025 (DeepSeek-V3.2 technical report), section 2.1.1: "
+        "continued pre-training on sequences of 128K tokens from DeepSeek-V3.1-Terminus, "
+        "whose context length has been extended to 128K",
+        rope_theta=10000.0,
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": 40.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        },
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        index_n_heads=64,
+        index_head_dim=128,
+        index_topk=2048,
     ),
 )
 

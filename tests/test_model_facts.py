@@ -18,7 +18,15 @@ import torch
 import transformers
 
 from attention import MODELS, ModelFacts
-from attention.model_facts import CHUNKED, FULL, LINEAR, SLIDING
+from attention.model_facts import (
+    CHUNKED,
+    FULL,
+    INDEXED,
+    INDEXER_SIZES,
+    LINEAR,
+    LINEAR_SIZES,
+    SLIDING,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([*(ROOT / "docs" / "chapters").glob("*.md"), ROOT / "docs" / "index.md"])
@@ -100,6 +108,86 @@ def test_the_caches_of_part_iii_models_by_hand() -> None:
         assert sum(facts.layer_kv_bytes_per_token()) == per_token
 
 
+def test_the_caches_and_states_of_part_iv_models_by_hand() -> None:
+    """Keys and values per token, the fixed state per sequence and the indexer's keys,
+    16-bit numbers with a float32 delta-rule state, each written out by hand."""
+    expected = {
+        # 15 full-attention layers (2 KV heads of 256); 45 Gated DeltaNet layers, each a
+        # conv window of 4 over q, k (16 heads of 128) and v (64 heads of 128) and a
+        # 128 x 128 float32 state per value head
+        "Qwen3.5 397B-A17B": (
+            15 * 2 * 2 * 256 * 2,
+            45 * ((2 * 16 * 128 + 64 * 128) * 4 * 2 + 64 * 128 * 128 * 4),
+            0,
+        ),
+        # 12 full-attention layers; 36 Gated DeltaNet layers with 32 value heads
+        "Qwen3-Next 80B-A3B": (
+            12 * 2 * 2 * 256 * 2,
+            36 * ((2 * 16 * 128 + 32 * 128) * 4 * 2 + 32 * 128 * 128 * 4),
+            0,
+        ),
+        # 7 MLA layers (a latent of 512 and a shared key of 64); 20 KDA layers, q, k and v
+        # of 32 heads of 128 each
+        "Kimi Linear": (
+            7 * (512 + 64) * 2,
+            20 * (3 * 32 * 128 * 4 * 2 + 32 * 128 * 128 * 4),
+            0,
+        ),
+        # 61 MLA layers, each with one indexer key of 128 per token; no state
+        "DeepSeek-V3.2": (61 * (512 + 64) * 2, 0, 61 * 128 * 2),
+    }
+    for name, (kv_per_token, state, indexer_per_token) in expected.items():
+        facts = MODELS[name]
+        assert facts.kv_bytes_per_token() == kv_per_token, name
+        assert facts.state_bytes() == state, name
+        assert facts.indexer_bytes_per_token() == indexer_per_token, name
+        for tokens in (1, 128 * K):
+            assert facts.kv_cache_bytes(tokens) == tokens * kv_per_token, name
+            assert facts.cache_bytes(tokens) == (
+                tokens * (kv_per_token + indexer_per_token) + state
+            ), name
+    # the state's numbers in the model's type: the conv window halves, the delta rule not
+    qwen35 = MODELS["Qwen3.5 397B-A17B"]
+    assert qwen35.state_bytes(torch.float32) == 45 * (
+        (2 * 16 * 128 + 64 * 128) * 4 * 4 + 64 * 128 * 128 * 4
+    )
+    assert qwen35.state_bytes(torch.bfloat16, torch.bfloat16) == 45 * (
+        (2 * 16 * 128 + 64 * 128) * 4 * 2 + 64 * 128 * 128 * 2
+    )
+    assert MODELS["DeepSeek-V3.2"].indexer_bytes_per_token(torch.float8_e4m3fn) == 61 * 128
+
+
+def test_the_state_does_not_grow_and_the_cache_does() -> None:
+    """Past some length, the hybrids' keys and values outweigh their fixed state."""
+    for name in ("Qwen3.5 397B-A17B", "Qwen3-Next 80B-A3B", "Kimi Linear"):
+        facts = MODELS[name]
+        state, per_token = facts.state_bytes(), facts.kv_bytes_per_token()
+        assert facts.cache_bytes(0) == state > 0
+        crossing = -(-state // per_token)  # the first length whose keys weigh as much
+        assert facts.kv_cache_bytes(crossing - 1) < state <= facts.kv_cache_bytes(crossing)
+
+
+def test_the_layer_mix_of_the_hybrids() -> None:
+    for name, (linear, full) in {
+        "Qwen3.5 397B-A17B": (45, 15),
+        "Qwen3-Next 80B-A3B": (36, 12),
+        "Kimi Linear": (20, 7),  # 3:1 blocks, and the last layer is MLA as well
+    }.items():
+        facts = MODELS[name]
+        assert (facts.layer_types.count(LINEAR), facts.layer_types.count(FULL)) == (
+            linear,
+            full,
+        ), name
+        sizes, states = facts.layer_kv_bytes_per_token(), facts.layer_state_bytes()
+        for kind, size, state in zip(facts.layer_types, sizes, states, strict=True):
+            assert (size > 0, state > 0) == (kind == FULL, kind == LINEAR), name
+    kimi = MODELS["Kimi Linear"]
+    assert kimi.layer_types[:4] == (LINEAR,) * 3 + (FULL,)
+    assert kimi.layer_types[-3:] == (LINEAR, LINEAR, FULL)  # layers 25, 26, 27 (1-based)
+    assert kimi.uses_rope == (False,) * 27  # NoPE MLA, no RoPE anywhere
+    assert MODELS["DeepSeek-V3.2"].layer_types == (INDEXED,) * 61
+
+
 def test_shared_and_linear_layers_cache_nothing() -> None:
     e2b = MODELS["Gemma 4 E2B"].layer_kv_bytes_per_token()
     assert e2b[15:] == (0,) * 20 and 0 not in e2b[:15]
@@ -159,6 +247,32 @@ def test_a_model_facts_entry_rejects_what_it_cannot_mean() -> None:
         ModelFacts(**base, num_global_kv_heads=1)
     with pytest.raises(ValueError, match=r"num_kv_shared_layers < layers \(got 4 of 4\)"):
         ModelFacts(**base, num_kv_shared_layers=4)
+    with pytest.raises(ValueError, match=r"positions must be one of .*got 'alibi'"):
+        ModelFacts(**base, positions="alibi")
+    linear = dict(
+        linear_attention="Gated DeltaNet",
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        linear_conv_kernel_dim=4,
+    )
+    with pytest.raises(ValueError, match="linear-attention layers gives all of"):
+        ModelFacts(**base, **{**linear, "linear_conv_kernel_dim": None})
+    with pytest.raises(ValueError, match="and only such a model"):
+        ModelFacts(**base, linear_num_key_heads=2)
+    with pytest.raises(ValueError, match=r"a multiple of linear_num_key_heads \(got 4 and 3\)"):
+        ModelFacts(**base, **{**linear, "linear_num_key_heads": 3})
+    with pytest.raises(ValueError, match="full_attention_layers lists the attention layers"):
+        ModelFacts(**base, full_attention_layers=(3,))
+    with pytest.raises(ValueError, match=r"increasing layer indices from 0 to 3 \(got \(3, 1\)\)"):
+        ModelFacts(**base, **linear, full_attention_layers=(3, 1))
+    with pytest.raises(ValueError, match=r"from 0 to 3 \(got \(4,\)\)"):
+        ModelFacts(**base, **linear, full_attention_layers=(4,))
+    with pytest.raises(ValueError, match="selects keys for latent attention"):
+        ModelFacts(**base, index_n_heads=4, index_head_dim=8, index_topk=16)
+    hybrid = ModelFacts(**base, **linear, full_attention_layers=(1, 3))
+    assert hybrid.layer_types == (LINEAR, FULL, LINEAR, FULL)
 
 
 def test_the_published_sizes_of_the_caches() -> None:
@@ -167,6 +281,12 @@ def test_the_published_sizes_of_the_caches() -> None:
     assert MODELS["Llama 2 7B"].kv_cache_bytes(4096) == 2 * 2**30  # 2 GiB at 4k
     assert MODELS["Mistral 7B"].kv_cache_bytes(10**6) == 2**29  # capped at 4096 tokens
     assert MODELS["DeepSeek-V3"].kv_bytes_per_token() // MODELS["DeepSeek-V3"].layers == 1152
+    # Kimi Linear's model card: its hybrid cuts the key/value cache "by up to 75%"
+    kimi = MODELS["Kimi Linear"]
+    all_mla = kimi.layers * max(kimi.layer_kv_bytes_per_token())
+    assert 0.7 < 1 - kimi.kv_bytes_per_token() / all_mla <= 0.75
+    # Raschka's LLM architecture gallery: Qwen3.5 397B-A17B keeps 30 KiB per token
+    assert MODELS["Qwen3.5 397B-A17B"].kv_bytes_per_token() == 30 * 1024
 
 
 def test_the_kind_of_attention_and_the_group_size() -> None:
@@ -201,7 +321,7 @@ def test_every_entry_names_its_checkpoint_and_sources(facts: ModelFacts) -> None
     assert facts.context_source
     assert facts.trained_context <= facts.max_position_embeddings
     assert (facts.parameters is None) == (not facts.parameters_source)
-    assert (facts.rope_theta is None) == (facts.positions == "learned")
+    assert (facts.rope_theta is None) == (facts.positions != "rope")
 
 
 # -- the table against transformers' config classes -----------------------------------
@@ -226,6 +346,10 @@ FIELDS = {  # ModelFacts attribute -> the config field it copies
     "num_global_kv_heads": "num_global_key_value_heads",
     "floor_scale": "floor_scale",
     "attn_scale": "attn_scale",
+    "index_n_heads": "index_n_heads",
+    "index_head_dim": "index_head_dim",
+    "index_topk": "index_topk",
+    **{name: name for name in LINEAR_SIZES},  # Qwen3-Next and Qwen3.5 spell them so
 }
 FLAGS = {  # attributes whose default means "absent": passed only when set
     "attention_k_eq_v": "attention_k_eq_v",
@@ -247,6 +371,8 @@ def released_config(facts: ModelFacts):
     supplies them, as it does when it reads the released file.
     """
     fields = GPT2_FIELDS if facts.config_class == "GPT2Config" else FIELDS
+    if facts.config_class == "KimiLinearConfig":  # its file nests them: _linear_as_released
+        fields = {key: name for key, name in fields.items() if key not in LINEAR_SIZES}
     kwargs = {
         name: getattr(facts, attribute)
         for attribute, name in fields.items()
@@ -284,13 +410,38 @@ def _pattern_as_released(facts: ModelFacts) -> dict:
         kwargs["no_rope_layers"] = [int(rope) for rope in facts.uses_rope]
     if facts.config_class == "SmolLM3Config":
         kwargs |= {"no_rope_layer_interval": facts.nope_every, "use_sliding_window": False}
-    if facts.linear_attention is not None:  # Qwen3-Next
+    if facts.linear_attention is not None and facts.global_every is not None:  # Qwen
         kwargs["full_attention_interval"] = facts.global_every
+    if facts.config_class == "KimiLinearConfig":
+        kwargs["linear_attn_config"] = _linear_as_released(facts)
     if facts.partial_rotary_factor != 1.0:
         kwargs["partial_rotary_factor"] = facts.partial_rotary_factor
     if facts.qk_norm == "l2":  # Llama 4
         kwargs["use_qk_norm"] = True
     return kwargs
+
+
+def _linear_as_released(facts: ModelFacts) -> dict:
+    """Kimi Linear's linear_attn_config: its layer lists, 1-based, and the KDA sizes, one
+    head count and one head size for queries, keys and values alike."""
+    assert facts.linear_num_key_heads == facts.linear_num_value_heads
+    assert facts.linear_key_head_dim == facts.linear_value_head_dim
+    return {
+        "full_attn_layers": [i + 1 for i, kind in enumerate(facts.layer_types) if kind == FULL],
+        "kda_layers": [i + 1 for i, kind in enumerate(facts.layer_types) if kind == LINEAR],
+        "num_heads": facts.linear_num_key_heads,
+        "head_dim": facts.linear_key_head_dim,
+        "short_conv_kernel_size": facts.linear_conv_kernel_dim,
+    }
+
+
+def linear_sizes(config) -> dict[str, int]:
+    """The linear-attention layers' sizes as transformers' config holds them."""
+    if hasattr(config, "linear_num_heads"):  # Kimi Linear: one count and size for all
+        heads, size = config.linear_num_heads, config.linear_head_dim
+        sizes = (heads, heads, size, size, config.linear_conv_kernel_dim)
+        return dict(zip(LINEAR_SIZES, sizes, strict=True))
+    return {name: getattr(config, name) for name in LINEAR_SIZES}
 
 
 def _explicit(facts: ModelFacts) -> set[str]:
@@ -357,6 +508,12 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
     for name in MECHANISMS:
         if hasattr(config, name):
             assert getattr(config, name) == getattr(facts, name), name
+    if facts.linear_attention is not None:
+        assert linear_sizes(config) == {name: getattr(facts, name) for name in LINEAR_SIZES}
+    for name in INDEXER_SIZES:
+        assert getattr(config, name, None) == getattr(facts, name), name
+    if facts.positions == "none":  # Kimi Linear: the config holds no RoPE to compare
+        return
     full = rope_of(config, FULL)
     assert full["rope_theta"] == facts.rope_theta
     scaling = {k: v for k, v in full.items() if k not in ("rope_theta", "rope_type")}
@@ -387,6 +544,123 @@ def test_transformers_caches_what_the_table_counts(facts: ModelFacts) -> None:
         limits.get(kind) if store else None
         for kind, store in zip(facts.layer_types, stores, strict=True)
     ]
+
+
+LINEAR_MODULES = {  # the config class -> transformers' linear-attention layer
+    "Qwen3NextConfig": ("qwen3_next", "Qwen3NextGatedDeltaNet"),
+    "Qwen3_5MoeTextConfig": ("qwen3_5_moe", "Qwen3_5MoeGatedDeltaNet"),
+    "KimiLinearConfig": ("kimi_linear", "KimiLinearDeltaAttention"),
+}
+HYBRIDS = [facts for facts in MODELS.values() if facts.linear_attention is not None]
+
+
+SMALL_HIDDEN = 16  # the layers' input size in these checks: no cache holds it
+
+
+def _run_in_cache(layer, lengths, call) -> None:
+    """Prefill, then decode one token at a time, in 16-bit numbers, as generation does;
+    ``call(layer, hidden_states, tokens_seen)`` runs one step."""
+    layer = layer.to(torch.bfloat16).eval()
+    seen = 0
+    for length in lengths:
+        hidden = torch.randn(1, length, SMALL_HIDDEN, dtype=torch.bfloat16)
+        with torch.no_grad():
+            call(layer, hidden, seen)
+        seen += length
+
+
+def _stored_bytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@pytest.mark.parametrize("facts", HYBRIDS, ids=[facts.name for facts in HYBRIDS])
+def test_transformers_keeps_the_state_the_table_counts(facts: ModelFacts) -> None:
+    """The linear-attention layer of transformers, built from the released config, keeps
+    a convolution window in the model's numbers and a float32 delta-rule state, of the
+    bytes layer_state_bytes gives, and they do not grow as tokens are decoded.
+
+    Only ``hidden_size`` is made small: the projections' input size, which the state does
+    not hold, so that the layer's weights stay small."""
+    from transformers.cache_utils import DynamicCache, LinearAttentionLayer
+
+    module, name = LINEAR_MODULES[facts.config_class]
+    layer_class = getattr(
+        __import__(f"transformers.models.{module}.modeling_{module}", fromlist=[name]), name
+    )
+    config = released_config(facts)
+    config.hidden_size = SMALL_HIDDEN
+    cache = DynamicCache(config=config)
+    kinds = [isinstance(layer, LinearAttentionLayer) for layer in cache.layers]
+    assert kinds == [kind == LINEAR for kind in facts.layer_types]
+    index = facts.layer_types.index(LINEAR)
+    torch.manual_seed(0)
+    layer = layer_class(config, index)
+    expected = facts.layer_state_bytes()[index]
+    for length in (5, 1, 1):  # a prefill, then two decoding steps
+        _run_in_cache(layer, [length], lambda lay, x, _: lay(x, cache_params=cache))
+        kept = cache.layers[index]
+        conv, state = kept.conv_states[0], kept.recurrent_states[0]
+        assert (conv.dtype, state.dtype) == (torch.bfloat16, torch.float32)
+        assert conv.shape[-1] == facts.linear_conv_kernel_dim
+        assert _stored_bytes(conv, state) == expected
+    assert facts.layer_state_bytes(torch.float32)[index] - expected == conv.numel() * 2
+
+
+def test_transformers_caches_the_latent_and_the_indexer_keys_of_deepseek_v32() -> None:
+    """DeepseekV32Attention, from the released config, caches per token the latent and
+    the shared rotary key (kv_bytes_per_token) and one indexer key (indexer_bytes_per_token)
+    in every layer. Query and key/value heads and ``hidden_size`` are made small: latent
+    attention caches none of them."""
+    from transformers.cache_utils import DynamicCache, DynamicIndexedLayer
+    from transformers.models.deepseek_v32.modeling_deepseek_v32 import (
+        DeepseekV32Attention,
+        DeepseekV32RotaryEmbedding,
+    )
+
+    facts = MODELS["DeepSeek-V3.2"]
+    config = released_config(facts)
+    config.hidden_size = SMALL_HIDDEN
+    config.num_attention_heads = config.num_key_value_heads = 2
+    config._attn_implementation = "eager"
+    cache = DynamicCache(config=config)
+    assert all(isinstance(layer, DynamicIndexedLayer) for layer in cache.layers)
+    torch.manual_seed(0)
+    rope = DeepseekV32RotaryEmbedding(config)
+
+    def call(attention, hidden, seen):
+        positions = torch.arange(seen, seen + hidden.shape[1])[None]
+        mask = torch.arange(seen + hidden.shape[1]) <= positions[0, :, None]
+        attention(hidden, rope(hidden, positions), mask[None, None], cache, position_ids=positions)
+
+    _run_in_cache(DeepseekV32Attention(config, 0), [5, 1], call)
+    kept, tokens = cache.layers[0], 6
+    assert _stored_bytes(kept.keys, kept.values) == tokens * facts.layer_kv_bytes_per_token()[0]
+    indexer_per_layer = facts.indexer_bytes_per_token() // facts.layers
+    assert _stored_bytes(kept.indexer_keys) == tokens * indexer_per_layer
+
+
+def test_transformers_caches_the_latent_of_kimi_linear_s_mla_layers() -> None:
+    """KimiLinearAttention rotates nothing (NoPE), yet caches the shared key of
+    qk_rope_head_dim numbers beside the latent, as the table counts."""
+    from transformers.cache_utils import DynamicCache
+    from transformers.models.kimi_linear.modeling_kimi_linear import KimiLinearAttention
+
+    facts = MODELS["Kimi Linear"]
+    config = released_config(facts)
+    config.hidden_size = SMALL_HIDDEN
+    config.num_attention_heads = config.num_key_value_heads = 2
+    config._attn_implementation = "eager"
+    cache = DynamicCache(config=config)
+    index = facts.layer_types.index(FULL)
+    torch.manual_seed(0)
+
+    def call(attention, hidden, seen):
+        mask = torch.ones(hidden.shape[1], seen + hidden.shape[1], dtype=torch.bool).tril(seen)
+        attention(hidden, mask[None, None], cache)
+
+    _run_in_cache(KimiLinearAttention(config, index), [5, 1], call)
+    kept = cache.layers[index]
+    assert _stored_bytes(kept.keys, kept.values) == 6 * facts.layer_kv_bytes_per_token()[index]
 
 
 def test_llama4_scout_temperature_tuning_is_on_though_the_file_writes_4() -> None:
@@ -486,8 +760,14 @@ def fact_numbers() -> dict[int, str]:
             add(per_token // facts.layers, f"{facts.name} cache bytes per token and layer")
         for tokens in (facts.trained_context, facts.max_position_embeddings):
             add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
-        for kind in (SLIDING, CHUNKED, LINEAR, FULL):
+        for kind in (SLIDING, CHUNKED, LINEAR, FULL, INDEXED):
             add(facts.layer_types.count(kind), f"{facts.name} {kind} layers")
+        for dtype in (torch.bfloat16, torch.float32):  # Part IV: state and indexer
+            add(facts.state_bytes(dtype), f"{facts.name} state bytes per sequence")
+            add(max(facts.layer_state_bytes(dtype)), f"{facts.name} state bytes per layer")
+            add(facts.indexer_bytes_per_token(dtype), f"{facts.name} indexer bytes per token")
+        if facts.linear_attention is not None:  # the figures Part IV's tables give
+            add(facts.cache_bytes(128 * 1024), f"{facts.name} cache and state at 128k tokens")
         add(facts.uses_rope.count(False), f"{facts.name} layers without RoPE")
         add(sum(facts.kv_shared), f"{facts.name} layers sharing keys and values")
         if facts.trained_context >= 128 * 1024:  # the home page gives it for these
@@ -501,11 +781,12 @@ def model_names() -> list[str]:
     for name in MODELS:
         names.add(name.rsplit(" ", 1)[0])  # "Llama 3 8B" -> "Llama 3"
     names |= {"DeepSeek-V2", "GPT-2 small", "Llama 3.1", "Llama 2 70B", "Gemma 3n", "Qwen3"}
+    names |= {"DeepSeek-V3.2-Exp", "DeepSeek-V3.1", "Kimi Linear 48B-A3B", "Qwen3.5"}
     return sorted(names, key=len, reverse=True)
 
 
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
-MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo")
+MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi")
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
 # not part of a decimal, a word or an identifier.
 NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
