@@ -15,18 +15,21 @@ and the output gate):
   (1024 by default: Gemma 3's ``sliding_window``, ``MODELS["Gemma 3 27B"]``; Qwen3-Next
   has no windowed layers), its cache rolling at ``window - 1`` tokens;
 * ``deltanet``: :class:`~attention.GatedDeltaNet` with its
-  :class:`~attention.GatedDeltaNetCache`, at the linear-attention sizes of
-  ``transformers``' ``Qwen3NextConfig`` defaults, which are the released 80B-A3B's
-  (16 key heads, 32 value heads, 128 and 128 dimensions, 4 convolution taps;
-  ``MODELS`` has no linear-layer sizes). Its state does not depend on ``N``: after
+  :class:`~attention.GatedDeltaNetCache`, at Qwen3-Next's linear-attention sizes from
+  the same ``MODELS`` entry (16 key heads, 32 value heads, 128 and 128 dimensions, 4
+  convolution taps). Its state does not depend on ``N``: after
   each step the cache gets back the states it had before, so every step starts alike;
 * ``sparse``: the full layer's projections and cache, a
   :class:`~attention.LightningIndexer` with DeepSeek-V3.2's indexer sizes (64 heads of
-  128, RoPE on 64; ``DeepseekV32Config``'s defaults) scoring every cached key from its
+  128, RoPE on 64; ``MODELS["DeepSeek-V3.2"]``) scoring every cached key from its
   own key cache, then :func:`~attention.topk_sparse_attention` over the ``--top-k``
-  (2048) best keys, the output gate and ``out_proj``. Qwen3-Next has no query latent, so
-  the indexer reads its queries from the layer's input (``q_lora_rank = hidden_size``).
-  Left out, with a note, while the package has no ``topk_sparse_attention``.
+  best keys (2048, DeepSeek-V3.2's ``index_topk``), the output gate and ``out_proj``.
+  Qwen3-Next has no query latent, so the indexer reads its queries from the layer's
+  input (``q_lora_rank = hidden_size``). The package's ``topk_sparse_attention``
+  computes what DSA computes by masking the keys it does not pick, not at DSA's cost
+  (the kernels gather the picked keys), so this step grows with ``N`` as the full one
+  does, and by the indexer's work on top. Left out, with a note, while the package has
+  no ``topk_sparse_attention``.
 
 The caches are filled with random keys and values (``KVCache.update`` under
 ``torch.no_grad``), the Gated DeltaNet cache with random states, not by a prefill
@@ -85,7 +88,6 @@ from pathlib import Path
 import torch
 import transformers
 from torch.nn import functional as F
-from transformers import DeepseekV32Config, Qwen3NextConfig
 from transformers.models.qwen3_next.modeling_qwen3_next import torch_chunk_gated_delta_rule
 
 import attention
@@ -101,6 +103,7 @@ from attention import (
 
 MODEL = MODELS["Qwen3-Next 80B-A3B"]
 WINDOW_MODEL = MODELS["Gemma 3 27B"]
+INDEXER_MODEL = MODELS["DeepSeek-V3.2"]
 #: The decode rows' layers; ``sparse`` only where the package has topk_sparse_attention.
 SIDES = ("full", "window", "deltanet", "sparse")
 #: A step is flat when its growth (longest context / shortest) is at most this.
@@ -117,7 +120,7 @@ def has_sparse() -> bool:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    linear, indexer = Qwen3NextConfig(), DeepseekV32Config()
+    linear, indexer = MODEL, INDEXER_MODEL
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="a short run: 6 rounds, 2 warm-up, 1 repeat"
@@ -543,11 +546,11 @@ def main(argv: list[str] | None = None) -> dict:
             f"{args.num_heads} query heads, {args.num_kv_heads} key/value heads, head_dim "
             f"{args.head_dim}",
             "window": f"{args.window} ({WINDOW_MODEL.name}'s sliding_window, attention.MODELS)",
-            "deltanet": f"transformers' Qwen3NextConfig defaults: {args.linear_key_heads} key "
+            "deltanet": f"{MODEL.name}'s linear layers: {args.linear_key_heads} key "
             f"heads, {args.linear_value_heads} value heads, dims {args.linear_key_dim} and "
             f"{args.linear_value_dim}, conv {args.conv_size}",
             "sparse": (
-                f"transformers' DeepseekV32Config defaults: indexer {args.index_heads} heads of "
+                f"{INDEXER_MODEL.name}'s indexer: {args.index_heads} heads of "
                 f"{args.index_dim}, top_k {args.top_k}"
                 if has_sparse()
                 else SPARSE_MISSING

@@ -190,7 +190,17 @@ def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(pa
     layout = (args.d_in, args.num_heads, args.num_kv_heads, args.head_dim)
     assert layout == (model.hidden_size, model.num_heads, model.num_kv_heads, model.head_dim)
     assert layout == (2048, 16, 2, 256)
-    # Qwen3NextConfig's defaults, the released 80B-A3B's linear-attention sizes
+    # Qwen3-Next's linear-attention sizes and DeepSeek-V3.2's indexer, from MODELS
+    assert (args.linear_key_heads, args.linear_value_heads) == (
+        model.linear_num_key_heads,
+        model.linear_num_value_heads,
+    )
+    sparse = attention.MODELS["DeepSeek-V3.2"]
+    assert (args.index_heads, args.index_dim, args.top_k) == (
+        sparse.index_n_heads,
+        sparse.index_head_dim,
+        sparse.index_topk,
+    )
     heads = (args.linear_key_heads, args.linear_value_heads)
     assert (*heads, args.linear_key_dim, args.linear_value_dim, args.conv_size) == (
         16,
