@@ -39,9 +39,10 @@ other round; the first ``--warmup`` rounds are dropped. The growth of a layer's 
 taken round by round, its step at the longest context over its step at the shortest,
 and each run's median reported. **Target:** every run's median growth of the Gated
 DeltaNet step at most 1.2 (flat), and of the full-attention step above 1.2 (it grows).
-Untimed checks: each cache's bytes equal their formula, the windowed step at the
-shortest context equals the full step where the window covers the context, and the
-sparse step with ``top_k`` above the context equals the full step.
+Untimed checks: each cache's bytes equal their formula; the windowed step on its
+rolled cache equals the same step on an unrolled copy of the full cache (masked), and
+the full step where the window covers the context; the sparse step with ``top_k``
+above the context equals the full step.
 
 **(b) Prefill** of ``--prefill-tokens`` (4096) tokens through the delta rule alone at
 Gated DeltaNet's sizes: our chunked :func:`~attention.gated_delta_rule` against
@@ -294,7 +295,14 @@ def decode_steps(args, layers, num_cached: int) -> dict:
         "deltanet": {"bytes": state.nbytes, "formula": state_bytes},
     }
     with torch.no_grad():
-        checks = {}
+        # One step of the rolled cache against the same step masked over the whole cache.
+        rolled = window_step()
+        checks = {
+            "window_rolled_equals_masked": (rolled - window(x, cache=_copy(full_cache)))
+            .abs()
+            .max()
+            .item()
+        }
         if num_cached < args.window:  # the window covers the whole context: the same step
             checks["window_equals_full"] = (
                 (window(x, cache=_copy(full_cache)) - full(x, cache=_copy(full_cache)))

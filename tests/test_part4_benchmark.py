@@ -72,6 +72,7 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
             assert memory["sparse"]["bytes"] == (per_token + 8 * 4) * n
         assert all(entry["equal"] for entry in memory.values())
         checks = row["max_abs_difference"]
+        assert "window_rolled_equals_masked" in checks
         assert ("window_equals_full" in checks) == (n < 12)  # the window covers the context
         assert ("sparse_equals_full" in checks) == ("sparse" in sides and n < 20)
         assert row["outputs_agree"] and all(0 <= d <= 1e-4 for d in checks.values())
