@@ -25,11 +25,11 @@ and the output gate):
   own key cache, then :func:`~attention.topk_sparse_attention` over the ``--top-k``
   best keys (2048, DeepSeek-V3.2's ``index_topk``), the output gate and ``out_proj``.
   Qwen3-Next has no query latent, so the indexer reads its queries from the layer's
-  input (``q_lora_rank = hidden_size``). The package's ``topk_sparse_attention``
-  computes what DSA computes by masking the keys it does not pick, not at DSA's cost
-  (the kernels gather the picked keys), so this step grows with ``N`` as the full one
-  does, and by the indexer's work on top. Left out, with a note, while the package has
-  no ``topk_sparse_attention``.
+  input (``q_lora_rank = hidden_size``). One query gathers its ``top_k`` keys and
+  attends to them alone (O(top_k)), but the indexer still scores all ``N`` keys and
+  picks the best (O(N)), so this step grows, more slowly than the full one where the
+  indexer is small. Left out, with a note, where the package has no
+  ``topk_sparse_attention``.
 
 The caches are filled with random keys and values (``KVCache.update`` under
 ``torch.no_grad``), the Gated DeltaNet cache with random states, not by a prefill
@@ -110,8 +110,8 @@ SIDES = ("full", "window", "deltanet", "sparse")
 #: A step is flat when its growth (longest context / shortest) is at most this.
 FLAT = 1.2
 SPARSE_MISSING = (
-    "not yet: attention.topk_sparse_attention is not in this checkout (branch p4sparse), "
-    "so the top-k sparse row is left out"
+    "not yet: attention.topk_sparse_attention is not in this checkout, so the top-k sparse "
+    "row is left out"
 )
 
 
