@@ -340,10 +340,11 @@ def site(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks in benchmarks/: the variants side by side, then the decode race.
+    """Run the benchmarks in benchmarks/: the variants side by side, the decode race, Part IV.
 
     Every argument goes to benchmarks/variants.py (`nox -s bench -- --help`); `--quick`
-    goes to benchmarks/decode.py too, whose JSON lands beside the variants' results.
+    goes to benchmarks/decode.py and benchmarks/part4.py too, whose JSON lands beside the
+    variants' results.
     """
     install(session, "-e", ".[plot,transformers]")
     args = list(session.posargs)
@@ -351,3 +352,4 @@ def bench(session: nox.Session) -> None:
     out = args[args.index("--out") + 1] if "--out" in args[:-1] else "bench-results"
     quick = ["--quick"] if "--quick" in args else []
     session.run("python", "benchmarks/decode.py", *quick, "--out", str(Path(out) / "decode.json"))
+    session.run("python", "benchmarks/part4.py", *quick, "--out", str(Path(out) / "part4.json"))

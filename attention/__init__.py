@@ -51,6 +51,9 @@ parallel and a recurrent form; :func:`gated_delta_rule` writes to that state wit
 delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks;
 :class:`GatedDeltaNet` is Qwen3-Next's whole layer, decoding with a fixed-size
 :class:`GatedDeltaNetCache`.
+:func:`topk_sparse_attention` keeps the softmax but lets each query read only the
+``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
+:class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
 
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
@@ -109,6 +112,12 @@ from attention.simple import (
     softmax_naive,
     softmax_stable,
 )
+from attention.sparse import (
+    LightningIndexer,
+    SparseLatentAttention,
+    SparseLatentCache,
+    topk_sparse_attention,
+)
 from attention.step import attend
 
 __all__ = [
@@ -126,6 +135,7 @@ __all__ = [
     "Head",
     "KVCache",
     "LatentCache",
+    "LightningIndexer",
     "ModelFacts",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
@@ -133,6 +143,8 @@ __all__ = [
     "RMSNorm",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "SparseLatentAttention",
+    "SparseLatentCache",
     "apply_rope",
     "apply_rope_interleaved",
     "attend",
@@ -155,4 +167,5 @@ __all__ = [
     "sliding_window_mask",
     "softmax_naive",
     "softmax_stable",
+    "topk_sparse_attention",
 ]

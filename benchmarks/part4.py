@@ -1,0 +1,632 @@
+"""Part IV's costs: decode steps against context length, and the delta rule's prefill.
+
+Three measurements, each in paired alternating rounds (as ``benchmarks/decode.py``),
+float32, on 2 threads by default.
+
+**(a) Per-token decode latency** at 1k, 4k, 16k and 64k tokens of context
+(``--contexts``) for one layer of each kind, at Qwen3-Next 80B-A3B's sizes
+(``attention.MODELS["Qwen3-Next 80B-A3B"]``: ``hidden_size`` 2048, 16 query heads,
+2 key/value heads, ``head_dim`` 256, RoPE base 1e7 on a quarter of each head, QK-norm
+and the output gate):
+
+* ``full``: :class:`~attention.GroupedQueryAttention` with a :class:`~attention.KVCache`
+  holding all ``N`` tokens (cropped back to ``N`` after each step);
+* ``window``: the same layer and weights with a sliding window of ``--window`` tokens
+  (1024 by default: Gemma 3's ``sliding_window``, ``MODELS["Gemma 3 27B"]``; Qwen3-Next
+  has no windowed layers), its cache rolling at ``window - 1`` tokens;
+* ``deltanet``: :class:`~attention.GatedDeltaNet` with its
+  :class:`~attention.GatedDeltaNetCache`, at Qwen3-Next's linear-attention sizes from
+  the same ``MODELS`` entry (16 key heads, 32 value heads, 128 and 128 dimensions, 4
+  convolution taps). Its state does not depend on ``N``: after
+  each step the cache gets back the states it had before, so every step starts alike;
+* ``sparse``: the full layer's projections and cache, a
+  :class:`~attention.LightningIndexer` with DeepSeek-V3.2's indexer sizes (64 heads of
+  128, RoPE on 64; ``MODELS["DeepSeek-V3.2"]``) scoring every cached key from its
+  own key cache, then :func:`~attention.topk_sparse_attention` over the ``--top-k``
+  best keys (2048, DeepSeek-V3.2's ``index_topk``), the output gate and ``out_proj``.
+  Qwen3-Next has no query latent, so the indexer reads its queries from the layer's
+  input (``q_lora_rank = hidden_size``). One query gathers its ``top_k`` keys and
+  attends to them alone (O(top_k)), but the indexer still scores all ``N`` keys and
+  picks the best (O(N)), so this step grows, more slowly than the full one where the
+  indexer is small. Left out, with a note, where the package has no
+  ``topk_sparse_attention``.
+
+The caches are filled with random keys and values (``KVCache.update`` under
+``torch.no_grad``), the Gated DeltaNet cache with random states, not by a prefill
+through the layers: what a step costs depends on the sizes, not on the numbers.
+Each round times one step of every (context, layer) pair, the order reversed every
+other round; the first ``--warmup`` rounds are dropped. The growth of a layer's step is
+taken round by round, its step at the longest context over its step at the shortest,
+and each run's median reported. **Target:** every run's median growth of the Gated
+DeltaNet step at most 1.2 (flat), and of the full-attention step above 1.2 (it grows).
+Untimed checks: each cache's bytes equal their formula; the windowed step on its
+rolled cache equals the same step on an unrolled copy of the full cache (masked), and
+the full step where the window covers the context; the sparse step with ``top_k``
+above the context equals the full step.
+
+**(b) Prefill** of ``--prefill-tokens`` (4096) tokens through the delta rule alone at
+Gated DeltaNet's sizes: our chunked :func:`~attention.gated_delta_rule` against
+``transformers``' ``torch_chunk_gated_delta_rule`` (chunk 64 both, q and k
+L2-normalised in the kernel, the final state returned). Both get the same tensors,
+the queries and keys already repeated to the 32 value heads, as
+``Qwen3NextGatedDeltaNet`` passes them. **Target:** every run's median ratio, round by
+round, ours / transformers' at most 1.0. Checked, untimed: the outputs agree (1e-4).
+
+**(c) Chunked against recurrent**: the same call with ``chunk_size=None`` (token by
+token), timed in the same rounds as (b). **Target:** every run's median ratio chunked /
+recurrent below 1.0. The recurrence is slow (about 50 s for 4096 tokens on 2 cores of
+an AMD EPYC), so (b) and (c) run ``--prefill-rounds`` (3) rounds with no warm-up round:
+an untimed call of each chunked form first (whose outputs are checked) warms them up,
+and the recurrence's output is checked from its first timed call.
+
+The decode measurement (fresh caches) is repeated ``--repeats`` times (3 by default, 1
+with ``--quick``), the prefill one ``--prefill-repeats`` times (1). A default run takes
+about 5 minutes on 2 cores. Timings on a shared machine are noisy: report the machine
+(the JSON has the CPU's model name, torch's and transformers' versions) and repeat the
+command.
+A missed target is reported, not an error: this is a measurement.
+
+Usage::
+
+    python benchmarks/part4.py                  # the full run, JSON on stdout
+    python benchmarks/part4.py --quick          # fewer rounds, one repeat
+    python benchmarks/part4.py --contexts 1024 4096 --prefill-tokens 1024
+    python benchmarks/part4.py --out part4.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from torch.nn import functional as F
+from transformers.models.qwen3_next.modeling_qwen3_next import torch_chunk_gated_delta_rule
+
+import attention
+from attention import (
+    MODELS,
+    GatedDeltaNet,
+    GatedDeltaNetCache,
+    GroupedQueryAttention,
+    KVCache,
+    gated_delta_rule,
+    kv_cache_bytes_per_token,
+)
+
+MODEL = MODELS["Qwen3-Next 80B-A3B"]
+WINDOW_MODEL = MODELS["Gemma 3 27B"]
+INDEXER_MODEL = MODELS["DeepSeek-V3.2"]
+#: The decode rows' layers; ``sparse`` only where the package has topk_sparse_attention.
+SIDES = ("full", "window", "deltanet", "sparse")
+#: A step is flat when its growth (longest context / shortest) is at most this.
+FLAT = 1.2
+SPARSE_MISSING = (
+    "not yet: attention.topk_sparse_attention is not in this checkout, so the top-k sparse "
+    "row is left out"
+)
+
+
+def has_sparse() -> bool:
+    """Whether the package has the sparse attention pieces the ``sparse`` row needs."""
+    return hasattr(attention, "topk_sparse_attention") and hasattr(attention, "LightningIndexer")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    linear, indexer = MODEL, INDEXER_MODEL
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="a short run: 6 rounds, 2 warm-up, 1 repeat"
+    )
+    parser.add_argument(
+        "--contexts", type=int, nargs="+", default=[1024, 4096, 16384, 65536], help="tokens"
+    )
+    parser.add_argument("--rounds", type=int, default=30, help="timed decode rounds per run")
+    parser.add_argument("--warmup", type=int, default=3, help="rounds dropped before timing")
+    parser.add_argument(
+        "--repeats", type=int, help="runs of every measurement (default 3; quick: 1)"
+    )
+    parser.add_argument("--prefill-tokens", type=int, default=4096)
+    parser.add_argument("--prefill-rounds", type=int, default=3, help="timed rounds of (b), (c)")
+    parser.add_argument("--prefill-repeats", type=int, default=1, help="runs of (b) and (c)")
+    parser.add_argument("--chunk-size", type=int, default=64, help="the chunked forms' chunk")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument(
+        "--window", type=int, default=WINDOW_MODEL.sliding_window, help="the window row's window"
+    )
+    parser.add_argument("--top-k", type=int, default=indexer.index_topk, help="sparse row's k")
+    parser.add_argument("--d-in", type=int, default=MODEL.hidden_size)
+    parser.add_argument("--num-heads", type=int, default=MODEL.num_heads)
+    parser.add_argument("--num-kv-heads", type=int, default=MODEL.num_kv_heads)
+    parser.add_argument("--head-dim", type=int, default=MODEL.head_dim)
+    parser.add_argument("--linear-key-heads", type=int, default=linear.linear_num_key_heads)
+    parser.add_argument("--linear-value-heads", type=int, default=linear.linear_num_value_heads)
+    parser.add_argument("--linear-key-dim", type=int, default=linear.linear_key_head_dim)
+    parser.add_argument("--linear-value-dim", type=int, default=linear.linear_value_head_dim)
+    parser.add_argument("--conv-size", type=int, default=linear.linear_conv_kernel_dim)
+    parser.add_argument("--index-heads", type=int, default=indexer.index_n_heads)
+    parser.add_argument("--index-dim", type=int, default=indexer.index_head_dim)
+    parser.add_argument("--index-rope-dim", type=int, default=indexer.qk_rope_head_dim)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="also write the JSON results here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.warmup = 6, 2
+        args.prefill_rounds = 2
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if min(args.repeats, args.rounds, args.prefill_rounds, args.prefill_repeats) < 1:
+        parser.error("--repeats, --rounds, --prefill-rounds, --prefill-repeats must be >= 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be at least 0")
+    if min(*args.contexts, args.window, args.top_k, args.prefill_tokens, args.chunk_size) < 1:
+        parser.error("every context, --window, --top-k, --prefill-tokens, --chunk-size >= 1")
+    args.contexts = sorted(set(args.contexts))
+    return args
+
+
+def quartiles(values: list[float]) -> dict[str, float]:
+    q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
+    return {"median": median, "q1": q1, "q3": q3}
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+# ---------------------------------------------------------------------------------------
+# (a) Decode steps
+# ---------------------------------------------------------------------------------------
+
+
+def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
+    """Every decode row's layers, float32, eval mode; ``full`` and ``window`` share weights."""
+    torch.manual_seed(args.seed)
+    steps = args.warmup + args.rounds + 2  # a window's positions go on counting
+    common = {
+        "num_heads": args.num_heads,
+        "num_kv_heads": args.num_kv_heads,
+        "rope_base": MODEL.rope_theta,
+        "partial_rotary_factor": MODEL.partial_rotary_factor,
+        "qk_norm": MODEL.qk_norm,
+        "output_gate": MODEL.output_gate,
+        "out_bias": False,
+    }
+    d_out = args.num_heads * args.head_dim
+    context = max(args.contexts) + steps
+    full = GroupedQueryAttention(args.d_in, d_out, context, **common).eval()
+    window = GroupedQueryAttention(args.d_in, d_out, context, window=args.window, **common).eval()
+    window.load_state_dict(full.state_dict())
+    layers = {
+        "full": full,
+        "window": window,
+        "deltanet": GatedDeltaNet(
+            args.d_in,
+            args.linear_key_heads,
+            args.linear_value_heads,
+            args.linear_key_dim,
+            args.linear_value_dim,
+            conv_size=args.conv_size,
+            chunk_size=args.chunk_size,
+        ).eval(),
+    }
+    if has_sparse():
+        layers["indexer"] = attention.LightningIndexer(
+            args.d_in,
+            args.d_in,  # Qwen3-Next has no query latent: the indexer reads the input
+            num_heads=args.index_heads,
+            head_dim=args.index_dim,
+            qk_rope_head_dim=args.index_rope_dim,
+            rope_base=MODEL.rope_theta,
+        ).eval()
+    return layers
+
+
+def sparse_step(full, indexer, x, cache, index_cache, top_k: int) -> torch.Tensor:
+    """One token through the full layer's projections, the indexer and top-k attention."""
+    queries, keys, values, _ = full._project(x, cache)  # appends to cache
+    scores = indexer(x, x, cache=index_cache)  # (1, 1, num_keys), appends to index_cache
+    context = attention.topk_sparse_attention(queries, keys, values, scores, top_k)
+    context = context.transpose(1, 2).reshape(x.shape[0], 1, full.d_out)
+    if full.W_gate is not None:
+        context = context * torch.sigmoid(full.W_gate(x))
+    return full.out_proj(context)
+
+
+def decode_steps(args, layers, num_cached: int) -> dict:
+    """One context length: each layer's step on caches that hold ``num_cached`` tokens."""
+    generator = torch.Generator().manual_seed(args.seed + num_cached)
+    full, window, deltanet = layers["full"], layers["window"], layers["deltanet"]
+    shape = (1, args.num_kv_heads, num_cached, args.head_dim)
+    keys, values = torch.randn(2, *shape, generator=generator)
+    x = torch.randn(1, 1, args.d_in, generator=generator)  # the new token
+    full_cache, rolling = KVCache(), KVCache()
+    full_cache.update(keys, values)  # copies into its own storage
+    rolling.update(keys, values, window=args.window)  # keeps the last window - 1
+
+    def full_step() -> torch.Tensor:
+        out = full(x, cache=full_cache)
+        full_cache.crop(num_cached)
+        return out
+
+    def window_step() -> torch.Tensor:
+        return window(x, cache=rolling)  # rolls: the cache stays at window - 1 tokens
+
+    state = GatedDeltaNetCache()
+    channels = deltanet.channels
+    conv_state = torch.randn(1, channels, args.conv_size - 1, generator=generator)
+    recurrent = 0.1 * torch.randn(
+        1, args.linear_value_heads, args.linear_key_dim, args.linear_value_dim, generator=generator
+    )
+
+    def deltanet_step() -> torch.Tensor:
+        state.conv_state, state.recurrent_state = conv_state, recurrent
+        state.seen_tokens = num_cached
+        return deltanet(x, state)
+
+    steps = {"full": full_step, "window": window_step, "deltanet": deltanet_step}
+    per_token = kv_cache_bytes_per_token(1, args.num_kv_heads, args.head_dim, torch.float32)
+    state_bytes = 4 * (
+        channels * (args.conv_size - 1)
+        + args.linear_value_heads * args.linear_key_dim * args.linear_value_dim
+    )
+    deltanet_step()  # fills the cache's states, then checks their bytes
+    memory = {
+        "full": {"bytes": full_cache.nbytes, "formula": per_token * num_cached},
+        "window": {
+            "bytes": rolling.nbytes,
+            "formula": per_token * min(num_cached, args.window - 1),
+        },
+        "deltanet": {"bytes": state.nbytes, "formula": state_bytes},
+    }
+    with torch.no_grad():
+        # One step of the rolled cache against the same step masked over the whole cache.
+        rolled = window_step()
+        checks = {
+            "window_rolled_equals_masked": (rolled - window(x, cache=_copy(full_cache)))
+            .abs()
+            .max()
+            .item()
+        }
+        if num_cached < args.window:  # the window covers the whole context: the same step
+            checks["window_equals_full"] = (
+                (window(x, cache=_copy(full_cache)) - full(x, cache=_copy(full_cache)))
+                .abs()
+                .max()
+                .item()
+            )
+        if has_sparse():
+            indexer, index_cache = layers["indexer"], KVCache()
+            index_keys = torch.randn(1, num_cached, args.index_dim, generator=generator)
+            index_cache.update(index_keys, index_keys[..., :0])
+
+            def step() -> torch.Tensor:
+                out = sparse_step(full, indexer, x, full_cache, index_cache, args.top_k)
+                full_cache.crop(num_cached)
+                index_cache.crop(num_cached)
+                return out
+
+            steps["sparse"] = step
+            memory["sparse"] = {
+                "bytes": full_cache.nbytes + index_cache.nbytes,
+                "formula": (per_token + 4 * args.index_dim) * num_cached,
+            }
+            if args.top_k > num_cached:  # every key is picked: the full step
+                sparse = sparse_step(full, indexer, x, full_cache, index_cache, args.top_k)
+                full_cache.crop(num_cached)
+                index_cache.crop(num_cached)
+                checks["sparse_equals_full"] = (sparse - full_step()).abs().max().item()
+    for entry in memory.values():
+        entry["equal"] = entry["bytes"] == entry["formula"]
+    return {"context": num_cached, "steps": steps, "memory": memory, "checks": checks}
+
+
+def _copy(cache: KVCache) -> KVCache:
+    copy = KVCache()
+    copy.update(cache.keys.clone(), cache.values.clone())
+    return copy
+
+
+def measure_decode(args, layers) -> dict:
+    """One run: rounds that time every (context, layer) step, the order reversed every
+    other round, so that the machine's drift hits every context and layer alike."""
+    with torch.no_grad():
+        rows = [decode_steps(args, layers, n) for n in args.contexts]
+        sides = list(rows[0]["steps"])
+        order = [(row, side) for row in rows for side in sides]
+        times = {(row["context"], side): [] for row, side in order}
+        for round_index in range(args.warmup + args.rounds):
+            taken = {}
+            for row, side in order[::-1] if round_index % 2 else order:
+                start = time.perf_counter()
+                row["steps"][side]()
+                taken[row["context"], side] = time.perf_counter() - start
+            if round_index >= args.warmup:
+                for key, seconds in taken.items():
+                    times[key].append(seconds)
+    shortest, longest = args.contexts[0], args.contexts[-1]
+    growth = {
+        side: [t / u for t, u in zip(times[longest, side], times[shortest, side], strict=True)]
+        for side in sides
+    }
+    for row in rows:
+        del row["steps"]
+        row["times_s"] = {side: times[row["context"], side] for side in sides}
+    return {"rows": rows, "growth": growth}
+
+
+def summarize_decode(runs: list[dict]) -> tuple[list[dict], dict]:
+    """One row per context (pooled times, each run's median per layer) and the target."""
+    rows = []
+    for per_context in zip(*(run["rows"] for run in runs), strict=True):
+        first = per_context[0]
+        sides = list(first["times_s"])
+        times = {side: [t for row in per_context for t in row["times_s"][side]] for side in sides}
+        checks = {name: max(row["checks"][name] for row in per_context) for name in first["checks"]}
+        rows.append(
+            {
+                "context": first["context"],
+                "memory": {
+                    side: entry | {"equal": all(r["memory"][side]["equal"] for r in per_context)}
+                    for side, entry in first["memory"].items()
+                },
+                "max_abs_difference": checks,
+                "outputs_agree": all(value <= 1e-4 for value in checks.values()),
+                "ms_per_token": {
+                    side: quartiles([t * 1e3 for t in ts]) for side, ts in times.items()
+                },
+                "median_ms_per_run": {
+                    side: [statistics.median(row["times_s"][side]) * 1e3 for row in per_context]
+                    for side in sides
+                },
+                "times_s": times,
+            }
+        )
+    growth = {
+        side: [statistics.median(run["growth"][side]) for run in runs] for side in runs[0]["growth"]
+    }
+    return rows, decode_target(growth, rows[0]["context"], rows[-1]["context"])
+
+
+def decode_target(growth: dict[str, list[float]], shortest: int, longest: int) -> dict:
+    """(a)'s verdict from each run's median growth per layer (longest / shortest context)."""
+    if shortest == longest:
+        return {"what": "needs two context lengths or more", "growth_per_run": growth, "met": None}
+    flat = max(growth["deltanet"])
+    grows = min(growth["full"])
+    return {
+        "what": (
+            f"every run's median ratio, round by round, of the Gated DeltaNet step at "
+            f"{longest} tokens of context to its step at {shortest} <= {FLAT}, and of the "
+            f"full-attention step > {FLAT}"
+        ),
+        "growth_per_run": growth,
+        "worst_deltanet_growth": flat,
+        "least_full_growth": grows,
+        "deltanet_flat": flat <= FLAT,
+        "full_grows": grows > FLAT,
+        "met": flat <= FLAT < grows,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# (b) and (c): the delta rule's prefill
+# ---------------------------------------------------------------------------------------
+
+
+def prefill_inputs(args) -> tuple[torch.Tensor, ...]:
+    """q, k (already repeated to the value heads), v, g, beta for ``--prefill-tokens``."""
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    tokens, heads = args.prefill_tokens, args.linear_value_heads
+    shape = (1, tokens, args.linear_key_heads, args.linear_key_dim)
+    q, k = torch.randn(2, *shape, generator=generator)
+    group = heads // args.linear_key_heads
+    q, k = (x.repeat_interleave(group, dim=2) for x in (q, k))  # as Qwen3NextGatedDeltaNet
+    v = torch.randn(1, tokens, heads, args.linear_value_dim, generator=generator)
+    # The layer's gates: g = -A * softplus(a + dt_bias) <= 0, beta = sigmoid(b)
+    g = -F.softplus(torch.randn(1, tokens, heads, generator=generator)) * 0.5
+    beta = torch.sigmoid(torch.randn(1, tokens, heads, generator=generator))
+    return q, k, v, g, beta
+
+
+def measure_prefill(args) -> dict:
+    """One run of (b) and (c): each round times ours chunked, transformers' chunked and
+    ours recurrent, the order reversed every other round. No warm-up round: the chunked
+    forms' checked calls come first, and the recurrence's output is its first timed one's."""
+    q, k, v, g, beta = prefill_inputs(args)
+    chunk = args.chunk_size
+    calls = {
+        "ours_chunked": lambda: gated_delta_rule(q, k, v, g, beta, chunk_size=chunk),
+        "transformers_chunked": lambda: torch_chunk_gated_delta_rule(
+            q, k, v, g, beta, chunk, None, True, True
+        ),
+        "ours_recurrent": lambda: gated_delta_rule(q, k, v, g, beta, chunk_size=None),
+    }
+    with torch.no_grad():
+        reference = calls["transformers_chunked"]()
+        outputs = {"ours_chunked": calls["ours_chunked"]()}
+        times = {name: [] for name in calls}
+        order = list(calls.items())
+        for round_index in range(args.prefill_rounds):
+            for name, call in order[::-1] if round_index % 2 else order:
+                start = time.perf_counter()
+                out = call()
+                times[name].append(time.perf_counter() - start)
+                if round_index == 0 and name == "ours_recurrent":
+                    outputs[name] = out
+                del out
+        difference = {
+            name: max((a - b).abs().max().item() for a, b in zip(out, reference, strict=True))
+            for name, out in outputs.items()
+        }
+    ratios = {
+        "ours_over_transformers": [
+            a / b for a, b in zip(times["ours_chunked"], times["transformers_chunked"], strict=True)
+        ],
+        "chunked_over_recurrent": [
+            a / b for a, b in zip(times["ours_chunked"], times["ours_recurrent"], strict=True)
+        ],
+    }
+    return {"max_abs_difference": difference, "times_s": times, "ratios": ratios}
+
+
+def summarize_prefill(runs: list[dict], tokens: int) -> dict:
+    """Pooled times and ratios, each run's median ratio, and the (b) and (c) targets."""
+    names = list(runs[0]["times_s"])
+    per_run = {
+        name: [statistics.median(run["ratios"][name]) for run in runs] for name in runs[0]["ratios"]
+    }
+    difference = {
+        name: max(run["max_abs_difference"][name] for run in runs)
+        for name in runs[0]["max_abs_difference"]
+    }
+    return {
+        "tokens": tokens,
+        "max_abs_difference": difference,
+        "outputs_agree": all(value <= 1e-4 for value in difference.values()),
+        "ms": {
+            name: quartiles([t * 1e3 for run in runs for t in run["times_s"][name]])
+            for name in names
+        },
+        "ratio": {
+            name: quartiles([r for run in runs for r in run["ratios"][name]]) for name in per_run
+        },
+        "median_ratio_per_run": per_run,
+        "targets": prefill_targets(per_run, tokens),
+        "times_s": {name: [t for run in runs for t in run["times_s"][name]] for name in names},
+    }
+
+
+def prefill_targets(per_run: dict[str, list[float]], tokens: int) -> dict:
+    """(b): every run's median ours / transformers <= 1.0; (c): chunked / recurrent < 1.0."""
+    worst_b = max(per_run["ours_over_transformers"])
+    worst_c = max(per_run["chunked_over_recurrent"])
+    return {
+        "b": {
+            "what": f"every run's median ratio ours / transformers' chunked <= 1.0 at {tokens}",
+            "worst_run_median_ratio": worst_b,
+            "met": worst_b <= 1.0,
+        },
+        "c": {
+            "what": f"every run's median ratio ours chunked / ours recurrent < 1.0 at {tokens}",
+            "worst_run_median_ratio": worst_c,
+            "met": worst_c < 1.0,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    results = {
+        "benchmark": "part4",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "environment": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "machine": platform.machine(),
+            "cpu": cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "threads": torch.get_num_threads(),
+        },
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "layouts": {
+            "attention": f"{MODEL.name} (attention.MODELS): hidden_size {args.d_in}, "
+            f"{args.num_heads} query heads, {args.num_kv_heads} key/value heads, head_dim "
+            f"{args.head_dim}",
+            "window": f"{args.window} ({WINDOW_MODEL.name}'s sliding_window, attention.MODELS)",
+            "deltanet": f"{MODEL.name}'s linear layers: {args.linear_key_heads} key "
+            f"heads, {args.linear_value_heads} value heads, dims {args.linear_key_dim} and "
+            f"{args.linear_value_dim}, conv {args.conv_size}",
+            "sparse": (
+                f"{INDEXER_MODEL.name}'s indexer: {args.index_heads} heads of "
+                f"{args.index_dim}, top_k {args.top_k}"
+                if has_sparse()
+                else SPARSE_MISSING
+            ),
+        },
+    }
+    layers = build_layers(args)
+    decode_runs = [measure_decode(args, layers) for _ in range(args.repeats)]
+    results["decode_rows"], results["decode_target"] = summarize_decode(decode_runs)
+    del decode_runs, layers
+    prefill_runs = [measure_prefill(args) for _ in range(args.prefill_repeats)]
+    results["prefill"] = summarize_prefill(prefill_runs, args.prefill_tokens)
+    text = json.dumps(results, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    report(results)
+    return results
+
+
+def verdict(met: bool | None) -> str:
+    return {True: "met", False: "MISSED", None: "not measured"}[met]
+
+
+def report(results: dict) -> None:
+    """The table and the targets' verdicts, on stderr."""
+
+    def say(line: str = "") -> None:
+        print(line, file=sys.stderr)
+
+    rows = results["decode_rows"]
+    sides = list(rows[0]["ms_per_token"])
+    say("(a) decode, median ms per token (median memory per sequence, MiB)")
+    say(f"{'context':>8} " + " ".join(f"{side:>20}" for side in sides))
+    for row in rows:
+        cells = [
+            f"{row['ms_per_token'][s]['median']:8.2f} ({row['memory'][s]['bytes'] / 2**20:7.2f})"
+            for s in sides
+        ]
+        say(f"{row['context']:>8} " + " ".join(f"{cell:>20}" for cell in cells))
+    target = results["decode_target"]
+    for side, growth in target["growth_per_run"].items():
+        say(f"  growth {side}: " + ", ".join(f"{g:.2f}" for g in growth) + " (per run)")
+    if "sparse" not in sides:
+        say(f"  sparse: {SPARSE_MISSING}")
+    agree = all(row["outputs_agree"] for row in rows)
+    memory = all(e["equal"] for row in rows for e in row["memory"].values())
+    say(f"  checks: outputs agree {agree}; memory == formula {memory}")
+    say(f"  target ({target['what']}): {verdict(target['met'])}")
+    prefill = results["prefill"]
+    ms = prefill["ms"]
+    say(
+        f"(b, c) prefill {prefill['tokens']} tokens, median ms: ours chunked "
+        f"{ms['ours_chunked']['median']:.1f}, transformers chunked "
+        f"{ms['transformers_chunked']['median']:.1f}, ours recurrent "
+        f"{ms['ours_recurrent']['median']:.1f}; outputs agree {prefill['outputs_agree']}"
+    )
+    for key, name in (("b", "ours_over_transformers"), ("c", "chunked_over_recurrent")):
+        per_run = ", ".join(f"{r:.3f}" for r in prefill["median_ratio_per_run"][name])
+        entry = prefill["targets"][key]
+        met = verdict(entry["met"])
+        say(f"  ({key}) {name} per run: {per_run}; target ({entry['what']}): {met}")
+    environment = results["environment"]
+    say(
+        f"{environment['cpu']}, {environment['cpu_count']} CPUs, {environment['threads']} "
+        f"threads; torch {environment['torch']}, transformers {environment['transformers']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
