@@ -597,7 +597,8 @@ def test_transformers_keeps_the_state_the_table_counts(facts: ModelFacts) -> Non
     layer = layer_class(config, index)
     expected = facts.layer_state_bytes()[index]
     for length in (5, 1, 1):  # a prefill, then two decoding steps
-        _run_in_cache(layer, [length], lambda lay, x, _: lay(x, cache_params=cache))
+        # The cache goes second positionally: 5.24 renamed cache_params to cache.
+        _run_in_cache(layer, [length], lambda lay, x, _: lay(x, cache))
         kept = cache.layers[index]
         conv, state = kept.conv_states[0], kept.recurrent_states[0]
         assert (conv.dtype, state.dtype) == (torch.bfloat16, torch.float32)
