@@ -156,8 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copy2(download, copy)
         copies.append(copy)
     env = reader_environment(args.python.absolute(), args.wheels.resolve(), args.work / "home")
+    # One download per core, each with its share of the cores, as the docs build gives
+    # its kernels (kernels.py): a reader runs one at a time, but here two torch thread
+    # pools on two cores spin against each other and small training loops run ten times
+    # slower (a notebook of chapter 13: 7 s alone, 70 s beside another).
+    workers = os.cpu_count() or 1
+    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     print(f"running {len(copies)} downloads in {folder} with {args.python}", flush=True)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda p: run_one(p, args.python.absolute(), env), copies))
     for result in results:
         status = "ok" if not result.problems else "FAILED"
