@@ -94,6 +94,7 @@ from attention.delta import GatedDeltaNet, GatedDeltaNetCache, gated_delta_rule
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
+from attention.kv_quant import QuantizedKV, QuantizedKVCache, quantize_kv
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from attention.linear import linear_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
@@ -119,6 +120,7 @@ from attention.sparse import (
     topk_sparse_attention,
 )
 from attention.step import attend
+from attention.streaming import StreamingCache
 
 __all__ = [
     "INPUTS",
@@ -140,11 +142,14 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "MultiHeadLatentAttention",
+    "QuantizedKV",
+    "QuantizedKVCache",
     "RMSNorm",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SparseLatentAttention",
     "SparseLatentCache",
+    "StreamingCache",
     "apply_rope",
     "apply_rope_interleaved",
     "attend",
@@ -159,6 +164,7 @@ __all__ = [
     "latent_cache_bytes_per_token",
     "linear_attention",
     "padding_mask",
+    "quantize_kv",
     "rope_frequencies",
     "scaled_dot_product_weights",
     "scores_for_all",
