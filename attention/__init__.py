@@ -55,6 +55,11 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
 :class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
 
+**Part V, attention in serving.** :func:`quantize_kv` stores keys per channel and
+values per token in 8 or 4 bits (KIVI); :class:`QuantizedKVCache` keeps the newest
+tokens exact and the rest so; :class:`StreamingCache` keeps StreamingLLM's first
+tokens and a window, at positions re-indexed inside the cache.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.

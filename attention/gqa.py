@@ -441,9 +441,7 @@ class GroupedQueryAttention(nn.Module):
         # (b, num_kv_heads, held, head_dim): the kept keys, before RoPE, new ones last
         keys, values = cache._append(keys, values)
         if self.rope_base is not None:  # positions 0 ... held - 1: the index in the cache
-            cos, sin = _cos_sin_range(
-                0, held, self._rotary_dim, self.rope_base, x, self._rope_key
-            )
+            cos, sin = _cos_sin_range(0, held, self._rotary_dim, self.rope_base, x, self._rope_key)
             keys = _rotate(keys, cos, sin)
             queries = _rotate(queries, cos[held - num_tokens :], sin[held - num_tokens :])
         mask = _local_mask(num_tokens, held, 0, None, None, x.device)

@@ -60,7 +60,11 @@ def _min_max_codes(
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
     codes = torch.round((grouped - low) / safe).clamp_(0, 2**bits - 1).to(torch.uint8)
     codes = codes.reshape(*moved.shape[:-1], groups * group_size)[..., :length]
-    return codes.movedim(-1, axis), scale.squeeze(-1).movedim(-1, axis), low.squeeze(-1).movedim(-1, axis)
+    return (
+        codes.movedim(-1, axis),
+        scale.squeeze(-1).movedim(-1, axis),
+        low.squeeze(-1).movedim(-1, axis),
+    )
 
 
 def _expand(per_group: torch.Tensor, axis: int, group_size: int, length: int) -> torch.Tensor:
@@ -386,7 +390,9 @@ class QuantizedKVCache(KVCache):
         # Quantize the oldest whole groups beyond the residual_length newest tokens.
         move = max(keys.shape[-2] - self.residual_length, 0) // self.group_size * self.group_size
         if move:
-            more = quantize_kv(keys[..., :move, :], values[..., :move, :], self.bits, self.group_size)
+            more = quantize_kv(
+                keys[..., :move, :], values[..., :move, :], self.bits, self.group_size
+            )
             self._quantized = _cat(self._quantized, more)
             keys, values = keys[..., move:, :], values[..., move:, :]
         self.keys, self.values = (keys, values) if keys.shape[-2] else (None, None)

@@ -28,7 +28,7 @@ __all__ = ["StreamingCache"]
 
 
 class StreamingCache(KVCache):
-    """A :class:`~attention.KVCache` that keeps the first ``num_sinks`` and the last ``window`` tokens.
+    """A :class:`~attention.KVCache` keeping the first ``num_sinks`` and last ``window`` tokens.
 
     :meth:`update` appends the new keys and values, then evicts every token that is
     neither among the first ``num_sinks`` nor among the last ``window`` seen, and

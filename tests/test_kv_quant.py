@@ -152,7 +152,9 @@ def test_cache_keeps_the_residual_exact_and_quantizes_whole_groups(
     cache = QuantizedKVCache(bits, group_size, residual_length)
     start = 0
     for size in pieces:
-        k, v = cache.update(keys[..., start : start + size, :], values[..., start : start + size, :])
+        k, v = cache.update(
+            keys[..., start : start + size, :], values[..., start : start + size, :]
+        )
         start += size
         q = cache.quantized_tokens
         assert len(cache) == cache.seen_tokens == start == k.shape[-2]
@@ -163,7 +165,9 @@ def test_cache_keeps_the_residual_exact_and_quantizes_whole_groups(
         assert torch.equal(v[..., q:, :], values[..., q:start, :])
         # the rest is what one quantize_kv of those tokens gives, bit for bit
         if q:
-            old_k, old_v = quantize_kv(keys[..., :q, :], values[..., :q, :], bits, group_size).dequantize()
+            old_k, old_v = quantize_kv(
+                keys[..., :q, :], values[..., :q, :], bits, group_size
+            ).dequantize()
             assert torch.equal(k[..., :q, :], old_k) and torch.equal(v[..., :q, :], old_v)
     assert cache.shape == (1, 2, n, 4)
 
@@ -191,7 +195,9 @@ def test_decoding_with_a_quantized_cache_stays_close_to_the_full_cache(bits, tol
     x = torch.randn(1, 48, 32, dtype=F64)
     full = gqa(x)
     cache = QuantizedKVCache(bits, group_size=8, residual_length=4)
-    steps = [gqa(x[:, :20], cache=cache)] + [gqa(x[:, i : i + 1], cache=cache) for i in range(20, 48)]
+    steps = [gqa(x[:, :20], cache=cache)] + [
+        gqa(x[:, i : i + 1], cache=cache) for i in range(20, 48)
+    ]
     out = torch.cat(steps, dim=1)
     relative = ((out - full).norm() / full.norm()).item()
     assert 0 < relative < tolerance

@@ -40,7 +40,9 @@ def test_keeps_exactly_the_sinks_and_the_window_in_order(num_sinks, window, piec
     for size in pieces:
         # each token's key is its position; its value, minus the position
         positions = torch.arange(seen, seen + size, dtype=F64).view(1, 1, size, 1)
-        keys, values = cache.update(positions.expand(1, 2, size, 3), -positions.expand(1, 2, size, 3))
+        keys, values = cache.update(
+            positions.expand(1, 2, size, 3), -positions.expand(1, 2, size, 3)
+        )
         seen += size
         expected = kept_positions(seen, num_sinks, window)
         assert cache.positions == expected
@@ -63,10 +65,18 @@ def test_decoding_equals_attention_over_the_kept_tokens_at_positions_from_zero(
 ):
     torch.manual_seed(seed)
     capacity = num_sinks + window
-    gqa = GroupedQueryAttention(
-        8, 8, capacity, num_heads=2 * num_kv_heads if num_kv_heads == 1 else 2,
-        num_kv_heads=num_kv_heads, rope_base=100.0 if rope else None,
-    ).to(F64).eval()
+    gqa = (
+        GroupedQueryAttention(
+            8,
+            8,
+            capacity,
+            num_heads=2 * num_kv_heads if num_kv_heads == 1 else 2,
+            num_kv_heads=num_kv_heads,
+            rope_base=100.0 if rope else None,
+        )
+        .to(F64)
+        .eval()
+    )
     x = torch.randn(1, num_tokens, 8, dtype=F64)
     cache = StreamingCache(num_sinks, window)
     first = min(num_tokens, capacity)  # a prefill that fits, then one token at a time
@@ -107,7 +117,9 @@ def test_before_any_eviction_it_is_the_plain_cache():
     x = torch.randn(2, 10, 6, dtype=F64)
     streaming, plain = StreamingCache(2, 8), KVCache()
     for a, b in ((0, 4), (4, 5), (5, 10)):
-        torch.testing.assert_close(gqa(x[:, a:b], cache=streaming), gqa(x[:, a:b], cache=plain), **EXACT)
+        torch.testing.assert_close(
+            gqa(x[:, a:b], cache=streaming), gqa(x[:, a:b], cache=plain), **EXACT
+        )
     assert streaming.seen_tokens == 10 and streaming.positions == list(range(10))
 
 
@@ -128,7 +140,9 @@ def test_crop_before_eviction_only():
     cache.crop(2)
     assert len(cache) == cache.seen_tokens == 2
     cache.update(x, x)
-    with expect("StreamingCache: cannot crop to 3 tokens: the cache has seen 5 tokens and evicted 1"):
+    with expect(
+        "StreamingCache: cannot crop to 3 tokens: the cache has seen 5 tokens and evicted 1"
+    ):
         cache.crop(3)
 
 
@@ -157,7 +171,9 @@ def test_module_errors_name_what_is_wrong():
     local = GroupedQueryAttention(4, 4, 6, num_heads=1, num_kv_heads=1, window=2)
     with expect("GroupedQueryAttention: a StreamingCache chooses the keys itself"):
         local(torch.randn(1, 1, 4), cache=StreamingCache(1, 3))
-    with expect("GroupedQueryAttention: the StreamingCache will hold 7 tokens, past context_length=6"):
+    with expect(
+        "GroupedQueryAttention: the StreamingCache will hold 7 tokens, past context_length=6"
+    ):
         full = StreamingCache(3, 4)
         full.update(torch.zeros(1, 1, 3, 4), torch.zeros(1, 1, 3, 4))
         gqa(torch.randn(1, 4, 4), cache=full)
