@@ -62,18 +62,7 @@ def test_code_lines_skip_the_metadata_and_the_prose():
     assert list(code_lines(page)) == [(6, "a = 1"), (12, "b = 2")]
 
 
-# index.md is edited on main: its two wide lines (the header line of the RoPE table,
-# ``Markdown(table(("model", ...``, and ``parts.append(f"last ...")`` in ``sharing``)
-# are rewrapped there. Then this mark fails as XPASS: remove it.
-INDEX_NOT_YET = pytest.mark.xfail(strict=True, reason="index.md has two lines of 81")
-
-
-def page_param(page: Path):
-    marks = [INDEX_NOT_YET] if page == DOCS / "index.md" else []
-    return pytest.param(page, marks=marks, id=page.relative_to(DOCS).as_posix())
-
-
-@pytest.mark.parametrize("page", [page_param(page) for page in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(DOCS).as_posix())
 def test_code_lines_are_at_most_80_columns(page):
     name = f"docs/{page.relative_to(DOCS).as_posix()}"
     too_wide = [
