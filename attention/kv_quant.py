@@ -7,12 +7,12 @@ times less memory, at the price of a rounding error that the scales bound.
 Which numbers share a scale matters. Liu et al. ("KIVI: A Tuning-Free Asymmetric 2bit
 Quantization for KV Cache", 2024) found that the keys of trained models have a few
 *outlier channels*: some of the ``head_dim`` dimensions are large for every token. A
-scale shared by the numbers of one token would be set by its outlier channel and
-round every other channel coarsely; a scale per channel fits each channel's own
-range. Values have no such channels, and each output mixes values token by token, so
-they are grouped per token. :func:`quantize_kv` does this for a whole tensor;
-:class:`QuantizedKVCache` keeps the newest tokens exact and the rest quantized, as
-KIVI does.
+scale shared by the numbers of one token would be set by its outlier channel and round
+every other channel coarsely; a scale per channel fits each channel's own range. Values
+have no such channels, and each output mixes values token by token, so they are grouped
+per token. :func:`~attention.quantize_kv` does this for a whole tensor;
+:class:`~attention.QuantizedKVCache` keeps the newest tokens exact and the rest
+quantized, as KIVI does.
 """
 
 from __future__ import annotations
@@ -98,9 +98,9 @@ class QuantizedKV:
 
     Attributes
     ----------
-    key_codes, value_codes : torch.Tensor of uint8
-        ``(batch, kv_heads, tokens, head_dim)`` with ``bits=8``; with ``bits=4`` two
-        codes per byte, ``(..., ceil(head_dim / 2))``.
+    key_codes, value_codes : torch.Tensor
+        ``uint8`` codes, ``(batch, kv_heads, tokens, head_dim)`` with ``bits=8``; with
+        ``bits=4`` two codes per byte, ``(..., ceil(head_dim / 2))``.
     key_scale, key_min : torch.Tensor
         ``(batch, kv_heads, ceil(tokens / group_size), head_dim)``: one per channel for
         each group of ``group_size`` tokens.
@@ -127,7 +127,7 @@ class QuantizedKV:
 
     @property
     def nbytes(self) -> int:
-        """Bytes stored: the codes, the scales and the minima of keys and values."""
+        """The bytes stored, counting the codes, scales and minima of keys and values."""
         return sum(
             t.nbytes
             for t in (
@@ -277,11 +277,11 @@ class QuantizedKVCache(KVCache):
     residual). Every quantized key group is whole, so the quantized part grows by
     appending groups and nothing is quantized twice.
 
-    :meth:`update` (and a module's forward pass) returns every token: the quantized
-    part dequantized, then the residual. That costs a dequantization of the whole
-    cache each step; a serving kernel reads the codes inside the attention kernel
-    instead. ``transformers``' ``QuantizedCache`` re-quantizes its whole cache each
-    time its residual fills up, and groups keys and values the same way.
+    :meth:`~attention.KVCache.update` (and a module's forward pass) returns every token:
+    the quantized part dequantized, then the residual. That costs a dequantization of
+    the whole cache each step; a serving kernel reads the codes inside the attention
+    kernel instead. ``transformers``' ``QuantizedCache`` re-quantizes its whole cache
+    each time its residual fills up, and groups keys and values the same way.
 
     Parameters
     ----------
@@ -334,7 +334,7 @@ class QuantizedKVCache(KVCache):
 
     @property
     def shape(self) -> torch.Size | None:
-        """The shape of the keys :meth:`update` returns, or ``None`` while empty."""
+        """The shape of the keys that ``update`` returns, or ``None`` while empty."""
         held = self._quantized if self._quantized is not None else self.keys
         if held is None:
             return None
@@ -342,7 +342,10 @@ class QuantizedKVCache(KVCache):
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: the quantized part's codes, scales and minima, and the residual."""
+        """The bytes held by the quantized part (codes, scales, minima) and the residual.
+
+        ``nbytes / len(cache)`` is the cache's bytes per token.
+        """
         quantized = 0 if self._quantized is None else self._quantized.nbytes
         residual = 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
         return quantized + residual

@@ -30,20 +30,20 @@ __all__ = ["StreamingCache"]
 class StreamingCache(KVCache):
     """A :class:`~attention.KVCache` keeping the first ``num_sinks`` and last ``window`` tokens.
 
-    :meth:`update` appends the new keys and values, then evicts every token that is
-    neither among the first ``num_sinks`` nor among the last ``window`` seen, and
-    returns what it keeps (which :attr:`keys` and :attr:`values` then hold), in the
+    :meth:`~attention.KVCache.update` appends the new keys and values, then evicts every
+    token that is neither among the first ``num_sinks`` nor among the last ``window``
+    seen, and returns what it keeps (which ``keys`` and ``values`` then hold), in the
     order of the text. It never holds more than ``num_sinks + window`` tokens.
 
-    Given to :class:`~attention.GroupedQueryAttention`, the module attends over the
-    kept tokens with *positions re-indexed*: the held keys are stored before RoPE and
-    rotated by their index in the cache, ``0 ... len(cache) - 1``, and the new tokens
-    are the last of them. So decoding one token is attention over the kept tokens as
-    if they were the whole text, and :attr:`seen_tokens` may grow past the module's
-    ``context_length``. A call's queries all see the cache as it is after the call,
-    so each new token must be kept: a call brings at most ``window`` new tokens once
-    the cache holds more than ``num_sinks + window - num_new`` (feed a long prompt in
-    pieces of ``window`` tokens).
+    Given to :class:`~attention.GroupedQueryAttention`, the module attends over the kept
+    tokens with *positions re-indexed*: the held keys are stored before RoPE and rotated
+    by their index in the cache, ``0 ... len(cache) - 1``, and the new tokens are the
+    last of them. So decoding one token is attention over the kept tokens as if they
+    were the whole text, and :attr:`~attention.KVCache.seen_tokens` may grow past the
+    module's ``context_length``. A call's queries all see the cache as it is after the
+    call, so each new token must be kept: a call brings at most ``window`` new tokens
+    once the cache holds more than ``num_sinks + window - num_new`` (feed a long prompt
+    in pieces of ``window`` tokens).
 
     Parameters
     ----------
