@@ -16,7 +16,7 @@ from hf_models import EXACT
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attention import GroupedQueryAttention, KVCache, StreamingCache
+from attention import GroupedQueryAttention, KVCache, StreamingCache, apply_rope
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -183,3 +183,21 @@ def test_module_errors_name_what_is_wrong():
     cache.update(torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
     with expect("StreamingCache: new keys of shape (1, 1, 1, 3)"):
         cache.update(torch.zeros(1, 1, 1, 3), torch.zeros(1, 1, 1, 3))
+
+
+@given(num_sinks=st.integers(0, 3), window=st.integers(1, 5), extra=st.integers(0, 12))
+def test_rotating_at_the_cache_index_equals_sinkcache_rotating_back_by_the_shift(
+    num_sinks, window, extra
+):
+    # transformers' former SinkCache held keys rotated at their text positions and,
+    # as tokens left, rotated the kept ones back by how far they moved. Rotations
+    # compose, so that is the rotation at the cache index that the module applies.
+    torch.manual_seed(num_sinks * 100 + window * 10 + extra)
+    seen = num_sinks + window + extra
+    raw = torch.randn(1, 2, seen, 6, dtype=F64)  # keys before RoPE
+    cache = StreamingCache(num_sinks, window)
+    cache.update(raw, raw)
+    positions = torch.tensor(cache.positions)
+    index = torch.arange(len(cache))
+    sinkcache_way = apply_rope(apply_rope(cache.keys, positions), index - positions)
+    torch.testing.assert_close(sinkcache_way, apply_rope(cache.keys, index), **EXACT)
