@@ -53,17 +53,22 @@ def _min_max_codes(
     moved = x.movedim(axis, -1)  # (..., length)
     if pad:
         moved = torch.cat((moved, moved[..., -1:].expand(*moved.shape[:-1], pad)), dim=-1)
-    grouped = moved.reshape(*moved.shape[:-1], groups, group_size)
-    low = grouped.amin(dim=-1, keepdim=True)
+    # 16-bit inputs are quantized in float32: their own arithmetic would round the
+    # codes' steps. The scale and minimum are stored in the input's dtype, and the
+    # codes are computed from the stored ones, which dequantization will use.
+    work = torch.promote_types(x.dtype, torch.float32)
+    grouped = moved.reshape(*moved.shape[:-1], groups, group_size).to(work)
+    low = grouped.amin(dim=-1, keepdim=True).to(x.dtype).to(work)
     scale = (grouped.amax(dim=-1, keepdim=True) - low) / (2**bits - 1)
+    scale = scale.to(x.dtype).to(work)
     # A constant group has scale 0: its code is 0 and it comes back exactly.
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
     codes = torch.round((grouped - low) / safe).clamp_(0, 2**bits - 1).to(torch.uint8)
     codes = codes.reshape(*moved.shape[:-1], groups * group_size)[..., :length]
     return (
         codes.movedim(-1, axis),
-        scale.squeeze(-1).movedim(-1, axis),
-        low.squeeze(-1).movedim(-1, axis),
+        scale.squeeze(-1).movedim(-1, axis).to(x.dtype),
+        low.squeeze(-1).movedim(-1, axis).to(x.dtype),
     )
 
 
@@ -153,12 +158,15 @@ class QuantizedKV:
     def dequantize(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The keys and values back, ``m + q * s`` for each code ``q``, in :attr:`dtype`."""
         tokens, head_dim = self.shape[-2], self.shape[-1]
-        key_codes = _unpack(self.key_codes, self.bits, head_dim).to(self.dtype)
-        value_codes = _unpack(self.value_codes, self.bits, head_dim).to(self.dtype)
-        key_scale, value_scale = self.scales()
-        key_min = _expand(self.key_min, -2, self.group_size, tokens)
-        value_min = _expand(self.value_min, -1, self.group_size, head_dim)
-        return key_min + key_codes * key_scale, value_min + value_codes * value_scale
+        work = torch.promote_types(self.dtype, torch.float32)  # as quantize_kv computed
+        key_codes = _unpack(self.key_codes, self.bits, head_dim).to(work)
+        value_codes = _unpack(self.value_codes, self.bits, head_dim).to(work)
+        key_scale, value_scale = (scale.to(work) for scale in self.scales())
+        key_min = _expand(self.key_min, -2, self.group_size, tokens).to(work)
+        value_min = _expand(self.value_min, -1, self.group_size, head_dim).to(work)
+        keys = key_min + key_codes * key_scale
+        values = value_min + value_codes * value_scale
+        return keys.to(self.dtype), values.to(self.dtype)
 
 
 def quantize_kv(
@@ -174,7 +182,9 @@ def quantize_kv(
     scheme spans ``[-max|x|, max|x|]`` and wastes half its codes on a group that does
     not straddle 0, which is what an outlier key channel looks like (large and of one
     sign for every token); with 4 bits those codes are dear. Rounding to the nearest
-    code leaves every element within half its scale of its true value.
+    code leaves every element within half its scale of its true value (up to the
+    rounding of the dtype itself: float16 and bfloat16 inputs are quantized in float32
+    against their stored scales and minima, and read back into their own dtype).
 
     When ``tokens`` (for keys) or ``head_dim`` (for values) is not a multiple of
     ``group_size``, the last group is shorter and has its own scale, over its own
