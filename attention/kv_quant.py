@@ -311,8 +311,8 @@ class QuantizedKVCache(KVCache):
     (21, 16)
     >>> torch.equal(k[..., 16:, :], keys[..., 16:, :])
     True
-    >>> cache.nbytes < KVCache().update(keys, keys)[0].nbytes * 2
-    True
+    >>> cache.nbytes, 2 * keys.nbytes  # bytes held, against a float32 KVCache's
+    (2816, 5376)
     """
 
     def __init__(self, bits: int = 8, group_size: int = 32, residual_length: int = 32) -> None:
