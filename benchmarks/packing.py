@@ -213,6 +213,11 @@ def summarize(times: dict[str, list[float]]) -> dict:
     }
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages, where the system reports them."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""
     try:
@@ -227,6 +232,7 @@ def cpu_model() -> str:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    load_before = load_average()
     lengths = prompt_lengths(args.seed, args.length_scale)
     data = inputs(lengths, args)
     ways = calls(data)
@@ -241,7 +247,8 @@ def main(argv: list[str] | None = None) -> dict:
             "machine": platform.machine(),
             "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
-            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            # The machine's 1, 5 and 15-minute load averages before and after the run.
+            "load_average": {"before": load_before, "after": load_average()},
             "threads": torch.get_num_threads(),
         },
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -284,11 +291,14 @@ def report(results: dict) -> None:
     say(f"  outputs agree: {results['outputs_agree']}; packed faster: {results['packed_faster']}")
     environment = results["environment"]
     load = environment["load_average"]
+    loads = (
+        f", load {load['before'][0]:.2f} before, {load['after'][0]:.2f} after"
+        if load["before"] and load["after"]
+        else ""
+    )
     say(
         f"{environment['cpu']}, {environment['cpu_count']} CPUs, {environment['threads']} "
-        f"threads, load {load[0]:.2f}; torch {environment['torch']}"
-        if load
-        else f"{environment['cpu']}, torch {environment['torch']}"
+        f"threads{loads}; torch {environment['torch']}"
     )
 
 
