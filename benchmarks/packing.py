@@ -27,7 +27,12 @@ tokens and the score entries each way computes (``query_key_pairs``: all of them
 what one attention over every packed token with the block-diagonal mask would compute.
 
 A missed expectation is reported, not an error: this is a measurement. Timings on a
-shared machine are noisy: the JSON has the CPU's model name and versions; repeat it.
+shared machine are noisy: the JSON has the CPU's model name, versions and the load
+average before and after; repeat it. On a busy machine, compare with ``--threads 1``
+too: the packed way makes one small call per prompt, and each call waits for its
+second thread when another process holds the other core (on 2 cores at a load of
+about 3.5, packed took about 2.6 times as long with 2 threads as with 1, the padded
+ways about the same).
 
 Usage::
 
