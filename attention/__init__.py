@@ -55,6 +55,10 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
 :class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
 
+**Part V, attention in serving.** :func:`varlen_attention` attends over sequences
+packed one after the other without padding, FlashAttention's ``cu_seqlens`` layout,
+each token inside its own sequence's block of :func:`varlen_mask`.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -119,6 +123,7 @@ from attention.sparse import (
     topk_sparse_attention,
 )
 from attention.step import attend
+from attention.varlen import varlen_attention, varlen_mask
 
 __all__ = [
     "INPUTS",
@@ -168,4 +173,6 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "topk_sparse_attention",
+    "varlen_attention",
+    "varlen_mask",
 ]
