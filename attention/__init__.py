@@ -55,10 +55,13 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
 :class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
 
-**Part V, attention in serving.** :func:`quantize_kv` stores keys per channel and
-values per token in 8 or 4 bits (KIVI); :class:`QuantizedKVCache` keeps the newest
-tokens exact and the rest so; :class:`StreamingCache` keeps StreamingLLM's first
-tokens and a window, at positions re-indexed inside the cache.
+**Part V, attention in serving.** :func:`varlen_attention` attends over sequences
+packed one after the other without padding, FlashAttention's ``cu_seqlens`` layout,
+each token inside its own sequence's block of :func:`varlen_mask`.
+:func:`quantize_kv` stores keys per channel and values per token in 8 or 4 bits
+(KIVI); :class:`QuantizedKVCache` keeps the newest tokens exact and the rest so;
+:class:`StreamingCache` keeps StreamingLLM's first tokens and a window, at positions
+re-indexed inside the cache.
 
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
@@ -126,6 +129,7 @@ from attention.sparse import (
 )
 from attention.step import attend
 from attention.streaming import StreamingCache
+from attention.varlen import varlen_attention, varlen_mask
 
 __all__ = [
     "INPUTS",
@@ -179,4 +183,6 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "topk_sparse_attention",
+    "varlen_attention",
+    "varlen_mask",
 ]
