@@ -188,6 +188,32 @@ def test_chunked_form_survives_strong_decay():
     assert_pair_close(chunked, gated_delta_rule(**args), EXACT)
 
 
+@pytest.mark.parametrize("chunk_size", [None, 4], ids=["recurrent", "chunked"])
+def test_gradients_equal_transformers_float64_copy(chunk_size):
+    """Both forms backpropagate (no in-place step breaks autograd), and their gradients
+    with respect to every input and the initial state are the float64 copy's."""
+    args = inputs(tokens=9)
+    leaves = {name: x.clone().requires_grad_() for name, x in args.items()}
+    ours = gated_delta_rule(**leaves, chunk_size=chunk_size)
+    theirs = torch_chunk_gated_delta_rule_float64(
+        *transformers_args(leaves),
+        chunk_size=4,
+        initial_state=leaves["initial_state"],
+        output_final_state=True,
+        use_qk_l2norm_in_kernel=True,
+    )
+    gen = torch.Generator().manual_seed(1)
+    weights = [torch.randn(x.shape, dtype=F64, generator=gen) for x in ours]
+
+    def gradients(outputs: tuple) -> tuple:
+        loss = sum((w * x).sum() for w, x in zip(weights, outputs, strict=True))
+        return torch.autograd.grad(loss, list(leaves.values()))
+
+    grads, expected = gradients(ours), gradients(theirs)
+    for grad, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(grad, want, **EXACT)
+
+
 @st.composite
 def layouts(draw):
     heads_k = draw(st.integers(1, 2))
