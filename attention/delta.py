@@ -450,7 +450,13 @@ class GatedDeltaNet(nn.Module):
     Shapes
     ------
     Input ``(batch, tokens, d_in)``; output the same. With a :class:`~attention.GatedDeltaNetCache`
-    the layer continues from the cache's states and updates them in place.
+    the layer continues from the cache's states and updates them in place. ``allowed``,
+    a bool ``(batch, tokens)`` that is ``False`` at padding (as
+    :func:`~attention.padding_mask` gives it, the same mask the attention layers take),
+    zeroes the padding's inputs before anything else, as ``transformers``'
+    ``apply_mask_to_padding_states`` does in Qwen3-Next. Padding on the left then
+    changes nothing for the real tokens: zero inputs write nothing, and a decayed zero
+    state stays zero.
 
     Examples
     --------
@@ -467,6 +473,13 @@ class GatedDeltaNet(nn.Module):
     ...                                                for t in (4, 5)], dim=1)
     >>> full.shape, torch.allclose(full, steps, atol=1e-6)
     (torch.Size([1, 6, 8]), True)
+
+    Two tokens of padding on the left leave the real tokens' outputs as they were:
+
+    >>> padded = torch.cat([torch.randn(1, 2, 8), x], dim=1)
+    >>> real = torch.tensor([[False] * 2 + [True] * 6])
+    >>> torch.allclose(layer(padded, allowed=real)[:, 2:], full, atol=1e-6)
+    True
     """
 
     def __init__(
@@ -516,8 +529,17 @@ class GatedDeltaNet(nn.Module):
         self.norm = RMSNorm(self.value_head_dim, eps)
         self.out_proj = nn.Linear(value_width, self.d_in, bias=False)
 
-    def forward(self, x: torch.Tensor, cache: GatedDeltaNetCache | None = None) -> torch.Tensor:
-        """Run the layer over ``x``, ``(batch, tokens, d_in)``, continuing ``cache`` if given."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: GatedDeltaNetCache | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run the layer over ``x``, ``(batch, tokens, d_in)``, continuing ``cache`` if given.
+
+        ``allowed``, a bool ``(batch, tokens)``, ``False`` at padding: those inputs are
+        zeroed first (see the class's Shapes).
+        """
         owner = type(self).__name__
         if cache is not None and not isinstance(cache, GatedDeltaNetCache):
             raise ValueError(
@@ -525,6 +547,22 @@ class GatedDeltaNet(nn.Module):
             )
         x = _checks.module_input(self, x, d_in=self.d_in)
         batch, tokens, _ = x.shape
+        if allowed is not None:
+            expected = (
+                f"expected allowed, a bool tensor that is True at real tokens and False at "
+                f"padding, of shape (batch, tokens) = {(batch, tokens)}"
+            )
+            if not isinstance(allowed, torch.Tensor):
+                raise ValueError(f"{owner}: {expected}, got {type(allowed).__name__}")
+            if allowed.dtype != torch.bool:
+                raise ValueError(
+                    f"{owner}: {expected}, got a tensor of dtype {allowed.dtype}; a 0/1 "
+                    f"attention_mask becomes one with .bool()"
+                )
+            if tuple(allowed.shape) != (batch, tokens):
+                raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
+            # Zero the padding's inputs, as transformers' apply_mask_to_padding_states.
+            x = x * allowed[..., None].to(x.dtype)
         held = None if cache is None or cache.conv_state is None else cache.conv_state.shape[0]
         if held is not None and held != batch:
             raise ValueError(
