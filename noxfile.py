@@ -340,11 +340,12 @@ def site(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks in benchmarks/: the variants side by side, the decode race, Part IV.
+    """Run the benchmarks in benchmarks/: the variants side by side, the decode race, Part IV,
+    packed against padded prefill (Part V).
 
     Every argument goes to benchmarks/variants.py (`nox -s bench -- --help`); `--quick`
-    goes to benchmarks/decode.py and benchmarks/part4.py too, whose JSON lands beside the
-    variants' results.
+    goes to benchmarks/decode.py, benchmarks/part4.py and benchmarks/packing.py too, whose
+    JSON lands beside the variants' results.
     """
     install(session, "-e", ".[plot,transformers]")
     args = list(session.posargs)
@@ -353,3 +354,4 @@ def bench(session: nox.Session) -> None:
     quick = ["--quick"] if "--quick" in args else []
     session.run("python", "benchmarks/decode.py", *quick, "--out", str(Path(out) / "decode.json"))
     session.run("python", "benchmarks/part4.py", *quick, "--out", str(Path(out) / "part4.json"))
+    session.run("python", "benchmarks/packing.py", *quick, "--out", str(Path(out) / "packing.json"))

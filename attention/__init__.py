@@ -55,6 +55,14 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
 :class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
 
+**Part V, attention in serving.** :func:`varlen_attention` attends over sequences
+packed one after the other without padding, FlashAttention's ``cu_seqlens`` layout,
+each token inside its own sequence's block of :func:`varlen_mask`.
+:func:`quantize_kv` stores keys per channel and values per token in 8 or 4 bits
+(KIVI); :class:`QuantizedKVCache` keeps the newest tokens exact and the rest so;
+:class:`StreamingCache` keeps StreamingLLM's first tokens and a window, at positions
+re-indexed inside the cache.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -94,6 +102,7 @@ from attention.delta import GatedDeltaNet, GatedDeltaNetCache, gated_delta_rule
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
+from attention.kv_quant import QuantizedKV, QuantizedKVCache, quantize_kv
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from attention.linear import linear_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
@@ -119,6 +128,8 @@ from attention.sparse import (
     topk_sparse_attention,
 )
 from attention.step import attend
+from attention.streaming import StreamingCache
+from attention.varlen import varlen_attention, varlen_mask
 
 __all__ = [
     "INPUTS",
@@ -140,11 +151,14 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "MultiHeadLatentAttention",
+    "QuantizedKV",
+    "QuantizedKVCache",
     "RMSNorm",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SparseLatentAttention",
     "SparseLatentCache",
+    "StreamingCache",
     "apply_rope",
     "apply_rope_interleaved",
     "attend",
@@ -159,6 +173,7 @@ __all__ = [
     "latent_cache_bytes_per_token",
     "linear_attention",
     "padding_mask",
+    "quantize_kv",
     "rope_frequencies",
     "scaled_dot_product_weights",
     "scores_for_all",
@@ -168,4 +183,6 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "topk_sparse_attention",
+    "varlen_attention",
+    "varlen_mask",
 ]

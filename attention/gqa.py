@@ -41,6 +41,7 @@ from attention.rope import _cos_sin_range, _module_settings, _rotate
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend, _weights, check_softcap
 from attention.step import _check as _attend_checks
+from attention.streaming import StreamingCache
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 
@@ -360,23 +361,15 @@ class GroupedQueryAttention(nn.Module):
         self, x: object, cache: KVCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
+        if isinstance(cache, StreamingCache):
+            return self._project_streaming(x, cache, allowed)
         x, num_cached = _checks.cached_input(self, x, cache, KVCache)
         if allowed is not None:
             batch, n = x.shape[:2]
             owner = type(self).__name__
             allowed = _checks.allowed_mask(owner, allowed, batch, n, num_cached + n, num_cached)
         num_tokens = x.shape[1]
-        queries, keys = self.W_query(x), self.W_key(x)
-        values = keys if self.W_value is None else self.W_value(x)
-        if self.qk_norm == "projection":  # OLMo 2: over all heads at once
-            queries, keys = self.q_norm(queries), self.k_norm(keys)
-        queries = self._heads(queries, self.num_heads)  # (b, num_heads, n, head_dim)
-        keys = self._heads(keys, self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
-        values = self._heads(values, self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
-        if self.qk_norm == "head":  # Qwen3: each head on its own
-            queries, keys = self.q_norm(queries), self.k_norm(keys)
-        if self.v_norm is not None:
-            values = self.v_norm(values)
+        queries, keys, values = self._heads_qkv(x)
         if self.rope_base is not None:
             # apply_rope's rotation, the new tokens continuing where the cache stops. One
             # cos and sin for every head, queries and keys; sliced from a table computed once.
@@ -396,6 +389,62 @@ class GroupedQueryAttention(nn.Module):
             # (batch, 1, num_tokens or 1, num_keys), True only where both allow
             allowed = allowed[..., first:]  # the keys a rolling cache still holds
             mask = allowed if mask is None else mask & allowed
+        return queries, keys, values, mask
+
+    def _heads_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The new tokens' queries, keys and values, split into heads and normed; no RoPE yet."""
+        queries, keys = self.W_query(x), self.W_key(x)
+        values = keys if self.W_value is None else self.W_value(x)
+        if self.qk_norm == "projection":  # OLMo 2: over all heads at once
+            queries, keys = self.q_norm(queries), self.k_norm(keys)
+        queries = self._heads(queries, self.num_heads)  # (b, num_heads, n, head_dim)
+        keys = self._heads(keys, self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
+        values = self._heads(values, self.num_kv_heads)  # (b, num_kv_heads, n, head_dim)
+        if self.qk_norm == "head":  # Qwen3: each head on its own
+            queries, keys = self.q_norm(queries), self.k_norm(keys)
+        if self.v_norm is not None:
+            values = self.v_norm(values)
+        return queries, keys, values
+
+    def _project_streaming(
+        self, x: object, cache: StreamingCache, allowed: object
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """:meth:`_project` with a :class:`~attention.StreamingCache`: positions inside the cache.
+
+        The cache holds keys before RoPE; after the update, the kept keys are rotated
+        by their index in the cache and the new queries by theirs, the last ones.
+        """
+        owner = type(self).__name__
+        if allowed is not None or self.window is not None or self.chunk is not None:
+            raise ValueError(
+                f"{owner}: a StreamingCache chooses the keys itself, so it takes no allowed= "
+                f"mask and no module window or chunk, got allowed="
+                f"{None if allowed is None else 'a mask'}, window={self.window}, chunk={self.chunk}"
+            )
+        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
+        num_tokens = x.shape[1]
+        if cache.evicts_new(num_tokens):
+            raise ValueError(
+                f"{owner}: {num_tokens} new tokens would push some of themselves out of the "
+                f"StreamingCache (num_sinks={cache.num_sinks}, window={cache.window}, "
+                f"{cache.seen_tokens} tokens seen), and every new token needs its keys; "
+                f"feed at most window={cache.window} tokens per call"
+            )
+        held = min(len(cache) + num_tokens, cache.capacity)
+        if held > self.context_length:
+            raise ValueError(
+                f"{owner}: the StreamingCache will hold {held} tokens, past context_length="
+                f"{self.context_length}; build the module with a context_length of at least "
+                f"num_sinks + window = {cache.capacity}"
+            )
+        queries, keys, values = self._heads_qkv(x)
+        # (b, num_kv_heads, held, head_dim): the kept keys, before RoPE, new ones last
+        keys, values = cache._append(keys, values)
+        if self.rope_base is not None:  # positions 0 ... held - 1: the index in the cache
+            cos, sin = _cos_sin_range(0, held, self._rotary_dim, self.rope_base, x, self._rope_key)
+            keys = _rotate(keys, cos, sin)
+            queries = _rotate(queries, cos[held - num_tokens :], sin[held - num_tokens :])
+        mask = _local_mask(num_tokens, held, 0, None, None, x.device)
         return queries, keys, values, mask
 
     def forward(

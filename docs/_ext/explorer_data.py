@@ -482,7 +482,7 @@ CHECKS: tuple[Printed, ...] = (
     ),
     Printed(
         CH3,
-        "causal_weights = torch.softmax(masked_scores",
+        "causal_weights = torch.softmax(\n    masked_scores",
         lambda d: _tensor_text(weights(_v(d, "trainable"), causal=True)),
     ),
     Printed(CH4, "print(queries[0, 1])  # 4 features", _ch4_queries),

@@ -209,7 +209,7 @@ def test_a_changed_number_in_a_chapter_is_reported(data, tmp_path):
     assert path == "docs/chapters/03-causal-attention.md"
     cell = text.splitlines()[int(line) - 1 :]
     assert cell[0].startswith("```{code-cell}")
-    assert any("causal_weights = torch.softmax(masked_scores" in c for c in cell[:15])
+    assert any("causal_weights = torch.softmax(" in c for c in cell[:15])
     assert "expected 0.5527, printed 0.5517" in message
 
 

@@ -1,0 +1,161 @@
+"""StreamingLLM's cache: the first tokens (attention sinks) and a window of the last ones.
+
+Xiao et al. ("Efficient Streaming Language Models with Attention Sinks", 2023)
+found that a model decoding with only a sliding window of recent keys breaks down
+as soon as the first tokens leave the window: its heads park unneeded attention on
+the first token (chapter 14's *sink*). Keeping the first ``num_sinks`` tokens
+beside the last ``window`` ones holds the cache at a fixed size, for a stream of any
+length, and keeps the model fluent. It does not keep what was said in between:
+a fact that left the window is gone.
+
+Positions are those *inside the cache*, as in StreamingLLM: the kept tokens sit at
+positions ``0, 1, ..., len(cache) - 1`` whatever their place in the text, so a
+rotary model never meets a position past the cache's size. The cache therefore
+holds keys *before* RoPE, and :class:`~attention.GroupedQueryAttention` rotates them
+at every step by their index in the cache (``transformers``' former ``SinkCache``
+instead stored rotated keys and rotated them back when they shifted; both give the
+same scores).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attention import _checks
+from attention.kv_cache import KVCache
+
+__all__ = ["StreamingCache"]
+
+
+class StreamingCache(KVCache):
+    """A :class:`~attention.KVCache` keeping the first ``num_sinks`` and last ``window`` tokens.
+
+    :meth:`~attention.KVCache.update` appends the new keys and values, then evicts every
+    token that is neither among the first ``num_sinks`` nor among the last ``window``
+    seen, and returns what it keeps (which ``keys`` and ``values`` then hold), in the
+    order of the text. It never holds more than ``num_sinks + window`` tokens.
+
+    Given to :class:`~attention.GroupedQueryAttention`, the module attends over the kept
+    tokens with *positions re-indexed*: the held keys are stored before RoPE and rotated
+    by their index in the cache, ``0 ... len(cache) - 1``, and the new tokens are the
+    last of them. So decoding one token is attention over the kept tokens as if they
+    were the whole text, and :attr:`~attention.KVCache.seen_tokens` may grow past the
+    module's ``context_length``. A call's queries all see the cache as it is after the
+    call, so each new token must be kept: a call brings at most ``window`` new tokens
+    once the cache holds more than ``num_sinks + window - num_new`` (feed a long prompt
+    in pieces of ``window`` tokens).
+
+    Parameters
+    ----------
+    num_sinks : int
+        How many of the first tokens stay (0 is a plain sliding window).
+    window : int
+        How many of the last tokens stay (at least 1).
+
+    Attributes
+    ----------
+    keys, values : torch.Tensor or None
+        ``(batch, kv_heads, len(cache), head_dim)``: the kept tokens, the sinks first;
+        keys before RoPE when a module wrote them.
+
+    Examples
+    --------
+    >>> import torch
+    >>> cache = StreamingCache(num_sinks=2, window=3)
+    >>> tokens = torch.arange(8.0).view(1, 1, 8, 1)  # tokens 0 to 7, one number each
+    >>> keys, _ = cache.update(tokens, tokens)
+    >>> keys.flatten().tolist(), cache.positions, cache.seen_tokens
+    ([0.0, 1.0, 5.0, 6.0, 7.0], [0, 1, 5, 6, 7], 8)
+    >>> _ = cache.update(torch.full((1, 1, 1, 1), 8.0), torch.zeros(1, 1, 1, 1))
+    >>> cache.keys.flatten().tolist()
+    [0.0, 1.0, 6.0, 7.0, 8.0]
+    """
+
+    def __init__(self, num_sinks: int = 4, window: int = 1020) -> None:
+        super().__init__()
+        owner = type(self).__name__
+        if isinstance(num_sinks, bool) or not isinstance(num_sinks, int) or num_sinks < 0:
+            raise ValueError(
+                f"{owner}: num_sinks must be an integer >= 0 (how many of the first tokens "
+                f"stay), got {num_sinks!r}"
+            )
+        self.num_sinks = num_sinks
+        self.window = _checks.positive_int(owner, "window", window)
+
+    @property
+    def capacity(self) -> int:
+        """The most tokens the cache holds, ``num_sinks + window``."""
+        return self.num_sinks + self.window
+
+    @property
+    def positions(self) -> list[int]:
+        """The kept tokens' positions in the text, oldest first."""
+        held = len(self)
+        sinks = min(self.num_sinks, held)
+        return list(range(sinks)) + list(range(self._seen - (held - sinks), self._seen))
+
+    def evicts_new(self, num_new: int) -> bool:
+        """Whether appending ``num_new`` tokens would evict some of them at once."""
+        total = self._seen + num_new
+        return total > self.capacity and num_new > self.window
+
+    def _append(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        *,
+        window: int | None = None,
+        chunk: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        owner = type(self).__name__
+        if window is not None or chunk is not None:
+            raise ValueError(
+                f"{owner}: a streaming cache evicts by its own rule (num_sinks="
+                f"{self.num_sinks}, window={self.window}); a module with window={window} or "
+                f"chunk={chunk} needs a KVCache"
+            )
+        if self.keys is not None:
+            for name, new, old in (("keys", keys, self.keys), ("values", values, self.values)):
+                if (
+                    new.shape[:-2] != old.shape[:-2]
+                    or new.shape[-1] != old.shape[-1]
+                    or new.dtype != old.dtype
+                ):
+                    raise ValueError(
+                        f"{owner}: new {name} of shape {tuple(new.shape)} ({new.dtype}) do "
+                        f"not fit the cached {name} of shape {tuple(old.shape)} ({old.dtype}): "
+                        "all but the token dimension (-2) and the dtype must match"
+                    )
+            keys = torch.cat((self.keys, keys), dim=-2)  # (..., held + num_new, dim)
+            values = torch.cat((self.values, values), dim=-2)
+        self._seen += keys.shape[-2] - len(self)
+        held = keys.shape[-2]
+        if held > self.capacity:  # the sinks, then the last `window` tokens
+            recent = slice(held - self.window, held)
+            keys = torch.cat((keys[..., : self.num_sinks, :], keys[..., recent, :]), dim=-2)
+            values = torch.cat((values[..., : self.num_sinks, :], values[..., recent, :]), dim=-2)
+        self.keys, self.values = keys, values
+        return keys, values
+
+    def crop(self, length: int) -> None:
+        """Forget every token from position ``length`` on, if none was evicted yet."""
+        owner = type(self).__name__
+        length = _checks.positive_int(owner, "length", length)
+        if self._seen > len(self):
+            raise ValueError(
+                f"{owner}: cannot crop to {length} tokens: the cache has seen {self._seen} "
+                f"tokens and evicted {self._seen - len(self)} of them; start a new "
+                "StreamingCache to go back"
+            )
+        if length > self._seen:
+            raise ValueError(
+                f"{owner}: cannot crop to {length} tokens, the cache holds only {self._seen}"
+            )
+        self.keys, self.values = self.keys[..., :length, :], self.values[..., :length, :]
+        self._seen = length
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_sinks={self.num_sinks}, window={self.window}, "
+            f"tokens={len(self)}, seen_tokens={self._seen}, nbytes={self.nbytes})"
+        )
