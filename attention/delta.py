@@ -199,52 +199,94 @@ def gated_delta_rule(
     chunk = _check(q, k, v, g, beta, initial_state, chunk_size)
     dtype = q.dtype
     work = torch.promote_types(dtype, torch.float32)  # half precision runs in float32
-    batch, _, heads_k, dim_k = k.shape
+    batch, _, _, dim_k = k.shape
     heads_v, dim_v = v.shape[2], v.shape[3]
-
-    # Give every value head its q/k head, then put the heads first:
-    # q, k (batch, heads_v, tokens, dim_k); v (batch, heads_v, tokens, dim_v);
-    # g, beta (batch, heads_v, tokens).
-    group = heads_v // heads_k
-    q, k = (x.repeat_interleave(group, dim=2).transpose(1, 2).to(work) for x in (q, k))
-    v = v.transpose(1, 2).to(work)
-    g, beta = (x.transpose(1, 2).to(work) for x in (g, beta))
-    q = l2_normalise(q) / dim_k**0.5
-    k = l2_normalise(k)
     if initial_state is None:
-        state = q.new_zeros(batch, heads_v, dim_k, dim_v)
+        state = torch.zeros(batch, heads_v, dim_k, dim_v, dtype=work, device=q.device)
     else:
         state = initial_state.to(work)
 
     if chunk is None:
-        out, state = _recurrent(q, k, v, g, beta, state)
+        out, state = _recurrent(*_heads_first(q, k, v, g, beta, work), state)
+        out = out.transpose(1, 2)  # back to (batch, tokens, heads_v, dim_v)
     else:
-        out, state = _chunked(q, k, v, g, beta, state, chunk)
-    # Back to (batch, tokens, heads_v, dim_v) and the input's dtype.
-    return out.transpose(1, 2).contiguous().to(dtype), state.to(dtype)
+        out, state = _chunked(q, k, v, g, beta, state, chunk, work)
+    return out.contiguous().to(dtype), state.to(dtype)
+
+
+def _heads_first(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, work: torch.dtype
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Prepare tokens for the delta rule: normalised q and k, every head with its own q/k.
+
+    Takes the layouts of :func:`~attention.gated_delta_rule`, for all its tokens or a
+    slice of them (each token is prepared on its own), and returns, in ``work``'s dtype,
+    q and k ``(batch, heads_v, tokens, dim_k)``, v ``(batch, heads_v, tokens, dim_v)``,
+    g and beta ``(batch, heads_v, tokens)``.
+    """
+    dim_k = k.shape[-1]
+    group = v.shape[2] // k.shape[2]
+    # Normalise before repeating the heads: the same numbers, on fewer of them.
+    q = l2_normalise(q.to(work)) / dim_k**0.5
+    k = l2_normalise(k.to(work))
+    # Give every value head its q/k head, consecutive value heads sharing one.
+    q, k = (x.repeat_interleave(group, dim=2) if group > 1 else x for x in (q, k))
+    return (
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.to(work).transpose(1, 2),
+        g.to(work).transpose(1, 2),
+        beta.to(work).transpose(1, 2),
+    )
 
 
 def _recurrent(
     q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor
 ) -> tuple[Tensor, Tensor]:
-    """Token by token. Shapes as in :func:`~attention.gated_delta_rule` after its transposes."""
+    """Token by token. Shapes as :func:`_heads_first` returns them; out ``(batch, heads_v,
+    tokens, dim_v)``.
+
+    The steps of the module's docstring (forget, correct, read), arranged so that each
+    token goes through the state only twice: one small matrix product reads what the
+    state before the token returns for q_t and k_t, and one multiply-add writes the
+    update. The state, ``dim_k × dim_v`` numbers per head, is the big tensor here; a
+    broadcast product such as ``(k_t[..., None] * S).sum(-2)`` would build a
+    state-sized temporary for every read, and on a CPU that memory traffic, not the
+    arithmetic, sets the time.
+    """
+    alpha = g.exp()  # the decays α_t = e^{g_t}: (batch, heads_v, tokens)
+    qk = torch.stack([q, k], dim=-2)  # (batch, heads_v, tokens, 2, dim_k): q_t, k_t as rows
+    q_dot_k = (q * k).sum(dim=-1)  # q_t · k_t
     outputs = []
     for t in range(q.shape[2]):
-        q_t, k_t, v_t = q[:, :, t], k[:, :, t], v[:, :, t]  # (batch, heads_v, dim)
-        state = state * g[:, :, t].exp()[..., None, None]  # forget: S ← α_t S
-        stored = (k_t[..., None] * state).sum(dim=-2)  # Sᵀ k_t: (batch, heads_v, dim_v)
-        error = beta[:, :, t, None] * (v_t - stored)  # β_t (v_t − Sᵀ k_t)
-        state = state + k_t[..., None] * error[..., None, :]  # S ← S + k_t errorᵀ
-        outputs.append((q_t[..., None] * state).sum(dim=-2))  # o_t = Sᵀ q_t
+        a = alpha[:, :, t, None, None]
+        # From the state S before token t: α_t q_tᵀS and α_t k_tᵀS, (batch, heads_v, 2, dim_v).
+        read = a * (qk[:, :, t] @ state)
+        error = beta[:, :, t, None, None] * (v[:, :, t, None] - read[..., 1:, :])  # β (v − (αS)ᵀk)
+        # o_t = (α S + k errorᵀ)ᵀ q = α Sᵀq + (q · k) error, without reading the new state.
+        outputs.append(read[..., :1, :] + q_dot_k[:, :, t, None, None] * error)
+        # S ← α S + k errorᵀ, added in place into the fresh tensor α S: no state-sized
+        # temporary for k errorᵀ. (Autograd allows it: nothing saved α S.)
+        state = state.mul(a).addcmul_(k[:, :, t, :, None], error)
     if not outputs:
         return v.new_zeros(v.shape), state
-    return torch.stack(outputs, dim=2), state
+    return torch.cat(outputs, dim=2), state
 
 
 def _chunked(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, chunk: int
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    state: Tensor,
+    chunk: int,
+    work: torch.dtype,
 ) -> tuple[Tensor, Tensor]:
-    """Chunk by chunk, with the WY / UT transform inside each chunk.
+    """Chunk by chunk, with the UT transform inside each chunk.
+
+    Takes the arguments of :func:`~attention.gated_delta_rule` as given and returns the
+    output as ``(batch, tokens, heads_v, dim_v)``, in ``work``'s dtype.
 
     Inside a chunk that starts from the state ``S_0``, write ``γ_t`` for the sum of the
     ``g`` up to and including position ``t`` of the chunk, and ``u_s`` for the vector
@@ -254,51 +296,56 @@ def _chunked(
 
     and ``u_t = β_t (v_t − (α_t S_{t−1})ᵀ k_t)`` becomes the triangular system
 
-    ``u_t + β_t Σ_{s < t} e^{γ_t − γ_s} (k_t · k_s) u_s = β_t v_t − β_t e^{γ_t} S_0ᵀ k_t``,
+    ``u_t + β_t Σ_{s < t} e^{γ_t − γ_s} (k_t · k_s) u_s = β_t (v_t − e^{γ_t} S_0ᵀ k_t)``,
 
-    i.e. ``(I + A) U = β V − (β e^γ K) S_0``, ``A`` strictly lower triangular. So
-    ``U = W_v − W_k S_0`` with ``W_v = (I + A)⁻¹ β V`` and ``W_k = (I + A)⁻¹ β e^γ K``,
-    both computed for every chunk at once before the loop. Then
+    i.e. ``(I + A) U = β (V − e^γ K S_0)``, ``A`` strictly lower triangular: one
+    triangular solve gives every token's write. Then
 
     ``o_t = e^{γ_t} S_0ᵀ q_t + Σ_{s ≤ t} e^{γ_t − γ_s} (q_t · k_s) u_s`` and
     ``S_C = e^{γ_C} S_0 + Σ_s e^{γ_C − γ_s} k_s u_sᵀ``.
+
+    ``transformers`` (and the fast kernels of flash-linear-attention) instead solve for
+    ``W_v = (I + A)⁻¹ β V`` and ``W_k = (I + A)⁻¹ β e^γ K`` for every chunk up front and
+    take ``U = W_v − W_k S_0`` in the loop: on a GPU that moves the solves off the
+    sequential path. On a CPU every step runs one after the other anyway, and solving
+    for ``U`` directly does half the triangular work.
+
+    The chunks are computed one at a time, from preparing their tokens to the output,
+    so that the intermediate tensors (``chunk × chunk`` matrices and ``chunk × dim``
+    blocks per head) stay small enough for the CPU's caches. Computing every chunk's
+    tensors at once costs several passes through main memory over sequence-sized
+    tensors, and on a CPU those, not the multiply-adds, took most of the time. The
+    last chunk may be shorter: its tokens simply end earlier.
     """
-    batch, heads, tokens, _ = k.shape
-    dim_v = v.shape[-1]
-    # Pad the tail to whole chunks with tokens that neither decay (g = 0) nor write (β = 0).
-    pad = -tokens % chunk
-    q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-    g, beta = (F.pad(x, (0, pad)) for x in (g, beta))
-    n = (tokens + pad) // chunk
-    # Split the tokens into chunks: (batch, heads, n, chunk, dim) and (batch, heads, n, chunk).
-    q, k, v = (x.reshape(batch, heads, n, chunk, x.shape[-1]) for x in (q, k, v))
-    g, beta = (x.reshape(batch, heads, n, chunk) for x in (g, beta))
-
-    gamma = g.cumsum(dim=-1)  # γ_t within each chunk: (batch, heads, n, chunk)
-    # decay[t, s] = e^{γ_t − γ_s} for s ≤ t, 0 above the diagonal: (..., chunk, chunk).
-    later = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).triu(1)
-    decay = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(later, float("-inf")).exp()
-
-    # A[t, s] = β_t e^{γ_t − γ_s} (k_t · k_s) below the diagonal; solve (I + A) W = ...
-    system = (beta[..., None] * (k @ k.transpose(-1, -2)) * decay).tril(-1)
-    system = system + torch.eye(chunk, dtype=q.dtype, device=q.device)
-    w_v = torch.linalg.solve_triangular(system, beta[..., None] * v, upper=False)
-    w_k = torch.linalg.solve_triangular(
-        system, (beta * gamma.exp())[..., None] * k, upper=False
-    )  # (batch, heads, n, chunk, dim_k)
-    # Within-chunk scores e^{γ_t − γ_s} (q_t · k_s), s ≤ t: (batch, heads, n, chunk, chunk).
-    scores = (q @ k.transpose(-1, -2)) * decay
-    q_decayed = q * gamma.exp()[..., None]  # e^{γ_t} q_t reads S_0
-    k_to_end = k * (gamma[..., -1:] - gamma).exp()[..., None]  # e^{γ_C − γ_s} k_s
-    chunk_decay = gamma[..., -1].exp()  # e^{γ_C}: (batch, heads, n)
-
-    out = v.new_empty(batch, heads, n, chunk, dim_v)
-    for c in range(n):
-        written = w_v[:, :, c] - w_k[:, :, c] @ state  # U = W_v − W_k S_0: (.., chunk, dim_v)
-        out[:, :, c] = q_decayed[:, :, c] @ state + scores[:, :, c] @ written
+    batch, tokens, heads_v, dim_v = v.shape
+    out = torch.empty(batch, tokens, heads_v, dim_v, dtype=work, device=v.device)
+    # later[t, s]: s comes after t in the chunk, where the decays e^{γ_t − γ_s} are 0.
+    later = torch.ones(chunk, chunk, dtype=torch.bool, device=v.device).triu(1)
+    for start in range(0, tokens, chunk):
+        part = slice(start, start + chunk)
+        # (batch, heads_v, size, dim) and (batch, heads_v, size), size ≤ chunk.
+        q_c, k_c, v_c, g_c, beta_c = _heads_first(
+            q[:, part], k[:, part], v[:, part], g[:, part], beta[:, part], work
+        )
+        size = g_c.shape[-1]
+        gamma = g_c.cumsum(dim=-1)  # γ_t
+        from_start = gamma.exp()[..., None]  # e^{γ_t}, the decay since the chunk began
+        # decay[t, s] = e^{γ_t − γ_s} for s ≤ t, 0 above the diagonal: (..., size, size).
+        decay = gamma[..., :, None] - gamma[..., None, :]
+        decay = decay.masked_fill(later[:size, :size], float("-inf")).exp()
+        # A[t, s] = β_t e^{γ_t − γ_s} (k_t · k_s). Only its strictly lower triangle is
+        # read: the solve takes the diagonal of I + A as ones (unitriangular).
+        system = (k_c @ k_c.mT) * decay * beta_c[..., None]
+        # Solve (I + A) U = β (V − e^γ K S_0): what each token writes, (..., size, dim_v).
+        right = beta_c[..., None] * (v_c - from_start * (k_c @ state))
+        written = torch.linalg.solve_triangular(system, right, upper=False, unitriangular=True)
+        # o_t = e^{γ_t} S_0ᵀ q_t + Σ_{s ≤ t} e^{γ_t − γ_s} (q_t · k_s) u_s
+        scores = (q_c @ k_c.mT) * decay
+        read = from_start * (q_c @ state) + scores @ written
+        out[:, part] = read.transpose(1, 2)
         # S ← e^{γ_C} S_0 + Σ_s e^{γ_C − γ_s} k_s u_sᵀ
-        state = chunk_decay[:, :, c, None, None] * state + k_to_end[:, :, c].mT @ written
-    out = out.reshape(batch, heads, n * chunk, dim_v)[:, :, :tokens]
+        to_end = (gamma[..., -1:] - gamma).exp()[..., None]  # e^{γ_C − γ_s}
+        state = gamma[..., -1, None, None].exp() * state + (to_end * k_c).mT @ written
     return out, state
 
 
@@ -403,7 +450,13 @@ class GatedDeltaNet(nn.Module):
     Shapes
     ------
     Input ``(batch, tokens, d_in)``; output the same. With a :class:`~attention.GatedDeltaNetCache`
-    the layer continues from the cache's states and updates them in place.
+    the layer continues from the cache's states and updates them in place. ``allowed``,
+    a bool ``(batch, tokens)`` that is ``False`` at padding (as
+    :func:`~attention.padding_mask` gives it, the same mask the attention layers take),
+    zeroes the padding's inputs before anything else, as ``transformers``'
+    ``apply_mask_to_padding_states`` does in Qwen3-Next. Padding on the left then
+    changes nothing for the real tokens: zero inputs write nothing, and a decayed zero
+    state stays zero.
 
     Examples
     --------
@@ -420,6 +473,13 @@ class GatedDeltaNet(nn.Module):
     ...                                                for t in (4, 5)], dim=1)
     >>> full.shape, torch.allclose(full, steps, atol=1e-6)
     (torch.Size([1, 6, 8]), True)
+
+    Two tokens of padding on the left leave the real tokens' outputs as they were:
+
+    >>> padded = torch.cat([torch.randn(1, 2, 8), x], dim=1)
+    >>> real = torch.tensor([[False] * 2 + [True] * 6])
+    >>> torch.allclose(layer(padded, allowed=real)[:, 2:], full, atol=1e-6)
+    True
     """
 
     def __init__(
@@ -469,8 +529,17 @@ class GatedDeltaNet(nn.Module):
         self.norm = RMSNorm(self.value_head_dim, eps)
         self.out_proj = nn.Linear(value_width, self.d_in, bias=False)
 
-    def forward(self, x: torch.Tensor, cache: GatedDeltaNetCache | None = None) -> torch.Tensor:
-        """Run the layer over ``x``, ``(batch, tokens, d_in)``, continuing ``cache`` if given."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: GatedDeltaNetCache | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run the layer over ``x``, ``(batch, tokens, d_in)``, continuing ``cache`` if given.
+
+        ``allowed``, a bool ``(batch, tokens)``, ``False`` at padding: those inputs are
+        zeroed first (see the class's Shapes).
+        """
         owner = type(self).__name__
         if cache is not None and not isinstance(cache, GatedDeltaNetCache):
             raise ValueError(
@@ -478,6 +547,22 @@ class GatedDeltaNet(nn.Module):
             )
         x = _checks.module_input(self, x, d_in=self.d_in)
         batch, tokens, _ = x.shape
+        if allowed is not None:
+            expected = (
+                f"expected allowed, a bool tensor that is True at real tokens and False at "
+                f"padding, of shape (batch, tokens) = {(batch, tokens)}"
+            )
+            if not isinstance(allowed, torch.Tensor):
+                raise ValueError(f"{owner}: {expected}, got {type(allowed).__name__}")
+            if allowed.dtype != torch.bool:
+                raise ValueError(
+                    f"{owner}: {expected}, got a tensor of dtype {allowed.dtype}; a 0/1 "
+                    f"attention_mask becomes one with .bool()"
+                )
+            if tuple(allowed.shape) != (batch, tokens):
+                raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
+            # Zero the padding's inputs, as transformers' apply_mask_to_padding_states.
+            x = x * allowed[..., None].to(x.dtype)
         held = None if cache is None or cache.conv_state is None else cache.conv_state.shape[0]
         if held is not None and held != batch:
             raise ValueError(

@@ -49,27 +49,32 @@ Gated DeltaNet's sizes: our chunked :func:`~attention.gated_delta_rule` against
 ``transformers``' ``torch_chunk_gated_delta_rule`` (chunk 64 both, q and k
 L2-normalised in the kernel, the final state returned). Both get the same tensors,
 the queries and keys already repeated to the 32 value heads, as
-``Qwen3NextGatedDeltaNet`` passes them. **Target:** every run's median ratio, round by
-round, ours / transformers' at most 1.0. Checked, untimed: the outputs agree (1e-4).
+``Qwen3NextGatedDeltaNet`` passes them. Each of ``--prefill-rounds`` (21) rounds times
+one call of each, back to back, the order reversed every other round, and takes the
+ratio ours / transformers' of that round: a busy machine slows both calls of a round
+alike, and the median over the rounds leaves out the rounds where it did not.
+**Target:** every run's median ratio at most 1.0. Checked, untimed: the outputs agree
+(1e-4).
 
-**(c) Chunked against recurrent**: the same call with ``chunk_size=None`` (token by
-token), timed in the same rounds as (b). **Target:** every run's median ratio chunked /
-recurrent below 1.0. The recurrence is slow (about 50 s for 4096 tokens on 2 cores of
-an AMD EPYC), so (b) and (c) run ``--prefill-rounds`` (3) rounds with no warm-up round:
-an untimed call of each chunked form first (whose outputs are checked) warms them up,
-and the recurrence's output is checked from its first timed call.
+**(c) Chunked against recurrent**: the same chunked call against ``chunk_size=None``
+(token by token), in ``--recurrent-rounds`` (5) rounds of their own, paired and
+alternated as in (b). **Target:** every run's median ratio chunked / recurrent below
+1.0. The recurrence's output is checked from its first timed call; an untimed call of
+each chunked form (whose outputs are checked) warms them up before the rounds.
 
 The decode measurement (fresh caches) is repeated ``--repeats`` times (3 by default, 1
-with ``--quick``), the prefill one ``--prefill-repeats`` times (1). A default run takes
-about 5 minutes on 2 cores. Timings on a shared machine are noisy: report the machine
-(the JSON has the CPU's model name, torch's and transformers' versions) and repeat the
-command.
+with ``--quick``), the prefill ones ``--prefill-repeats`` times (1). ``--parts`` runs
+some of the three measurements (``--parts b c``: the prefill alone). A default run
+takes about 5 minutes on 2 cores. Timings on a shared machine are noisy: report the
+machine (the JSON has the CPU's model name, torch's and transformers' versions, and
+the load average before and after the run) and repeat the command.
 A missed target is reported, not an error: this is a measurement.
 
 Usage::
 
     python benchmarks/part4.py                  # the full run, JSON on stdout
     python benchmarks/part4.py --quick          # fewer rounds, one repeat
+    python benchmarks/part4.py --parts b c      # the prefill measurements alone
     python benchmarks/part4.py --contexts 1024 4096 --prefill-tokens 1024
     python benchmarks/part4.py --out part4.json
 """
@@ -107,6 +112,9 @@ WINDOW_MODEL = MODELS["Gemma 3 27B"]
 INDEXER_MODEL = MODELS["DeepSeek-V3.2"]
 #: The decode rows' layers; ``sparse`` only where the package has topk_sparse_attention.
 SIDES = ("full", "window", "deltanet", "sparse")
+#: The measurements: (a) decode steps, (b) prefill against transformers, (c) chunked
+#: against recurrent.
+PARTS = ("a", "b", "c")
 #: A step is flat when its growth (longest context / shortest) is at most this.
 FLAT = 1.2
 SPARSE_MISSING = (
@@ -124,7 +132,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     linear, indexer = MODEL, INDEXER_MODEL
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--quick", action="store_true", help="a short run: 6 rounds, 2 warm-up, 1 repeat"
+        "--quick",
+        action="store_true",
+        help="a short run: 6 decode rounds, 2 warm-up, 1 repeat; 5 and 2 prefill rounds",
+    )
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="which measurements: a (decode), b (prefill against transformers), "
+        "c (chunked against recurrent); default all",
     )
     parser.add_argument(
         "--contexts", type=int, nargs="+", default=[1024, 4096, 16384, 65536], help="tokens"
@@ -135,7 +153,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--repeats", type=int, help="runs of every measurement (default 3; quick: 1)"
     )
     parser.add_argument("--prefill-tokens", type=int, default=4096)
-    parser.add_argument("--prefill-rounds", type=int, default=3, help="timed rounds of (b), (c)")
+    parser.add_argument("--prefill-rounds", type=int, default=21, help="timed rounds of (b)")
+    parser.add_argument("--recurrent-rounds", type=int, default=5, help="timed rounds of (c)")
     parser.add_argument("--prefill-repeats", type=int, default=1, help="runs of (b) and (c)")
     parser.add_argument("--chunk-size", type=int, default=64, help="the chunked forms' chunk")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
@@ -160,22 +179,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.warmup = 6, 2
-        args.prefill_rounds = 2
+        args.prefill_rounds, args.recurrent_rounds = 5, 2
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
-    if min(args.repeats, args.rounds, args.prefill_rounds, args.prefill_repeats) < 1:
-        parser.error("--repeats, --rounds, --prefill-rounds, --prefill-repeats must be >= 1")
+    counts = (args.repeats, args.rounds, args.prefill_rounds, args.recurrent_rounds)
+    if min(*counts, args.prefill_repeats) < 1:
+        parser.error(
+            "--repeats, --rounds, --prefill-rounds, --recurrent-rounds, --prefill-repeats "
+            "must be >= 1"
+        )
     if args.warmup < 0:
         parser.error("--warmup must be at least 0")
     if min(*args.contexts, args.window, args.top_k, args.prefill_tokens, args.chunk_size) < 1:
         parser.error("every context, --window, --top-k, --prefill-tokens, --chunk-size >= 1")
     args.contexts = sorted(set(args.contexts))
+    args.parts = sorted(set(args.parts))
     return args
 
 
 def quartiles(values: list[float]) -> dict[str, float]:
     q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
     return {"median": median, "q1": q1, "q3": q3}
+
+
+def load_average() -> list[float] | None:
+    """The machine's load average over 1, 5 and 15 minutes (None where unknown): on
+    a shared machine, how busy it was while the timings ran."""
+    try:
+        return [round(load, 2) for load in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def cpu_model() -> str:
@@ -444,10 +477,29 @@ def prefill_inputs(args) -> tuple[torch.Tensor, ...]:
     return q, k, v, g, beta
 
 
+#: (b) and (c): each pair's name, and the two calls whose ratio it is (first / second).
+PAIRS = {
+    "b": ("ours_over_transformers", ("ours_chunked", "transformers_chunked")),
+    "c": ("chunked_over_recurrent", ("ours_chunked", "ours_recurrent")),
+}
+
+
+def paired_rounds(calls: dict, names: tuple[str, str], rounds: int) -> dict[str, list[float]]:
+    """Time the two calls ``names`` back to back, ``rounds`` times, the order reversed
+    every other round; return each call's seconds, round by round."""
+    times = {name: [] for name in names}
+    for round_index in range(rounds):
+        for name in names[::-1] if round_index % 2 else names:
+            start = time.perf_counter()
+            calls[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def measure_prefill(args) -> dict:
-    """One run of (b) and (c): each round times ours chunked, transformers' chunked and
-    ours recurrent, the order reversed every other round. No warm-up round: the chunked
-    forms' checked calls come first, and the recurrence's output is its first timed one's."""
+    """One run of (b) and (c), whichever ``--parts`` asks for, each in paired
+    alternating rounds of its own (:func:`paired_rounds`). An untimed call of every
+    form measured first checks its output against ``transformers``' and warms it up."""
     q, k, v, g, beta = prefill_inputs(args)
     chunk = args.chunk_size
     calls = {
@@ -457,77 +509,92 @@ def measure_prefill(args) -> dict:
         ),
         "ours_recurrent": lambda: gated_delta_rule(q, k, v, g, beta, chunk_size=None),
     }
+    rounds = {"b": args.prefill_rounds, "c": args.recurrent_rounds}
+    parts = [part for part in rounds if part in args.parts]
     with torch.no_grad():
         reference = calls["transformers_chunked"]()
-        outputs = {"ours_chunked": calls["ours_chunked"]()}
-        times = {name: [] for name in calls}
-        order = list(calls.items())
-        for round_index in range(args.prefill_rounds):
-            for name, call in order[::-1] if round_index % 2 else order:
-                start = time.perf_counter()
-                out = call()
-                times[name].append(time.perf_counter() - start)
-                if round_index == 0 and name == "ours_recurrent":
-                    outputs[name] = out
-                del out
+        checked = ["ours_chunked"] + (["ours_recurrent"] if "c" in parts else [])
         difference = {
-            name: max((a - b).abs().max().item() for a, b in zip(out, reference, strict=True))
-            for name, out in outputs.items()
+            name: max(
+                (a - b).abs().max().item() for a, b in zip(calls[name](), reference, strict=True)
+            )
+            for name in checked
         }
-    ratios = {
-        "ours_over_transformers": [
-            a / b for a, b in zip(times["ours_chunked"], times["transformers_chunked"], strict=True)
-        ],
-        "chunked_over_recurrent": [
-            a / b for a, b in zip(times["ours_chunked"], times["ours_recurrent"], strict=True)
-        ],
-    }
+        times, ratios = {}, {}
+        for part in parts:
+            name, pair = PAIRS[part]
+            times[name] = paired_rounds(calls, pair, rounds[part])
+            first, second = (times[name][side] for side in pair)
+            ratios[name] = [a / b for a, b in zip(first, second, strict=True)]
     return {"max_abs_difference": difference, "times_s": times, "ratios": ratios}
 
 
 def summarize_prefill(runs: list[dict], tokens: int) -> dict:
-    """Pooled times and ratios, each run's median ratio, and the (b) and (c) targets."""
-    names = list(runs[0]["times_s"])
-    per_run = {
-        name: [statistics.median(run["ratios"][name]) for run in runs] for name in runs[0]["ratios"]
-    }
+    """Pooled times and ratios of each pair, each run's median ratio, and the targets.
+
+    ``ms`` gives each call's median from the rounds of its first pair: the chunked
+    and ``transformers``' calls from (b)'s when it ran, the recurrence from (c)'s.
+    """
+    names = list(runs[0]["ratios"])
+    per_run = {name: [statistics.median(run["ratios"][name]) for run in runs] for name in names}
     difference = {
         name: max(run["max_abs_difference"][name] for run in runs)
         for name in runs[0]["max_abs_difference"]
     }
+    times = {
+        name: {
+            side: [t for run in runs for t in run["times_s"][name][side]]
+            for side in runs[0]["times_s"][name]
+        }
+        for name in names
+    }
+    ms = {}
+    for pair in times.values():
+        for side, seconds in pair.items():
+            ms.setdefault(side, quartiles([t * 1e3 for t in seconds]))
     return {
         "tokens": tokens,
         "max_abs_difference": difference,
         "outputs_agree": all(value <= 1e-4 for value in difference.values()),
-        "ms": {
-            name: quartiles([t * 1e3 for run in runs for t in run["times_s"][name]])
-            for name in names
-        },
+        "ms": ms,
         "ratio": {
-            name: quartiles([r for run in runs for r in run["ratios"][name]]) for name in per_run
+            name: quartiles([r for run in runs for r in run["ratios"][name]]) for name in names
         },
         "median_ratio_per_run": per_run,
+        "ratio_per_round": {
+            name: [r for run in runs for r in run["ratios"][name]] for name in names
+        },
         "targets": prefill_targets(per_run, tokens),
-        "times_s": {name: [t for run in runs for t in run["times_s"][name]] for name in names},
+        "times_s": times,
     }
 
 
 def prefill_targets(per_run: dict[str, list[float]], tokens: int) -> dict:
-    """(b): every run's median ours / transformers <= 1.0; (c): chunked / recurrent < 1.0."""
-    worst_b = max(per_run["ours_over_transformers"])
-    worst_c = max(per_run["chunked_over_recurrent"])
-    return {
-        "b": {
-            "what": f"every run's median ratio ours / transformers' chunked <= 1.0 at {tokens}",
-            "worst_run_median_ratio": worst_b,
-            "met": worst_b <= 1.0,
-        },
-        "c": {
-            "what": f"every run's median ratio ours chunked / ours recurrent < 1.0 at {tokens}",
-            "worst_run_median_ratio": worst_c,
-            "met": worst_c < 1.0,
-        },
-    }
+    """(b): every run's median ours / transformers <= 1.0; (c): chunked / recurrent < 1.0.
+
+    A pair that was not measured (``--parts``) gets ``met: None``.
+    """
+    targets = {}
+    for part, what, meets in (
+        (
+            "b",
+            f"every run's median ratio ours / transformers' chunked <= 1.0 at {tokens}",
+            lambda worst: worst <= 1.0,
+        ),
+        (
+            "c",
+            f"every run's median ratio ours chunked / ours recurrent < 1.0 at {tokens}",
+            lambda worst: worst < 1.0,
+        ),
+    ):
+        ratios = per_run.get(PAIRS[part][0])
+        worst = max(ratios) if ratios else None
+        targets[part] = {
+            "what": what,
+            "worst_run_median_ratio": worst,
+            "met": None if worst is None else meets(worst),
+        }
+    return targets
 
 
 # ---------------------------------------------------------------------------------------
@@ -547,6 +614,7 @@ def main(argv: list[str] | None = None) -> dict:
             "cpu": cpu_model(),
             "cpu_count": os.cpu_count(),
             "threads": torch.get_num_threads(),
+            "load_average_before": load_average(),
         },
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "layouts": {
@@ -565,12 +633,20 @@ def main(argv: list[str] | None = None) -> dict:
             ),
         },
     }
-    layers = build_layers(args)
-    decode_runs = [measure_decode(args, layers) for _ in range(args.repeats)]
-    results["decode_rows"], results["decode_target"] = summarize_decode(decode_runs)
-    del decode_runs, layers
-    prefill_runs = [measure_prefill(args) for _ in range(args.prefill_repeats)]
-    results["prefill"] = summarize_prefill(prefill_runs, args.prefill_tokens)
+    if "a" in args.parts:
+        layers = build_layers(args)
+        decode_runs = [measure_decode(args, layers) for _ in range(args.repeats)]
+        results["decode_rows"], results["decode_target"] = summarize_decode(decode_runs)
+        del decode_runs, layers
+    else:
+        results["decode_rows"] = []
+        results["decode_target"] = {"what": "not measured (--parts)", "met": None}
+    if {"b", "c"} & set(args.parts):
+        prefill_runs = [measure_prefill(args) for _ in range(args.prefill_repeats)]
+        results["prefill"] = summarize_prefill(prefill_runs, args.prefill_tokens)
+    else:
+        results["prefill"] = None
+    results["environment"]["load_average_after"] = load_average()
     text = json.dumps(results, indent=2)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
@@ -590,41 +666,54 @@ def report(results: dict) -> None:
         print(line, file=sys.stderr)
 
     rows = results["decode_rows"]
-    sides = list(rows[0]["ms_per_token"])
-    say("(a) decode, median ms per token (median memory per sequence, MiB)")
-    say(f"{'context':>8} " + " ".join(f"{side:>20}" for side in sides))
-    for row in rows:
-        cells = [
-            f"{row['ms_per_token'][s]['median']:8.2f} ({row['memory'][s]['bytes'] / 2**20:7.2f})"
-            for s in sides
-        ]
-        say(f"{row['context']:>8} " + " ".join(f"{cell:>20}" for cell in cells))
-    target = results["decode_target"]
-    for side, growth in target["growth_per_run"].items():
-        say(f"  growth {side}: " + ", ".join(f"{g:.2f}" for g in growth) + " (per run)")
-    if "sparse" not in sides:
-        say(f"  sparse: {SPARSE_MISSING}")
-    agree = all(row["outputs_agree"] for row in rows)
-    memory = all(e["equal"] for row in rows for e in row["memory"].values())
-    say(f"  checks: outputs agree {agree}; memory == formula {memory}")
-    say(f"  target ({target['what']}): {verdict(target['met'])}")
+    if rows:
+        sides = list(rows[0]["ms_per_token"])
+        say("(a) decode, median ms per token (median memory per sequence, MiB)")
+        say(f"{'context':>8} " + " ".join(f"{side:>20}" for side in sides))
+        for row in rows:
+            cells = [
+                f"{row['ms_per_token'][s]['median']:8.2f} "
+                f"({row['memory'][s]['bytes'] / 2**20:7.2f})"
+                for s in sides
+            ]
+            say(f"{row['context']:>8} " + " ".join(f"{cell:>20}" for cell in cells))
+        target = results["decode_target"]
+        for side, growth in target["growth_per_run"].items():
+            say(f"  growth {side}: " + ", ".join(f"{g:.2f}" for g in growth) + " (per run)")
+        if "sparse" not in sides:
+            say(f"  sparse: {SPARSE_MISSING}")
+        agree = all(row["outputs_agree"] for row in rows)
+        memory = all(e["equal"] for row in rows for e in row["memory"].values())
+        say(f"  checks: outputs agree {agree}; memory == formula {memory}")
+        say(f"  target ({target['what']}): {verdict(target['met'])}")
+    else:
+        say("(a) decode: not measured (--parts)")
     prefill = results["prefill"]
-    ms = prefill["ms"]
-    say(
-        f"(b, c) prefill {prefill['tokens']} tokens, median ms: ours chunked "
-        f"{ms['ours_chunked']['median']:.1f}, transformers chunked "
-        f"{ms['transformers_chunked']['median']:.1f}, ours recurrent "
-        f"{ms['ours_recurrent']['median']:.1f}; outputs agree {prefill['outputs_agree']}"
-    )
-    for key, name in (("b", "ours_over_transformers"), ("c", "chunked_over_recurrent")):
-        per_run = ", ".join(f"{r:.3f}" for r in prefill["median_ratio_per_run"][name])
-        entry = prefill["targets"][key]
-        met = verdict(entry["met"])
-        say(f"  ({key}) {name} per run: {per_run}; target ({entry['what']}): {met}")
+    if prefill is None:
+        say("(b, c) prefill: not measured (--parts)")
+    else:
+        medians = ", ".join(f"{name} {ms['median']:.1f}" for name, ms in prefill["ms"].items())
+        say(
+            f"(b, c) prefill {prefill['tokens']} tokens, median ms: {medians}; "
+            f"outputs agree {prefill['outputs_agree']}"
+        )
+        for key, (name, _) in PAIRS.items():
+            entry = prefill["targets"][key]
+            if entry["met"] is None:
+                say(f"  ({key}) {name}: not measured (--parts)")
+                continue
+            per_run = ", ".join(f"{r:.3f}" for r in prefill["median_ratio_per_run"][name])
+            rounds = ", ".join(f"{r:.2f}" for r in prefill["ratio_per_round"][name])
+            say(
+                f"  ({key}) {name} per run: {per_run} (rounds: {rounds}); target "
+                f"({entry['what']}): {verdict(entry['met'])}"
+            )
     environment = results["environment"]
     say(
         f"{environment['cpu']}, {environment['cpu_count']} CPUs, {environment['threads']} "
-        f"threads; torch {environment['torch']}, transformers {environment['transformers']}"
+        f"threads; torch {environment['torch']}, transformers {environment['transformers']}; "
+        f"load average before {environment['load_average_before']}, after "
+        f"{environment['load_average_after']}"
     )
 
 

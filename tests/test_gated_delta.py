@@ -188,6 +188,32 @@ def test_chunked_form_survives_strong_decay():
     assert_pair_close(chunked, gated_delta_rule(**args), EXACT)
 
 
+@pytest.mark.parametrize("chunk_size", [None, 4], ids=["recurrent", "chunked"])
+def test_gradients_equal_transformers_float64_copy(chunk_size):
+    """Both forms backpropagate (no in-place step breaks autograd), and their gradients
+    with respect to every input and the initial state are the float64 copy's."""
+    args = inputs(tokens=9)
+    leaves = {name: x.clone().requires_grad_() for name, x in args.items()}
+    ours = gated_delta_rule(**leaves, chunk_size=chunk_size)
+    theirs = torch_chunk_gated_delta_rule_float64(
+        *transformers_args(leaves),
+        chunk_size=4,
+        initial_state=leaves["initial_state"],
+        output_final_state=True,
+        use_qk_l2norm_in_kernel=True,
+    )
+    gen = torch.Generator().manual_seed(1)
+    weights = [torch.randn(x.shape, dtype=F64, generator=gen) for x in ours]
+
+    def gradients(outputs: tuple) -> tuple:
+        loss = sum((w * x).sum() for w, x in zip(weights, outputs, strict=True))
+        return torch.autograd.grad(loss, list(leaves.values()))
+
+    grads, expected = gradients(ours), gradients(theirs)
+    for grad, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(grad, want, **EXACT)
+
+
 @st.composite
 def layouts(draw):
     heads_k = draw(st.integers(1, 2))
@@ -590,3 +616,64 @@ def test_layer_errors():
     layer(layer_input(2), cache)
     with expect("GatedDeltaNet: the cache holds a batch of 2 sequences, got an input of batch 1"):
         layer(layer_input(1, batch=1), cache)
+    real = torch.ones(2, 3, dtype=torch.bool)
+    allowed = (
+        "GatedDeltaNet: expected allowed, a bool tensor that is True at real tokens and False "
+        "at padding, of shape (batch, tokens) = (2, 3), got "
+    )
+    with expect(allowed + "a tensor of dtype torch.int64; a 0/1 attention_mask becomes"):
+        layer(layer_input(3), allowed=real.long())
+    with expect(allowed + "shape (2, 4)"):
+        layer(layer_input(3), allowed=torch.ones(2, 4, dtype=torch.bool))
+    with expect(allowed + "list"):
+        layer(layer_input(3), allowed=[[True] * 3] * 2)
+
+
+# --- padding ------------------------------------------------------------------------------
+
+#: Sequence 0 padded on the right (5 real tokens), sequence 1 on the left (3 pads).
+PADDED = [[True] * 5 + [False] * 2, [False] * 3 + [True] * 4]
+
+
+@pytest.mark.parametrize("chunk_size", [64, 3], ids=["one-chunk", "chunks-of-3"])
+def test_padded_batch_equals_qwen3_next_in_float64(chunk_size):
+    """``allowed`` zeroes the padding's inputs, as Qwen3NextGatedDeltaNet does with its
+    ``attention_mask`` (1 and 0), outputs and states alike."""
+    ours = make_layer(seed=9, chunk_size=chunk_size)
+    theirs, config = qwen3_next_layer(ours)
+    theirs.chunk_size = chunk_size
+    x = layer_input(7, seed=10)
+    allowed = torch.tensor(PADDED)
+    cache, their_cache = GatedDeltaNetCache(), DynamicCache(config=config)
+    with float64_qwen3_next(theirs), torch.no_grad():
+        expected = theirs(x, their_cache, attention_mask=allowed.long())
+        out = ours(x, cache, allowed=allowed)
+    torch.testing.assert_close(out, expected, **EXACT)
+    torch.testing.assert_close(cache.recurrent_state, their_cache.get_recurrent_state(0), **EXACT)
+
+
+def test_padded_batch_equals_qwen3_next_as_shipped():
+    ours = make_layer(torch.float32, seed=11)
+    theirs, _ = qwen3_next_layer(ours)
+    x = layer_input(7, torch.float32, seed=12)
+    allowed = torch.tensor(PADDED)
+    with torch.no_grad():
+        expected = theirs(x, attention_mask=allowed.long())
+        torch.testing.assert_close(ours(x, allowed=allowed), expected, **FLOAT32_STEP)
+
+
+@given(pad=st.integers(1, 6), tokens=st.integers(1, 6), chunk_size=st.integers(1, 4))
+def test_padding_on_the_left_changes_nothing_for_the_real_tokens(pad, tokens, chunk_size):
+    """Zero inputs write nothing and a zero state stays zero under decay: the real
+    tokens' outputs, and the states after them, are those of the unpadded batch."""
+    layer = make_layer(seed=13, chunk_size=chunk_size)
+    x = layer_input(tokens, seed=14)
+    padded = torch.cat([layer_input(pad, seed=15), x], dim=1)  # the padding is not zero
+    allowed = torch.arange(pad + tokens) >= pad
+    cache, padded_cache = GatedDeltaNetCache(), GatedDeltaNetCache()
+    with torch.no_grad():
+        out = layer(x, cache)
+        padded_out = layer(padded, padded_cache, allowed=allowed.expand(2, -1))
+    torch.testing.assert_close(padded_out[:, pad:], out, **EXACT)
+    torch.testing.assert_close(padded_cache.recurrent_state, cache.recurrent_state, **EXACT)
+    torch.testing.assert_close(padded_cache.conv_state, cache.conv_state, **EXACT)

@@ -102,18 +102,65 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
     assert prefill["tokens"] == 20 and prefill["outputs_agree"]
     assert set(prefill["max_abs_difference"]) == {"ours_chunked", "ours_recurrent"}
     assert all(0 <= d <= 1e-4 for d in prefill["max_abs_difference"].values())
-    times = prefill["times_s"]
-    assert all(len(times[name]) == 2 * 2 for name in times)  # quick: 2 rounds; 2 runs
-    for name, (top, bottom) in {
-        "ours_over_transformers": ("ours_chunked", "transformers_chunked"),
-        "chunked_over_recurrent": ("ours_chunked", "ours_recurrent"),
-    }.items():
+    # (b) and (c) each in paired rounds of their own: quick, 5 and 2 rounds; 2 runs.
+    pairs = {
+        "ours_over_transformers": (("ours_chunked", "transformers_chunked"), 5),
+        "chunked_over_recurrent": (("ours_chunked", "ours_recurrent"), 2),
+    }
+    assert set(prefill["times_s"]) == set(pairs)
+    for name, ((top, bottom), rounds) in pairs.items():
+        times = prefill["times_s"][name]
+        assert set(times) == {top, bottom}
+        assert all(len(t) == 2 * rounds and min(t) > 0 for t in times.values())
         ratios = [a / b for a, b in zip(times[top], times[bottom], strict=True)]
-        per_run = [statistics.median(ratios[i : i + 2]) for i in (0, 2)]
+        assert prefill["ratio_per_round"][name] == pytest.approx(ratios)
+        per_run = [statistics.median(ratios[i : i + rounds]) for i in (0, rounds)]
         assert prefill["median_ratio_per_run"][name] == pytest.approx(per_run)
+        ratio = prefill["ratio"][name]
+        assert (ratio["q1"], ratio["median"], ratio["q3"]) == pytest.approx(quartiles(ratios))
+    # Each call's ms from the rounds of its first pair.
+    first = {
+        "ours_chunked": prefill["times_s"]["ours_over_transformers"]["ours_chunked"],
+        "transformers_chunked": prefill["times_s"]["ours_over_transformers"][
+            "transformers_chunked"
+        ],
+        "ours_recurrent": prefill["times_s"]["chunked_over_recurrent"]["ours_recurrent"],
+    }
+    for name, seconds in first.items():
+        ms = prefill["ms"][name]
+        expected = quartiles([t * 1e3 for t in seconds])
+        assert (ms["q1"], ms["median"], ms["q3"]) == pytest.approx(expected)
     worst = prefill["median_ratio_per_run"]
     assert prefill["targets"]["b"]["met"] == (max(worst["ours_over_transformers"]) <= 1.0)
     assert prefill["targets"]["c"]["met"] == (max(worst["chunked_over_recurrent"]) < 1.0)
+    load = results["environment"]["load_average_before"]
+    assert load is None or len(load) == 3
+
+
+@pytest.mark.parametrize(
+    ("parts", "decode", "pairs"),
+    [
+        (["b", "c"], False, {"ours_over_transformers", "chunked_over_recurrent"}),
+        (["b"], False, {"ours_over_transformers"}),
+        (["c", "a"], True, {"chunked_over_recurrent"}),
+        (["a"], True, None),
+    ],
+)
+def test_parts_run_only_the_measurements_asked_for(part4, capsys, parts, decode, pairs):
+    argv = ["--quick", *TINY, "--contexts", "8", "--prefill-tokens", "9", "--parts", *parts]
+    results = part4.main(argv)
+    err = capsys.readouterr().err
+    assert bool(results["decode_rows"]) == decode
+    assert ("(a) decode: not measured" in err) == (not decode)
+    if pairs is None:
+        assert results["prefill"] is None
+        return
+    prefill = results["prefill"]
+    assert set(prefill["times_s"]) == set(prefill["median_ratio_per_run"]) == pairs
+    recurrent = "chunked_over_recurrent" in pairs
+    assert ("ours_recurrent" in prefill["max_abs_difference"]) == recurrent
+    for key, (name, _) in part4.PAIRS.items():
+        assert (prefill["targets"][key]["met"] is None) == (name not in pairs)
 
 
 def test_without_topk_sparse_attention_the_sparse_row_is_left_out_with_a_note(
@@ -183,6 +230,11 @@ def test_prefill_targets_use_every_runs_median(
     assert targets["b"]["worst_run_median_ratio"] == max(versus_transformers)
     assert targets["c"]["worst_run_median_ratio"] == max(chunked_over_recurrent)
     assert (targets["b"]["met"], targets["c"]["met"]) == (b, c)
+    # A pair not measured (--parts) has no verdict.
+    del per_run["chunked_over_recurrent"]
+    targets = part4.prefill_targets(per_run, 4096)
+    assert targets["c"] == {**targets["c"], "worst_run_median_ratio": None, "met": None}
+    assert targets["b"]["met"] == b
 
 
 def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(part4):
@@ -213,13 +265,17 @@ def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(pa
     assert args.window == attention.MODELS["Gemma 3 27B"].sliding_window == 1024
     assert args.contexts == [1024, 4096, 16384, 65536] and args.prefill_tokens == 4096
     assert (args.threads, args.repeats, args.top_k) == (2, 3, 2048)
-    assert (args.prefill_rounds, args.prefill_repeats) == (3, 1)
-    assert part4.parse_args(["--quick"]).repeats == 1
+    assert (args.prefill_rounds, args.recurrent_rounds, args.prefill_repeats) == (21, 5, 1)
+    assert args.parts == ["a", "b", "c"]
+    quick = part4.parse_args(["--quick"])
+    assert (quick.repeats, quick.prefill_rounds, quick.recurrent_rounds) == (1, 5, 2)
     for bad in (
         ["--window", "0"],
         ["--contexts", "0"],
         ["--rounds", "0"],
         ["--prefill-repeats", "0"],
+        ["--recurrent-rounds", "0"],
+        ["--parts", "d"],
     ):
         with pytest.raises(SystemExit):
             part4.parse_args(bad)
