@@ -729,6 +729,8 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
     ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
     "model; not DeepSeek-V3's key size",
+    ("docs/chapters/20-sparse-attention.md", 20): "the chapter's own number, in its title "
+    "beside DeepSeek's name",
 }
 
 
