@@ -731,6 +731,7 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "model; not DeepSeek-V3's key size",
     ("docs/chapters/20-sparse-attention.md", 20): "the chapter's own number, in its title "
     "beside DeepSeek's name",
+    ("docs/index.md", 20): "chapter 20's number, in its card's title beside DeepSeek's name",
 }
 
 
