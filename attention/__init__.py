@@ -55,7 +55,11 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
 :class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
 
-**Part V, attention in serving.** :func:`varlen_attention` attends over sequences
+**Part V, attention in serving.** :class:`PagedKVCache` keeps many sequences' keys
+and values in one pool of fixed-size blocks, each sequence's listed in its block
+table, blocks shared by :meth:`~PagedKVCache.fork` and copied on write (PagedAttention,
+vLLM); :func:`paged_attention` decodes a batch of them through their block tables.
+:func:`varlen_attention` attends over sequences
 packed one after the other without padding, FlashAttention's ``cu_seqlens`` layout,
 each token inside its own sequence's block of :func:`varlen_mask`.
 :func:`quantize_kv` stores keys per channel and values per token in 8 or 4 bits
@@ -109,6 +113,7 @@ from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_win
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import RMSNorm
+from attention.paged import PagedKVCache, paged_attention
 from attention.rope import apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
@@ -151,6 +156,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "MultiHeadLatentAttention",
+    "PagedKVCache",
     "QuantizedKV",
     "QuantizedKVCache",
     "RMSNorm",
@@ -173,6 +179,7 @@ __all__ = [
     "latent_cache_bytes_per_token",
     "linear_attention",
     "padding_mask",
+    "paged_attention",
     "quantize_kv",
     "rope_frequencies",
     "scaled_dot_product_weights",
