@@ -15,7 +15,7 @@ import re
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attention import GroupedQueryAttention, KVCache, PagedKVCache, attend, paged_attention
@@ -253,12 +253,14 @@ def test_running_out_counts_the_copy_and_changes_nothing():
     assert held(cache, 1) == [1, 2, 3, 4, 5]
 
 
+IDS = st.integers(0, 3)  # few ids, so that operations often meet the same sequence
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("add"), st.integers(0, 4)),
-        st.tuples(st.just("append"), st.integers(0, 4), st.integers(0, 7)),
-        st.tuples(st.just("fork"), st.integers(0, 4), st.integers(0, 4)),
-        st.tuples(st.just("free"), st.integers(0, 4)),
+        st.tuples(st.just("add"), IDS),
+        st.tuples(st.just("append"), IDS, st.integers(0, 6)),
+        st.tuples(st.just("append"), IDS, st.integers(0, 6)),  # twice as often
+        st.tuples(st.just("fork"), IDS, IDS),
+        st.tuples(st.just("free"), IDS),
     ),
     max_size=40,
 )
@@ -282,8 +284,10 @@ def check_pool(cache: PagedKVCache, model: dict[int, list[float]]) -> None:
     assert all(cache._refs[b] == 0 for b in free)
 
 
+@settings(max_examples=150)
 @given(OPS, st.integers(1, 4), st.integers(1, 12))
 def test_random_add_append_fork_free_never_lose_or_mix_tokens(ops, block_size, num_blocks):
+    ops = [("add", 0), ("append", 0, 5), *ops]  # a start that gives forks something to share
     cache = PagedKVCache(num_blocks, block_size, 2, 3, dtype=F64)
     model: dict[int, list[float]] = {}
     counter = 0
