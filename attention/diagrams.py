@@ -22,6 +22,7 @@ distinction is made by shape or text as well as colour.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 
 import torch
 
@@ -38,7 +39,14 @@ except ModuleNotFoundError as error:  # pragma: no cover - depends on the enviro
         "pip install 'attention-step-by-step[plot]'"
     ) from error
 
-__all__ = ["STAGES", "head_split", "matrix_form", "roadmap", "scaled_dot_product_diagram"]
+__all__ = [
+    "STAGES",
+    "head_split",
+    "matrix_form",
+    "paged_blocks",
+    "roadmap",
+    "scaled_dot_product_diagram",
+]
 
 #: Opaque background, as in attention.plot: the figures read on dark pages too.
 FACECOLOR = "white"
@@ -730,3 +738,114 @@ def scaled_dot_product_diagram(
         color=INK,
     )
     return fig
+
+
+#: One pale fill per sequence in :func:`paged_blocks` (the sequence's id is written too).
+SEQUENCE_FILLS = ("#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#d9d9d9")
+
+
+def paged_blocks(
+    cache: object,
+    labels: dict[int, Sequence[str]] | None = None,
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """A :class:`~attention.PagedKVCache`'s pool: which sequence's tokens fill which block.
+
+    One row per block of the pool, one cell per slot. A slot that holds a token is
+    filled with its sequence's colour and shows the token (its position, or its label);
+    a block that several sequences share is hatched and says whose it is. On the right,
+    each sequence's block table.
+
+    Parameters
+    ----------
+    cache : PagedKVCache
+        Drawn as it is now; it is only read.
+    labels : dict, optional
+        For a sequence id, one label per token (say the words); default: positions.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; default, a new figure.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Its ``texts`` hold the slots' labels and the block tables.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import torch
+    >>> from attention import PagedKVCache
+    >>> cache = PagedKVCache(num_blocks=4, block_size=2, num_kv_heads=1, head_dim=1)
+    >>> cache.add(0)
+    >>> cache.append(0, torch.zeros(3, 1, 1), torch.zeros(3, 1, 1))
+    >>> ax = paged_blocks(cache, {0: ["a", "b", "c"]})
+    >>> [t.get_text() for t in ax.texts if t.get_text() in ("a", "b", "c", "seq 0: [0, 1]")]
+    ['a', 'b', 'c', 'seq 0: [0, 1]']
+    >>> plt.close(ax.figure)
+    """
+    from attention.paged import PagedKVCache
+
+    owner = "paged_blocks"
+    if not isinstance(cache, PagedKVCache):
+        raise ValueError(f"{owner}: cache must be a PagedKVCache, got {type(cache).__name__}")
+    labels = labels or {}
+    num_blocks, size = cache.num_blocks, cache.block_size
+    cell = 0.42  # inches per slot
+    table_width = 2.6
+    width, height = 0.9 + size * cell + table_width, 0.3 + num_blocks * cell
+    if ax is None:
+        _, ax = _canvas(owner, width, height, title)
+    else:
+        ax.set_xlim(0, width)
+        ax.set_ylim(0, height)
+        ax.set_axis_off()
+        if title:
+            ax.set_title(title, fontsize=10, color=INK)
+    readers: dict[int, list[int]] = {}  # block -> the sequences whose tables hold it
+    for seq_id in cache.seq_ids:
+        for block in cache.block_table(seq_id):
+            readers.setdefault(block, []).append(seq_id)
+    fills = {s: SEQUENCE_FILLS[i % len(SEQUENCE_FILLS)] for i, s in enumerate(cache.seq_ids)}
+    left = 0.9
+    for block in range(num_blocks):
+        y = height - 0.15 - (block + 1) * cell  # block 0 at the top
+        ax.text(left - 0.08, y + cell / 2, f"block {block}", ha="right", va="center",
+                fontsize=8, color=INK if block in readers else MUTED)
+        owners = readers.get(block, [])
+        seq_id = owners[0] if owners else None
+        if seq_id is not None:
+            index = cache.block_table(seq_id).index(block)
+            first = index * size  # the first token this block holds
+            filled = min(size, cache.num_tokens(seq_id) - first)
+        for slot in range(size):
+            x = left + slot * cell
+            used = seq_id is not None and slot < filled
+            ax.add_patch(Rectangle(
+                (x, y), cell, cell, facecolor=fills[seq_id] if used else FACECOLOR,
+                edgecolor=INK if used else MUTED, linewidth=0.8,
+                hatch="///" if used and len(owners) > 1 else None,
+            ))
+            if used:
+                token = first + slot
+                names = labels.get(seq_id)
+                text = str(names[token]) if names is not None else str(token)
+                ax.text(x + cell / 2, y + cell / 2, text, ha="center", va="center",
+                        fontsize=6.5 if len(text) > 3 else 8, color=INK)
+        if len(owners) > 1:
+            ax.text(left + size * cell + 0.08, y + cell / 2,
+                    "shared: " + ", ".join(map(str, owners)), ha="left", va="center",
+                    fontsize=7.5, color=INK)
+    x_tables = left + size * cell + 1.0
+    ax.text(x_tables, height - 0.15, "block tables", ha="left", va="top", fontsize=9,
+            color=INK, fontweight="bold")
+    for i, seq_id in enumerate(cache.seq_ids):
+        ax.text(x_tables, height - 0.15 - (i + 1) * cell, f"seq {seq_id}: "
+                f"{cache.block_table(seq_id)}", ha="left", va="top", fontsize=8.5,
+                color=INK, bbox={"facecolor": fills[seq_id], "edgecolor": "none", "pad": 1.5})
+    ax.text(x_tables, height - 0.15 - (len(cache.seq_ids) + 1.3) * cell,
+            f"{cache.num_free_blocks} of {num_blocks} blocks free", ha="left", va="top",
+            fontsize=8.5, color=MUTED)
+    return ax
