@@ -741,7 +741,9 @@ def scaled_dot_product_diagram(
 
 
 #: One pale fill per sequence in :func:`paged_blocks` (the sequence's id is written too).
-SEQUENCE_FILLS = ("#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#d9d9d9")
+SEQUENCE_FILLS = ("#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99")
+#: A block that several sequences share: grey, and hatched.
+SHARED_FILL = "#dddddd"
 
 
 def paged_blocks(
@@ -755,7 +757,7 @@ def paged_blocks(
 
     One row per block of the pool, one cell per slot. A slot that holds a token is
     filled with its sequence's colour and shows the token (its position, or its label);
-    a block that several sequences share is hatched and says whose it is. On the right,
+    a block that several sequences share is grey, hatched, and says whose it is. On the right,
     each sequence's block table.
 
     Parameters
@@ -808,7 +810,8 @@ def paged_blocks(
     for seq_id in cache.seq_ids:
         for block in cache.block_table(seq_id):
             readers.setdefault(block, []).append(seq_id)
-    fills = {s: SEQUENCE_FILLS[i % len(SEQUENCE_FILLS)] for i, s in enumerate(cache.seq_ids)}
+    # A colour per id, not per position, so a sequence keeps its colour when others go.
+    fills = {s: SEQUENCE_FILLS[s % len(SEQUENCE_FILLS)] for s in cache.seq_ids}
     left = 0.9
     for block in range(num_blocks):
         y = height - 0.15 - (block + 1) * cell  # block 0 at the top
@@ -820,11 +823,12 @@ def paged_blocks(
             index = cache.block_table(seq_id).index(block)
             first = index * size  # the first token this block holds
             filled = min(size, cache.num_tokens(seq_id) - first)
+        fill = SHARED_FILL if len(owners) > 1 else fills.get(seq_id)
         for slot in range(size):
             x = left + slot * cell
             used = seq_id is not None and slot < filled
             ax.add_patch(Rectangle(
-                (x, y), cell, cell, facecolor=fills[seq_id] if used else FACECOLOR,
+                (x, y), cell, cell, facecolor=fill if used else FACECOLOR,
                 edgecolor=INK if used else MUTED, linewidth=0.8,
                 hatch="///" if used and len(owners) > 1 else None,
             ))
