@@ -341,10 +341,10 @@ def site(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks in benchmarks/: the variants side by side, the decode race, Part IV,
-    packed against padded prefill (Part V).
+    packed against padded prefill and the paged cache's memory and decode step (Part V).
 
     Every argument goes to benchmarks/variants.py (`nox -s bench -- --help`); `--quick`
-    goes to benchmarks/decode.py, benchmarks/part4.py and benchmarks/packing.py too, whose
+    goes to benchmarks/decode.py, part4.py, packing.py and serving.py too, whose
     JSON lands beside the variants' results.
     """
     install(session, "-e", ".[plot,transformers]")
@@ -355,3 +355,4 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/decode.py", *quick, "--out", str(Path(out) / "decode.json"))
     session.run("python", "benchmarks/part4.py", *quick, "--out", str(Path(out) / "part4.json"))
     session.run("python", "benchmarks/packing.py", *quick, "--out", str(Path(out) / "packing.json"))
+    session.run("python", "benchmarks/serving.py", *quick, "--out", str(Path(out) / "serving.json"))

@@ -275,7 +275,9 @@ def paged_attention(
     token that sequence holds (append the new token's key and value first). Query head
     ``h`` reads key/value head ``h // (num_heads // num_kv_heads)``, scale
     ``1 / sqrt(head_dim)``. Each sequence's blocks are gathered through its block table
-    into one padded batch, the padding masked, and :func:`~attention.attend` does the rest.
+    (one copy of its keys and values; a fused GPU kernel such as vLLM's reads the blocks
+    in place instead), and :func:`~attention.attend` does the rest, sequence by sequence,
+    so that no padding is computed.
 
     Parameters
     ----------
@@ -342,17 +344,16 @@ def paged_attention(
             f"{owner}: seq_ids {empty} hold no tokens; append each new token's key and value "
             f"before attending"
         )
-    # A (batch, max_blocks) block table, short ones padded with block 0 (masked below).
-    max_blocks = max(len(cache._tables[s]) for s in seq_ids)
-    tables = torch.zeros(batch, max_blocks, dtype=torch.long)
-    for b, s in enumerate(seq_ids):
-        table = cache._tables[s]
-        tables[b, : len(table)] = torch.tensor(table, dtype=torch.long)
-    num_keys = max_blocks * cache.block_size
-    shape = (batch, num_keys, cache.num_kv_heads, cache.head_dim)
-    # (batch, max_blocks, block_size, heads, dim) -> (batch, heads, num_keys, dim)
-    keys = cache.key_blocks[tables].reshape(shape).transpose(1, 2)
-    values = cache.value_blocks[tables].reshape(shape).transpose(1, 2)
-    # (batch, 1, 1, num_keys): True for the tokens each sequence holds
-    allowed = torch.arange(num_keys) < torch.tensor(lengths)[:, None]
-    return _attend(queries, keys, values, allowed[:, None, None, :])
+    # One sequence at a time: its blocks, gathered in table order, cut at its length.
+    # A padded batch would attend over every sequence's padding too (and copy it);
+    # this way each step reads and computes only the tokens the sequences hold.
+    outputs = []
+    for b, (seq_id, length) in enumerate(zip(seq_ids, lengths, strict=True)):
+        index = torch.tensor(cache._tables[seq_id], dtype=torch.long)
+        shape = (-1, cache.num_kv_heads, cache.head_dim)
+        # (blocks, block_size, heads, dim) -> (length, heads, dim) -> (1, heads, length, dim)
+        keys = cache.key_blocks.index_select(0, index).view(shape)[:length]
+        values = cache.value_blocks.index_select(0, index).view(shape)[:length]
+        keys, values = keys.transpose(0, 1)[None], values.transpose(0, 1)[None]
+        outputs.append(_attend(queries[b : b + 1], keys, values))  # (1, num_heads, 1, dim)
+    return torch.cat(outputs)
