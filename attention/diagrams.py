@@ -815,8 +815,15 @@ def paged_blocks(
     left = 0.9
     for block in range(num_blocks):
         y = height - 0.15 - (block + 1) * cell  # block 0 at the top
-        ax.text(left - 0.08, y + cell / 2, f"block {block}", ha="right", va="center",
-                fontsize=8, color=INK if block in readers else MUTED)
+        ax.text(
+            left - 0.08,
+            y + cell / 2,
+            f"block {block}",
+            ha="right",
+            va="center",
+            fontsize=8,
+            color=INK if block in readers else MUTED,
+        )
         owners = readers.get(block, [])
         seq_id = owners[0] if owners else None
         if seq_id is not None:
@@ -827,29 +834,69 @@ def paged_blocks(
         for slot in range(size):
             x = left + slot * cell
             used = seq_id is not None and slot < filled
-            ax.add_patch(Rectangle(
-                (x, y), cell, cell, facecolor=fill if used else FACECOLOR,
-                edgecolor=INK if used else MUTED, linewidth=0.8,
-                hatch="///" if used and len(owners) > 1 else None,
-            ))
+            ax.add_patch(
+                Rectangle(
+                    (x, y),
+                    cell,
+                    cell,
+                    facecolor=fill if used else FACECOLOR,
+                    edgecolor=INK if used else MUTED,
+                    linewidth=0.8,
+                    hatch="///" if used and len(owners) > 1 else None,
+                )
+            )
             if used:
                 token = first + slot
                 names = labels.get(seq_id)
                 text = str(names[token]) if names is not None else str(token)
-                ax.text(x + cell / 2, y + cell / 2, text, ha="center", va="center",
-                        fontsize=6.5 if len(text) > 3 else 8, color=INK)
+                ax.text(
+                    x + cell / 2,
+                    y + cell / 2,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=6.5 if len(text) > 3 else 8,
+                    color=INK,
+                )
         if len(owners) > 1:
-            ax.text(left + size * cell + 0.08, y + cell / 2,
-                    "shared: " + ", ".join(map(str, owners)), ha="left", va="center",
-                    fontsize=7.5, color=INK)
+            ax.text(
+                left + size * cell + 0.08,
+                y + cell / 2,
+                "shared: " + ", ".join(map(str, owners)),
+                ha="left",
+                va="center",
+                fontsize=7.5,
+                color=INK,
+            )
     x_tables = left + size * cell + 1.0
-    ax.text(x_tables, height - 0.15, "block tables", ha="left", va="top", fontsize=9,
-            color=INK, fontweight="bold")
+    ax.text(
+        x_tables,
+        height - 0.15,
+        "block tables",
+        ha="left",
+        va="top",
+        fontsize=9,
+        color=INK,
+        fontweight="bold",
+    )
     for i, seq_id in enumerate(cache.seq_ids):
-        ax.text(x_tables, height - 0.15 - (i + 1) * cell, f"seq {seq_id}: "
-                f"{cache.block_table(seq_id)}", ha="left", va="top", fontsize=8.5,
-                color=INK, bbox={"facecolor": fills[seq_id], "edgecolor": "none", "pad": 1.5})
-    ax.text(x_tables, height - 0.15 - (len(cache.seq_ids) + 1.3) * cell,
-            f"{cache.num_free_blocks} of {num_blocks} blocks free", ha="left", va="top",
-            fontsize=8.5, color=MUTED)
+        ax.text(
+            x_tables,
+            height - 0.15 - (i + 1) * cell,
+            f"seq {seq_id}: {cache.block_table(seq_id)}",
+            ha="left",
+            va="top",
+            fontsize=8.5,
+            color=INK,
+            bbox={"facecolor": fills[seq_id], "edgecolor": "none", "pad": 1.5},
+        )
+    ax.text(
+        x_tables,
+        height - 0.15 - (len(cache.seq_ids) + 1.3) * cell,
+        f"{cache.num_free_blocks} of {num_blocks} blocks free",
+        ha="left",
+        va="top",
+        fontsize=8.5,
+        color=MUTED,
+    )
     return ax

@@ -266,9 +266,7 @@ class PagedKVCache:
         self._lengths[seq_id] = length + num_new
 
 
-def paged_attention(
-    queries: torch.Tensor, cache: PagedKVCache, seq_ids: list[int]
-) -> torch.Tensor:
+def paged_attention(queries: torch.Tensor, cache: PagedKVCache, seq_ids: list[int]) -> torch.Tensor:
     """One decode step for a batch of sequences, over their keys and values in ``cache``.
 
     Row ``b`` of ``queries`` is the new query of ``seq_ids[b]``; it attends over every

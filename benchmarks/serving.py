@@ -54,7 +54,7 @@ from pathlib import Path
 
 import torch
 
-from attention import MODELS, PagedKVCache, attend, paged_attention, padding_mask
+from attention import MODELS, PagedKVCache, attend, padding_mask, paged_attention
 
 
 def _load_requests():

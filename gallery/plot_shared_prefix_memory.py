@@ -15,6 +15,8 @@ sharing, and turns them into bytes with Llama 3 8B's key/value heads.
 # block count is all that matters, and ``kv_bytes_per_token`` gives the bytes per
 # token of the real model, over all its layers, in bfloat16.
 
+import math
+
 import matplotlib.pyplot as plt
 import torch
 
@@ -30,7 +32,8 @@ GiB = 2**30
 
 
 def blocks_used(requests, prefix, share):
-    cache = PagedKVCache(num_blocks=8192, block_size=BLOCK, num_kv_heads=1, head_dim=1)
+    enough = (requests + 1) * math.ceil((prefix + OWN) / BLOCK)  # never too few
+    cache = PagedKVCache(enough, block_size=BLOCK, num_kv_heads=1, head_dim=1)
     one = torch.zeros(1, 1, 1)
     cache.add(-1)
     cache.append(-1, one.expand(prefix, 1, 1), one.expand(prefix, 1, 1))
@@ -59,8 +62,10 @@ for prefix, colour in ((200, "tab:blue"), (1000, "tab:orange")):
     shared = [blocks_used(n, prefix, True) * per_block / GiB for n in counts]
     ax.plot(counts, alone, "o--", color=colour, label=f"{prefix}-token prompt, each its own")
     ax.plot(counts, shared, "o-", color=colour, label=f"{prefix}-token prompt, shared")
-    print(f"{prefix}-token prompt, 64 requests: {alone[-1]:.2f} GiB alone, "
-          f"{shared[-1]:.2f} GiB shared ({1 - shared[-1] / alone[-1]:.0%} saved)")
+    print(
+        f"{prefix}-token prompt, 64 requests: {alone[-1]:.2f} GiB alone, "
+        f"{shared[-1]:.2f} GiB shared ({1 - shared[-1] / alone[-1]:.0%} saved)"
+    )
 # Expected output:
 # 200-token prompt, 64 requests: 2.38 GiB alone, 0.90 GiB shared (62% saved)
 # 1000-token prompt, 64 requests: 8.62 GiB alone, 1.00 GiB shared (88% saved)

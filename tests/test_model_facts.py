@@ -732,6 +732,8 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     ("docs/chapters/20-sparse-attention.md", 20): "the chapter's own number, in its title "
     "beside DeepSeek's name",
     ("docs/index.md", 20): "chapter 20's number, in its card's title beside DeepSeek's name",
+    ("docs/chapters/22-paged-kv-cache.md", 4096): "the serving batch's reservation per "
+    "request, benchmarks/requests.py's MAX_LENGTH; no model's number",
 }
 
 

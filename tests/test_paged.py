@@ -11,6 +11,7 @@ changing nothing.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -62,7 +63,9 @@ def test_decode_steps_equal_grouped_query_attention_over_contiguous_caches(num_k
     seq_ids = list(prompts)
     for _ in range(6):  # decode steps: every sequence gets one token
         x = torch.randn(len(seq_ids), 1, 6, dtype=F64)
-        expected = torch.cat([layer(x[b : b + 1], cache=contiguous[s]) for b, s in enumerate(seq_ids)])
+        expected = torch.cat(
+            [layer(x[b : b + 1], cache=contiguous[s]) for b, s in enumerate(seq_ids)]
+        )
         # The new token's query, key and value, as the layer computes them (no RoPE here).
         q = layer.W_query(x).view(-1, 1, num_heads, head_dim).transpose(1, 2)
         k = layer.W_key(x).view(-1, num_kv_heads, head_dim)
@@ -163,7 +166,7 @@ def test_matches_transformers_eager_paged_attention_forward(seeded):
             "read_index": [torch.tensor(reads, dtype=torch.long)],
             "write_index": [torch.tensor(writes, dtype=torch.long)],
             "cu_seq_lens_k": {"full_attention": torch.tensor(cu_k)},
-            "max_length_k": {"full_attention": max(b - a for a, b in zip(cu_k, cu_k[1:]))},
+            "max_length_k": {"full_attention": max(b - a for a, b in itertools.pairwise(cu_k))},
         }
         out, _ = eager_paged_attention_forward(layer, q, k, v, mask[None, None], scale, **kwargs)
         for request, n in zip(requests, new_lengths, strict=True):
@@ -312,12 +315,12 @@ def test_random_add_append_fork_free_never_lose_or_mix_tokens(ops, block_size, n
             length = len(model[seq_id])
             room = -length % block_size
             table = cache.block_table(seq_id)
-            shared = room > 0 and new and sum(
-                table[-1] in cache.block_table(s) for s in model
-            ) > 1
+            shared = room > 0 and new and sum(table[-1] in cache.block_table(s) for s in model) > 1
             needed = int(bool(shared)) + -(-max(0, len(new) - room) // block_size)
             if needed > free_before:
-                with pytest.raises(ValueError, match=f"needs {needed} more blocks, {free_before} free"):
+                with pytest.raises(
+                    ValueError, match=f"needs {needed} more blocks, {free_before} free"
+                ):
                     cache.append(seq_id, tokens(new), -tokens(new))
                 assert model == snapshot and cache.num_free_blocks == free_before
             else:
