@@ -57,7 +57,7 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 
 **Part V, attention in serving.** :class:`PagedKVCache` keeps many sequences' keys
 and values in one pool of fixed-size blocks, each sequence's listed in its block
-table, blocks shared by :meth:`~PagedKVCache.fork` and copied on write (PagedAttention,
+table, blocks shared by :meth:`~attention.PagedKVCache.fork` and copied on write (PagedAttention,
 vLLM); :func:`paged_attention` decodes a batch of them through their block tables.
 :func:`varlen_attention` attends over sequences
 packed one after the other without padding, FlashAttention's ``cu_seqlens`` layout,
