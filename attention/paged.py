@@ -10,14 +10,14 @@ grows, and its *block table* lists its blocks in token order: token ``t`` lives 
 block ``table[t // block_size]`` at slot ``t % block_size``. Nothing is reserved, and at
 most one partly filled block per sequence is wasted.
 
-Blocks can be shared. :meth:`PagedKVCache.fork` gives a new sequence the blocks of
+Blocks can be shared. :meth:`~attention.PagedKVCache.fork` gives a new sequence the blocks of
 another (a shared system prompt, or several answers to one prompt) without copying
 anything; each block counts its readers, and returns to the pool when the last one is
 freed. A full block never changes again, so sharing it is safe forever; a partly
 filled last block would be written by both, so the first sequence to append to it gets
 its own copy first (*copy-on-write*).
 
-:func:`paged_attention` is the decode step: each sequence's one new query attends over
+:func:`~attention.paged_attention` is the decode step: each sequence's one new query attends over
 every token the sequence holds, read through its block table.
 """
 
@@ -49,8 +49,8 @@ class PagedKVCache:
 
     Attributes
     ----------
-    key_blocks, value_blocks : torch.Tensor, shape (num_blocks, block_size, num_kv_heads, head_dim)
-        The pool itself. Slots past a sequence's length hold stale numbers: only the
+    key_blocks, value_blocks : torch.Tensor
+        The pool itself, ``(num_blocks, block_size, num_kv_heads, head_dim)``. Slots past a sequence's length hold stale numbers: only the
         block tables say what is whose.
 
     Examples
