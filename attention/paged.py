@@ -50,8 +50,9 @@ class PagedKVCache:
     Attributes
     ----------
     key_blocks, value_blocks : torch.Tensor
-        The pool itself, ``(num_blocks, block_size, num_kv_heads, head_dim)``. Slots past a sequence's length hold stale numbers: only the
-        block tables say what is whose.
+        The pool itself, ``(num_blocks, block_size, num_kv_heads, head_dim)``. Slots
+        past a sequence's length hold stale numbers: only the block tables say what
+        is whose.
 
     Examples
     --------
