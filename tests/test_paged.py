@@ -18,6 +18,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from transformers import LlamaConfig
+from transformers.generation.configuration_utils import ContinuousBatchingConfig
+from transformers.generation.continuous_batching.cache import PagedAttentionCache
+from transformers.generation.continuous_batching.distributed import DistributedHelper
+from transformers.integrations.eager_paged import eager_paged_attention_forward
 
 from attention import GroupedQueryAttention, KVCache, PagedKVCache, attend, paged_attention
 
@@ -103,16 +108,10 @@ def test_matches_transformers_eager_paged_attention_forward(seeded):
     inputs); the keys and values each request reads back are equal bit for bit.
 
     ``PagedAttentionCache`` allocates blocks and gives physical read and write indices;
-    ``eager_paged_attention_forward`` writes the new keys and values through them, reads
-    each request's whole cache back, and attends with a block-diagonal additive mask
-    over the packed decode queries.
+    its ``update`` writes the new keys and values through them and reads each request's
+    whole cache back; ``eager_paged_attention_forward`` attends with a block-diagonal
+    additive mask over the packed decode queries.
     """
-    from transformers import LlamaConfig
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
-    from transformers.generation.continuous_batching.cache import PagedAttentionCache
-    from transformers.generation.continuous_batching.distributed import DistributedHelper
-    from transformers.integrations.eager_paged import eager_paged_attention_forward
-
     seeded(2)
     num_heads, num_kv_heads, head_dim, block_size = 4, 2, 8, 4
     config = LlamaConfig(
@@ -141,6 +140,10 @@ def test_matches_transformers_eager_paged_attention_forward(seeded):
         layer_idx = 0
         num_key_value_groups = num_heads // num_kv_heads
 
+    class UpdateDone:  # a paged cache whose update for this step was already made
+        def update(self, key_states, value_states, layer_idx, kwargs):
+            return key_states, value_states
+
     layer, scale = Layer(), head_dim**-0.5
 
     def forward(requests, new_lengths, q, k, v):
@@ -162,13 +165,18 @@ def test_matches_transformers_eager_paged_attention_forward(seeded):
                 mask[row + i, start : start + past + i + 1] = 0
             row += n
         kwargs = {
-            "cache": theirs,
             "read_index": [torch.tensor(reads, dtype=torch.long)],
             "write_index": [torch.tensor(writes, dtype=torch.long)],
             "cu_seq_lens_k": {"full_attention": torch.tensor(cu_k)},
             "max_length_k": {"full_attention": max(b - a for a, b in itertools.pairwise(cu_k))},
         }
-        out, _ = eager_paged_attention_forward(layer, q, k, v, mask[None, None], scale, **kwargs)
+        # The cache writes the new keys and values and reads each request's whole cache
+        # back. transformers 5.24 moved this call from the attention function into the
+        # layer; up to 5.23 the function makes it, so it gets a cache with nothing left to do.
+        k, v = theirs.update(k, v, layer.layer_idx, kwargs)
+        out, _ = eager_paged_attention_forward(
+            layer, q, k, v, mask[None, None], scale, cache=UpdateDone()
+        )
         for request, n in zip(requests, new_lengths, strict=True):
             request.length += n
         return out  # (1, n, H, D)
