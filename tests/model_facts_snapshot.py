@@ -1,0 +1,88 @@
+"""Every figure each ``MODELS`` entry gives, as one JSON-ready record per model.
+
+``tests/data/model_facts_snapshot.json`` was written by this script once, from the
+flat ``ModelFacts`` of commit 5a74127, before its fields moved into typed groups;
+``test_model_facts.py`` recomputes the records from today's table and requires them
+equal, so that the move changed no attribute and no figure of any model. Run it again
+only to record a deliberate change to the table::
+
+    python tests/model_facts_snapshot.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+PATH = Path(__file__).resolve().parent / "data" / "model_facts_snapshot.json"
+
+#: Every attribute the flat schema had: the fields, then the derived properties.
+ATTRIBUTES = (
+    "name checkpoint year source config_class layers hidden_size num_heads "
+    "num_kv_heads max_position_embeddings trained_context context_source positions "
+    "head_dim rope_theta rope_scaling local_rope_theta sliding_window global_every "
+    "kv_lora_rank q_lora_rank qk_nope_head_dim qk_rope_head_dim v_head_dim "
+    "query_pre_attn_scalar qk_norm attn_logit_softcapping final_logit_softcapping sinks "
+    "output_gate value_norm attention_k_eq_v scale global_head_dim num_global_kv_heads "
+    "num_kv_shared_layers partial_rotary_factor attention_chunk_size nope_every "
+    "attn_temperature_tuning floor_scale attn_scale linear_attention "
+    "full_attention_layers linear_num_key_heads linear_num_value_heads "
+    "linear_key_head_dim linear_value_head_dim linear_conv_kernel_dim index_n_heads "
+    "index_head_dim index_topk parameters parameters_source class_defaults "
+    "attention group_size layer_types uses_rope kv_shared layer_kv_shapes "
+    "receptive_field"
+).split()
+DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
+TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)
+
+
+def _plain(value):
+    """Tuples as lists, as JSON keeps them."""
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def snapshot(facts) -> dict:
+    """One model's attributes and the results of every public method."""
+    record = {name: _plain(getattr(facts, name)) for name in ATTRIBUTES}
+    lengths = sorted({*TOKENS, facts.trained_context, facts.max_position_embeddings})
+    for label, dtype in DTYPES.items():
+        record[f"layer_kv_bytes_per_token[{label}]"] = list(facts.layer_kv_bytes_per_token(dtype))
+        record[f"kv_bytes_per_token[{label}]"] = facts.kv_bytes_per_token(dtype)
+        record[f"indexer_bytes_per_token[{label}]"] = facts.indexer_bytes_per_token(dtype)
+        for state_label, state_dtype in DTYPES.items():
+            pair = f"{label},{state_label}"
+            record[f"layer_state_bytes[{pair}]"] = list(
+                facts.layer_state_bytes(dtype, state_dtype)
+            )
+            record[f"state_bytes[{pair}]"] = facts.state_bytes(dtype, state_dtype)
+        for tokens in lengths:
+            record[f"kv_cache_bytes[{tokens},{label}]"] = facts.kv_cache_bytes(tokens, dtype)
+            record[f"cache_bytes[{tokens},{label}]"] = facts.cache_bytes(tokens, dtype)
+    return record
+
+
+def dumps(records: dict[str, dict]) -> str:
+    """JSON with one line per figure, so that a change shows as a line in a diff."""
+    models = []
+    for name, record in records.items():
+        lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in record.items())
+        models.append(f" {json.dumps(name)}: {{\n{lines}\n }}")
+    return "{\n" + ",\n".join(models) + "\n}\n"
+
+
+def snapshots() -> dict[str, dict]:
+    from attention import MODELS
+
+    return {name: snapshot(facts) for name, facts in MODELS.items()}
+
+
+if __name__ == "__main__":
+    PATH.parent.mkdir(exist_ok=True)
+    PATH.write_text(dumps(snapshots()), encoding="utf-8")
+    print(f"wrote {PATH}")
