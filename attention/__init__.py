@@ -110,7 +110,8 @@ from attention.kv_quant import QuantizedKV, QuantizedKVCache, quantize_kv
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from attention.linear import linear_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
-from attention.model_facts import MODELS, ModelFacts
+from attention.model_facts import ModelFacts
+from attention.model_table import MODELS
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import RMSNorm
 from attention.paged import PagedKVCache, paged_attention

@@ -1,11 +1,11 @@
-"""The attention-relevant config of every real model this site names, with its source.
+"""What a real model's attention is made of: :class:`ModelFacts` and its groups.
 
 Every number the site gives about a real model (its layers, heads, window, RoPE base,
-context, bytes of cache) is computed from this one table, never typed into a page.
-Each entry copies the fields of a released ``config.json`` and says which checkpoint
-it comes from; where a number is not in that file (the context a model was trained
-with, a field the file leaves to its ``transformers`` config class's default), the
-entry names its source too.
+context, bytes of cache) is computed from one table, :data:`attention.MODELS`, whose
+entries (in :mod:`attention.model_table`) copy the fields of a released
+``config.json`` and say which checkpoint they come from; where a number is not in
+that file (the context a model was trained with, a field the file leaves to its
+``transformers`` config class's default), the entry names its source too.
 
 Two numbers are easy to confuse. ``max_position_embeddings`` is how many positions the
 config allows; ``trained_context`` is the longest text the model was trained on, which
@@ -20,6 +20,16 @@ trained on 8,192 tokens.
 131072
 >>> MODELS["Mistral 7B"].kv_cache_bytes(100_000) / 2**30  # its window caps the cache
 0.5
+
+A mechanism a model has is one group of fields, present or absent as a whole, which
+checks itself: Mistral's sliding layers, DeepSeek's latent, Qwen3-Next's Gated DeltaNet
+sizes. The fields of each group are read through it, or by the flat name of the
+model's config:
+
+>>> MODELS["Mistral 7B"].local
+Sliding(window=4096)
+>>> MODELS["Mistral 7B"].sliding_window, MODELS["Llama 3 8B"].sliding_window
+(4096, None)
 
 The hybrids of Part IV keep keys and values in a few layers only, and a state of fixed
 size in the others:
@@ -37,14 +47,29 @@ size in the others:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+from typing import ClassVar
 
 import torch
 
+from attention import _checks
 from attention.kv_cache import _dtype_bytes, kv_cache_bytes_per_token
 from attention.latent import latent_cache_bytes_per_token
 
-__all__ = ["MODELS", "ModelFacts"]
+__all__ = [
+    "Chunked",
+    "GlobalLayers",
+    "Indexer",
+    "Latent",
+    "LayerParts",
+    "LinearAttention",
+    "ModelFacts",
+    "Rope",
+    "Scores",
+    "Sliding",
+    "TemperatureTuning",
+    "Weights",
+]
 
 # transformers' layer_types
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -52,6 +77,7 @@ CHUNKED, LINEAR = "chunked_attention", "linear_attention"
 INDEXED = "indexed_attention"  # DeepSeek Sparse Attention: MLA over the keys an indexer picks
 QK_NORMS = ("head", "projection", "l2")
 POSITIONS = ("rope", "learned", "none")
+# The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
     "linear_num_key_heads",
     "linear_num_value_heads",
@@ -62,12 +88,456 @@ LINEAR_SIZES = (
 INDEXER_SIZES = ("index_n_heads", "index_head_dim", "index_topk")
 
 
+def _sizes(owner: object, *names: str) -> None:
+    """Check that each named attribute of ``owner`` is ``None`` or a positive integer."""
+    for name in names:
+        value = getattr(owner, name)
+        if value is not None:
+            _checks.positive_int(type(owner).__name__, name, value)
+
+
+def _positive_number(owner: object, *names: str) -> None:
+    """Check that each named attribute of ``owner`` is ``None`` or a number above 0."""
+    for name in names:
+        value = getattr(owner, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(
+                f"{type(owner).__name__}: expected {name} to be a number, "
+                f"got {value!r} of type {type(value).__name__}"
+            )
+        if not value > 0:
+            raise ValueError(f"{type(owner).__name__}: expected {name} > 0, got {value}")
+
+
+class _Group:
+    """A group of facts; its repr names the fields a model sets, the required first."""
+
+    def __repr__(self) -> str:
+        given = [f for f in fields(self) if f.repr and getattr(self, f.name) != f.default]
+        given.sort(key=lambda f: f.default is not MISSING)  # stable: required ones first
+        inner = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in given)
+        return f"{type(self).__name__}({inner})"
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class _Options(_Group):
+    """A group of switches and values, each optional: absent as a whole rather than empty."""
+
+    def __post_init__(self) -> None:
+        if all(getattr(self, f.name) == f.default for f in fields(self)):
+            names = ", ".join(f.name for f in fields(self))
+            raise ValueError(
+                f"{type(self).__name__}: expected at least one of {names} to be set, got "
+                f"none; a model without them leaves the group out (None)"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Rope(_Group):
+    """Rotary position embeddings, as the config's ``rope_parameters`` give them.
+
+    Attributes
+    ----------
+    theta : float
+        RoPE's base for the global (full-attention) layers (``rope_theta``).
+    scaling : dict or None
+        Its scaling for longer contexts, in ``transformers``' ``rope_parameters`` form
+        (``rope_type``, ``factor``, ...). Gemma 4's ``"proportional"`` RoPE keeps its
+        own ``partial_rotary_factor`` here, with another meaning than the field below
+        (all dimensions rotate in pairs across the whole head; the pairs past that
+        share have frequency zero).
+    local_theta : float or None
+        The base of the sliding layers, where they have their own (Gemma 3 and 4).
+    partial_rotary_factor : float
+        The share of each head's dimensions that RoPE rotates, the first ones, with
+        frequencies computed from that rotary size (Qwen3-Next: 0.25).
+    nope_every : int or None
+        One layer without RoPE (NoPE) every ``nope_every`` layers, layer ``i`` when
+        ``(i + 1) % nope_every == 0`` (Llama 4 and SmolLM3: 4, ``no_rope_layers`` and
+        ``no_rope_layer_interval`` in their configs).
+
+    Examples
+    --------
+    >>> Rope(theta=500000.0, nope_every=4).partial_rotary_factor
+    1.0
+    """
+
+    theta: float
+    scaling: dict | None = None
+    local_theta: float | None = None
+    partial_rotary_factor: float = 1.0
+    nope_every: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive_number(self, "theta", "local_theta", "partial_rotary_factor")
+        _sizes(self, "nope_every")
+        if self.partial_rotary_factor > 1:
+            raise ValueError(
+                f"Rope: expected partial_rotary_factor in (0, 1], got {self.partial_rotary_factor}"
+            )
+        if self.scaling is not None and "rope_type" not in self.scaling:
+            raise ValueError(f"Rope: expected scaling to name its rope_type, got {self.scaling}")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class _LocalLayers(_Group):
+    """The layers that are not full attention, and where the full ones fall among them.
+
+    Attributes
+    ----------
+    global_every : int or None
+        One full-attention layer every ``global_every`` layers (layer ``i`` is full
+        when ``(i + 1) % global_every == 0``; Gemma's ``sliding_window_pattern``, Qwen's
+        ``full_attention_interval``).
+    full_attention_layers : tuple of int or None
+        The full-attention layers, 0-based, where they follow no such pattern (Kimi
+        Linear: every fourth layer and the last, ``full_attn_layers`` in its
+        ``linear_attn_config``, 1-based there).
+
+    With neither, every layer is of the local kind.
+    """
+
+    kind: ClassVar[str]
+    global_every: int | None = None
+    full_attention_layers: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        _sizes(self, "global_every")
+        layers = self.full_attention_layers
+        if layers is None:
+            return
+        if self.global_every is not None:
+            raise ValueError(
+                f"{owner}: expected global_every or full_attention_layers, not both, got "
+                f"global_every={self.global_every}, full_attention_layers={layers}"
+            )
+        if not isinstance(layers, tuple):
+            raise TypeError(
+                f"{owner}: expected full_attention_layers to be a tuple of layer indices, "
+                f"got {type(layers).__name__}"
+            )
+        if list(layers) != sorted(set(layers)) or min(layers, default=0) < 0:
+            raise ValueError(
+                f"{owner}: expected full_attention_layers to be increasing layer indices "
+                f"from 0, got {layers}"
+            )
+
+    def is_full(self, index: int) -> bool:
+        """Whether layer ``index`` is a full-attention layer."""
+        if self.full_attention_layers is not None:
+            return index in self.full_attention_layers
+        return self.global_every is not None and (index + 1) % self.global_every == 0
+
+    @property
+    def tokens_kept(self) -> int | None:
+        """Tokens of keys and values a layer of this kind keeps at most; ``None``: all."""
+        return None
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Sliding(_LocalLayers):
+    """Sliding-window layers: a query sees the last ``window`` tokens, itself included
+    (``sliding_window``); their cache keeps as many.
+
+    Examples
+    --------
+    >>> Sliding(window=128, global_every=2).is_full(1)  # gpt-oss: every other layer
+    True
+    """
+
+    kind: ClassVar[str] = SLIDING
+    window: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _sizes(self, "window")
+
+    @property
+    def tokens_kept(self) -> int:
+        return self.window
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Chunked(_LocalLayers):
+    """Llama 4's chunked layers: a query sees only the keys of its own chunk of
+    ``size`` tokens (``attention_chunk_size``); their cache keeps one chunk."""
+
+    kind: ClassVar[str] = CHUNKED
+    size: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _sizes(self, "size")
+
+    @property
+    def tokens_kept(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class LinearAttention(_LocalLayers):
+    """Linear-attention layers, whose state is not a key/value cache (Part IV).
+
+    ``transformers`` names them ``"linear_attention"`` in ``layer_types`` and their
+    sizes ``linear_*`` (Qwen3-Next, Qwen3.5); Kimi Linear's ``linear_attn_config``
+    gives one head count and one head size for queries, keys and values alike.
+
+    Attributes
+    ----------
+    mixer : str
+        The token mixer: ``"Gated DeltaNet"`` (Qwen3-Next and Qwen3.5) or
+        ``"Kimi Delta Attention"`` (Kimi Linear).
+    num_key_heads, num_value_heads : int
+        Query/key heads and value heads (Gated DeltaNet: each query/key head serves
+        ``num_value_heads // num_key_heads`` consecutive value heads).
+    key_head_dim, value_head_dim : int
+        Their sizes.
+    conv_kernel_dim : int
+        Taps of the short causal convolution over the queries, keys and values
+        (``short_conv_kernel_size`` in Kimi Linear's file).
+    """
+
+    kind: ClassVar[str] = LINEAR
+    mixer: str
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel_dim: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _sizes(self, "num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim")
+        _sizes(self, "conv_kernel_dim")
+        if self.num_value_heads % self.num_key_heads:
+            raise ValueError(
+                f"LinearAttention: expected num_value_heads to be a multiple of "
+                f"num_key_heads, got {self.num_value_heads} and {self.num_key_heads}"
+            )
+
+    def state_bytes(self, dtype: torch.dtype, state_dtype: torch.dtype) -> int:
+        """Bytes of one layer's fixed-size state, as ``transformers``' cache holds it
+        (``LinearAttentionLayer``: ``conv_states`` and ``recurrent_states``).
+
+        - the short convolution's window over the queries, keys and values,
+          ``(2 * num_key_heads * key_head_dim + num_value_heads * value_head_dim) *
+          conv_kernel_dim`` numbers in ``dtype``, the model's (``transformers`` keeps
+          all ``conv_kernel_dim`` inputs, though the next step needs one fewer);
+        - the delta rule's state, a ``key_head_dim`` by ``value_head_dim`` matrix per
+          value head, in ``state_dtype``.
+        """
+        channels = 2 * self.num_key_heads * self.key_head_dim
+        channels += self.num_value_heads * self.value_head_dim
+        conv = channels * self.conv_kernel_dim * _dtype_bytes("layer_state_bytes", dtype)
+        delta = self.num_value_heads * self.key_head_dim * self.value_head_dim
+        return conv + delta * _dtype_bytes("layer_state_bytes", state_dtype)
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Latent(_Group):
+    """Multi-head latent attention's sizes (DeepSeek; chapter 12).
+
+    Attributes
+    ----------
+    kv_lora_rank : int
+        The latent each token caches.
+    qk_nope_head_dim, qk_rope_head_dim : int
+        A query's or key's dimensions without and with RoPE; the rotary key, shared by
+        the heads, is cached beside the latent.
+    v_head_dim : int
+        A value head's size.
+    q_lora_rank : int or None
+        The queries' own low-rank bottleneck; ``None``: a full query projection.
+    """
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+
+    def __post_init__(self) -> None:
+        _sizes(self, "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        _sizes(self, "q_lora_rank")
+
+    def bytes_per_token(self, dtype: torch.dtype) -> int:
+        """Bytes one layer caches per token: the latent and the shared rotary key."""
+        return latent_cache_bytes_per_token(1, self.kv_lora_rank, self.qk_rope_head_dim, dtype)
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Indexer(_Group):
+    """DeepSeek Sparse Attention's lightning indexer (chapter 20).
+
+    Attributes
+    ----------
+    num_heads : int
+        Its heads (``index_n_heads`` in the config).
+    head_dim : int
+        Their size: the one indexer key each token caches has ``head_dim`` numbers
+        (``index_head_dim``).
+    top_k : int
+        How many keys each query attends to (``index_topk``).
+    """
+
+    num_heads: int
+    head_dim: int
+    top_k: int
+
+    def __post_init__(self) -> None:
+        _sizes(self, "num_heads", "head_dim", "top_k")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class GlobalLayers(_Options):
+    """Sizes of the full-attention layers where they differ from the others' (Gemma 4).
+
+    Attributes
+    ----------
+    head_dim : int or None
+        Their ``head_dim`` (``global_head_dim``).
+    num_kv_heads : int or None
+        Their key/value heads (``num_global_key_value_heads``), which ``transformers``
+        applies with ``k_eq_v`` only.
+    k_eq_v : bool
+        They use the key projection's output as the values, with no value projection
+        (``attention_k_eq_v``).
+    """
+
+    head_dim: int | None = None
+    num_kv_heads: int | None = None
+    k_eq_v: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _sizes(self, "head_dim", "num_kv_heads")
+        if self.num_kv_heads is not None and not self.k_eq_v:
+            raise ValueError(
+                f"GlobalLayers: expected k_eq_v=True with num_kv_heads, as transformers' "
+                f"Gemma 4 applies it with attention_k_eq_v only, got "
+                f"num_kv_heads={self.num_kv_heads}, k_eq_v=False"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Scores(_Options):
+    """What the attention does to its scores beyond ``softmax(q k^T / sqrt(head_dim))``.
+
+    Attributes
+    ----------
+    scale : float or None
+        The factor on the scores where the model sets it outright (Gemma 4: 1.0, in
+        ``Gemma4TextAttention``).
+    query_pre_attn_scalar : int or None
+        The scores are scaled by ``query_pre_attn_scalar ** -0.5`` instead of
+        ``head_dim ** -0.5`` (Gemma 2 and 3).
+    softcap : float or None
+        ``c`` in ``c * tanh(s / c)``, applied to the scaled scores
+        (``attn_logit_softcapping``, Gemma 2).
+    sinks : bool
+        One learned sink logit per head joins each softmax (gpt-oss; always on in
+        ``GptOssAttention``, no config field).
+    """
+
+    scale: float | None = None
+    query_pre_attn_scalar: int | None = None
+    softcap: float | None = None
+    sinks: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _positive_number(self, "scale", "softcap")
+        _sizes(self, "query_pre_attn_scalar")
+        if self.scale is not None and self.query_pre_attn_scalar is not None:
+            raise ValueError(
+                f"Scores: expected scale or query_pre_attn_scalar, not both, got "
+                f"{self.scale} and {self.query_pre_attn_scalar}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class LayerParts(_Options):
+    """Parts the attention layer holds beside its projections (Part III).
+
+    Attributes
+    ----------
+    qk_norm : str or None
+        Normalisation of the queries and keys before RoPE: ``"head"``, an RMSNorm over
+        each head's ``head_dim`` with a learned scale (Qwen3, Gemma 3 and 4,
+        Qwen3-Next); ``"projection"``, an RMSNorm over the whole query or key
+        projection, ``num_heads * head_dim`` features (OLMo 2); ``"l2"``, an L2 norm
+        over each head with no learned scale, on the RoPE layers only (Llama 4's
+        ``use_qk_norm``).
+    value_norm : bool
+        An RMSNorm without a learned scale over each head's values (Gemma 4's
+        ``v_norm``; no config field).
+    output_gate : bool
+        The attention output is multiplied by ``sigmoid(W_gate x)`` before the output
+        projection (Qwen3-Next; always on in ``Qwen3NextAttention``, no config field).
+    """
+
+    qk_norm: str | None = None
+    value_norm: bool = False
+    output_gate: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.qk_norm is not None and self.qk_norm not in QK_NORMS:
+            raise ValueError(
+                f"LayerParts: expected qk_norm to be None or one of {QK_NORMS}, "
+                f"got {self.qk_norm!r}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class TemperatureTuning(_Group):
+    """Llama 4's NoPE layers multiply their queries by
+    ``1 + attn_scale * log(1 + floor((position + 1) / floor_scale))``
+    (``attn_temperature_tuning``)."""
+
+    floor_scale: int
+    attn_scale: float
+
+    def __post_init__(self) -> None:
+        _sizes(self, "floor_scale")
+        _positive_number(self, "attn_scale")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Weights(_Group):
+    """The whole model's weights, and where the count comes from."""
+
+    parameters: int
+    source: str
+
+    def __post_init__(self) -> None:
+        _sizes(self, "parameters")
+        if not self.source:
+            raise ValueError("Weights: expected a source for the count, got ''")
+
+
+def _flat(group: str, name: str, absent: object = None) -> property:
+    """The config's flat name for ``group.name``: ``absent`` where the model lacks the
+    group (or its kind has no such field)."""
+
+    def read(self: ModelFacts) -> object:
+        return getattr(getattr(self, group), name, absent)
+
+    return property(read, doc=f"``{group}.{name}``, read by its flat name; else {absent!r}.")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelFacts:
     """One released model's attention, as its ``config.json`` and its authors give it.
 
     Field names follow ``transformers``' config classes where they have one
     (``num_key_value_heads`` becomes ``num_kv_heads``, as in the package's modules).
+    Each mechanism is a group, ``None`` where the model lacks it; every field of a
+    group can also be read by its flat config name (``facts.kv_lora_rank`` is
+    ``facts.latent.kv_lora_rank``, ``facts.sliding_window`` is ``facts.local.window``).
 
     Attributes
     ----------
@@ -77,6 +547,8 @@ class ModelFacts:
     source : str
         Where the numbers come from: the ``config.json`` and, for what it does not
         hold, a paper or a model card.
+    config_class : str
+        The ``transformers`` config class that reads the ``config.json``.
     layers, hidden_size, num_heads, num_kv_heads : int
         ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``,
         ``num_key_value_heads``.
@@ -85,110 +557,39 @@ class ModelFacts:
         (for latent attention, ``qk_nope_head_dim + qk_rope_head_dim``).
     max_position_embeddings : int
         Positions the config allows.
-    trained_context : int
-        The longest context the model was trained with, from ``context_source``.
-    positions : str
-        ``"learned"`` (a position embedding table), ``"rope"``, or ``"none"``: no layer
-        encodes positions, the order comes from the recurrent layers (Kimi Linear, whose
-        MLA layers are NoPE, ``mla_use_nope``).
-    rope_theta, rope_scaling, local_rope_theta : float, dict, float or None
-        RoPE's base for the global (full-attention) layers, its scaling in
-        ``transformers``' ``rope_parameters`` form, and the base of the sliding layers
-        where they have their own.
-    sliding_window : int or None
-        Tokens a sliding layer sees, the query included.
-    global_every : int or None
-        One full-attention layer every ``global_every`` layers (layer ``i`` is full when
-        ``(i + 1) % global_every == 0``); the others slide (``sliding_window``, Gemma's
-        ``sliding_window_pattern``), are chunked (``attention_chunk_size``) or are not
-        attention at all (``linear_attention``). ``None``: every layer is of that local
-        kind, but for the layers ``full_attention_layers`` lists.
-    kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim : int or None
-        Multi-head latent attention's sizes (DeepSeek).
-    query_pre_attn_scalar : int or None
-        Where the scores are scaled by ``query_pre_attn_scalar ** -0.5`` instead of
-        ``head_dim ** -0.5`` (Gemma).
-    qk_norm : str or None
-        Normalisation of the queries and keys before RoPE: ``"head"``, an RMSNorm over
-        each head's ``head_dim`` with a learned scale (Qwen3, Gemma 3 and 4, Qwen3-Next);
-        ``"projection"``, an RMSNorm over the whole query or key projection,
-        ``num_heads * head_dim`` features (OLMo 2); ``"l2"``, an L2 norm over each head
-        with no learned scale, on the RoPE layers only (Llama 4's ``use_qk_norm``).
-        ``None``: no QK-norm.
-    attn_logit_softcapping, final_logit_softcapping : float or None
-        ``c`` in ``c * tanh(s / c)``, applied to the scaled attention scores and to the
-        output logits (Gemma 2).
-    sinks : bool
-        One learned sink logit per head joins each softmax (gpt-oss; always on in
-        ``GptOssAttention``, no config field).
-    output_gate : bool
-        The attention output is multiplied by ``sigmoid(W_gate x)`` before the output
-        projection (Qwen3-Next; always on in ``Qwen3NextAttention``, no config field).
-    value_norm : bool
-        An RMSNorm without a learned scale over each head's values (Gemma 4's ``v_norm``;
-        no config field).
-    attention_k_eq_v : bool
-        The full-attention layers use the key projection's output as the values, with no
-        value projection (Gemma 4).
-    scale : float or None
-        The factor on the scores where the model sets it outright (Gemma 4: 1.0, in
-        ``Gemma4TextAttention``); ``None``: ``head_dim ** -0.5``, or
-        ``query_pre_attn_scalar ** -0.5`` where that is given.
-    global_head_dim, num_global_kv_heads : int or None
-        ``head_dim`` and key/value heads of the full-attention layers where they differ
-        from the others' (Gemma 4's ``global_head_dim`` and
-        ``num_global_key_value_heads``; ``transformers`` applies the latter only with
-        ``attention_k_eq_v``).
+    trained_context, context_source : int, str
+        The longest context the model was trained with, and where that is said.
+    rope : Rope or None
+        Its rotary position embeddings; ``None``: no layer rotates (see ``positions``).
+    learned_positions : bool
+        A position embedding table instead (GPT-2).
+    local : Sliding, Chunked, LinearAttention or None
+        The layers that are not full attention, of one kind, and where the full ones
+        fall among them; ``None``: every layer is full attention.
+    latent : Latent or None
+        Multi-head latent attention (DeepSeek, Kimi Linear's full layers).
+    indexer : Indexer or None
+        DeepSeek Sparse Attention's lightning indexer, which picks the keys each query
+        of the latent attention reads.
+    global_layers : GlobalLayers or None
+        The full-attention layers' own sizes (Gemma 4).
     num_kv_shared_layers : int
         The last ``num_kv_shared_layers`` layers compute no keys and values: each reuses
         those of the last earlier layer of its own type, and caches nothing (Gemma 3n,
         Gemma 4 E2B and E4B).
-    partial_rotary_factor : float
-        The share of each head's dimensions that RoPE rotates, the first ones, with
-        frequencies computed from that rotary size (Qwen3-Next: 0.25). Gemma 4's
-        ``"proportional"`` RoPE keeps its own ``partial_rotary_factor`` inside
-        ``rope_scaling``, with another meaning (all dimensions rotate in pairs across the
-        whole head; the pairs past that share have frequency zero).
-    attention_chunk_size : int or None
-        Llama 4's chunked attention: a chunked layer's query sees only the keys of its
-        own chunk of ``attention_chunk_size`` tokens.
-    nope_every : int or None
-        One layer without RoPE (NoPE) every ``nope_every`` layers, layer ``i`` when
-        ``(i + 1) % nope_every == 0`` (Llama 4 and SmolLM3: 4, ``no_rope_layers`` and
-        ``no_rope_layer_interval`` in their configs).
-    attn_temperature_tuning, floor_scale, attn_scale : bool, int or None, float or None
-        Llama 4 multiplies the queries of its NoPE layers by
-        ``1 + attn_scale * log(1 + floor((position + 1) / floor_scale))``.
-    linear_attention : str or None
-        The token mixer of the layers that are not attention (Qwen3-Next and Qwen3.5:
-        ``"Gated DeltaNet"``; Kimi Linear: ``"Kimi Delta Attention"``;
-        ``"linear_attention"`` in their ``layer_types``). Their state is not a key/value
-        cache: the ``kv_*`` figures count the attention layers only, :meth:`state_bytes`
-        counts the state.
-    full_attention_layers : tuple of int or None
-        The full-attention layers, 0-based, where they follow no ``global_every`` pattern
-        (Kimi Linear: every fourth layer and the last, ``full_attn_layers`` in its
-        ``linear_attn_config``, 1-based there).
-    linear_num_key_heads, linear_num_value_heads : int or None
-        Query/key heads and value heads of a linear-attention layer (Gated DeltaNet: each
-        query/key head serves ``linear_num_value_heads // linear_num_key_heads``
-        consecutive value heads; Kimi Linear's ``num_heads`` is both).
-    linear_key_head_dim, linear_value_head_dim : int or None
-        Their sizes (Kimi Linear's ``head_dim`` is both).
-    linear_conv_kernel_dim : int or None
-        Taps of the short causal convolution over the queries, keys and values of a
-        linear-attention layer (``short_conv_kernel_size`` in Kimi Linear's file).
-    index_n_heads, index_head_dim, index_topk : int or None
-        DeepSeek Sparse Attention's lightning indexer: its heads, their size (the one
-        indexer key each token caches has ``index_head_dim`` numbers), and how many keys
-        each query attends to.
-    parameters : int or None
-        Weights of the whole model, from ``parameters_source``.
-    config_class : str
-        The ``transformers`` config class that reads the ``config.json``.
+    scores : Scores or None
+        A scale, a softcap or sinks on the attention scores.
+    parts : LayerParts or None
+        QK-norm, a value norm or an output gate in the layer.
+    temperature_tuning : TemperatureTuning or None
+        Llama 4's query temperature on its NoPE layers.
+    final_logit_softcapping : float or None
+        ``c`` in ``c * tanh(s / c)`` on the output logits (Gemma 2).
+    weights : Weights or None
+        Weights of the whole model, with their source.
     class_defaults : tuple of str
-        Attributes whose values the released ``config.json`` leaves out, so that they
-        are the defaults of ``config_class``; the tests check those defaults.
+        Attributes (by flat name) whose values the released ``config.json`` leaves
+        out, so that they are the defaults of ``config_class``; the tests check them.
     """
 
     name: str
@@ -203,133 +604,141 @@ class ModelFacts:
     max_position_embeddings: int
     trained_context: int
     context_source: str
-    positions: str = "rope"
     head_dim: int | None = None
-    rope_theta: float | None = None
-    rope_scaling: dict | None = None
-    local_rope_theta: float | None = None
-    sliding_window: int | None = None
-    global_every: int | None = None
-    kv_lora_rank: int | None = None
-    q_lora_rank: int | None = None
-    qk_nope_head_dim: int | None = None
-    qk_rope_head_dim: int | None = None
-    v_head_dim: int | None = None
-    query_pre_attn_scalar: int | None = None
-    qk_norm: str | None = None
-    attn_logit_softcapping: float | None = None
-    final_logit_softcapping: float | None = None
-    sinks: bool = False
-    output_gate: bool = False
-    value_norm: bool = False
-    attention_k_eq_v: bool = False
-    scale: float | None = None
-    global_head_dim: int | None = None
-    num_global_kv_heads: int | None = None
+    rope: Rope | None = None
+    learned_positions: bool = False
+    local: Sliding | Chunked | LinearAttention | None = None
+    latent: Latent | None = None
+    indexer: Indexer | None = None
+    global_layers: GlobalLayers | None = None
     num_kv_shared_layers: int = 0
-    partial_rotary_factor: float = 1.0
-    attention_chunk_size: int | None = None
-    nope_every: int | None = None
-    attn_temperature_tuning: bool = False
-    floor_scale: int | None = None
-    attn_scale: float | None = None
-    linear_attention: str | None = None
-    full_attention_layers: tuple[int, ...] | None = None
-    linear_num_key_heads: int | None = None
-    linear_num_value_heads: int | None = None
-    linear_key_head_dim: int | None = None
-    linear_value_head_dim: int | None = None
-    linear_conv_kernel_dim: int | None = None
-    index_n_heads: int | None = None
-    index_head_dim: int | None = None
-    index_topk: int | None = None
-    parameters: int | None = None
-    parameters_source: str = ""
+    scores: Scores | None = None
+    parts: LayerParts | None = None
+    temperature_tuning: TemperatureTuning | None = None
+    final_logit_softcapping: float | None = None
+    weights: Weights | None = None
     class_defaults: tuple[str, ...] = field(default=())
 
+    GROUPS: ClassVar[dict[str, tuple[type, ...]]] = {
+        "rope": (Rope,),
+        "local": (Sliding, Chunked, LinearAttention),
+        "latent": (Latent,),
+        "indexer": (Indexer,),
+        "global_layers": (GlobalLayers,),
+        "scores": (Scores,),
+        "parts": (LayerParts,),
+        "temperature_tuning": (TemperatureTuning,),
+        "weights": (Weights,),
+    }
+
     def __post_init__(self) -> None:
+        _sizes(self, "layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim")
+        for group, kinds in self.GROUPS.items():
+            value = getattr(self, group)
+            if value is not None and not isinstance(value, kinds):
+                expected = " or ".join(kind.__name__ for kind in kinds)
+                raise TypeError(
+                    f"ModelFacts {self.name!r}: expected {group} to be {expected} or None, "
+                    f"got {type(value).__name__}"
+                )
         if self.head_dim is None:
-            if self.kv_lora_rank is not None:  # latent attention: a query's or key's size
-                head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.latent is not None:  # latent attention: a query's or key's size
+                head_dim = self.latent.qk_nope_head_dim + self.latent.qk_rope_head_dim
             else:
                 head_dim = self.hidden_size // self.num_heads
             object.__setattr__(self, "head_dim", head_dim)
-        if self.qk_norm is not None and self.qk_norm not in QK_NORMS:
-            raise ValueError(
-                f"ModelFacts {self.name!r}: qk_norm must be None or one of {QK_NORMS} "
-                f"(got {self.qk_norm!r})"
-            )
-        local = [
-            name
-            for name in ("sliding_window", "attention_chunk_size", "linear_attention")
-            if getattr(self, name) is not None
-        ]
-        if len(local) > 1:
-            raise ValueError(
-                f"ModelFacts {self.name!r}: the layers that are not full attention are of "
-                f"one kind; expected at most one of sliding_window, attention_chunk_size "
-                f"and linear_attention (got {', '.join(local)})"
-            )
-        if self.num_global_kv_heads is not None and not self.attention_k_eq_v:
-            raise ValueError(
-                f"ModelFacts {self.name!r}: num_global_kv_heads is applied with "
-                f"attention_k_eq_v only, as transformers' Gemma 4 does (got "
-                f"num_global_kv_heads={self.num_global_kv_heads}, attention_k_eq_v=False)"
-            )
+        self._check_across_groups()
+
+    def _check_across_groups(self) -> None:
+        """What no group can check alone: how it fits the model's layers and the other
+        groups."""
+        owner = f"ModelFacts {self.name!r}"
         if not 0 <= self.num_kv_shared_layers < self.layers:
             raise ValueError(
-                f"ModelFacts {self.name!r}: expected 0 <= num_kv_shared_layers < layers "
-                f"(got {self.num_kv_shared_layers} of {self.layers})"
+                f"{owner}: expected 0 <= num_kv_shared_layers < layers, "
+                f"got {self.num_kv_shared_layers} of {self.layers}"
             )
-        if self.positions not in POSITIONS:
+        if self.rope is not None and self.learned_positions:
+            raise ValueError(f"{owner}: expected RoPE or learned positions, got both")
+        listed = self.full_attention_layers or ()
+        if listed and listed[-1] >= self.layers:
             raise ValueError(
-                f"ModelFacts {self.name!r}: positions must be one of {POSITIONS} "
-                f"(got {self.positions!r})"
+                f"{owner}: expected full_attention_layers from 0 to {self.layers - 1}, got {listed}"
             )
-        self._check_hybrid_layout()
-        linear = [getattr(self, name) for name in LINEAR_SIZES]
-        hybrid = self.linear_attention is not None
-        if any((size is None) == hybrid for size in linear):  # all given, or none
+        if self.indexer is not None and self.latent is None:
             raise ValueError(
-                f"ModelFacts {self.name!r}: a model with linear-attention layers gives all "
-                f"of {', '.join(LINEAR_SIZES)}, and only such a model (got "
-                f"linear_attention={self.linear_attention!r}, sizes {linear})"
+                f"{owner}: expected a latent with the indexer, which selects keys for "
+                f"latent attention, got latent=None"
             )
-        if hybrid and self.linear_num_value_heads % self.linear_num_key_heads:
+        if self.temperature_tuning is not None and self.nope_every is None:
             raise ValueError(
-                f"ModelFacts {self.name!r}: linear_num_value_heads must be a multiple of "
-                f"linear_num_key_heads (got {self.linear_num_value_heads} and "
-                f"{self.linear_num_key_heads})"
+                f"{owner}: expected NoPE layers (rope.nope_every) with temperature_tuning, "
+                f"which scales their queries, got nope_every=None"
             )
-        indexer = [getattr(self, name) for name in INDEXER_SIZES]
-        given = {size is not None for size in indexer}
-        if len(given) > 1 or (True in given and self.kv_lora_rank is None):
-            raise ValueError(
-                f"ModelFacts {self.name!r}: a lightning indexer gives all of "
-                f"{', '.join(INDEXER_SIZES)} and selects keys for latent attention "
-                f"(got {indexer}, kv_lora_rank={self.kv_lora_rank})"
-            )
+        unknown = [name for name in self.class_defaults if not hasattr(self, name)]
+        if unknown:
+            raise ValueError(f"{owner}: expected class_defaults to name attributes, got {unknown}")
 
-    def _check_hybrid_layout(self) -> None:
-        layers = self.full_attention_layers
-        if layers is None:
-            return
-        if self.global_every is not None or self.linear_attention is None:
-            raise ValueError(
-                f"ModelFacts {self.name!r}: full_attention_layers lists the attention layers "
-                f"of a linear-attention hybrid, in place of global_every (got "
-                f"global_every={self.global_every}, linear_attention={self.linear_attention!r})"
-            )
-        if list(layers) != sorted(set(layers)) or not all(0 <= i < self.layers for i in layers):
-            raise ValueError(
-                f"ModelFacts {self.name!r}: full_attention_layers must be increasing layer "
-                f"indices from 0 to {self.layers - 1} (got {layers})"
-            )
+    # -- the config's flat names, read through the groups ----------------------------
+
+    rope_theta = _flat("rope", "theta")
+    rope_scaling = _flat("rope", "scaling")
+    local_rope_theta = _flat("rope", "local_theta")
+    partial_rotary_factor = _flat("rope", "partial_rotary_factor", 1.0)
+    nope_every = _flat("rope", "nope_every")
+    sliding_window = _flat("local", "window")
+    attention_chunk_size = _flat("local", "size")
+    linear_attention = _flat("local", "mixer")
+    global_every = _flat("local", "global_every")
+    full_attention_layers = _flat("local", "full_attention_layers")
+    linear_num_key_heads = _flat("local", "num_key_heads")
+    linear_num_value_heads = _flat("local", "num_value_heads")
+    linear_key_head_dim = _flat("local", "key_head_dim")
+    linear_value_head_dim = _flat("local", "value_head_dim")
+    linear_conv_kernel_dim = _flat("local", "conv_kernel_dim")
+    kv_lora_rank = _flat("latent", "kv_lora_rank")
+    q_lora_rank = _flat("latent", "q_lora_rank")
+    qk_nope_head_dim = _flat("latent", "qk_nope_head_dim")
+    qk_rope_head_dim = _flat("latent", "qk_rope_head_dim")
+    v_head_dim = _flat("latent", "v_head_dim")
+    index_n_heads = _flat("indexer", "num_heads")
+    index_head_dim = _flat("indexer", "head_dim")
+    index_topk = _flat("indexer", "top_k")
+    global_head_dim = _flat("global_layers", "head_dim")
+    num_global_kv_heads = _flat("global_layers", "num_kv_heads")
+    attention_k_eq_v = _flat("global_layers", "k_eq_v", False)
+    scale = _flat("scores", "scale")
+    query_pre_attn_scalar = _flat("scores", "query_pre_attn_scalar")
+    attn_logit_softcapping = _flat("scores", "softcap")
+    sinks = _flat("scores", "sinks", False)
+    qk_norm = _flat("parts", "qk_norm")
+    value_norm = _flat("parts", "value_norm", False)
+    output_gate = _flat("parts", "output_gate", False)
+    floor_scale = _flat("temperature_tuning", "floor_scale")
+    attn_scale = _flat("temperature_tuning", "attn_scale")
+    parameters = _flat("weights", "parameters")
+    parameters_source = _flat("weights", "source", "")
+
+    @property
+    def attn_temperature_tuning(self) -> bool:
+        """Whether the model tunes its NoPE layers' query temperature (Llama 4)."""
+        return self.temperature_tuning is not None
+
+    @property
+    def positions(self) -> str:
+        """``"rope"``, ``"learned"`` (a position embedding table) or ``"none"``: no layer
+        encodes positions, the order comes from the recurrent layers (Kimi Linear,
+        whose MLA layers are NoPE, ``mla_use_nope``)."""
+        if self.rope is not None:
+            return "rope"
+        return "learned" if self.learned_positions else "none"
+
+    # -- what the facts imply ---------------------------------------------------------
 
     @property
     def attention(self) -> str:
         """``"MLA"``, ``"MHA"`` (a key/value head per query head), ``"MQA"`` or ``"GQA"``."""
-        if self.kv_lora_rank is not None:
+        if self.latent is not None:
             return "MLA"
         if self.num_kv_heads == self.num_heads:
             return "MHA"
@@ -346,32 +755,19 @@ class ModelFacts:
         """Each layer's kind, in ``transformers``' names, ``"full_attention"``,
         ``"sliding_attention"``, ``"chunked_attention"``, ``"linear_attention"`` or
         ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention)."""
-        full = INDEXED if self.index_topk is not None else FULL
-        if self.sliding_window is not None:
-            local = SLIDING
-        elif self.attention_chunk_size is not None:
-            local = CHUNKED
-        elif self.linear_attention is not None:
-            local = LINEAR
-        else:
+        full = INDEXED if self.indexer is not None else FULL
+        if self.local is None:
             return (full,) * self.layers
-        if self.full_attention_layers is not None:
-            chosen = set(self.full_attention_layers)
-            return tuple(full if i in chosen else local for i in range(self.layers))
-        if self.global_every is None:
-            return (local,) * self.layers
-        return tuple(
-            full if (i + 1) % self.global_every == 0 else local for i in range(self.layers)
-        )
+        return tuple(full if self.local.is_full(i) else self.local.kind for i in range(self.layers))
 
     @property
     def uses_rope(self) -> tuple[bool, ...]:
         """For each layer, whether it rotates its queries and keys (False on NoPE layers)."""
-        if self.positions != "rope":
+        if self.rope is None:
             return (False,) * self.layers
-        if self.nope_every is None:
+        if self.rope.nope_every is None:
             return (True,) * self.layers
-        return tuple((i + 1) % self.nope_every != 0 for i in range(self.layers))
+        return tuple((i + 1) % self.rope.nope_every != 0 for i in range(self.layers))
 
     @property
     def kv_shared(self) -> tuple[bool, ...]:
@@ -413,10 +809,8 @@ class ModelFacts:
         projection feeds both, but the keys are normalised and rotated and the values
         only normalised, and ``transformers`` caches the two.
         """
-        if self.kv_lora_rank is not None:
-            per_layer = latent_cache_bytes_per_token(
-                1, self.kv_lora_rank, self.qk_rope_head_dim, dtype
-            )
+        if self.latent is not None:
+            per_layer = self.latent.bytes_per_token(dtype)
             return tuple(0 if kind == LINEAR else per_layer for kind in self.layer_types)
         return tuple(
             0 if shared or kind == LINEAR else kv_cache_bytes_per_token(1, *shape, dtype)
@@ -443,13 +837,18 @@ class ModelFacts:
         A layer that reuses another's keys and values keeps none, and so does a
         linear-attention layer: its fixed-size state is not counted here.
         """
-        limits = {SLIDING: self.sliding_window, CHUNKED: self.attention_chunk_size}
         return sum(
-            per_token * min(tokens, limits.get(kind) or tokens)
+            per_token * self._tokens_kept(kind, tokens)
             for kind, per_token in zip(
                 self.layer_types, self.layer_kv_bytes_per_token(dtype), strict=True
             )
         )
+
+    def _tokens_kept(self, kind: str, tokens: int) -> int:
+        """Of ``tokens`` tokens, those a layer of ``kind`` keeps keys and values of."""
+        if self.local is None or kind != self.local.kind or self.local.tokens_kept is None:
+            return tokens
+        return min(tokens, self.local.tokens_kept)
 
     def layer_state_bytes(
         self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
@@ -457,35 +856,17 @@ class ModelFacts:
         """Bytes of each layer's fixed-size state for one sequence; 0 for attention layers.
 
         A linear-attention layer keeps two states, laid out as ``transformers``' cache
-        holds them (``LinearAttentionLayer``: ``conv_states`` and ``recurrent_states``):
-
-        - the short convolution's window over the queries, keys and values,
-          ``(2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads *
-          linear_value_head_dim) * linear_conv_kernel_dim`` numbers in ``dtype``, the
-          model's (``transformers`` keeps all ``linear_conv_kernel_dim`` inputs, though
-          the next step needs one fewer);
-        - the delta rule's state, a ``linear_key_head_dim`` by ``linear_value_head_dim``
-          matrix per value head, ``linear_num_value_heads * linear_key_head_dim *
-          linear_value_head_dim`` numbers in ``state_dtype``: ``float32`` in
-          ``transformers``, whose Gated DeltaNet and KDA functions compute in float32 and
-          hand the state back in it.
+        holds them (:meth:`LinearAttention.state_bytes`): the short convolution's
+        window in ``dtype``, the model's, and the delta rule's state in
+        ``state_dtype``: ``float32`` in ``transformers``, whose Gated DeltaNet and KDA
+        functions compute in float32 and hand the state back in it.
 
         Neither grows with the sequence.
         """
-        if self.linear_attention is None:
+        if not isinstance(self.local, LinearAttention):
             return (0,) * self.layers
-        channels = (
-            2 * self.linear_num_key_heads * self.linear_key_head_dim
-            + self.linear_num_value_heads * self.linear_value_head_dim
-        )
-        conv = channels * self.linear_conv_kernel_dim * _dtype_bytes("layer_state_bytes", dtype)
-        delta = (
-            self.linear_num_value_heads
-            * self.linear_key_head_dim
-            * self.linear_value_head_dim
-            * _dtype_bytes("layer_state_bytes", state_dtype)
-        )
-        return tuple(conv + delta if kind == LINEAR else 0 for kind in self.layer_types)
+        per_layer = self.local.state_bytes(dtype, state_dtype)
+        return tuple(per_layer if kind == LINEAR else 0 for kind in self.layer_types)
 
     def state_bytes(
         self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
@@ -501,9 +882,9 @@ class ModelFacts:
         by the indexer's heads (``transformers``' ``DynamicIndexedLayer.indexer_keys``,
         in the model's number type); 0 without an indexer.
         """
-        if self.index_head_dim is None:
+        if self.indexer is None:
             return 0
-        per_layer = self.index_head_dim * _dtype_bytes("indexer_bytes_per_token", dtype)
+        per_layer = self.indexer.head_dim * _dtype_bytes("indexer_bytes_per_token", dtype)
         return per_layer * self.layer_types.count(INDEXED)
 
     def cache_bytes(
@@ -522,537 +903,10 @@ class ModelFacts:
         )
 
 
-def _hf(checkpoint: str) -> str:
-    return f"https://huggingface.co/{checkpoint}/blob/main/config.json"
+def __getattr__(name: str) -> object:
+    """``attention.model_facts.MODELS``, which lives in :mod:`attention.model_table`."""
+    if name == "MODELS":
+        from attention.model_table import MODELS
 
-
-_ENTRIES = (
-    ModelFacts(
-        name="GPT-2",
-        checkpoint="openai-community/gpt2",
-        year=2019,
-        source=_hf("openai-community/gpt2") + " (n_layer, n_embd, n_head, n_positions)",
-        config_class="GPT2Config",
-        layers=12,
-        hidden_size=768,
-        num_heads=12,
-        num_kv_heads=12,
-        max_position_embeddings=1024,
-        trained_context=1024,
-        context_source="Radford et al. 2019, section 2.3: a context of 1024 tokens",
-        positions="learned",
-        parameters=124_439_808,
-        parameters_source="the released weights (embeddings tied to the output layer)",
-    ),
-    ModelFacts(
-        name="GPT-2 medium",
-        checkpoint="openai-community/gpt2-medium",
-        year=2019,
-        source=_hf("openai-community/gpt2-medium") + " (n_layer, n_embd, n_head, n_positions)",
-        config_class="GPT2Config",
-        layers=24,
-        hidden_size=1024,
-        num_heads=16,
-        num_kv_heads=16,
-        max_position_embeddings=1024,
-        trained_context=1024,
-        context_source="Radford et al. 2019, section 2.3: a context of 1024 tokens",
-        positions="learned",
-        parameters=354_823_168,
-        parameters_source="the released weights (embeddings tied to the output layer)",
-    ),
-    ModelFacts(
-        name="Llama 2 7B",
-        checkpoint="meta-llama/Llama-2-7b-hf",
-        year=2023,
-        source=_hf("meta-llama/Llama-2-7b-hf"),
-        config_class="LlamaConfig",
-        layers=32,
-        hidden_size=4096,
-        num_heads=32,
-        num_kv_heads=32,
-        max_position_embeddings=4096,
-        trained_context=4096,
-        context_source="Touvron et al. 2023 (Llama 2), table 1: context length 4k",
-        rope_theta=10000.0,
-        parameters=6_738_415_616,
-        parameters_source="the released weights (untied embeddings and output layer)",
-    ),
-    ModelFacts(
-        name="Llama 3 8B",
-        checkpoint="meta-llama/Meta-Llama-3-8B",
-        year=2024,
-        source=_hf("meta-llama/Meta-Llama-3-8B"),
-        config_class="LlamaConfig",
-        layers=32,
-        hidden_size=4096,
-        num_heads=32,
-        num_kv_heads=8,
-        max_position_embeddings=8192,
-        trained_context=8192,
-        context_source="the model card: context length 8k",
-        rope_theta=500000.0,
-    ),
-    ModelFacts(
-        name="Mistral 7B",
-        checkpoint="mistralai/Mistral-7B-v0.1",
-        year=2023,
-        source=_hf("mistralai/Mistral-7B-v0.1"),
-        config_class="MistralConfig",
-        layers=32,
-        hidden_size=4096,
-        num_heads=32,
-        num_kv_heads=8,
-        max_position_embeddings=32768,
-        trained_context=8192,
-        context_source="Jiang et al. 2023 (Mistral 7B), table 1: context_len 8192",
-        rope_theta=10000.0,
-        sliding_window=4096,
-    ),
-    ModelFacts(
-        name="Gemma 2B",
-        checkpoint="google/gemma-2b",
-        year=2024,
-        source=_hf("google/gemma-2b"),
-        config_class="GemmaConfig",
-        layers=18,
-        hidden_size=2048,
-        num_heads=8,
-        num_kv_heads=1,
-        head_dim=256,
-        max_position_embeddings=8192,
-        trained_context=8192,
-        context_source="Gemma Team 2024 (Gemma), table 1: context length 8192",
-        rope_theta=10000.0,
-    ),
-    ModelFacts(
-        name="Gemma 3 27B",
-        checkpoint="google/gemma-3-27b-it",
-        year=2025,
-        source=_hf("google/gemma-3-27b-it")
-        + " (text_config); the local:global pattern and QK-norm from Gemma Team 2025 "
-        "(Gemma 3 technical report), section 2",
-        config_class="Gemma3TextConfig",
-        layers=62,
-        hidden_size=5376,
-        num_heads=32,
-        num_kv_heads=16,
-        head_dim=128,
-        max_position_embeddings=131072,
-        trained_context=131072,
-        context_source="Gemma 3 technical report, section 2.2: 128K tokens, RoPE rescaled "
-        "by 8 on the global layers",
-        rope_theta=1_000_000.0,
-        rope_scaling={"rope_type": "linear", "factor": 8.0},
-        local_rope_theta=10000.0,
-        sliding_window=1024,
-        global_every=6,
-        query_pre_attn_scalar=168,
-        qk_norm="head",
-        class_defaults=(
-            "rope_theta",
-            "local_rope_theta",
-            "global_every",
-            "max_position_embeddings",
-        ),
-    ),
-    ModelFacts(
-        name="DeepSeek-V3",
-        checkpoint="deepseek-ai/DeepSeek-V3",
-        year=2024,
-        source=_hf("deepseek-ai/DeepSeek-V3"),
-        config_class="DeepseekV3Config",
-        layers=61,
-        hidden_size=7168,
-        num_heads=128,
-        num_kv_heads=128,
-        max_position_embeddings=163840,
-        trained_context=131072,
-        context_source="DeepSeek-AI 2024 (DeepSeek-V3 technical report), section 4.3: "
-        "extended to 32K, then to 128K, with YaRN",
-        rope_theta=10000.0,
-        rope_scaling={
-            "rope_type": "yarn",
-            "factor": 40.0,
-            "original_max_position_embeddings": 4096,
-            "beta_fast": 32.0,
-            "beta_slow": 1.0,
-            "mscale": 1.0,
-            "mscale_all_dim": 1.0,
-        },
-        kv_lora_rank=512,
-        q_lora_rank=1536,
-        qk_nope_head_dim=128,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-        parameters=671_000_000_000,
-        parameters_source="the technical report and model card: 671B in all, 37B active per token",
-    ),
-    ModelFacts(
-        name="Qwen3 8B",
-        checkpoint="Qwen/Qwen3-8B",
-        year=2025,
-        source=_hf("Qwen/Qwen3-8B") + "; QK-norm (q_norm, k_norm over each head) from "
-        "Qwen3Attention and Qwen Team 2025 (Qwen3 technical report), section 2",
-        config_class="Qwen3Config",
-        layers=36,
-        hidden_size=4096,
-        num_heads=32,
-        num_kv_heads=8,
-        head_dim=128,
-        max_position_embeddings=40960,
-        trained_context=32768,
-        context_source="the model card of Qwen/Qwen3-8B: context length 32,768 natively "
-        "(131,072 with YaRN, which the released config leaves off)",
-        rope_theta=1_000_000.0,
-        qk_norm="head",
-    ),
-    ModelFacts(
-        name="Gemma 2 9B",
-        checkpoint="google/gemma-2-9b",
-        year=2024,
-        source=_hf("google/gemma-2-9b") + "; the 1:1 local:global pattern from Gemma Team "
-        "2024 (Gemma 2 technical report), section 2",
-        config_class="Gemma2Config",
-        layers=42,
-        hidden_size=3584,
-        num_heads=16,
-        num_kv_heads=8,
-        head_dim=256,
-        max_position_embeddings=8192,
-        trained_context=8192,
-        context_source="Gemma 2 technical report, section 2: context length 8192, "
-        "sliding window 4096 in every other layer",
-        rope_theta=10000.0,
-        sliding_window=4096,
-        global_every=2,
-        query_pre_attn_scalar=256,
-        attn_logit_softcapping=50.0,
-        final_logit_softcapping=30.0,
-        class_defaults=("global_every",),
-    ),
-    ModelFacts(
-        name="Gemma 4 31B",
-        checkpoint="google/gemma-4-31B-it",
-        year=2026,
-        source=_hf("google/gemma-4-31B-it") + " (text_config); QK-norm, the value norm and "
-        "a score scale of 1 from Gemma4TextAttention in transformers",
-        config_class="Gemma4TextConfig",
-        layers=60,
-        hidden_size=5376,
-        num_heads=32,
-        num_kv_heads=16,
-        head_dim=256,
-        max_position_embeddings=262144,
-        trained_context=262144,
-        context_source="the model card of google/gemma-4-31B-it: context length 256K",
-        rope_theta=1_000_000.0,
-        rope_scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
-        local_rope_theta=10000.0,
-        sliding_window=1024,
-        global_every=6,
-        qk_norm="head",
-        value_norm=True,
-        attention_k_eq_v=True,
-        scale=1.0,
-        global_head_dim=512,
-        num_global_kv_heads=4,
-        final_logit_softcapping=30.0,
-        parameters=30_700_000_000,
-        parameters_source="the model card of google/gemma-4-31B-it: 30.7B",
-    ),
-    ModelFacts(
-        name="Gemma 4 E2B",
-        checkpoint="google/gemma-4-E2B-it",
-        year=2026,
-        source=_hf("google/gemma-4-E2B-it") + " (text_config); QK-norm, the value norm and "
-        "a score scale of 1 from Gemma4TextAttention in transformers",
-        config_class="Gemma4TextConfig",
-        layers=35,
-        hidden_size=1536,
-        num_heads=8,
-        num_kv_heads=1,
-        head_dim=256,
-        max_position_embeddings=131072,
-        trained_context=131072,
-        context_source="the model card of google/gemma-4-E2B-it: context length 128K",
-        rope_theta=1_000_000.0,
-        rope_scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
-        local_rope_theta=10000.0,
-        sliding_window=512,
-        global_every=5,
-        qk_norm="head",
-        value_norm=True,
-        scale=1.0,
-        global_head_dim=512,
-        num_kv_shared_layers=20,
-        final_logit_softcapping=30.0,
-    ),
-    ModelFacts(
-        name="gpt-oss-120b",
-        checkpoint="openai/gpt-oss-120b",
-        year=2025,
-        source=_hf("openai/gpt-oss-120b") + "; the learned sinks from GptOssAttention in "
-        "transformers and OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card), section 2",
-        config_class="GptOssConfig",
-        layers=36,
-        hidden_size=2880,
-        num_heads=64,
-        num_kv_heads=8,
-        head_dim=64,
-        max_position_embeddings=131072,
-        trained_context=131072,
-        context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
-        "to 131,072 tokens with YaRN",
-        rope_theta=150000.0,
-        rope_scaling={
-            "rope_type": "yarn",
-            "factor": 32.0,
-            "original_max_position_embeddings": 4096,
-            "beta_fast": 32.0,
-            "beta_slow": 1.0,
-            "truncate": False,
-        },
-        sliding_window=128,
-        global_every=2,
-        sinks=True,
-        parameters=116_800_000_000,
-        parameters_source="gpt-oss model card (arXiv 2508.10925), section 2: 116.8B in all",
-    ),
-    ModelFacts(
-        name="gpt-oss-20b",
-        checkpoint="openai/gpt-oss-20b",
-        year=2025,
-        source=_hf("openai/gpt-oss-20b") + "; the learned sinks from GptOssAttention in "
-        "transformers and OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card), section 2",
-        config_class="GptOssConfig",
-        layers=24,
-        hidden_size=2880,
-        num_heads=64,
-        num_kv_heads=8,
-        head_dim=64,
-        max_position_embeddings=131072,
-        trained_context=131072,
-        context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
-        "to 131,072 tokens with YaRN",
-        rope_theta=150000.0,
-        rope_scaling={
-            "rope_type": "yarn",
-            "factor": 32.0,
-            "original_max_position_embeddings": 4096,
-            "beta_fast": 32.0,
-            "beta_slow": 1.0,
-            "truncate": False,
-        },
-        sliding_window=128,
-        global_every=2,
-        sinks=True,
-        parameters=20_900_000_000,
-        parameters_source="gpt-oss model card (arXiv 2508.10925), section 2: 20.9B in all",
-    ),
-    ModelFacts(
-        name="Llama 4 Scout",
-        checkpoint="meta-llama/Llama-4-Scout-17B-16E",
-        year=2025,
-        source=_hf("meta-llama/Llama-4-Scout-17B-16E") + " (text_config). It writes "
-        '"attn_temperature_tuning": 4, which Llama4TextAttention reads as true and '
-        "transformers 5's Llama4TextConfig rejects as not a bool",
-        config_class="Llama4TextConfig",
-        layers=48,
-        hidden_size=5120,
-        num_heads=40,
-        num_kv_heads=8,
-        head_dim=128,
-        max_position_embeddings=262144,
-        trained_context=262144,
-        context_source="Meta 2025, 'The Llama 4 herd' (ai.meta.com/blog/"
-        "llama-4-multimodal-intelligence): pre-trained and post-trained with a 256K context",
-        rope_theta=500000.0,
-        rope_scaling={
-            "rope_type": "llama3",
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-        attention_chunk_size=8192,
-        global_every=4,
-        nope_every=4,
-        qk_norm="l2",
-        attn_temperature_tuning=True,
-        floor_scale=8192,
-        attn_scale=0.1,
-        parameters=109_000_000_000,
-        parameters_source="Meta 2025, 'The Llama 4 herd': 109B in all, 17B active per token",
-    ),
-    ModelFacts(
-        name="SmolLM3 3B",
-        checkpoint="HuggingFaceTB/SmolLM3-3B",
-        year=2025,
-        source=_hf("HuggingFaceTB/SmolLM3-3B") + " (no_rope_layers: every 4th layer 0)",
-        config_class="SmolLM3Config",
-        layers=36,
-        hidden_size=2048,
-        num_heads=16,
-        num_kv_heads=4,
-        max_position_embeddings=65536,
-        trained_context=65536,
-        context_source="Hugging Face 2025, 'SmolLM3: smol, multilingual, long-context "
-        "reasoner' (huggingface.co/blog/smollm3): trained up to 64k, 128k with YaRN",
-        rope_theta=5_000_000.0,
-        nope_every=4,
-    ),
-    ModelFacts(
-        name="OLMo 2 7B",
-        checkpoint="allenai/OLMo-2-1124-7B",
-        year=2024,
-        source=_hf("allenai/OLMo-2-1124-7B") + "; QK-norm over the whole projection "
-        "(q_norm over num_heads * head_dim) from Olmo2Attention and OLMo et al. 2024 "
-        "(2 OLMo 2 Furious), section 3",
-        config_class="Olmo2Config",
-        layers=32,
-        hidden_size=4096,
-        num_heads=32,
-        num_kv_heads=32,
-        max_position_embeddings=4096,
-        trained_context=4096,
-        context_source="2 OLMo 2 Furious (OLMo et al. 2024), section 3: pretrained on "
-        "sequences of 4096 tokens",
-        rope_theta=500000.0,
-        qk_norm="projection",
-    ),
-    ModelFacts(
-        name="Qwen3-Next 80B-A3B",
-        checkpoint="Qwen/Qwen3-Next-80B-A3B-Instruct",
-        year=2025,
-        source=_hf("Qwen/Qwen3-Next-80B-A3B-Instruct") + " (full_attention_interval 4, "
-        "partial_rotary_factor 0.25); the output gate and QK-norm from "
-        "Qwen3NextAttention in transformers",
-        config_class="Qwen3NextConfig",
-        layers=48,
-        hidden_size=2048,
-        num_heads=16,
-        num_kv_heads=2,
-        head_dim=256,
-        max_position_embeddings=262144,
-        trained_context=262144,
-        context_source="the model card of Qwen/Qwen3-Next-80B-A3B-Instruct: context "
-        "length 262,144 natively",
-        rope_theta=10_000_000.0,
-        partial_rotary_factor=0.25,
-        global_every=4,
-        linear_attention="Gated DeltaNet",
-        linear_num_key_heads=16,
-        linear_num_value_heads=32,
-        linear_key_head_dim=128,
-        linear_value_head_dim=128,
-        linear_conv_kernel_dim=4,
-        qk_norm="head",
-        output_gate=True,
-    ),
-    ModelFacts(
-        name="Qwen3.5 397B-A17B",
-        checkpoint="Qwen/Qwen3.5-397B-A17B",
-        year=2026,
-        source=_hf("Qwen/Qwen3.5-397B-A17B") + " (text_config; full_attention_interval 4, "
-        "rope_parameters with partial_rotary_factor 0.25, and mrope_section for images, "
-        "which text tokens do not feel); the output gate and QK-norm from "
-        "Qwen3_5MoeAttention in transformers",
-        config_class="Qwen3_5MoeTextConfig",
-        layers=60,
-        hidden_size=4096,
-        num_heads=32,
-        num_kv_heads=2,
-        head_dim=256,
-        max_position_embeddings=262144,
-        trained_context=262144,
-        context_source="the model card of Qwen/Qwen3.5-397B-A17B: context length 262,144 "
-        "natively, extensible up to 1,010,000 tokens",
-        rope_theta=10_000_000.0,
-        partial_rotary_factor=0.25,
-        global_every=4,
-        linear_attention="Gated DeltaNet",
-        linear_num_key_heads=16,
-        linear_num_value_heads=64,
-        linear_key_head_dim=128,
-        linear_value_head_dim=128,
-        linear_conv_kernel_dim=4,
-        qk_norm="head",
-        output_gate=True,
-        parameters=397_000_000_000,
-        parameters_source="the model card of Qwen/Qwen3.5-397B-A17B: 397B in all, 17B "
-        "activated per token",
-    ),
-    ModelFacts(
-        name="Kimi Linear",
-        checkpoint="moonshotai/Kimi-Linear-48B-A3B-Instruct",
-        year=2025,
-        source=_hf("moonshotai/Kimi-Linear-48B-A3B-Instruct") + " (linear_attn_config: "
-        "full_attn_layers 4, 8, ..., 24 and 27, 1-based, the others kda_layers; num_heads "
-        "and head_dim of the KDA layers; mla_use_nope: no RoPE, so its rope_theta goes "
-        "unused); KimiLinearAttention in transformers applies no rotation",
-        config_class="KimiLinearConfig",
-        layers=27,
-        hidden_size=2304,
-        num_heads=32,
-        num_kv_heads=32,
-        max_position_embeddings=1048576,
-        trained_context=1048576,
-        context_source="the model card of moonshotai/Kimi-Linear-48B-A3B-Instruct: "
-        "context length 1M (model_max_length 1,048,576 in its config.json)",
-        positions="none",
-        kv_lora_rank=512,
-        qk_nope_head_dim=128,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-        linear_attention="Kimi Delta Attention",
-        full_attention_layers=(3, 7, 11, 15, 19, 23, 26),
-        linear_num_key_heads=32,
-        linear_num_value_heads=32,
-        linear_key_head_dim=128,
-        linear_value_head_dim=128,
-        linear_conv_kernel_dim=4,
-        parameters=48_000_000_000,
-        parameters_source="the model card of moonshotai/Kimi-Linear-48B-A3B-Instruct: 48B "
-        "in all, 3B activated per token",
-    ),
-    ModelFacts(
-        name="DeepSeek-V3.2",
-        checkpoint="deepseek-ai/DeepSeek-V3.2",
-        year=2025,
-        source=_hf("deepseek-ai/DeepSeek-V3.2") + " (MLA as DeepSeek-V3; the lightning "
-        "indexer's index_n_heads, index_head_dim and index_topk; k = 2,048 also in the "
-        "technical report, section 2.1.1)",
-        config_class="DeepseekV32Config",
-        layers=61,
-        hidden_size=7168,
-        num_heads=128,
-        num_kv_heads=128,
-        max_position_embeddings=163840,
-        trained_context=131072,
-        context_source="DeepSeek-AI 2025 (DeepSeek-V3.2 technical report), section 2.1.1: "
-        "continued pre-training on sequences of 128K tokens from DeepSeek-V3.1-Terminus, "
-        "whose context length has been extended to 128K",
-        rope_theta=10000.0,
-        rope_scaling={
-            "rope_type": "yarn",
-            "factor": 40.0,
-            "original_max_position_embeddings": 4096,
-            "beta_fast": 32.0,
-            "beta_slow": 1.0,
-            "mscale": 1.0,
-            "mscale_all_dim": 1.0,
-        },
-        kv_lora_rank=512,
-        q_lora_rank=1536,
-        qk_nope_head_dim=128,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-        index_n_heads=64,
-        index_head_dim=128,
-        index_topk=2048,
-    ),
-)
-
-#: Every model the site names, by the name it uses.
-MODELS: dict[str, ModelFacts] = {entry.name: entry for entry in _ENTRIES}
+        return MODELS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

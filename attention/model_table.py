@@ -1,0 +1,586 @@
+"""The table of real models: each entry copies a released ``config.json``, cited.
+
+Every number the site gives about a real model is computed from :data:`MODELS`, never
+typed into a page (``tests/test_model_facts.py`` lints the pages for it). An entry
+says which checkpoint its numbers come from (``source``), and where a number is not
+in that file, which paper or model card gives it (``context_source``, the weights'
+``source``) or which ``transformers`` config class default supplies it
+(``class_defaults``). The schema, its groups and what they compute are in
+:mod:`attention.model_facts`.
+
+>>> from attention.model_table import MODELS
+>>> MODELS["gpt-oss-20b"].local
+Sliding(window=128, global_every=2)
+"""
+
+from __future__ import annotations
+
+from attention.model_facts import (
+    Chunked,
+    GlobalLayers,
+    Indexer,
+    Latent,
+    LayerParts,
+    LinearAttention,
+    ModelFacts,
+    Rope,
+    Scores,
+    Sliding,
+    TemperatureTuning,
+    Weights,
+)
+
+__all__ = ["MODELS"]
+
+
+def _hf(checkpoint: str) -> str:
+    return f"https://huggingface.co/{checkpoint}/blob/main/config.json"
+
+
+_ENTRIES = (
+    ModelFacts(
+        name="GPT-2",
+        checkpoint="openai-community/gpt2",
+        year=2019,
+        source=_hf("openai-community/gpt2") + " (n_layer, n_embd, n_head, n_positions)",
+        config_class="GPT2Config",
+        layers=12,
+        hidden_size=768,
+        num_heads=12,
+        num_kv_heads=12,
+        max_position_embeddings=1024,
+        trained_context=1024,
+        context_source="Radford et al. 2019, section 2.3: a context of 1024 tokens",
+        learned_positions=True,
+        weights=Weights(
+            parameters=124_439_808,
+            source="the released weights (embeddings tied to the output layer)",
+        ),
+    ),
+    ModelFacts(
+        name="GPT-2 medium",
+        checkpoint="openai-community/gpt2-medium",
+        year=2019,
+        source=_hf("openai-community/gpt2-medium") + " (n_layer, n_embd, n_head, n_positions)",
+        config_class="GPT2Config",
+        layers=24,
+        hidden_size=1024,
+        num_heads=16,
+        num_kv_heads=16,
+        max_position_embeddings=1024,
+        trained_context=1024,
+        context_source="Radford et al. 2019, section 2.3: a context of 1024 tokens",
+        learned_positions=True,
+        weights=Weights(
+            parameters=354_823_168,
+            source="the released weights (embeddings tied to the output layer)",
+        ),
+    ),
+    ModelFacts(
+        name="Llama 2 7B",
+        checkpoint="meta-llama/Llama-2-7b-hf",
+        year=2023,
+        source=_hf("meta-llama/Llama-2-7b-hf"),
+        config_class="LlamaConfig",
+        layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=32,
+        max_position_embeddings=4096,
+        trained_context=4096,
+        context_source="Touvron et al. 2023 (Llama 2), table 1: context length 4k",
+        rope=Rope(theta=10000.0),
+        weights=Weights(
+            parameters=6_738_415_616,
+            source="the released weights (untied embeddings and output layer)",
+        ),
+    ),
+    ModelFacts(
+        name="Llama 3 8B",
+        checkpoint="meta-llama/Meta-Llama-3-8B",
+        year=2024,
+        source=_hf("meta-llama/Meta-Llama-3-8B"),
+        config_class="LlamaConfig",
+        layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        max_position_embeddings=8192,
+        trained_context=8192,
+        context_source="the model card: context length 8k",
+        rope=Rope(theta=500000.0),
+    ),
+    ModelFacts(
+        name="Mistral 7B",
+        checkpoint="mistralai/Mistral-7B-v0.1",
+        year=2023,
+        source=_hf("mistralai/Mistral-7B-v0.1"),
+        config_class="MistralConfig",
+        layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        max_position_embeddings=32768,
+        trained_context=8192,
+        context_source="Jiang et al. 2023 (Mistral 7B), table 1: context_len 8192",
+        rope=Rope(theta=10000.0),
+        local=Sliding(window=4096),
+    ),
+    ModelFacts(
+        name="Gemma 2B",
+        checkpoint="google/gemma-2b",
+        year=2024,
+        source=_hf("google/gemma-2b"),
+        config_class="GemmaConfig",
+        layers=18,
+        hidden_size=2048,
+        num_heads=8,
+        num_kv_heads=1,
+        head_dim=256,
+        max_position_embeddings=8192,
+        trained_context=8192,
+        context_source="Gemma Team 2024 (Gemma), table 1: context length 8192",
+        rope=Rope(theta=10000.0),
+    ),
+    ModelFacts(
+        name="Gemma 3 27B",
+        checkpoint="google/gemma-3-27b-it",
+        year=2025,
+        source=_hf("google/gemma-3-27b-it")
+        + " (text_config); the local:global pattern and QK-norm from Gemma Team 2025 "
+        "(Gemma 3 technical report), section 2",
+        config_class="Gemma3TextConfig",
+        layers=62,
+        hidden_size=5376,
+        num_heads=32,
+        num_kv_heads=16,
+        head_dim=128,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="Gemma 3 technical report, section 2.2: 128K tokens, RoPE rescaled "
+        "by 8 on the global layers",
+        rope=Rope(
+            theta=1_000_000.0, scaling={"rope_type": "linear", "factor": 8.0}, local_theta=10000.0
+        ),
+        local=Sliding(window=1024, global_every=6),
+        scores=Scores(query_pre_attn_scalar=168),
+        parts=LayerParts(qk_norm="head"),
+        class_defaults=(
+            "rope_theta",
+            "local_rope_theta",
+            "global_every",
+            "max_position_embeddings",
+        ),
+    ),
+    ModelFacts(
+        name="DeepSeek-V3",
+        checkpoint="deepseek-ai/DeepSeek-V3",
+        year=2024,
+        source=_hf("deepseek-ai/DeepSeek-V3"),
+        config_class="DeepseekV3Config",
+        layers=61,
+        hidden_size=7168,
+        num_heads=128,
+        num_kv_heads=128,
+        max_position_embeddings=163840,
+        trained_context=131072,
+        context_source="DeepSeek-AI 2024 (DeepSeek-V3 technical report), section 4.3: "
+        "extended to 32K, then to 128K, with YaRN",
+        rope=Rope(
+            theta=10000.0,
+            scaling={
+                "rope_type": "yarn",
+                "factor": 40.0,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+        ),
+        latent=Latent(
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+        ),
+        weights=Weights(
+            parameters=671_000_000_000,
+            source="the technical report and model card: 671B in all, 37B active per token",
+        ),
+    ),
+    ModelFacts(
+        name="Qwen3 8B",
+        checkpoint="Qwen/Qwen3-8B",
+        year=2025,
+        source=_hf("Qwen/Qwen3-8B") + "; QK-norm (q_norm, k_norm over each head) from "
+        "Qwen3Attention and Qwen Team 2025 (Qwen3 technical report), section 2",
+        config_class="Qwen3Config",
+        layers=36,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=40960,
+        trained_context=32768,
+        context_source="the model card of Qwen/Qwen3-8B: context length 32,768 natively "
+        "(131,072 with YaRN, which the released config leaves off)",
+        rope=Rope(theta=1_000_000.0),
+        parts=LayerParts(qk_norm="head"),
+    ),
+    ModelFacts(
+        name="Gemma 2 9B",
+        checkpoint="google/gemma-2-9b",
+        year=2024,
+        source=_hf("google/gemma-2-9b") + "; the 1:1 local:global pattern from Gemma Team "
+        "2024 (Gemma 2 technical report), section 2",
+        config_class="Gemma2Config",
+        layers=42,
+        hidden_size=3584,
+        num_heads=16,
+        num_kv_heads=8,
+        head_dim=256,
+        max_position_embeddings=8192,
+        trained_context=8192,
+        context_source="Gemma 2 technical report, section 2: context length 8192, "
+        "sliding window 4096 in every other layer",
+        rope=Rope(theta=10000.0),
+        local=Sliding(window=4096, global_every=2),
+        scores=Scores(query_pre_attn_scalar=256, softcap=50.0),
+        final_logit_softcapping=30.0,
+        class_defaults=("global_every",),
+    ),
+    ModelFacts(
+        name="Gemma 4 31B",
+        checkpoint="google/gemma-4-31B-it",
+        year=2026,
+        source=_hf("google/gemma-4-31B-it") + " (text_config); QK-norm, the value norm and "
+        "a score scale of 1 from Gemma4TextAttention in transformers",
+        config_class="Gemma4TextConfig",
+        layers=60,
+        hidden_size=5376,
+        num_heads=32,
+        num_kv_heads=16,
+        head_dim=256,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the model card of google/gemma-4-31B-it: context length 256K",
+        rope=Rope(
+            theta=1_000_000.0,
+            scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
+            local_theta=10000.0,
+        ),
+        local=Sliding(window=1024, global_every=6),
+        parts=LayerParts(qk_norm="head", value_norm=True),
+        global_layers=GlobalLayers(k_eq_v=True, head_dim=512, num_kv_heads=4),
+        scores=Scores(scale=1.0),
+        final_logit_softcapping=30.0,
+        weights=Weights(
+            parameters=30_700_000_000, source="the model card of google/gemma-4-31B-it: 30.7B"
+        ),
+    ),
+    ModelFacts(
+        name="Gemma 4 E2B",
+        checkpoint="google/gemma-4-E2B-it",
+        year=2026,
+        source=_hf("google/gemma-4-E2B-it") + " (text_config); QK-norm, the value norm and "
+        "a score scale of 1 from Gemma4TextAttention in transformers",
+        config_class="Gemma4TextConfig",
+        layers=35,
+        hidden_size=1536,
+        num_heads=8,
+        num_kv_heads=1,
+        head_dim=256,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card of google/gemma-4-E2B-it: context length 128K",
+        rope=Rope(
+            theta=1_000_000.0,
+            scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
+            local_theta=10000.0,
+        ),
+        local=Sliding(window=512, global_every=5),
+        parts=LayerParts(qk_norm="head", value_norm=True),
+        scores=Scores(scale=1.0),
+        global_layers=GlobalLayers(head_dim=512),
+        num_kv_shared_layers=20,
+        final_logit_softcapping=30.0,
+    ),
+    ModelFacts(
+        name="gpt-oss-120b",
+        checkpoint="openai/gpt-oss-120b",
+        year=2025,
+        source=_hf("openai/gpt-oss-120b") + "; the learned sinks from GptOssAttention in "
+        "transformers and OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card), section 2",
+        config_class="GptOssConfig",
+        layers=36,
+        hidden_size=2880,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=64,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
+        "to 131,072 tokens with YaRN",
+        rope=Rope(
+            theta=150000.0,
+            scaling={
+                "rope_type": "yarn",
+                "factor": 32.0,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+            },
+        ),
+        local=Sliding(window=128, global_every=2),
+        scores=Scores(sinks=True),
+        weights=Weights(
+            parameters=116_800_000_000,
+            source="gpt-oss model card (arXiv 2508.10925), section 2: 116.8B in all",
+        ),
+    ),
+    ModelFacts(
+        name="gpt-oss-20b",
+        checkpoint="openai/gpt-oss-20b",
+        year=2025,
+        source=_hf("openai/gpt-oss-20b") + "; the learned sinks from GptOssAttention in "
+        "transformers and OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card), section 2",
+        config_class="GptOssConfig",
+        layers=24,
+        hidden_size=2880,
+        num_heads=64,
+        num_kv_heads=8,
+        head_dim=64,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
+        "to 131,072 tokens with YaRN",
+        rope=Rope(
+            theta=150000.0,
+            scaling={
+                "rope_type": "yarn",
+                "factor": 32.0,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+            },
+        ),
+        local=Sliding(window=128, global_every=2),
+        scores=Scores(sinks=True),
+        weights=Weights(
+            parameters=20_900_000_000,
+            source="gpt-oss model card (arXiv 2508.10925), section 2: 20.9B in all",
+        ),
+    ),
+    ModelFacts(
+        name="Llama 4 Scout",
+        checkpoint="meta-llama/Llama-4-Scout-17B-16E",
+        year=2025,
+        source=_hf("meta-llama/Llama-4-Scout-17B-16E") + " (text_config). It writes "
+        '"attn_temperature_tuning": 4, which Llama4TextAttention reads as true and '
+        "transformers 5's Llama4TextConfig rejects as not a bool",
+        config_class="Llama4TextConfig",
+        layers=48,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="Meta 2025, 'The Llama 4 herd' (ai.meta.com/blog/"
+        "llama-4-multimodal-intelligence): pre-trained and post-trained with a 256K context",
+        rope=Rope(
+            theta=500000.0,
+            scaling={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+            nope_every=4,
+        ),
+        local=Chunked(size=8192, global_every=4),
+        parts=LayerParts(qk_norm="l2"),
+        temperature_tuning=TemperatureTuning(floor_scale=8192, attn_scale=0.1),
+        weights=Weights(
+            parameters=109_000_000_000,
+            source="Meta 2025, 'The Llama 4 herd': 109B in all, 17B active per token",
+        ),
+    ),
+    ModelFacts(
+        name="SmolLM3 3B",
+        checkpoint="HuggingFaceTB/SmolLM3-3B",
+        year=2025,
+        source=_hf("HuggingFaceTB/SmolLM3-3B") + " (no_rope_layers: every 4th layer 0)",
+        config_class="SmolLM3Config",
+        layers=36,
+        hidden_size=2048,
+        num_heads=16,
+        num_kv_heads=4,
+        max_position_embeddings=65536,
+        trained_context=65536,
+        context_source="Hugging Face 2025, 'SmolLM3: smol, multilingual, long-context "
+        "reasoner' (huggingface.co/blog/smollm3): trained up to 64k, 128k with YaRN",
+        rope=Rope(theta=5_000_000.0, nope_every=4),
+    ),
+    ModelFacts(
+        name="OLMo 2 7B",
+        checkpoint="allenai/OLMo-2-1124-7B",
+        year=2024,
+        source=_hf("allenai/OLMo-2-1124-7B") + "; QK-norm over the whole projection "
+        "(q_norm over num_heads * head_dim) from Olmo2Attention and OLMo et al. 2024 "
+        "(2 OLMo 2 Furious), section 3",
+        config_class="Olmo2Config",
+        layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=32,
+        max_position_embeddings=4096,
+        trained_context=4096,
+        context_source="2 OLMo 2 Furious (OLMo et al. 2024), section 3: pretrained on "
+        "sequences of 4096 tokens",
+        rope=Rope(theta=500000.0),
+        parts=LayerParts(qk_norm="projection"),
+    ),
+    ModelFacts(
+        name="Qwen3-Next 80B-A3B",
+        checkpoint="Qwen/Qwen3-Next-80B-A3B-Instruct",
+        year=2025,
+        source=_hf("Qwen/Qwen3-Next-80B-A3B-Instruct") + " (full_attention_interval 4, "
+        "partial_rotary_factor 0.25); the output gate and QK-norm from "
+        "Qwen3NextAttention in transformers",
+        config_class="Qwen3NextConfig",
+        layers=48,
+        hidden_size=2048,
+        num_heads=16,
+        num_kv_heads=2,
+        head_dim=256,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the model card of Qwen/Qwen3-Next-80B-A3B-Instruct: context "
+        "length 262,144 natively",
+        rope=Rope(theta=10_000_000.0, partial_rotary_factor=0.25),
+        local=LinearAttention(
+            mixer="Gated DeltaNet",
+            num_key_heads=16,
+            num_value_heads=32,
+            key_head_dim=128,
+            value_head_dim=128,
+            conv_kernel_dim=4,
+            global_every=4,
+        ),
+        parts=LayerParts(qk_norm="head", output_gate=True),
+    ),
+    ModelFacts(
+        name="Qwen3.5 397B-A17B",
+        checkpoint="Qwen/Qwen3.5-397B-A17B",
+        year=2026,
+        source=_hf("Qwen/Qwen3.5-397B-A17B") + " (text_config; full_attention_interval 4, "
+        "rope_parameters with partial_rotary_factor 0.25, and mrope_section for images, "
+        "which text tokens do not feel); the output gate and QK-norm from "
+        "Qwen3_5MoeAttention in transformers",
+        config_class="Qwen3_5MoeTextConfig",
+        layers=60,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=2,
+        head_dim=256,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the model card of Qwen/Qwen3.5-397B-A17B: context length 262,144 "
+        "natively, extensible up to 1,010,000 tokens",
+        rope=Rope(theta=10_000_000.0, partial_rotary_factor=0.25),
+        local=LinearAttention(
+            mixer="Gated DeltaNet",
+            num_key_heads=16,
+            num_value_heads=64,
+            key_head_dim=128,
+            value_head_dim=128,
+            conv_kernel_dim=4,
+            global_every=4,
+        ),
+        parts=LayerParts(qk_norm="head", output_gate=True),
+        weights=Weights(
+            parameters=397_000_000_000,
+            source="the model card of Qwen/Qwen3.5-397B-A17B: 397B in all, 17B activated per token",
+        ),
+    ),
+    ModelFacts(
+        name="Kimi Linear",
+        checkpoint="moonshotai/Kimi-Linear-48B-A3B-Instruct",
+        year=2025,
+        source=_hf("moonshotai/Kimi-Linear-48B-A3B-Instruct") + " (linear_attn_config: "
+        "full_attn_layers 4, 8, ..., 24 and 27, 1-based, the others kda_layers; num_heads "
+        "and head_dim of the KDA layers; mla_use_nope: no RoPE, so its rope_theta goes "
+        "unused); KimiLinearAttention in transformers applies no rotation",
+        config_class="KimiLinearConfig",
+        layers=27,
+        hidden_size=2304,
+        num_heads=32,
+        num_kv_heads=32,
+        max_position_embeddings=1048576,
+        trained_context=1048576,
+        context_source="the model card of moonshotai/Kimi-Linear-48B-A3B-Instruct: "
+        "context length 1M (model_max_length 1,048,576 in its config.json)",
+        latent=Latent(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+        local=LinearAttention(
+            mixer="Kimi Delta Attention",
+            num_key_heads=32,
+            num_value_heads=32,
+            key_head_dim=128,
+            value_head_dim=128,
+            conv_kernel_dim=4,
+            full_attention_layers=(3, 7, 11, 15, 19, 23, 26),
+        ),
+        weights=Weights(
+            parameters=48_000_000_000,
+            source="the model card of moonshotai/Kimi-Linear-48B-A3B-Instruct: 48B "
+            "in all, 3B activated per token",
+        ),
+    ),
+    ModelFacts(
+        name="DeepSeek-V3.2",
+        checkpoint="deepseek-ai/DeepSeek-V3.2",
+        year=2025,
+        source=_hf("deepseek-ai/DeepSeek-V3.2") + " (MLA as DeepSeek-V3; the lightning "
+        "indexer's index_n_heads, index_head_dim and index_topk; k = 2,048 also in the "
+        "technical report, section 2.1.1)",
+        config_class="DeepseekV32Config",
+        layers=61,
+        hidden_size=7168,
+        num_heads=128,
+        num_kv_heads=128,
+        max_position_embeddings=163840,
+        trained_context=131072,
+        context_source="DeepSeek-AI 2025 (DeepSeek-V3.2 technical report), section 2.1.1: "
+        "continued pre-training on sequences of 128K tokens from DeepSeek-V3.1-Terminus, "
+        "whose context length has been extended to 128K",
+        rope=Rope(
+            theta=10000.0,
+            scaling={
+                "rope_type": "yarn",
+                "factor": 40.0,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+        ),
+        latent=Latent(
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+        ),
+        indexer=Indexer(num_heads=64, head_dim=128, top_k=2048),
+    ),
+)
+
+#: Every model the site names, by the name it uses.
+MODELS: dict[str, ModelFacts] = {entry.name: entry for entry in _ENTRIES}
