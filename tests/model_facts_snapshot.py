@@ -19,21 +19,70 @@ import torch
 PATH = Path(__file__).resolve().parent / "data" / "model_facts_snapshot.json"
 
 #: Every attribute the flat schema had: the fields, then the derived properties.
-ATTRIBUTES = (
-    "name checkpoint year source config_class layers hidden_size num_heads "
-    "num_kv_heads max_position_embeddings trained_context context_source positions "
-    "head_dim rope_theta rope_scaling local_rope_theta sliding_window global_every "
-    "kv_lora_rank q_lora_rank qk_nope_head_dim qk_rope_head_dim v_head_dim "
-    "query_pre_attn_scalar qk_norm attn_logit_softcapping final_logit_softcapping sinks "
-    "output_gate value_norm attention_k_eq_v scale global_head_dim num_global_kv_heads "
-    "num_kv_shared_layers partial_rotary_factor attention_chunk_size nope_every "
-    "attn_temperature_tuning floor_scale attn_scale linear_attention "
-    "full_attention_layers linear_num_key_heads linear_num_value_heads "
-    "linear_key_head_dim linear_value_head_dim linear_conv_kernel_dim index_n_heads "
-    "index_head_dim index_topk parameters parameters_source class_defaults "
-    "attention group_size layer_types uses_rope kv_shared layer_kv_shapes "
-    "receptive_field"
-).split()
+ATTRIBUTES = [
+    "name",
+    "checkpoint",
+    "year",
+    "source",
+    "config_class",
+    "layers",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "max_position_embeddings",
+    "trained_context",
+    "context_source",
+    "positions",
+    "head_dim",
+    "rope_theta",
+    "rope_scaling",
+    "local_rope_theta",
+    "sliding_window",
+    "global_every",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "query_pre_attn_scalar",
+    "qk_norm",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "sinks",
+    "output_gate",
+    "value_norm",
+    "attention_k_eq_v",
+    "scale",
+    "global_head_dim",
+    "num_global_kv_heads",
+    "num_kv_shared_layers",
+    "partial_rotary_factor",
+    "attention_chunk_size",
+    "nope_every",
+    "attn_temperature_tuning",
+    "floor_scale",
+    "attn_scale",
+    "linear_attention",
+    "full_attention_layers",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "index_n_heads",
+    "index_head_dim",
+    "index_topk",
+    "parameters",
+    "parameters_source",
+    "class_defaults",
+    "attention",
+    "group_size",
+    "layer_types",
+    "uses_rope",
+    "kv_shared",
+    "layer_kv_shapes",
+    "receptive_field",
+]
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)
 
@@ -57,9 +106,7 @@ def snapshot(facts) -> dict:
         record[f"indexer_bytes_per_token[{label}]"] = facts.indexer_bytes_per_token(dtype)
         for state_label, state_dtype in DTYPES.items():
             pair = f"{label},{state_label}"
-            record[f"layer_state_bytes[{pair}]"] = list(
-                facts.layer_state_bytes(dtype, state_dtype)
-            )
+            record[f"layer_state_bytes[{pair}]"] = list(facts.layer_state_bytes(dtype, state_dtype))
             record[f"state_bytes[{pair}]"] = facts.state_bytes(dtype, state_dtype)
         for tokens in lengths:
             record[f"kv_cache_bytes[{tokens},{label}]"] = facts.kv_cache_bytes(tokens, dtype)

@@ -10,12 +10,17 @@ is corrected, a computed one cannot. Printed output (a cell's ``expect``, a scri
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
 import re
 from pathlib import Path
 
 import pytest
 import torch
 import transformers
+from model_facts_snapshot import PATH as SNAPSHOT
+from model_facts_snapshot import snapshot
 
 from attention import MODELS, ModelFacts
 from attention.model_facts import (
@@ -26,6 +31,17 @@ from attention.model_facts import (
     LINEAR,
     LINEAR_SIZES,
     SLIDING,
+    Chunked,
+    GlobalLayers,
+    Indexer,
+    Latent,
+    LayerParts,
+    LinearAttention,
+    Rope,
+    Scores,
+    Sliding,
+    TemperatureTuning,
+    Weights,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,55 +240,149 @@ def test_nope_and_chunked_layers() -> None:
     assert MODELS["Llama 3 8B"].uses_rope == (True,) * 32
 
 
-def test_a_model_facts_entry_rejects_what_it_cannot_mean() -> None:
-    base = dict(
-        name="toy",
-        checkpoint="a/b",
-        year=2025,
-        source="",
-        config_class="LlamaConfig",
-        layers=4,
-        hidden_size=64,
-        num_heads=4,
-        num_kv_heads=2,
-        max_position_embeddings=128,
-        trained_context=128,
-        context_source="",
-    )
-    with pytest.raises(ValueError, match=r"qk_norm must be None or one of .*got 'yes'"):
-        ModelFacts(**base, qk_norm="yes")
-    with pytest.raises(ValueError, match="got sliding_window, attention_chunk_size"):
-        ModelFacts(**base, sliding_window=16, attention_chunk_size=32)
-    with pytest.raises(ValueError, match="num_global_kv_heads is applied with"):
-        ModelFacts(**base, num_global_kv_heads=1)
-    with pytest.raises(ValueError, match=r"num_kv_shared_layers < layers \(got 4 of 4\)"):
-        ModelFacts(**base, num_kv_shared_layers=4)
-    with pytest.raises(ValueError, match=r"positions must be one of .*got 'alibi'"):
-        ModelFacts(**base, positions="alibi")
-    linear = dict(
-        linear_attention="Gated DeltaNet",
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_key_head_dim=8,
-        linear_value_head_dim=8,
-        linear_conv_kernel_dim=4,
-    )
-    with pytest.raises(ValueError, match="linear-attention layers gives all of"):
-        ModelFacts(**base, **{**linear, "linear_conv_kernel_dim": None})
-    with pytest.raises(ValueError, match="and only such a model"):
-        ModelFacts(**base, linear_num_key_heads=2)
-    with pytest.raises(ValueError, match=r"a multiple of linear_num_key_heads \(got 4 and 3\)"):
-        ModelFacts(**base, **{**linear, "linear_num_key_heads": 3})
-    with pytest.raises(ValueError, match="full_attention_layers lists the attention layers"):
-        ModelFacts(**base, full_attention_layers=(3,))
-    with pytest.raises(ValueError, match=r"increasing layer indices from 0 to 3 \(got \(3, 1\)\)"):
-        ModelFacts(**base, **linear, full_attention_layers=(3, 1))
-    with pytest.raises(ValueError, match=r"from 0 to 3 \(got \(4,\)\)"):
-        ModelFacts(**base, **linear, full_attention_layers=(4,))
-    with pytest.raises(ValueError, match="selects keys for latent attention"):
-        ModelFacts(**base, index_n_heads=4, index_head_dim=8, index_topk=16)
-    hybrid = ModelFacts(**base, **linear, full_attention_layers=(1, 3))
+TOY = dict(
+    name="toy",
+    checkpoint="a/b",
+    year=2025,
+    source="",
+    config_class="LlamaConfig",
+    layers=4,
+    hidden_size=64,
+    num_heads=4,
+    num_kv_heads=2,
+    max_position_embeddings=128,
+    trained_context=128,
+    context_source="",
+)
+TOY_LINEAR = dict(
+    mixer="Gated DeltaNet",
+    num_key_heads=2,
+    num_value_heads=4,
+    key_head_dim=8,
+    value_head_dim=8,
+    conv_kernel_dim=4,
+)
+TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda: LayerParts(qk_norm="yes"),
+            ValueError,
+            r"qk_norm to be None or one of .*got 'yes'",
+        ),
+        (lambda: LayerParts(), ValueError, "LayerParts: expected at least one of qk_norm"),
+        (lambda: Scores(sinks=False), ValueError, "leaves the group out"),
+        (lambda: Scores(scale=1.0, query_pre_attn_scalar=256), ValueError, "not both"),
+        (lambda: Scores(softcap=0.0), ValueError, r"Scores: expected softcap > 0, got 0.0"),
+        (lambda: GlobalLayers(num_kv_heads=1), ValueError, "k_eq_v=True with num_kv_heads"),
+        (lambda: Sliding(window=0), ValueError, "Sliding: window must be at least 1, got 0"),
+        (lambda: Chunked(size=8, global_every=0), ValueError, "global_every must be at least 1"),
+        (
+            lambda: Sliding(window=8, global_every=2, full_attention_layers=(1,)),
+            ValueError,
+            "global_every or full_attention_layers, not both",
+        ),
+        (
+            lambda: LinearAttention(**TOY_LINEAR, full_attention_layers=(3, 1)),
+            ValueError,
+            r"increasing layer indices from 0, got \(3, 1\)",
+        ),
+        (
+            lambda: LinearAttention(**TOY_LINEAR, full_attention_layers=[1, 3]),
+            TypeError,
+            "a tuple of layer indices, got list",
+        ),
+        (
+            lambda: LinearAttention(**{**TOY_LINEAR, "num_key_heads": 3}),
+            ValueError,
+            r"num_value_heads to be a multiple of num_key_heads, got 4 and 3",
+        ),
+        (lambda: Rope(theta="big"), TypeError, "Rope: expected theta to be a number, got 'big'"),
+        (lambda: Rope(theta=1e4, partial_rotary_factor=2.0), ValueError, r"in \(0, 1\], got 2.0"),
+        (lambda: Rope(theta=1e4, scaling={"factor": 8.0}), ValueError, "to name its rope_type"),
+        (lambda: Weights(parameters=10, source=""), ValueError, "a source for the count"),
+        (lambda: ModelFacts(**TOY, rope={"theta": 1e4}), TypeError, "rope to be Rope or None"),
+        (
+            lambda: ModelFacts(**TOY, local=Latent),
+            TypeError,
+            "local to be Sliding or Chunked or LinearAttention or None, got type",
+        ),
+        (
+            lambda: ModelFacts(**TOY, num_kv_shared_layers=4),
+            ValueError,
+            r"num_kv_shared_layers < layers, got 4 of 4",
+        ),
+        (
+            lambda: ModelFacts(**TOY, rope=Rope(theta=1e4), learned_positions=True),
+            ValueError,
+            "RoPE or learned positions, got both",
+        ),
+        (
+            lambda: ModelFacts(
+                **TOY, local=LinearAttention(**TOY_LINEAR, full_attention_layers=(4,))
+            ),
+            ValueError,
+            r"full_attention_layers from 0 to 3, got \(4,\)",
+        ),
+        (
+            lambda: ModelFacts(**TOY, indexer=Indexer(num_heads=4, head_dim=8, top_k=16)),
+            ValueError,
+            "selects keys for latent attention",
+        ),
+        (
+            lambda: ModelFacts(
+                **TOY, temperature_tuning=TemperatureTuning(floor_scale=8, attn_scale=0.1)
+            ),
+            ValueError,
+            "NoPE layers .* with temperature_tuning",
+        ),
+        (
+            lambda: ModelFacts(**TOY, class_defaults=("sliding_windw",)),
+            ValueError,
+            r"class_defaults to name attributes, got \['sliding_windw'\]",
+        ),
+    ],
+)
+def test_a_group_or_an_entry_rejects_what_it_cannot_mean(make, error, message) -> None:
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_a_group_is_all_or_nothing_by_construction() -> None:
+    """What the flat schema checked by hand (all of a group's sizes or none) is now a
+    signature: a group without one of its sizes cannot be built."""
+    for group, sizes in [
+        (LinearAttention, TOY_LINEAR),
+        (Indexer, dict(num_heads=4, head_dim=8, top_k=16)),
+        (Latent, dict(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8)),
+    ]:
+        for name in sizes:
+            with pytest.raises(
+                TypeError, match=f"missing 1 required keyword-only argument: '{name}'"
+            ):
+                group(**{k: v for k, v in sizes.items() if k != name})
+
+
+def test_a_toy_entry_reads_its_groups_by_their_flat_names() -> None:
+    hybrid = ModelFacts(**TOY, local=LinearAttention(**TOY_LINEAR, full_attention_layers=(1, 3)))
     assert hybrid.layer_types == (LINEAR, FULL, LINEAR, FULL)
+    assert (hybrid.linear_attention, hybrid.linear_num_value_heads) == ("Gated DeltaNet", 4)
+    assert (hybrid.sliding_window, hybrid.attention_chunk_size) == (None, None)
+    sparse = ModelFacts(
+        **TOY, latent=TOY_LATENT, indexer=Indexer(num_heads=4, head_dim=8, top_k=16)
+    )
+    assert sparse.layer_types == (INDEXED,) * 4
+    assert (sparse.index_n_heads, sparse.index_head_dim, sparse.index_topk) == (4, 8, 16)
+    assert sparse.head_dim == 8 + 4  # a query's size: no RoPE part and RoPE part
+    assert sparse.positions == "none" and sparse.rope_theta is None
+    plain = ModelFacts(**TOY, learned_positions=True)
+    assert (plain.positions, plain.sinks, plain.partial_rotary_factor) == ("learned", False, 1.0)
+    assert plain.parameters is None and plain.parameters_source == ""
+    with pytest.raises(AttributeError):
+        plain.sliding_window = 16  # the flat names only read
 
 
 def test_the_published_sizes_of_the_caches() -> None:
@@ -322,6 +432,56 @@ def test_every_entry_names_its_checkpoint_and_sources(facts: ModelFacts) -> None
     assert facts.trained_context <= facts.max_position_embeddings
     assert (facts.parameters is None) == (not facts.parameters_source)
     assert (facts.rope_theta is None) == (facts.positions != "rope")
+
+
+# -- the move to typed groups changed no figure ----------------------------------------
+
+RECORDED = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+
+
+def _changed(facts: ModelFacts) -> list[str]:
+    """The figures of ``facts`` that differ from those recorded for its name."""
+    now, then = json.loads(json.dumps(snapshot(facts))), RECORDED[facts.name]
+    return sorted(key for key in then.keys() | now.keys() if now.get(key) != then.get(key))
+
+
+def test_the_recorded_snapshot_covers_every_entry() -> None:
+    assert list(RECORDED) == list(MODELS)
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_every_entry_gives_the_figures_of_the_flat_schema(facts: ModelFacts) -> None:
+    """Every attribute and every method's result (bytes at many lengths and in several
+    number types, layer kinds, shapes), as the flat ModelFacts of 5a74127 gave them."""
+    assert _changed(facts) == []
+
+
+def _without_one_value(facts: ModelFacts):
+    """Copies of ``facts``, each with one group removed or one of a group's optional
+    values set back to its default (where the group still stands without it)."""
+    for group in ModelFacts.GROUPS:
+        value = getattr(facts, group)
+        if value is None:
+            continue
+        changes = {f"{group}=None": None}
+        for item in dataclasses.fields(value):
+            if item.default is dataclasses.MISSING or getattr(value, item.name) == item.default:
+                continue
+            with contextlib.suppress(ValueError):  # an _Options group left empty
+                changes[f"{group}.{item.name}"] = dataclasses.replace(
+                    value, **{item.name: item.default}
+                )
+        for lost, smaller in changes.items():
+            with contextlib.suppress(ValueError):  # the entry refuses it: not silent
+                yield lost, dataclasses.replace(facts, **{group: smaller})
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_the_snapshot_notices_a_group_that_loses_a_value(facts: ModelFacts) -> None:
+    """The comparison above can fail: without any one of its values, an entry's
+    figures differ from those recorded."""
+    for lost, variant in _without_one_value(facts):
+        assert _changed(variant), f"{facts.name} without {lost} gives the same figures"
 
 
 # -- the table against transformers' config classes -----------------------------------
@@ -737,6 +897,19 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
 }
 
 
+def held(record, prefix: str = "") -> list[tuple[str, object]]:
+    """Every value an entry holds, by its path (``latent.kv_lora_rank``), its groups'
+    fields included."""
+    found = []
+    for item in dataclasses.fields(record):
+        value = getattr(record, item.name)
+        if dataclasses.is_dataclass(value):
+            found += held(value, f"{prefix}{item.name}.")
+        else:
+            found.append((prefix + item.name, value))
+    return found
+
+
 def fact_numbers() -> dict[int, str]:
     """Every whole number the table holds or derives, and where it comes from."""
     found: dict[int, str] = {}
@@ -750,11 +923,11 @@ def fact_numbers() -> dict[int, str]:
             found.setdefault(value, what)
 
     for facts in MODELS.values():
-        for attribute, value in vars(facts).items():
+        for attribute, value in held(facts):
             if isinstance(value, dict):
                 for key, item in value.items():
                     add(item, f"{facts.name} {attribute}[{key}]")
-            elif attribute not in ("year",):
+            elif attribute != "year":
                 add(value, f"{facts.name} {attribute}")
         add(facts.group_size, f"{facts.name} group size")
         add(facts.receptive_field, f"{facts.name} receptive field")
