@@ -1,8 +1,8 @@
 """What a real model's attention is made of: :class:`ModelFacts` and its groups.
 
 Every number the site gives about a real model (its layers, heads, window, RoPE base,
-context, bytes of cache) is computed from one table, :data:`attention.MODELS`, whose
-entries (in :mod:`attention.model_table`) copy the fields of a released
+context, bytes of cache) is computed from one table,
+:data:`~attention.model_table.MODELS`, whose entries copy the fields of a released
 ``config.json`` and say which checkpoint they come from; where a number is not in
 that file (the context a model was trained with, a field the file leaves to its
 ``transformers`` config class's default), the entry names its source too.
@@ -88,31 +88,33 @@ LINEAR_SIZES = (
 INDEXER_SIZES = ("index_n_heads", "index_head_dim", "index_topk")
 
 
-def _sizes(owner: object, *names: str) -> None:
-    """Check that each named attribute of ``owner`` is ``None`` or a positive integer."""
-    for name in names:
-        value = getattr(owner, name)
-        if value is not None:
-            _checks.positive_int(type(owner).__name__, name, value)
+# The types a group's fields may declare, and what each admits. Numbers are positive:
+# a size, a count, a base, a scale; a float field takes an int too (10_000 for 10000.0).
+_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 
 
-def _positive_number(owner: object, *names: str) -> None:
-    """Check that each named attribute of ``owner`` is ``None`` or a number above 0."""
-    for name in names:
-        value = getattr(owner, name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(
-                f"{type(owner).__name__}: expected {name} to be a number, "
-                f"got {value!r} of type {type(value).__name__}"
-            )
-        if not value > 0:
-            raise ValueError(f"{type(owner).__name__}: expected {name} > 0, got {value}")
+def _check_field(owner: str, name: str, declared: str, value: object) -> None:
+    """Check ``value`` against the type a field declares (``"int | None"``, ...)."""
+    kind = declared.removesuffix(" | None")
+    if (value is None and kind != declared) or kind not in _TYPES:
+        return  # absent where it may be, or a type checked by its group (dict, tuple)
+    if isinstance(value, bool) != (kind == "bool") or not isinstance(value, _TYPES[kind]):
+        raise TypeError(
+            f"{owner}: expected {name} to be {declared}, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    if kind in ("int", "float") and not value > 0:
+        raise ValueError(f"{owner}: expected {name} > 0, got {value}")
 
 
 class _Group:
-    """A group of facts; its repr names the fields a model sets, the required first."""
+    """A group of facts. It checks each field against the type the field declares (a
+    number must be positive), and its repr names the fields a model sets, the required
+    ones first."""
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            _check_field(type(self).__name__, item.name, item.type, getattr(self, item.name))
 
     def __repr__(self) -> str:
         given = [f for f in fields(self) if f.repr and getattr(self, f.name) != f.default]
@@ -126,6 +128,7 @@ class _Options(_Group):
     """A group of switches and values, each optional: absent as a whole rather than empty."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if all(getattr(self, f.name) == f.default for f in fields(self)):
             names = ", ".join(f.name for f in fields(self))
             raise ValueError(
@@ -171,8 +174,7 @@ class Rope(_Group):
     nope_every: int | None = None
 
     def __post_init__(self) -> None:
-        _positive_number(self, "theta", "local_theta", "partial_rotary_factor")
-        _sizes(self, "nope_every")
+        super().__post_init__()
         if self.partial_rotary_factor > 1:
             raise ValueError(
                 f"Rope: expected partial_rotary_factor in (0, 1], got {self.partial_rotary_factor}"
@@ -183,29 +185,17 @@ class Rope(_Group):
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class _LocalLayers(_Group):
-    """The layers that are not full attention, and where the full ones fall among them.
-
-    Attributes
-    ----------
-    global_every : int or None
-        One full-attention layer every ``global_every`` layers (layer ``i`` is full
-        when ``(i + 1) % global_every == 0``; Gemma's ``sliding_window_pattern``, Qwen's
-        ``full_attention_interval``).
-    full_attention_layers : tuple of int or None
-        The full-attention layers, 0-based, where they follow no such pattern (Kimi
-        Linear: every fourth layer and the last, ``full_attn_layers`` in its
-        ``linear_attn_config``, 1-based there).
-
-    With neither, every layer is of the local kind.
-    """
+    """The layers that are not full attention, and where the full ones fall among them:
+    every ``global_every``-th layer, or those ``full_attention_layers`` lists (0-based),
+    or none (see ``local`` in :class:`ModelFacts`)."""
 
     kind: ClassVar[str]
     global_every: int | None = None
     full_attention_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         owner = type(self).__name__
-        _sizes(self, "global_every")
         layers = self.full_attention_layers
         if layers is None:
             return
@@ -240,7 +230,9 @@ class _LocalLayers(_Group):
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Sliding(_LocalLayers):
     """Sliding-window layers: a query sees the last ``window`` tokens, itself included
-    (``sliding_window``); their cache keeps as many.
+    (``sliding_window``); their cache keeps as many. The full layers fall among them
+    as ``global_every`` or ``full_attention_layers`` say (``local`` in
+    :class:`ModelFacts`), as for the other local kinds.
 
     Examples
     --------
@@ -250,10 +242,6 @@ class Sliding(_LocalLayers):
 
     kind: ClassVar[str] = SLIDING
     window: int
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _sizes(self, "window")
 
     @property
     def tokens_kept(self) -> int:
@@ -267,10 +255,6 @@ class Chunked(_LocalLayers):
 
     kind: ClassVar[str] = CHUNKED
     size: int
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _sizes(self, "size")
 
     @property
     def tokens_kept(self) -> int:
@@ -310,8 +294,6 @@ class LinearAttention(_LocalLayers):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _sizes(self, "num_key_heads", "num_value_heads", "key_head_dim", "value_head_dim")
-        _sizes(self, "conv_kernel_dim")
         if self.num_value_heads % self.num_key_heads:
             raise ValueError(
                 f"LinearAttention: expected num_value_heads to be a multiple of "
@@ -359,10 +341,6 @@ class Latent(_Group):
     v_head_dim: int
     q_lora_rank: int | None = None
 
-    def __post_init__(self) -> None:
-        _sizes(self, "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-        _sizes(self, "q_lora_rank")
-
     def bytes_per_token(self, dtype: torch.dtype) -> int:
         """Bytes one layer caches per token: the latent and the shared rotary key."""
         return latent_cache_bytes_per_token(1, self.kv_lora_rank, self.qk_rope_head_dim, dtype)
@@ -387,9 +365,6 @@ class Indexer(_Group):
     head_dim: int
     top_k: int
 
-    def __post_init__(self) -> None:
-        _sizes(self, "num_heads", "head_dim", "top_k")
-
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class GlobalLayers(_Options):
@@ -413,7 +388,6 @@ class GlobalLayers(_Options):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _sizes(self, "head_dim", "num_kv_heads")
         if self.num_kv_heads is not None and not self.k_eq_v:
             raise ValueError(
                 f"GlobalLayers: expected k_eq_v=True with num_kv_heads, as transformers' "
@@ -449,8 +423,6 @@ class Scores(_Options):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _positive_number(self, "scale", "softcap")
-        _sizes(self, "query_pre_attn_scalar")
         if self.scale is not None and self.query_pre_attn_scalar is not None:
             raise ValueError(
                 f"Scores: expected scale or query_pre_attn_scalar, not both, got "
@@ -501,10 +473,6 @@ class TemperatureTuning(_Group):
     floor_scale: int
     attn_scale: float
 
-    def __post_init__(self) -> None:
-        _sizes(self, "floor_scale")
-        _positive_number(self, "attn_scale")
-
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Weights(_Group):
@@ -514,7 +482,7 @@ class Weights(_Group):
     source: str
 
     def __post_init__(self) -> None:
-        _sizes(self, "parameters")
+        super().__post_init__()
         if not self.source:
             raise ValueError("Weights: expected a source for the count, got ''")
 
@@ -565,7 +533,11 @@ class ModelFacts:
         A position embedding table instead (GPT-2).
     local : Sliding, Chunked, LinearAttention or None
         The layers that are not full attention, of one kind, and where the full ones
-        fall among them; ``None``: every layer is full attention.
+        fall among them: one every ``local.global_every`` layers (layer ``i`` is full
+        when ``(i + 1) % global_every == 0``; Gemma's ``sliding_window_pattern``,
+        Qwen's ``full_attention_interval``), or those ``local.full_attention_layers``
+        lists, 0-based (Kimi Linear's ``full_attn_layers``, 1-based there), or none.
+        ``None``: every layer is full attention.
     latent : Latent or None
         Multi-head latent attention (DeepSeek, Kimi Linear's full layers).
     indexer : Indexer or None
@@ -632,7 +604,8 @@ class ModelFacts:
     }
 
     def __post_init__(self) -> None:
-        _sizes(self, "layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim")
+        for name in ("layers", "hidden_size", "num_heads", "num_kv_heads"):
+            _checks.positive_int(f"ModelFacts {self.name!r}", name, getattr(self, name))
         for group, kinds in self.GROUPS.items():
             value = getattr(self, group)
             if value is not None and not isinstance(value, kinds):
