@@ -76,7 +76,6 @@ FULL, SLIDING = "full_attention", "sliding_attention"
 CHUNKED, LINEAR = "chunked_attention", "linear_attention"
 INDEXED = "indexed_attention"  # DeepSeek Sparse Attention: MLA over the keys an indexer picks
 QK_NORMS = ("head", "projection", "l2")
-POSITIONS = ("rope", "learned", "none")
 # The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
     "linear_num_key_heads",
@@ -604,8 +603,6 @@ class ModelFacts:
     }
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden_size", "num_heads", "num_kv_heads"):
-            _checks.positive_int(f"ModelFacts {self.name!r}", name, getattr(self, name))
         for group, kinds in self.GROUPS.items():
             value = getattr(self, group)
             if value is not None and not isinstance(value, kinds):
@@ -620,6 +617,8 @@ class ModelFacts:
             else:
                 head_dim = self.hidden_size // self.num_heads
             object.__setattr__(self, "head_dim", head_dim)
+        for name in ("layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim"):
+            _checks.positive_int(f"ModelFacts {self.name!r}", name, getattr(self, name))
         self._check_across_groups()
 
     def _check_across_groups(self) -> None:
