@@ -828,9 +828,9 @@ class ModelFacts:
         """Bytes of each layer's fixed-size state for one sequence; 0 for attention layers.
 
         A linear-attention layer keeps two states, laid out as ``transformers``' cache
-        holds them (:meth:`LinearAttention.state_bytes`): the short convolution's
-        window in ``dtype``, the model's, and the delta rule's state in
-        ``state_dtype``: ``float32`` in ``transformers``, whose Gated DeltaNet and KDA
+        holds them (:meth:`~attention.model_facts.LinearAttention.state_bytes`): the
+        short convolution's window in ``dtype``, the model's, and the delta rule's state
+        in ``state_dtype``: ``float32`` in ``transformers``, whose Gated DeltaNet and KDA
         functions compute in float32 and hand the state back in it.
 
         Neither grows with the sequence.
