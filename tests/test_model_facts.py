@@ -438,8 +438,8 @@ def test_every_entry_names_its_checkpoint_and_sources(facts: ModelFacts) -> None
     assert f"huggingface.co/{facts.checkpoint}/" in facts.source
     assert facts.context_source
     assert facts.trained_context <= facts.max_position_embeddings
-    assert (facts.parameters is None) == (not facts.parameters_source)
-    assert (facts.rope_theta is None) == (facts.positions != "rope")
+    # A weight count with its source, and RoPE with its base, are groups (Weights, Rope):
+    # one cannot be given without the other.
 
 
 # -- the move to typed groups changed no figure ----------------------------------------
