@@ -108,12 +108,19 @@ def _check_field(owner: str, name: str, declared: str, value: object) -> None:
 
 class _Group:
     """A group of facts. It checks each field against the type the field declares (a
-    number must be positive), and its repr names the fields a model sets, the required
-    ones first."""
+    number must be positive) and the choices it lists, if any, and its repr names the
+    fields a model sets, the required ones first."""
 
     def __post_init__(self) -> None:
+        owner = type(self).__name__
         for item in fields(self):
-            _check_field(type(self).__name__, item.name, item.type, getattr(self, item.name))
+            value = getattr(self, item.name)
+            _check_field(owner, item.name, item.type, value)
+            choices = item.metadata.get("choices", (value,))
+            if value is not None and value not in choices:
+                raise ValueError(
+                    f"{owner}: expected {item.name} to be None or one of {choices}, got {value!r}"
+                )
 
     def __repr__(self) -> str:
         given = [f for f in fields(self) if f.repr and getattr(self, f.name) != f.default]
@@ -450,17 +457,9 @@ class LayerParts(_Options):
         projection (Qwen3-Next; always on in ``Qwen3NextAttention``, no config field).
     """
 
-    qk_norm: str | None = None
+    qk_norm: str | None = field(default=None, metadata={"choices": QK_NORMS})
     value_norm: bool = False
     output_gate: bool = False
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.qk_norm is not None and self.qk_norm not in QK_NORMS:
-            raise ValueError(
-                f"LayerParts: expected qk_norm to be None or one of {QK_NORMS}, "
-                f"got {self.qk_norm!r}"
-            )
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
