@@ -443,12 +443,15 @@ class LayerParts(_Options):
     Attributes
     ----------
     qk_norm : str or None
-        Normalisation of the queries and keys before RoPE: ``"head"``, an RMSNorm over
-        each head's ``head_dim`` with a learned scale (Qwen3, Gemma 3 and 4,
+        Normalisation of the queries and keys: ``"head"``, an RMSNorm over each
+        head's ``head_dim`` with a learned scale, before RoPE (Qwen3, Gemma 3 and 4,
         Qwen3-Next); ``"projection"``, an RMSNorm over the whole query or key
-        projection, ``num_heads * head_dim`` features (OLMo 2); ``"l2"``, an L2 norm
-        over each head with no learned scale, on the RoPE layers only (Llama 4's
-        ``use_qk_norm``).
+        projection, ``num_heads * head_dim`` features, before RoPE (OLMo 2);
+        ``"l2"``, Llama 4's ``use_qk_norm``: an RMS normalisation of each head with
+        no learned scale, ``x * rsqrt(mean(x**2) + eps)``, *after* RoPE and on the
+        RoPE layers only. ``transformers`` calls it ``Llama4TextL2Norm``, but it
+        divides by the root mean square, not by the length: the result has RMS 1,
+        not length 1.
     value_norm : bool
         An RMSNorm without a learned scale over each head's values (Gemma 4's
         ``v_norm``; no config field).
@@ -804,7 +807,11 @@ class ModelFacts:
         """Bytes of cache for one sequence of ``tokens`` tokens.
 
         A sliding layer keeps at most ``sliding_window`` tokens and a chunked one at most
-        ``attention_chunk_size`` (the keys of the current chunk); a full one keeps all.
+        ``attention_chunk_size`` (the keys of the current chunk, as the package's
+        cache keeps them; ``transformers`` keeps a rolling buffer of the last
+        ``attention_chunk_size - 1`` tokens for a chunked layer, as for a window:
+        "from a cache point of view, sliding and chunked are the same", in its
+        ``cache_utils.py``); a full one keeps all.
         A layer that reuses another's keys and values keeps none, and so does a
         linear-attention layer: its fixed-size state is not counted here.
         """
