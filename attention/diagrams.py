@@ -21,6 +21,8 @@ distinction is made by shape or text as well as colour.
 
 from __future__ import annotations
 
+import math
+import re
 import textwrap
 from collections.abc import Sequence
 
@@ -40,8 +42,15 @@ except ModuleNotFoundError as error:  # pragma: no cover - depends on the enviro
     ) from error
 
 __all__ = [
+    "LAYER_COLORS",
+    "LAYER_HATCHES",
+    "LAYER_LABELS",
     "STAGES",
+    "attention_anatomy",
+    "decoder_block",
     "head_split",
+    "kv_sources",
+    "layer_strips",
     "matrix_form",
     "paged_blocks",
     "roadmap",
@@ -900,3 +909,716 @@ def paged_blocks(
         color=MUTED,
     )
     return ax
+
+
+# -- Parts II to V: one visual language ------------------------------------------------
+
+#: One colour per kind of layer, in ``transformers``' ``layer_types`` names, shared by
+#: :func:`layer_strips`, :func:`attention_anatomy` and the cost figures (Okabe and
+#: Ito's palette, told apart by the common forms of colour blindness). Each kind is
+#: hatched its own way as well (:data:`LAYER_HATCHES`), so it reads in greyscale too.
+LAYER_COLORS = {
+    "full_attention": "#0072b2",
+    "sliding_attention": "#e69f00",
+    "chunked_attention": "#cc79a7",
+    "linear_attention": "#009e73",
+    "indexed_attention": "#56b4e9",
+}
+#: The hatching of each kind of layer (white lines on its colour).
+LAYER_HATCHES = {
+    "full_attention": "",
+    "sliding_attention": "////",
+    "chunked_attention": "\\\\\\\\",
+    "linear_attention": "....",
+    "indexed_attention": "xxx",
+}
+#: Short names of the kinds of layer, for legends.
+LAYER_LABELS = {
+    "full_attention": "full attention",
+    "sliding_attention": "sliding window",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear (delta rule)",
+    "indexed_attention": "sparse (indexer's top-k)",
+}
+#: What a masked cell looks like in every figure: :mod:`attention.plot`'s hatching.
+MASKED_FILL, MASKED_EDGE, MASKED_HATCH = "#e4e4e4", "#9a9a9a", "///"
+
+
+def _facts(owner: str, model: object) -> object:
+    """A ModelFacts, from itself or from its name in MODELS."""
+    from attention.model_facts import MODELS, ModelFacts
+
+    if isinstance(model, ModelFacts):
+        return model
+    if not isinstance(model, str):
+        raise TypeError(
+            f"{owner}: expected a model name or a ModelFacts, got {type(model).__name__}"
+        )
+    if model not in MODELS:
+        raise ValueError(f"{owner}: expected a name in MODELS, got {model!r}")
+    return MODELS[model]
+
+
+def _models(owner: str, models: object) -> list:
+    """One or several models (names or ModelFacts) as a non-empty list of ModelFacts."""
+    if isinstance(models, str) or not isinstance(models, Sequence):
+        models = [models]
+    facts = [_facts(owner, m) for m in models]
+    if not facts:
+        raise ValueError(f"{owner}: expected at least one model, got none")
+    return facts
+
+
+def kv_sources(model: object) -> tuple[int | None, ...]:
+    """For each layer, the layer whose keys and values it reuses, or ``None``.
+
+    A layer among the last ``num_kv_shared_layers`` computes no keys and values: it
+    reuses those of the last earlier layer of its own kind that computes its own (Gemma
+    3n, Gemma 4 E2B and E4B, ``kv_shared_layer_index`` in ``transformers``).
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A name in :data:`~attention.model_table.MODELS`, or its facts.
+
+    Returns
+    -------
+    tuple of int or None
+        One entry per layer.
+
+    Examples
+    --------
+    >>> sources = kv_sources("Gemma 4 E2B")
+    >>> len(sources), sources[:15].count(None), sorted(set(sources[15:]))
+    (35, 15, [13, 14])
+    """
+    facts = _facts("kv_sources", model)
+    kinds, shared = facts.layer_types, facts.kv_shared
+    own = [i for i in range(facts.layers) if not shared[i]]
+    return tuple(
+        max(j for j in own if kinds[j] == kinds[i]) if shared[i] else None
+        for i in range(facts.layers)
+    )
+
+
+def layer_strips(models: object, *, title: str | None = None) -> Figure:
+    """One row of cells per model, one cell per layer, coloured by the layer's kind.
+
+    Each cell is a layer, in order from the first, with the colour and hatching of its
+    kind in :data:`LAYER_COLORS` (``MODELS[name].layer_types``). A white dot marks a
+    layer without RoPE (NoPE); a layer that reuses another layer's keys and values is
+    drawn hollow, with an arrow to the layer it takes them from (:func:`kv_sources`).
+
+    Parameters
+    ----------
+    models : str, ModelFacts or a sequence of them
+        Names in :data:`~attention.model_table.MODELS` (or their facts), one row each.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Every layer's cell has the gid ``"<model> layer <i>"`` (and its kind as its
+        label), every reuse arrow the gid ``"<model> reuse <i> <- <j>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = layer_strips(["gpt-oss-20b", "Gemma 4 E2B"])
+    >>> cells = [p for p in fig.axes[0].patches if (p.get_gid() or "").startswith("gpt")]
+    >>> len(cells), cells[0].get_label(), cells[1].get_label()
+    (24, 'sliding_attention', 'full_attention')
+    >>> plt.close(fig)
+    """
+    from matplotlib.patches import Circle
+    from matplotlib.path import Path
+
+    owner = "layer_strips"
+    facts = _models(owner, models)
+    most = max(m.layers for m in facts)
+    cell = min(0.22, 7.0 / most)
+    label_w = 0.2 + 0.085 * max(len(m.name) for m in facts)
+    row_h = max(0.24, cell * 1.6)
+    # Room under a row for the reuse arrows: one lane per layer that is reused.
+    lanes = [len({s for s in kv_sources(m) if s is not None}) for m in facts]
+    unders = [0.28 + (0.16 * n + 0.1 if n else 0.0) for n in lanes]
+    kinds = [k for k in LAYER_COLORS if any(k in m.layer_types for m in facts)]
+    extras = []
+    if any(_nope_layers(m) for m in facts):
+        extras.append("nope")
+    if any(m.num_kv_shared_layers for m in facts):
+        extras.append("shared")
+    width = label_w + most * cell + 0.95
+    legend_items = len(kinds) + len(extras)
+    per_line = max(1, int((width - 0.3) // 2.3))
+    legend_h = 0.32 * math.ceil(legend_items / per_line) + 0.1
+    height = 0.35 + sum(0.05 + row_h + u for u in unders) + legend_h
+    fig, ax = _canvas(owner, width, height, title)
+
+    y = height - 0.3  # top of the next row
+    # Layer numbers above the first row, every 10 layers (every 5 in short stacks).
+    step = 5 if most <= 30 else 10
+    for i in range(0, most, step):
+        ax.text(
+            label_w + (i + 0.5) * cell,
+            y + 0.02,
+            str(i),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color=MUTED,
+        )
+    for m, under in zip(facts, unders, strict=True):
+        top = y - 0.05
+        bottom = top - row_h
+        ax.text(
+            label_w - 0.1,
+            bottom + row_h / 2,
+            m.name,
+            ha="right",
+            va="center",
+            fontsize=9,
+            color=INK,
+        )
+        ax.text(
+            label_w + m.layers * cell + 0.08,
+            bottom + row_h / 2,
+            f"{m.layers} layers",
+            ha="left",
+            va="center",
+            fontsize=8,
+            color=MUTED,
+        )
+        nope = _nope_layers(m)
+        sources = kv_sources(m)
+        for i, kind in enumerate(m.layer_types):
+            x = label_w + i * cell
+            hollow = sources[i] is not None
+            ax.add_patch(
+                Rectangle(
+                    (x, bottom),
+                    cell,
+                    row_h,
+                    facecolor=FACECOLOR if hollow else LAYER_COLORS[kind],
+                    edgecolor=LAYER_COLORS[kind] if hollow else FACECOLOR,
+                    hatch=None if hollow else LAYER_HATCHES[kind] or None,
+                    linewidth=1.2 if hollow else 0.6,
+                    gid=f"{m.name} layer {i}",
+                    label=kind,
+                )
+            )
+            if i in nope:
+                ax.add_patch(
+                    Circle(
+                        (x + cell / 2, bottom + row_h / 2),
+                        cell * 0.22,
+                        facecolor="white",
+                        edgecolor=INK,
+                        linewidth=0.6,
+                        gid=f"{m.name} nope {i}",
+                    )
+                )
+        # Reuse arrows: down from the layer, along the lane of its source, up into it.
+        targets = sorted({s for s in sources if s is not None})
+        for i, source in enumerate(sources):
+            if source is None:
+                continue
+            lane = bottom - 0.12 - 0.16 * targets.index(source)
+            start, end = label_w + (i + 0.5) * cell, label_w + (source + 0.5) * cell
+            path = Path([(start, bottom - 0.02), (start, lane), (end, lane), (end, bottom - 0.02)])
+            ax.add_patch(
+                FancyArrowPatch(
+                    path=path,
+                    arrowstyle="-|>",
+                    mutation_scale=7,
+                    color=LAYER_COLORS[m.layer_types[source]],
+                    linewidth=0.8,
+                    gid=f"{m.name} reuse {i} <- {source}",
+                )
+            )
+        if targets:
+            first = min(i for i, s in enumerate(sources) if s is not None)
+            ax.text(
+                label_w + (first + 0.5) * cell + 0.05,
+                bottom - 0.16 * len(targets) - 0.08,
+                f"layers {first}–{m.layers - 1} reuse the keys and values of layers "
+                + " and ".join(map(str, targets)),
+                ha="left",
+                va="top",
+                fontsize=7.5,
+                color=INK,
+            )
+        y = bottom - under
+
+    # The legend: every kind drawn, then the marks.
+    x0, ly = 0.2, y - 0.05
+    for n, item in enumerate([*kinds, *extras]):
+        x = x0 + (n % per_line) * 2.3
+        yy = ly - (n // per_line) * 0.32
+        if item == "nope":
+            ax.add_patch(
+                Rectangle(
+                    (x, yy - 0.2),
+                    0.2,
+                    0.2,
+                    facecolor=LAYER_COLORS["full_attention"],
+                    edgecolor=FACECOLOR,
+                )
+            )
+            ax.add_patch(
+                Circle((x + 0.1, yy - 0.1), 0.045, facecolor="white", edgecolor=INK, linewidth=0.6)
+            )
+            text = "no RoPE (NoPE)"
+        elif item == "shared":
+            ax.add_patch(
+                Rectangle(
+                    (x, yy - 0.2), 0.2, 0.2, facecolor=FACECOLOR, edgecolor=INK, linewidth=1.2
+                )
+            )
+            text = "reuses another layer's K, V"
+        else:
+            ax.add_patch(
+                Rectangle(
+                    (x, yy - 0.2),
+                    0.2,
+                    0.2,
+                    facecolor=LAYER_COLORS[item],
+                    edgecolor=FACECOLOR,
+                    hatch=LAYER_HATCHES[item] or None,
+                )
+            )
+            text = LAYER_LABELS[item]
+            if item == "linear_attention":
+                mixers = sorted({m.linear_attention for m in facts if m.linear_attention})
+                text = "linear: " + ", ".join(_short_mixer(s) for s in mixers)
+        ax.text(x + 0.28, yy - 0.1, text, ha="left", va="center", fontsize=8.5, color=INK)
+    return fig
+
+
+def _short_mixer(name: str) -> str:
+    return {"Kimi Delta Attention": "KDA"}.get(name, name)
+
+
+def _nope_layers(facts: object) -> set[int]:
+    """Attention layers that apply no rotation although the model has no learned table."""
+    if facts.positions == "learned":
+        return set()
+    return {
+        i
+        for i, (kind, rope) in enumerate(zip(facts.layer_types, facts.uses_rope, strict=True))
+        if not rope and kind != "linear_attention"
+    }
+
+
+def _family(name: str) -> str:
+    """A model's family, its name without the size: "Gemma 3 27B" -> "Gemma 3"."""
+    return re.sub(r"[ -]E?\d+(\.\d+)?[Bb](-A\d+B)?$", "", name)
+
+
+def _families(facts: Sequence) -> list[str]:
+    """The families of ``facts``, each once, in order."""
+    return list(dict.fromkeys(_family(m.name) for m in facts))
+
+
+def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, list]]:
+    """The steps of :func:`attention_anatomy`: (name, chapters, in every model, notes).
+
+    Each note is ``(label, families, kind)``: the families of ``facts`` that use the
+    variant the label names, and the layer kind whose colour marks it (or None).
+    """
+
+    def users(test):
+        return _families([m for m in facts if test(m)])
+
+    def partial(m):
+        return m.positions == "rope" and (
+            m.partial_rotary_factor != 1.0 or m.qk_rope_head_dim is not None
+        )
+
+    return [
+        (
+            "project Q, K, V",
+            (9, 12),
+            True,
+            [("K, V from a latent (MLA)", users(lambda m: m.kv_lora_rank is not None), None)],
+        ),
+        ("QK-norm", (13,), False, [("", users(lambda m: m.qk_norm is not None), None)]),
+        (
+            "RoPE",
+            (10, 17),
+            all(m.positions == "rope" for m in facts),
+            [
+                ("scaled", users(lambda m: m.rope_scaling is not None), None),
+                ("partial", users(partial), None),
+            ],
+        ),
+        (
+            "scores q · k",
+            (2, 20),
+            True,
+            [
+                (
+                    "only the indexer's top-k keys",
+                    users(lambda m: m.index_topk is not None),
+                    "indexed_attention",
+                )
+            ],
+        ),
+        (
+            "scale, softcap",
+            (13,),
+            False,
+            [
+                (
+                    "own scale",
+                    users(lambda m: m.scale is not None or m.query_pre_attn_scalar is not None),
+                    None,
+                ),
+                ("softcap", users(lambda m: m.attn_logit_softcapping is not None), None),
+            ],
+        ),
+        (
+            "mask",
+            (3, 11, 15),
+            True,
+            [
+                ("sliding", users(lambda m: m.sliding_window is not None), "sliding_attention"),
+                (
+                    "chunked",
+                    users(lambda m: m.attention_chunk_size is not None),
+                    "chunked_attention",
+                ),
+            ],
+        ),
+        ("softmax (+ sink)", (14,), True, [("sink", users(lambda m: m.sinks), None)]),
+        (
+            "weights · V",
+            (2, 16),
+            True,
+            [
+                ("values are the keys", users(lambda m: m.attention_k_eq_v), None),
+                ("K, V of an earlier layer", users(lambda m: m.num_kv_shared_layers > 0), None),
+            ],
+        ),
+        ("output gate", (14,), False, [("", users(lambda m: m.output_gate), None)]),
+        ("output projection", (4,), True, []),
+    ]
+
+
+def attention_anatomy(
+    models: object = None, *, current: int | None = None, title: str | None = None
+) -> Figure:
+    """The steps of a 2025–26 attention layer, in order, each with who uses it.
+
+    Top to bottom: project queries, keys and values; QK-norm; RoPE (scaled or partial);
+    the scores; their scale and softcap; the mask (causal, sliding, chunked); the
+    softmax, with a sink; the weighted sum of the values; the output gate; the output
+    projection. Each box names the chapters that build its step; beside it, the models
+    that use each variant of it, computed from their facts (a family once: "Gemma 3").
+    A dashed box is a step some models skip.
+
+    Parameters
+    ----------
+    models : sequence of str or ModelFacts, optional
+        The models whose use is shown; every model in
+        :data:`~attention.model_table.MODELS` by default.
+    current : int, optional
+        A chapter: the steps it builds are filled dark blue.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Each step's box label has the gid ``"step <name>"``; each note beside it the gid
+        ``"note <name>: <label>"`` and the text ``"<label>: <families>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = attention_anatomy()
+    >>> notes = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> notes["note softmax (+ sink): sink"]
+    'sink: gpt-oss'
+    >>> plt.close(fig)
+    """
+    from attention.model_facts import MODELS
+
+    owner = "attention_anatomy"
+    facts = list(MODELS.values()) if models is None else _models(owner, models)
+    if current is not None:
+        current = _positive(owner, "current", current, 99)
+    steps = _anatomy_steps(facts)
+    box_x, box_w, box_h, gap = 0.2, 1.9, 0.5, 0.2
+    note_x, columns = box_x + box_w + 0.25, 52
+    # Each step takes the room of its box or of its notes' lines, whichever is taller.
+    blocks = []
+    for _, _, _, notes in steps:
+        lines = []
+        for label, families, kind in notes:
+            if families:
+                text = f"{label}: " + ", ".join(families) if label else ", ".join(families)
+                lines.append((label, textwrap.fill(text, columns, subsequent_indent="  "), kind))
+        blocks.append(lines)
+    rooms = [
+        max(box_h, 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines) + 0.06) for lines in blocks
+    ]
+    width = note_x + columns * 0.072 + 0.1
+    height = sum(rooms) + gap * (len(steps) - 1) + 0.9
+    fig, ax = _canvas(owner, width, height, title)
+    ax.text(
+        box_x + box_w / 2,
+        height - 0.08,
+        "hidden states x",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+    )
+    y = height - 0.45
+    _arrow(ax, (box_x + box_w / 2, y + 0.17), (box_x + box_w / 2, y))
+    for (name, chapters, everywhere, _), lines, room in zip(steps, blocks, rooms, strict=True):
+        here = current in chapters
+        top = y
+        by = top - (room + box_h) / 2
+        chapter = "ch. " + ", ".join(map(str, chapters))
+        _box(
+            ax,
+            box_x,
+            by,
+            box_w,
+            box_h,
+            "",
+            fill=CURRENT if here else FACECOLOR,
+            edge=CURRENT if here else INK,
+            style="-" if everywhere else "--",
+            width=2.0 if here else 1.2,
+        )
+        ink = "white" if here else INK
+        ax.text(
+            box_x + box_w / 2,
+            by + box_h * 0.63,
+            name,
+            ha="center",
+            va="center",
+            fontsize=10,
+            color=ink,
+            fontweight="bold" if here else "normal",
+            gid=f"step {name}",
+        )
+        ax.text(
+            box_x + box_w / 2,
+            by + box_h * 0.24,
+            chapter,
+            ha="center",
+            va="center",
+            fontsize=7.5,
+            color="white" if here else MUTED,
+        )
+        line_y = top - (room - 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines)) / 2
+        for label, text, kind in lines:
+            x = note_x
+            if kind is not None:
+                ax.add_patch(
+                    Rectangle(
+                        (x, line_y - 0.145),
+                        0.13,
+                        0.13,
+                        facecolor=LAYER_COLORS[kind],
+                        edgecolor=FACECOLOR,
+                        hatch=LAYER_HATCHES[kind] or None,
+                    )
+                )
+                x += 0.18
+            ax.text(
+                x,
+                line_y,
+                text,
+                ha="left",
+                va="top",
+                fontsize=8.5,
+                color=INK,
+                linespacing=1.1,
+                gid=f"note {name}: {label}",
+            )
+            line_y -= 0.17 * (text.count("\n") + 1)
+        y = top - room
+        if name != steps[-1][0]:
+            _arrow(
+                ax, (box_x + box_w / 2, by), (box_x + box_w / 2, y - gap + (room - box_h) / 2 - 0.0)
+            )
+            y -= gap
+    _arrow(ax, (box_x + box_w / 2, by), (box_x + box_w / 2, by - 0.2))
+    ax.text(
+        box_x + box_w / 2,
+        by - 0.24,
+        "back to the residual stream",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+    )
+    return fig
+
+
+def _circle_plus(ax: Axes, x: float, y: float, r: float = 0.11) -> None:
+    from matplotlib.patches import Circle
+
+    ax.add_patch(Circle((x, y), r, facecolor=FACECOLOR, edgecolor=INK, linewidth=1.2))
+    arm = 0.6 * r
+    ax.plot([x - arm, x + arm], [y, y], color=INK, linewidth=1.2)
+    ax.plot([x, x], [y - arm, y + arm], color=INK, linewidth=1.2)
+
+
+def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figure:
+    """A decoder-only transformer: embeddings, ``layers`` blocks, then the logits.
+
+    Each block adds to the residual stream twice: a norm and attention, then a norm
+    and the MLP. Each block's attention keeps its own KV cache, whose size per token
+    the figure gives from the model's facts (``2 × num_kv_heads × head_dim``
+    numbers, or for latent attention ``kv_lora_rank + qk_rope_head_dim``).
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A name in :data:`~attention.model_table.MODELS`, or its facts.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The layer count has the gid ``"layers"``, the cache's label ``"cache"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = decoder_block("GPT-2")
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["layers"]
+    '× 12 layers'
+    >>> plt.close(fig)
+    """
+    facts = _facts("decoder_block", model)
+    numbers = facts.layer_kv_bytes_per_token(torch.float16)
+    per_token = max(numbers) // 2  # 16-bit numbers
+    width, height = 5.9, 6.9
+    fig, ax = _canvas("decoder_block", width, height, title)
+    lane, bx, bw, bh = 1.3, 2.0, 1.7, 0.45  # the residual stream's x; the blocks' boxes
+    cx, cw = 4.15, 1.45  # the cache's box
+    ax.text(
+        lane,
+        6.82,
+        f"tokens → (tokens, {facts.hidden_size:,})",
+        ha="center",
+        va="top",
+        fontsize=8.5,
+        color=MUTED,
+    )
+    _box(ax, lane - 0.9, 6.05, 1.8, bh, "token embeddings", fill="#eeeeee")
+    # The frame around one block, repeated `layers` times.
+    ax.add_patch(
+        FancyBboxPatch(
+            (0.3, 1.35),
+            width - 0.45,
+            4.35,
+            boxstyle="round,pad=0,rounding_size=0.15",
+            facecolor="#f6f6f6",
+            edgecolor=MUTED,
+            linestyle="--",
+            linewidth=1.2,
+        )
+    )
+    ax.text(
+        width - 0.25,
+        1.45,
+        f"× {facts.layers} layers",
+        ha="right",
+        va="bottom",
+        fontsize=11,
+        color=INK,
+        fontweight="bold",
+        gid="layers",
+    )
+    ax.text(
+        width - 0.25,
+        5.62,
+        "one decoder block",
+        ha="right",
+        va="top",
+        fontsize=8.5,
+        color=MUTED,
+        style="italic",
+    )
+    ax.text(
+        lane - 0.08,
+        2.55,
+        "residual stream",
+        ha="right",
+        va="center",
+        fontsize=8,
+        color=MUTED,
+        rotation=90,
+    )
+    # The residual stream runs straight down; each half of the block branches off it and
+    # is added back onto it.
+    ax.plot([lane, lane], [6.05, 0.95], color=INK, linewidth=1.6)
+    halves = ((4.7, 4.0, 3.6, "attention"), (2.6, 1.9, 1.6, "MLP"))
+    for norm_y, main_y, plus, name in halves:
+        mid = bx + bw / 2
+        branch = norm_y + bh + 0.2
+        ax.plot([lane, mid], [branch, branch], color=INK, linewidth=1.2)
+        _arrow(ax, (mid, branch), (mid, norm_y + bh))
+        _box(ax, bx, norm_y, bw, bh, "norm")
+        _arrow(ax, (mid, norm_y), (mid, main_y + bh))
+        attention = name == "attention"
+        _box(
+            ax,
+            bx,
+            main_y,
+            bw,
+            bh,
+            name,
+            fill=LAYER_COLORS["full_attention"] if attention else FACECOLOR,
+            ink="white" if attention else INK,
+            weight="bold" if attention else "normal",
+        )
+        ax.plot([mid, mid], [main_y, plus], color=INK, linewidth=1.2)
+        _arrow(ax, (mid, plus), (lane + 0.11, plus))
+        _circle_plus(ax, lane, plus)
+    # The cache beside the attention: written and read at every step.
+    kv = "latent + rotated key" if facts.attention == "MLA" else "keys and values"
+    _box(ax, cx, 3.87, cw, 0.72, "", fill=DONE, edge=CURRENT)
+    ax.text(
+        cx + cw / 2,
+        4.42,
+        "KV cache",
+        ha="center",
+        va="center",
+        fontsize=9,
+        color=INK,
+        fontweight="bold",
+    )
+    ax.text(
+        cx + cw / 2,
+        4.13,
+        f"{kv}:\n{per_token:,} numbers\nper token",
+        ha="center",
+        va="center",
+        fontsize=8,
+        color=INK,
+        gid="cache",
+    )
+    ax.add_patch(
+        FancyArrowPatch(
+            (bx + bw + 0.05, 4.22),
+            (cx - 0.05, 4.22),
+            arrowstyle="<|-|>",
+            mutation_scale=10,
+            color=CURRENT,
+            linewidth=1.2,
+        )
+    )
+    _arrow(ax, (lane, 1.2), (lane, 0.95))
+    _box(ax, lane - 0.9, 0.5, 1.8, bh, "final norm, unembed", fill="#eeeeee")
+    _arrow(ax, (lane, 0.5), (lane, 0.3))
+    ax.text(lane, 0.26, "logits for the next token", ha="center", va="top", fontsize=9, color=INK)
+    return fig
