@@ -21,6 +21,7 @@ distinction is made by shape or text as well as colour.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import textwrap
@@ -48,10 +49,13 @@ __all__ = [
     "STAGES",
     "attention_anatomy",
     "decoder_block",
+    "gated_deltanet_diagram",
     "head_split",
     "kv_sources",
+    "latent_flow",
     "layer_strips",
     "matrix_form",
+    "packing_diagram",
     "paged_blocks",
     "roadmap",
     "scaled_dot_product_diagram",
@@ -1621,4 +1625,420 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     _box(ax, lane - 0.9, 0.5, 1.8, bh, "final norm, unembed", fill="#eeeeee")
     _arrow(ax, (lane, 0.5), (lane, 0.3))
     ax.text(lane, 0.26, "logits for the next token", ha="center", va="top", fontsize=9, color=INK)
+    return fig
+
+
+def _cached(ax: Axes, x: float, y: float, w: float, h: float, text: str, gid: str) -> None:
+    """A box the cache keeps: pale blue, a thick border, "cached" above it."""
+    _box(ax, x, y, w, h, "", fill=DONE, edge=CURRENT, width=2.2)
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9, color=INK, gid=gid)
+    ax.text(
+        x + w - 0.05,
+        y + h + 0.04,
+        "cached",
+        ha="right",
+        va="bottom",
+        fontsize=7.5,
+        color=CURRENT,
+        fontweight="bold",
+    )
+
+
+def latent_flow(
+    model: object = "DeepSeek-V3", *, absorbed: bool = False, title: str | None = None
+) -> Figure:
+    """Multi-head latent attention's data flow, at a model's sizes.
+
+    Left to right: the input ``x`` is compressed by ``W_dkv`` to the latent ``c``
+    (``kv_lora_rank`` numbers, cached) and by ``W_kr`` to one rotated key shared by
+    all heads (``qk_rope_head_dim``, cached); ``W_uk`` and ``W_uv`` decompress the latent
+    into each head's keys and values; the queries come from ``W_dq`` and ``W_uq``. With
+    ``absorbed=True``, the form for decoding: ``W_uk`` folded into the queries, which
+    meet the cached latents directly, and ``W_uv`` applied after the weighted sum.
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A model with latent attention (``kv_lora_rank`` set).
+    absorbed : bool
+        Draw the absorbed form.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The cached boxes' labels have the gids ``"latent"`` and ``"rope key"``, the
+        heads' the gids ``"keys"``, ``"values"``, ``"queries"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = latent_flow("DeepSeek-V3")
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["latent"], texts["rope key"]
+    ('latent c\\n512', 'rotated key\\n64, all heads')
+    >>> plt.close(fig)
+    """
+    owner = "latent_flow"
+    m = _facts(owner, model)
+    if m.kv_lora_rank is None:
+        raise ValueError(f"{owner}: expected a model with latent attention, got {m.name!r}")
+    _checks.flag(owner, "absorbed", absorbed, "draw the absorbed form")
+    h, r, dr = m.num_heads, m.kv_lora_rank, m.qk_rope_head_dim
+    dn, dv = m.qk_nope_head_dim, m.v_head_dim
+    width, height = 9.2, 4.3
+    fig, ax = _canvas(owner, width, height, title)
+    _box(ax, 0.15, 1.95, 1.05, 0.6, f"x\n{m.hidden_size:,}", fill="#eeeeee")
+    c1, w1 = 2.25, 1.55
+    _cached(ax, c1, 3.1, w1, 0.6, f"latent c\n{r}", "latent")
+    _cached(ax, c1, 1.95, w1, 0.6, f"rotated key\n{dr}, all heads", "rope key")
+    q_text = f"{m.q_lora_rank:,}" if m.q_lora_rank else f"{m.hidden_size:,}"
+    _box(ax, c1, 0.45, w1, 0.6, f"query latent\n{q_text}" if m.q_lora_rank else "x", fill=FACECOLOR)
+    _labelled_arrow(ax, (1.25, 2.4), (c1 - 0.05, 3.4), "$W_{dkv}$")
+    _labelled_arrow(ax, (1.25, 2.25), (c1 - 0.05, 2.25), "$W_{kr}$, RoPE")
+    _labelled_arrow(ax, (1.25, 2.1), (c1 - 0.05, 0.75), "$W_{dq}$", above=False)
+    c2, w2 = 4.75, 2.0
+    attn_x, attn_w = 7.6, 1.45
+    if not absorbed:
+        _box(ax, c2, 3.45, w2, 0.55, f"keys: {h} heads × {dn}", fill=HEAD_COLORS[1])
+        ax.texts[-1].set_gid("keys")
+        _box(ax, c2, 2.6, w2, 0.55, f"values: {h} heads × {dv}", fill=HEAD_COLORS[2])
+        ax.texts[-1].set_gid("values")
+        _labelled_arrow(ax, (c1 + w1 + 0.05, 3.5), (c2 - 0.05, 3.72), "$W_{uk}$")
+        _labelled_arrow(ax, (c1 + w1 + 0.05, 3.3), (c2 - 0.05, 2.88), "$W_{uv}$", above=False)
+        queries = f"queries: {h} heads\n× ({dn} + {dr} rotated)"
+        _arrow(ax, (c2 + w2 + 0.05, 3.72), (attn_x - 0.05, 2.6))
+        _arrow(ax, (c2 + w2 + 0.05, 2.88), (attn_x - 0.05, 2.4))
+        note = (
+            f"cached per token and layer: {r} + {dr} = {r + dr} numbers; "
+            f"decompressed, {h} heads' keys and values would be "
+            f"{h * (dn + dr + dv):,}"
+        )
+    else:
+        queries = f"queries: {h} heads\n× ({r} latent + {dr} rotated)"
+        _arrow(ax, (c1 + w1 + 0.05, 3.4), (attn_x - 0.05, 2.55))
+        note = (
+            f"absorbed: $W_{{uk}}$ moves to the query side, the scores read the {r} "
+            f"latent numbers directly; $W_{{uv}}$ comes after the weighted sum"
+        )
+    _arrow(ax, (c1 + w1 + 0.05, 2.25), (attn_x - 0.05, 2.25))
+    _box(ax, c2, 0.45, w2, 0.75, queries, fill=HEAD_COLORS[0], size=9)
+    ax.texts[-1].set_gid("queries")
+    uq = "$W_{uq}$, RoPE" + (",\nthen $W_{uk}^T$" if absorbed else "")
+    _labelled_arrow(ax, (c1 + w1 + 0.05, 0.75), (c2 - 0.05, 0.82), uq, above=False)
+    _arrow(ax, (c2 + w2 + 0.05, 0.82), (attn_x - 0.05, 2.05))
+    inside = "attention\nper head" + ("\nover c, then\n$W_{uv}$" if absorbed else "")
+    _box(
+        ax,
+        attn_x,
+        1.75,
+        attn_w,
+        1.05,
+        inside,
+        fill=LAYER_COLORS["full_attention"],
+        ink="white",
+        weight="bold",
+        size=9.5,
+    )
+    ax.text(0.15, 0.12, note, ha="left", va="bottom", fontsize=8, color=INK, gid="note")
+    return fig
+
+
+def gated_deltanet_diagram(
+    model: object = "Qwen3-Next 80B-A3B", *, title: str | None = None
+) -> Figure:
+    """A Gated DeltaNet layer as a block diagram, top to bottom, at a model's sizes.
+
+    The six stages of :class:`~attention.GatedDeltaNet`: project ``x`` to queries, keys,
+    values, the gate ``z`` and the logits ``b`` and ``a``; a short causal convolution
+    and SiLU over the queries, keys and values, then L2-norm of the queries and keys;
+    the write strength ``β = sigmoid(b)`` and the decay ``g``; the gated delta rule over
+    the state (the only thing cached, ``heads × key_head_dim × value_head_dim``); the
+    gated RMSNorm with ``silu(z)``; the output projection.
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A model whose linear-attention layers are Gated DeltaNet.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The sizes' labels have the gids ``"qkv"``, ``"conv"``, ``"state"``, ``"io"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = gated_deltanet_diagram()
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["state"]
+    'state S: 32 heads × 128 × 128'
+    >>> plt.close(fig)
+    """
+    owner = "gated_deltanet_diagram"
+    m = _facts(owner, model)
+    if m.linear_attention != "Gated DeltaNet":
+        raise ValueError(
+            f"{owner}: expected a model with Gated DeltaNet layers, got {m.name!r} "
+            f"(linear_attention={m.linear_attention!r})"
+        )
+    hk, dk = m.linear_num_key_heads, m.linear_key_head_dim
+    hv, dv = m.linear_num_value_heads, m.linear_value_head_dim
+    width, height = 6.8, 6.6
+    fig, ax = _canvas(owner, width, height, title)
+    a_x, a_w = 0.35, 2.55  # queries, keys, values
+    b_x, b_w = 3.15, 2.0  # b and a, the gates' logits
+    c_x, c_w = 5.4, 1.25  # z, the output gate
+    mid = {"a": a_x + a_w / 2, "b": b_x + b_w / 2, "c": c_x + c_w / 2}
+    ax.text(
+        width / 2,
+        6.55,
+        f"x: (tokens, {m.hidden_size:,})",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+        gid="io",
+    )
+    _arrow(ax, (width / 2, 6.3), (width / 2, 6.1))
+    _box(ax, a_x, 5.6, c_x + c_w - a_x, 0.5, "1  project: six linear maps, no bias", fill="#eeeeee")
+    row = 4.65
+    _box(
+        ax,
+        a_x,
+        row,
+        a_w,
+        0.55,
+        f"q, k: {hk} heads × {dk}\nv: {hv} heads × {dv}",
+        fill=HEAD_COLORS[0],
+        size=9,
+    )
+    ax.texts[-1].set_gid("qkv")
+    _box(ax, b_x, row, b_w, 0.55, f"b, a: {hv} each", fill=HEAD_COLORS[3], size=9)
+    _box(ax, c_x, row, c_w, 0.55, f"z: {hv} × {dv}", fill=HEAD_COLORS[1], size=9)
+    for key in mid:
+        _arrow(ax, (mid[key], 5.6), (mid[key], row + 0.55))
+    _box(
+        ax,
+        a_x,
+        3.65,
+        a_w,
+        0.6,
+        f"2  causal conv, {m.linear_conv_kernel_dim} taps,\nSiLU; L2-norm q and k",
+        size=9,
+    )
+    ax.texts[-1].set_gid("conv")
+    _box(ax, b_x, 3.65, b_w, 0.6, "3  β = sigmoid(b)\ng = −exp(A) · softplus(a + dt)", size=8.5)
+    _arrow(ax, (mid["a"], row), (mid["a"], 4.25))
+    _arrow(ax, (mid["b"], row), (mid["b"], 4.25))
+    # The delta rule: the one box that keeps something between tokens.
+    _box(ax, a_x, 2.05, b_x + b_w - a_x, 1.1, "", fill=DONE, edge=CURRENT, width=2.2)
+    ax.text(
+        a_x + 0.15,
+        2.95,
+        "4  gated delta rule, per value head",
+        ha="left",
+        va="center",
+        fontsize=9.5,
+        color=INK,
+        fontweight="bold",
+    )
+    ax.text(
+        a_x + 0.15,
+        2.6,
+        r"$S \leftarrow e^{g}(I - \beta k k^\top) S + \beta k v^\top$,"
+        r"   $o = S^\top q$",
+        ha="left",
+        va="center",
+        fontsize=9.5,
+        color=INK,
+    )
+    ax.text(
+        a_x + 0.15,
+        2.25,
+        f"state S: {hv} heads × {dk} × {dv}",
+        ha="left",
+        va="center",
+        fontsize=9,
+        color=CURRENT,
+        gid="state",
+    )
+    ax.text(
+        b_x + b_w - 0.05,
+        3.19,
+        "cached",
+        ha="right",
+        va="bottom",
+        fontsize=7.5,
+        color=CURRENT,
+        fontweight="bold",
+    )
+    _arrow(ax, (mid["a"], 3.65), (mid["a"], 3.15))
+    _arrow(ax, (mid["b"], 3.65), (mid["b"], 3.15))
+    _box(ax, a_x, 1.05, c_x + c_w - a_x, 0.5, "5  gated RMSNorm: norm(o) · w · silu(z)")
+    _arrow(ax, (mid["a"], 2.05), (mid["a"], 1.55))
+    _arrow(ax, (mid["c"], row), (mid["c"], 1.55))
+    _arrow(ax, (width / 2, 1.05), (width / 2, 0.75))
+    ax.text(
+        width / 2,
+        0.7,
+        f"6  output projection: {hv} × {dv} → {m.hidden_size:,}",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+    )
+    return fig
+
+
+def packing_diagram(
+    cu_seqlens: object, labels: Sequence[str] | None = None, *, title: str | None = None
+) -> Figure:
+    """The same requests padded to a rectangle, and packed into one row.
+
+    Above, one row per request, padded to the longest: the padding hatched as every
+    masked cell on this site. Below, the requests one after the other, with the
+    boundaries ``cu_seqlens`` marks under the row.
+
+    Parameters
+    ----------
+    cu_seqlens : sequence of int or 1-D integer tensor
+        ``0``, then the running total of the requests' lengths, as
+        :func:`~attention.varlen_attention` takes it (at most 24 tokens in all).
+    labels : sequence of str, optional
+        One per packed token (the words); positions by default.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Padding cells have the gid ``"pad"``, a request's cells ``"padded <i>"`` and
+        ``"packed <i>"``; the boundary labels the gid ``"cu_seqlens"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = packing_diagram([0, 2, 5, 6])
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "cu_seqlens"]
+    ['0', '2', '5', '6']
+    >>> plt.close(fig)
+    """
+    from attention.varlen import _lengths
+
+    owner = "packing_diagram"
+    lengths = _lengths(owner, cu_seqlens, None)
+    bounds = [0, *(sum(lengths[: i + 1]) for i in range(len(lengths)))]
+    total, longest = bounds[-1], max(lengths)
+    if total > 24 or len(lengths) > len(SEQUENCE_FILLS):
+        raise ValueError(
+            f"{owner}: expected at most 24 tokens in at most {len(SEQUENCE_FILLS)} requests "
+            f"for the drawing to stay readable, got {total} in {len(lengths)}"
+        )
+    if labels is not None:
+        if isinstance(labels, str) or not isinstance(labels, Sequence):
+            raise TypeError(
+                f"{owner}: expected labels as a sequence of str, got {type(labels).__name__}"
+            )
+        if len(labels) != total:
+            raise ValueError(f"{owner}: expected {total} labels, one per token, got {len(labels)}")
+    names = [str(t) for t in (labels if labels is not None else range(total))]
+    cell = min(0.62, 7.0 / total) if labels is not None else min(0.45, 7.0 / total)
+    left = 1.2
+    width = left + max(total, longest) * cell + 0.3
+    rows = len(lengths)
+    height = 0.45 + rows * cell + 0.65 + cell + 0.45
+    fig, ax = _canvas(owner, width, height, title)
+    size = 8 if cell >= 0.6 else 7
+
+    def slot(x, y, fill, text, gid, hatch=None):
+        ax.add_patch(
+            Rectangle(
+                (x, y),
+                cell,
+                cell,
+                facecolor=fill,
+                hatch=hatch,
+                edgecolor=MASKED_EDGE if hatch else "white",
+                linewidth=0.8,
+                gid=gid,
+            )
+        )
+        if text:
+            ax.text(
+                x + cell / 2,
+                y + cell / 2,
+                text,
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=INK,
+                rotation=0,
+            )
+
+    top = height - 0.4
+    ax.text(
+        0.15,
+        top + 0.05,
+        f"padded: {rows} × {longest} slots, {rows * longest - total} of them padding",
+        ha="left",
+        va="bottom",
+        fontsize=9,
+        color=INK,
+        fontweight="bold",
+    )
+    for i, n in enumerate(lengths):
+        y = top - (i + 1) * cell
+        ax.text(
+            left - 0.1,
+            y + cell / 2,
+            f"request {i}",
+            ha="right",
+            va="center",
+            fontsize=8.5,
+            color=INK,
+        )
+        for j in range(longest):
+            if j < n:
+                slot(left + j * cell, y, SEQUENCE_FILLS[i], names[bounds[i] + j], f"padded {i}")
+            else:
+                slot(left + j * cell, y, MASKED_FILL, "", "pad", hatch=MASKED_HATCH)
+    y = top - rows * cell - 0.65 - cell
+    ax.text(
+        0.15,
+        y + cell + 0.05,
+        f"packed: 1 × {total}, no padding",
+        ha="left",
+        va="bottom",
+        fontsize=9,
+        color=INK,
+        fontweight="bold",
+    )
+    for i, (start, end) in enumerate(itertools.pairwise(bounds)):
+        for t in range(start, end):
+            slot(left + t * cell, y, SEQUENCE_FILLS[i], names[t], f"packed {i}")
+    for b in bounds:
+        x = left + b * cell
+        ax.plot([x, x], [y - 0.12, y + cell + 0.05], color=INK, linewidth=1.6)
+        ax.text(
+            x,
+            y - 0.14,
+            str(b),
+            ha="center",
+            va="top",
+            fontsize=9,
+            color=INK,
+            fontweight="bold",
+            gid="cu_seqlens",
+        )
+    ax.text(
+        left - 0.1,
+        y - 0.14,
+        "cu_seqlens",
+        ha="right",
+        va="top",
+        fontsize=8.5,
+        color=INK,
+        family="monospace",
+    )
     return fig

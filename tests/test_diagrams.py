@@ -239,8 +239,11 @@ from attention.diagrams import (  # noqa: E402
     LAYER_COLORS,
     attention_anatomy,
     decoder_block,
+    gated_deltanet_diagram,
     kv_sources,
+    latent_flow,
     layer_strips,
+    packing_diagram,
 )
 
 STRIP_MODELS = [
@@ -374,3 +377,90 @@ def test_decoder_block_gives_the_models_layers_and_cache_per_layer(name):
     assert texts["layers"] == f"× {m.layers} layers"
     per_layer = m.kv_bytes_per_token() // m.layers // 2  # 2 bytes per bfloat16 number
     assert f"{per_layer:,} numbers" in texts["cache"]
+
+
+def gid_texts(fig: Figure) -> dict[str, str]:
+    return {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+
+
+@pytest.mark.parametrize("absorbed", [False, True])
+def test_latent_flow_caches_what_the_latent_cache_counts(absorbed):
+    from attention import latent_cache_bytes_per_token
+
+    m = MODELS["DeepSeek-V3"]
+    fig = latent_flow(m, absorbed=absorbed)
+    drawn(fig)
+    texts = gid_texts(fig)
+    assert texts["latent"] == f"latent c\n{m.kv_lora_rank}"
+    assert texts["rope key"] == f"rotated key\n{m.qk_rope_head_dim}, all heads"
+    cached = latent_cache_bytes_per_token(1, m.kv_lora_rank, m.qk_rope_head_dim, torch.int8)
+    if absorbed:
+        assert "keys" not in texts and "values" not in texts
+        assert f"{m.num_heads} heads\n× ({m.kv_lora_rank} latent" in texts["queries"]
+    else:
+        assert texts["keys"] == f"keys: {m.num_heads} heads × {m.qk_nope_head_dim}"
+        assert texts["values"] == f"values: {m.num_heads} heads × {m.v_head_dim}"
+        assert f"= {cached} numbers" in texts["note"]
+
+
+def test_latent_flow_needs_a_model_with_latent_attention():
+    with pytest.raises(ValueError, match=r"latent_flow: expected a model with latent"):
+        latent_flow("Llama 3 8B")
+    with pytest.raises(ValueError, match=r"latent_flow: absorbed must be True or False"):
+        latent_flow(absorbed="yes")
+
+
+def test_gated_deltanet_diagram_state_is_the_state_the_facts_count():
+    m = MODELS["Qwen3-Next 80B-A3B"]
+    fig = gated_deltanet_diagram(m)
+    drawn(fig)
+    texts = gid_texts(fig)
+    heads, dk, dv = m.linear_num_value_heads, m.linear_key_head_dim, m.linear_value_head_dim
+    assert texts["state"] == f"state S: {heads} heads × {dk} × {dv}"
+    # ModelFacts counts the same state in float32, beside the convolution's window.
+    conv = (2 * m.linear_num_key_heads * dk + heads * dv) * m.linear_conv_kernel_dim * 2
+    linear_layer = m.layer_types.index("linear_attention")
+    assert m.layer_state_bytes()[linear_layer] == conv + 4 * heads * dk * dv
+    assert f"{m.linear_conv_kernel_dim} taps" in texts["conv"]
+    assert texts["qkv"].startswith(f"q, k: {m.linear_num_key_heads} heads × {dk}")
+    with pytest.raises(ValueError, match=r"gated_deltanet_diagram: expected a model with"):
+        gated_deltanet_diagram("Kimi Linear")  # Kimi Delta Attention is another layer
+
+
+def test_packing_diagram_pads_and_packs_the_requests_cu_seqlens_describes():
+    from attention import TOKENS, padding_mask, varlen_mask
+
+    lengths = [2, 3, 1]
+    cu_seqlens = [0, 2, 5, 6]
+    fig = packing_diagram(torch.tensor(cu_seqlens), TOKENS)
+    drawn(fig)
+    patches = fig.axes[0].patches
+    real = padding_mask(lengths, max(lengths))
+    assert sum(p.get_gid() == "pad" for p in patches) == int((~real).sum())
+    for i, n in enumerate(lengths):
+        assert sum(p.get_gid() == f"padded {i}" for p in patches) == n
+        assert sum(p.get_gid() == f"packed {i}" for p in patches) == n
+    # The packed cells of a request are the keys varlen_mask lets its last token see.
+    allowed = varlen_mask(cu_seqlens)  # (6, 6), causal inside each block
+    packed = sorted((p.get_x(), p.get_gid()) for p in patches if "packed" in (p.get_gid() or ""))
+    for i, end in enumerate(cu_seqlens[1:]):
+        cells = [slot for slot, (_, gid) in enumerate(packed) if gid == f"packed {i}"]
+        assert cells == allowed[end - 1].nonzero().flatten().tolist()
+    labels = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "cu_seqlens"]
+    assert labels == [str(b) for b in cu_seqlens]
+    words = [t.get_text() for t in fig.axes[0].texts if t.get_text() in TOKENS]
+    assert words == [*TOKENS, *TOKENS]  # padded row by row, then packed
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (([0, 2, 2],), ValueError, r"cu_seqlens must increase strictly"),
+        (([0, 30],), ValueError, r"at most 24 tokens"),
+        (([0, 2], ["a"]), ValueError, r"expected 2 labels"),
+        (([0, 2], "ab"), TypeError, r"expected labels as a sequence of str"),
+    ],
+)
+def test_packing_diagram_rejects_what_it_cannot_draw(args, error, message):
+    with pytest.raises(error, match=rf"packing_diagram: .*{message}"):
+        packing_diagram(*args)
