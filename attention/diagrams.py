@@ -983,7 +983,7 @@ def kv_sources(model: object) -> tuple[int | None, ...]:
     Parameters
     ----------
     model : str or ModelFacts
-        A name in :data:`~attention.model_table.MODELS`, or its facts.
+        A name in ``attention.MODELS``, or its facts.
 
     Returns
     -------
@@ -1016,7 +1016,7 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
     Parameters
     ----------
     models : str, ModelFacts or a sequence of them
-        Names in :data:`~attention.model_table.MODELS` (or their facts), one row each.
+        Names in ``attention.MODELS`` (or their facts), one row each.
     title : str, optional
 
     Returns
@@ -1325,7 +1325,7 @@ def attention_anatomy(
     ----------
     models : sequence of str or ModelFacts, optional
         The models whose use is shown; every model in
-        :data:`~attention.model_table.MODELS` by default.
+        ``attention.MODELS`` by default.
     current : int, optional
         A chapter: the steps it builds are filled dark blue.
     title : str, optional
@@ -1484,7 +1484,7 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     Parameters
     ----------
     model : str or ModelFacts
-        A name in :data:`~attention.model_table.MODELS`, or its facts.
+        A name in ``attention.MODELS``, or its facts.
     title : str, optional
 
     Returns
