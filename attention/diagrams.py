@@ -21,6 +21,9 @@ distinction is made by shape or text as well as colour.
 
 from __future__ import annotations
 
+import itertools
+import math
+import re
 import textwrap
 from collections.abc import Sequence
 
@@ -40,9 +43,19 @@ except ModuleNotFoundError as error:  # pragma: no cover - depends on the enviro
     ) from error
 
 __all__ = [
+    "LAYER_COLORS",
+    "LAYER_HATCHES",
+    "LAYER_LABELS",
     "STAGES",
+    "attention_anatomy",
+    "decoder_block",
+    "gated_deltanet_diagram",
     "head_split",
+    "kv_sources",
+    "latent_flow",
+    "layer_strips",
     "matrix_form",
+    "packing_diagram",
     "paged_blocks",
     "roadmap",
     "scaled_dot_product_diagram",
@@ -900,3 +913,1132 @@ def paged_blocks(
         color=MUTED,
     )
     return ax
+
+
+# -- Parts II to V: one visual language ------------------------------------------------
+
+#: One colour per kind of layer, in ``transformers``' ``layer_types`` names, shared by
+#: :func:`layer_strips`, :func:`attention_anatomy` and the cost figures (Okabe and
+#: Ito's palette, told apart by the common forms of colour blindness). Each kind is
+#: hatched its own way as well (:data:`LAYER_HATCHES`), so it reads in greyscale too.
+LAYER_COLORS = {
+    "full_attention": "#0072b2",
+    "sliding_attention": "#e69f00",
+    "chunked_attention": "#cc79a7",
+    "linear_attention": "#009e73",
+    "indexed_attention": "#56b4e9",
+}
+#: The hatching of each kind of layer (white lines on its colour).
+LAYER_HATCHES = {
+    "full_attention": "",
+    "sliding_attention": "////",
+    "chunked_attention": "\\\\\\\\",
+    "linear_attention": "....",
+    "indexed_attention": "xxx",
+}
+#: Short names of the kinds of layer, for legends.
+LAYER_LABELS = {
+    "full_attention": "full attention",
+    "sliding_attention": "sliding window",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear (delta rule)",
+    "indexed_attention": "sparse (indexer's top-k)",
+}
+#: What a masked cell looks like in every figure: :mod:`attention.plot`'s hatching.
+MASKED_FILL, MASKED_EDGE, MASKED_HATCH = "#e4e4e4", "#9a9a9a", "///"
+
+
+def _facts(owner: str, model: object) -> object:
+    """A ModelFacts, from itself or from its name in MODELS."""
+    from attention.model_facts import MODELS, ModelFacts
+
+    if isinstance(model, ModelFacts):
+        return model
+    if not isinstance(model, str):
+        raise TypeError(
+            f"{owner}: expected a model name or a ModelFacts, got {type(model).__name__}"
+        )
+    if model not in MODELS:
+        raise ValueError(f"{owner}: expected a name in MODELS, got {model!r}")
+    return MODELS[model]
+
+
+def _models(owner: str, models: object) -> list:
+    """One or several models (names or ModelFacts) as a non-empty list of ModelFacts."""
+    if isinstance(models, str) or not isinstance(models, Sequence):
+        models = [models]
+    facts = [_facts(owner, m) for m in models]
+    if not facts:
+        raise ValueError(f"{owner}: expected at least one model, got none")
+    return facts
+
+
+def kv_sources(model: object) -> tuple[int | None, ...]:
+    """For each layer, the layer whose keys and values it reuses, or ``None``.
+
+    A layer among the last ``num_kv_shared_layers`` computes no keys and values: it
+    reuses those of the last earlier layer of its own kind that computes its own (Gemma
+    3n, Gemma 4 E2B and E4B, ``kv_shared_layer_index`` in ``transformers``).
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A name in ``attention.MODELS``, or its facts.
+
+    Returns
+    -------
+    tuple of int or None
+        One entry per layer.
+
+    Examples
+    --------
+    >>> sources = kv_sources("Gemma 4 E2B")
+    >>> len(sources), sources[:15].count(None), sorted(set(sources[15:]))
+    (35, 15, [13, 14])
+    """
+    facts = _facts("kv_sources", model)
+    kinds, shared = facts.layer_types, facts.kv_shared
+    own = [i for i in range(facts.layers) if not shared[i]]
+    return tuple(
+        max(j for j in own if kinds[j] == kinds[i]) if shared[i] else None
+        for i in range(facts.layers)
+    )
+
+
+def layer_strips(models: object, *, title: str | None = None) -> Figure:
+    """One row of cells per model, one cell per layer, coloured by the layer's kind.
+
+    Each cell is a layer, in order from the first, with the colour and hatching of its
+    kind in :data:`LAYER_COLORS` (``MODELS[name].layer_types``). A white dot marks a
+    layer without RoPE (NoPE); a layer that reuses another layer's keys and values is
+    drawn hollow, with an arrow to the layer it takes them from (:func:`kv_sources`).
+
+    Parameters
+    ----------
+    models : str, ModelFacts or a sequence of them
+        Names in ``attention.MODELS`` (or their facts), one row each.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Every layer's cell has the gid ``"<model> layer <i>"`` (and its kind as its
+        label), every reuse arrow the gid ``"<model> reuse <i> <- <j>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = layer_strips(["gpt-oss-20b", "Gemma 4 E2B"])
+    >>> cells = [p for p in fig.axes[0].patches if (p.get_gid() or "").startswith("gpt")]
+    >>> len(cells), cells[0].get_label(), cells[1].get_label()
+    (24, 'sliding_attention', 'full_attention')
+    >>> plt.close(fig)
+    """
+    from matplotlib.patches import Circle
+    from matplotlib.path import Path
+
+    owner = "layer_strips"
+    facts = _models(owner, models)
+    most = max(m.layers for m in facts)
+    cell = min(0.22, 7.0 / most)
+    label_w = 0.2 + 0.085 * max(len(m.name) for m in facts)
+    row_h = max(0.24, cell * 1.6)
+    # Room under a row for the reuse arrows: one lane per layer that is reused.
+    lanes = [len({s for s in kv_sources(m) if s is not None}) for m in facts]
+    unders = [0.28 + (0.16 * n + 0.1 if n else 0.0) for n in lanes]
+    kinds = [k for k in LAYER_COLORS if any(k in m.layer_types for m in facts)]
+    extras = []
+    if any(_nope_layers(m) for m in facts):
+        extras.append("nope")
+    if any(m.num_kv_shared_layers for m in facts):
+        extras.append("shared")
+    width = label_w + most * cell + 0.95
+    legend_items = len(kinds) + len(extras)
+    per_line = max(1, int((width - 0.3) // 2.3))
+    legend_h = 0.32 * math.ceil(legend_items / per_line) + 0.1
+    height = 0.35 + sum(0.05 + row_h + u for u in unders) + legend_h
+    fig, ax = _canvas(owner, width, height, title)
+
+    y = height - 0.3  # top of the next row
+    # Layer numbers above the first row, every 10 layers (every 5 in short stacks).
+    step = 5 if most <= 30 else 10
+    for i in range(0, most, step):
+        ax.text(
+            label_w + (i + 0.5) * cell,
+            y + 0.02,
+            str(i),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color=MUTED,
+        )
+    for m, under in zip(facts, unders, strict=True):
+        top = y - 0.05
+        bottom = top - row_h
+        ax.text(
+            label_w - 0.1,
+            bottom + row_h / 2,
+            m.name,
+            ha="right",
+            va="center",
+            fontsize=9,
+            color=INK,
+        )
+        ax.text(
+            label_w + m.layers * cell + 0.08,
+            bottom + row_h / 2,
+            f"{m.layers} layers",
+            ha="left",
+            va="center",
+            fontsize=8,
+            color=MUTED,
+        )
+        nope = _nope_layers(m)
+        sources = kv_sources(m)
+        for i, kind in enumerate(m.layer_types):
+            x = label_w + i * cell
+            hollow = sources[i] is not None
+            ax.add_patch(
+                Rectangle(
+                    (x, bottom),
+                    cell,
+                    row_h,
+                    facecolor=FACECOLOR if hollow else LAYER_COLORS[kind],
+                    edgecolor=LAYER_COLORS[kind] if hollow else FACECOLOR,
+                    hatch=None if hollow else LAYER_HATCHES[kind] or None,
+                    linewidth=1.2 if hollow else 0.6,
+                    gid=f"{m.name} layer {i}",
+                    label=kind,
+                )
+            )
+            if i in nope:
+                ax.add_patch(
+                    Circle(
+                        (x + cell / 2, bottom + row_h / 2),
+                        cell * 0.22,
+                        facecolor="white",
+                        edgecolor=INK,
+                        linewidth=0.6,
+                        gid=f"{m.name} nope {i}",
+                    )
+                )
+        # Reuse arrows: down from the layer, along the lane of its source, up into it.
+        targets = sorted({s for s in sources if s is not None})
+        for i, source in enumerate(sources):
+            if source is None:
+                continue
+            lane = bottom - 0.12 - 0.16 * targets.index(source)
+            start, end = label_w + (i + 0.5) * cell, label_w + (source + 0.5) * cell
+            path = Path([(start, bottom - 0.02), (start, lane), (end, lane), (end, bottom - 0.02)])
+            ax.add_patch(
+                FancyArrowPatch(
+                    path=path,
+                    arrowstyle="-|>",
+                    mutation_scale=7,
+                    color=LAYER_COLORS[m.layer_types[source]],
+                    linewidth=0.8,
+                    gid=f"{m.name} reuse {i} <- {source}",
+                )
+            )
+        if targets:
+            first = min(i for i, s in enumerate(sources) if s is not None)
+            ax.text(
+                label_w + (first + 0.5) * cell + 0.05,
+                bottom - 0.16 * len(targets) - 0.08,
+                f"layers {first}–{m.layers - 1} reuse the keys and values of layers "
+                + " and ".join(map(str, targets)),
+                ha="left",
+                va="top",
+                fontsize=7.5,
+                color=INK,
+            )
+        y = bottom - under
+
+    # The legend: every kind drawn, then the marks.
+    x0, ly = 0.2, y - 0.05
+    for n, item in enumerate([*kinds, *extras]):
+        x = x0 + (n % per_line) * 2.3
+        yy = ly - (n // per_line) * 0.32
+        if item == "nope":
+            ax.add_patch(
+                Rectangle(
+                    (x, yy - 0.2),
+                    0.2,
+                    0.2,
+                    facecolor=LAYER_COLORS["full_attention"],
+                    edgecolor=FACECOLOR,
+                )
+            )
+            ax.add_patch(
+                Circle((x + 0.1, yy - 0.1), 0.045, facecolor="white", edgecolor=INK, linewidth=0.6)
+            )
+            text = "no RoPE (NoPE)"
+        elif item == "shared":
+            ax.add_patch(
+                Rectangle(
+                    (x, yy - 0.2), 0.2, 0.2, facecolor=FACECOLOR, edgecolor=INK, linewidth=1.2
+                )
+            )
+            text = "reuses another layer's K, V"
+        else:
+            ax.add_patch(
+                Rectangle(
+                    (x, yy - 0.2),
+                    0.2,
+                    0.2,
+                    facecolor=LAYER_COLORS[item],
+                    edgecolor=FACECOLOR,
+                    hatch=LAYER_HATCHES[item] or None,
+                )
+            )
+            text = LAYER_LABELS[item]
+            if item == "linear_attention":
+                mixers = sorted({m.linear_attention for m in facts if m.linear_attention})
+                text = "linear: " + ", ".join(_short_mixer(s) for s in mixers)
+        ax.text(x + 0.28, yy - 0.1, text, ha="left", va="center", fontsize=8.5, color=INK)
+    return fig
+
+
+def _short_mixer(name: str) -> str:
+    return {"Kimi Delta Attention": "KDA"}.get(name, name)
+
+
+def _nope_layers(facts: object) -> set[int]:
+    """Attention layers that apply no rotation although the model has no learned table."""
+    if facts.positions == "learned":
+        return set()
+    return {
+        i
+        for i, (kind, rope) in enumerate(zip(facts.layer_types, facts.uses_rope, strict=True))
+        if not rope and kind != "linear_attention"
+    }
+
+
+def _family(name: str) -> str:
+    """A model's family, its name without the size: "Gemma 3 27B" -> "Gemma 3"."""
+    return re.sub(r"[ -]E?\d+(\.\d+)?[Bb](-A\d+B)?$", "", name)
+
+
+def _families(facts: Sequence) -> list[str]:
+    """The families of ``facts``, each once, in order."""
+    return list(dict.fromkeys(_family(m.name) for m in facts))
+
+
+def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, list]]:
+    """The steps of :func:`attention_anatomy`: (name, chapters, in every model, notes).
+
+    Each note is ``(label, families, kind)``: the families of ``facts`` that use the
+    variant the label names, and the layer kind whose colour marks it (or None).
+    """
+
+    def users(test):
+        return _families([m for m in facts if test(m)])
+
+    def partial(m):
+        return m.positions == "rope" and (
+            m.partial_rotary_factor != 1.0 or m.qk_rope_head_dim is not None
+        )
+
+    return [
+        (
+            "project Q, K, V",
+            (9, 12),
+            True,
+            [("K, V from a latent (MLA)", users(lambda m: m.kv_lora_rank is not None), None)],
+        ),
+        ("QK-norm", (13,), False, [("", users(lambda m: m.qk_norm is not None), None)]),
+        (
+            "RoPE",
+            (10, 17),
+            all(m.positions == "rope" for m in facts),
+            [
+                ("scaled", users(lambda m: m.rope_scaling is not None), None),
+                ("partial", users(partial), None),
+            ],
+        ),
+        (
+            "scores q · k",
+            (2, 20),
+            True,
+            [
+                (
+                    "only the indexer's top-k keys",
+                    users(lambda m: m.index_topk is not None),
+                    "indexed_attention",
+                )
+            ],
+        ),
+        (
+            "scale, softcap",
+            (13,),
+            False,
+            [
+                (
+                    "own scale",
+                    users(lambda m: m.scale is not None or m.query_pre_attn_scalar is not None),
+                    None,
+                ),
+                ("softcap", users(lambda m: m.attn_logit_softcapping is not None), None),
+            ],
+        ),
+        (
+            "mask",
+            (3, 11, 15),
+            True,
+            [
+                ("sliding", users(lambda m: m.sliding_window is not None), "sliding_attention"),
+                (
+                    "chunked",
+                    users(lambda m: m.attention_chunk_size is not None),
+                    "chunked_attention",
+                ),
+            ],
+        ),
+        ("softmax (+ sink)", (14,), True, [("sink", users(lambda m: m.sinks), None)]),
+        (
+            "weights · V",
+            (2, 16),
+            True,
+            [
+                ("values are the keys", users(lambda m: m.attention_k_eq_v), None),
+                ("K, V of an earlier layer", users(lambda m: m.num_kv_shared_layers > 0), None),
+            ],
+        ),
+        ("output gate", (14,), False, [("", users(lambda m: m.output_gate), None)]),
+        ("output projection", (4,), True, []),
+    ]
+
+
+def attention_anatomy(
+    models: object = None, *, current: int | None = None, title: str | None = None
+) -> Figure:
+    """The steps of a 2025–26 attention layer, in order, each with who uses it.
+
+    Top to bottom: project queries, keys and values; QK-norm; RoPE (scaled or partial);
+    the scores; their scale and softcap; the mask (causal, sliding, chunked); the
+    softmax, with a sink; the weighted sum of the values; the output gate; the output
+    projection. Each box names the chapters that build its step; beside it, the models
+    that use each variant of it, computed from their facts (a family once: "Gemma 3").
+    A dashed box is a step some models skip.
+
+    Parameters
+    ----------
+    models : sequence of str or ModelFacts, optional
+        The models whose use is shown; every model in
+        ``attention.MODELS`` by default.
+    current : int, optional
+        A chapter: the steps it builds are filled dark blue.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Each step's box label has the gid ``"step <name>"``; each note beside it the gid
+        ``"note <name>: <label>"`` and the text ``"<label>: <families>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = attention_anatomy()
+    >>> notes = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> notes["note softmax (+ sink): sink"]
+    'sink: gpt-oss'
+    >>> plt.close(fig)
+    """
+    from attention.model_facts import MODELS
+
+    owner = "attention_anatomy"
+    facts = list(MODELS.values()) if models is None else _models(owner, models)
+    if current is not None:
+        current = _positive(owner, "current", current, 99)
+    steps = _anatomy_steps(facts)
+    box_x, box_w, box_h, gap = 0.2, 1.9, 0.5, 0.2
+    note_x, columns = box_x + box_w + 0.25, 52
+    # Each step takes the room of its box or of its notes' lines, whichever is taller.
+    blocks = []
+    for _, _, _, notes in steps:
+        lines = []
+        for label, families, kind in notes:
+            if families:
+                text = f"{label}: " + ", ".join(families) if label else ", ".join(families)
+                lines.append((label, textwrap.fill(text, columns, subsequent_indent="  "), kind))
+        blocks.append(lines)
+    rooms = [
+        max(box_h, 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines) + 0.06) for lines in blocks
+    ]
+    width = note_x + columns * 0.072 + 0.1
+    height = sum(rooms) + gap * (len(steps) - 1) + 0.9
+    fig, ax = _canvas(owner, width, height, title)
+    ax.text(
+        box_x + box_w / 2,
+        height - 0.08,
+        "hidden states x",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+    )
+    y = height - 0.45
+    _arrow(ax, (box_x + box_w / 2, y + 0.17), (box_x + box_w / 2, y))
+    for (name, chapters, everywhere, _), lines, room in zip(steps, blocks, rooms, strict=True):
+        here = current in chapters
+        top = y
+        by = top - (room + box_h) / 2
+        chapter = "ch. " + ", ".join(map(str, chapters))
+        _box(
+            ax,
+            box_x,
+            by,
+            box_w,
+            box_h,
+            "",
+            fill=CURRENT if here else FACECOLOR,
+            edge=CURRENT if here else INK,
+            style="-" if everywhere else "--",
+            width=2.0 if here else 1.2,
+        )
+        ink = "white" if here else INK
+        ax.text(
+            box_x + box_w / 2,
+            by + box_h * 0.63,
+            name,
+            ha="center",
+            va="center",
+            fontsize=10,
+            color=ink,
+            fontweight="bold" if here else "normal",
+            gid=f"step {name}",
+        )
+        ax.text(
+            box_x + box_w / 2,
+            by + box_h * 0.24,
+            chapter,
+            ha="center",
+            va="center",
+            fontsize=7.5,
+            color="white" if here else MUTED,
+        )
+        line_y = top - (room - 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines)) / 2
+        for label, text, kind in lines:
+            x = note_x
+            if kind is not None:
+                ax.add_patch(
+                    Rectangle(
+                        (x, line_y - 0.145),
+                        0.13,
+                        0.13,
+                        facecolor=LAYER_COLORS[kind],
+                        edgecolor=FACECOLOR,
+                        hatch=LAYER_HATCHES[kind] or None,
+                    )
+                )
+                x += 0.18
+            ax.text(
+                x,
+                line_y,
+                text,
+                ha="left",
+                va="top",
+                fontsize=8.5,
+                color=INK,
+                linespacing=1.1,
+                gid=f"note {name}: {label}",
+            )
+            line_y -= 0.17 * (text.count("\n") + 1)
+        y = top - room
+        if name != steps[-1][0]:
+            _arrow(
+                ax, (box_x + box_w / 2, by), (box_x + box_w / 2, y - gap + (room - box_h) / 2 - 0.0)
+            )
+            y -= gap
+    _arrow(ax, (box_x + box_w / 2, by), (box_x + box_w / 2, by - 0.2))
+    ax.text(
+        box_x + box_w / 2,
+        by - 0.24,
+        "back to the residual stream",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+    )
+    return fig
+
+
+def _circle_plus(ax: Axes, x: float, y: float, r: float = 0.11) -> None:
+    from matplotlib.patches import Circle
+
+    ax.add_patch(Circle((x, y), r, facecolor=FACECOLOR, edgecolor=INK, linewidth=1.2))
+    arm = 0.6 * r
+    ax.plot([x - arm, x + arm], [y, y], color=INK, linewidth=1.2)
+    ax.plot([x, x], [y - arm, y + arm], color=INK, linewidth=1.2)
+
+
+def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figure:
+    """A decoder-only transformer: embeddings, ``layers`` blocks, then the logits.
+
+    Each block adds to the residual stream twice: a norm and attention, then a norm
+    and the MLP. Each block's attention keeps its own KV cache, whose size per token
+    the figure gives from the model's facts (``2 × num_kv_heads × head_dim``
+    numbers, or for latent attention ``kv_lora_rank + qk_rope_head_dim``).
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A name in ``attention.MODELS``, or its facts.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The layer count has the gid ``"layers"``, the cache's label ``"cache"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = decoder_block("GPT-2")
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["layers"]
+    '× 12 layers'
+    >>> plt.close(fig)
+    """
+    facts = _facts("decoder_block", model)
+    numbers = facts.layer_kv_bytes_per_token(torch.float16)
+    per_token = max(numbers) // 2  # 16-bit numbers
+    width, height = 5.9, 6.9
+    fig, ax = _canvas("decoder_block", width, height, title)
+    lane, bx, bw, bh = 1.3, 2.0, 1.7, 0.45  # the residual stream's x; the blocks' boxes
+    cx, cw = 4.15, 1.45  # the cache's box
+    ax.text(
+        lane,
+        6.82,
+        f"tokens → (tokens, {facts.hidden_size:,})",
+        ha="center",
+        va="top",
+        fontsize=8.5,
+        color=MUTED,
+    )
+    _box(ax, lane - 0.9, 6.05, 1.8, bh, "token embeddings", fill="#eeeeee")
+    # The frame around one block, repeated `layers` times.
+    ax.add_patch(
+        FancyBboxPatch(
+            (0.3, 1.35),
+            width - 0.45,
+            4.35,
+            boxstyle="round,pad=0,rounding_size=0.15",
+            facecolor="#f6f6f6",
+            edgecolor=MUTED,
+            linestyle="--",
+            linewidth=1.2,
+        )
+    )
+    ax.text(
+        width - 0.25,
+        1.45,
+        f"× {facts.layers} layers",
+        ha="right",
+        va="bottom",
+        fontsize=11,
+        color=INK,
+        fontweight="bold",
+        gid="layers",
+    )
+    ax.text(
+        width - 0.25,
+        5.62,
+        "one decoder block",
+        ha="right",
+        va="top",
+        fontsize=8.5,
+        color=MUTED,
+        style="italic",
+    )
+    ax.text(
+        lane - 0.08,
+        2.55,
+        "residual stream",
+        ha="right",
+        va="center",
+        fontsize=8,
+        color=MUTED,
+        rotation=90,
+    )
+    # The residual stream runs straight down; each half of the block branches off it and
+    # is added back onto it.
+    ax.plot([lane, lane], [6.05, 0.95], color=INK, linewidth=1.6)
+    halves = ((4.7, 4.0, 3.6, "attention"), (2.6, 1.9, 1.6, "MLP"))
+    for norm_y, main_y, plus, name in halves:
+        mid = bx + bw / 2
+        branch = norm_y + bh + 0.2
+        ax.plot([lane, mid], [branch, branch], color=INK, linewidth=1.2)
+        _arrow(ax, (mid, branch), (mid, norm_y + bh))
+        _box(ax, bx, norm_y, bw, bh, "norm")
+        _arrow(ax, (mid, norm_y), (mid, main_y + bh))
+        attention = name == "attention"
+        _box(
+            ax,
+            bx,
+            main_y,
+            bw,
+            bh,
+            name,
+            fill=LAYER_COLORS["full_attention"] if attention else FACECOLOR,
+            ink="white" if attention else INK,
+            weight="bold" if attention else "normal",
+        )
+        ax.plot([mid, mid], [main_y, plus], color=INK, linewidth=1.2)
+        _arrow(ax, (mid, plus), (lane + 0.11, plus))
+        _circle_plus(ax, lane, plus)
+    # The cache beside the attention: written and read at every step.
+    kv = "latent + rotated key" if facts.attention == "MLA" else "keys and values"
+    _box(ax, cx, 3.87, cw, 0.72, "", fill=DONE, edge=CURRENT)
+    ax.text(
+        cx + cw / 2,
+        4.42,
+        "KV cache",
+        ha="center",
+        va="center",
+        fontsize=9,
+        color=INK,
+        fontweight="bold",
+    )
+    ax.text(
+        cx + cw / 2,
+        4.13,
+        f"{kv}:\n{per_token:,} numbers\nper token",
+        ha="center",
+        va="center",
+        fontsize=8,
+        color=INK,
+        gid="cache",
+    )
+    ax.add_patch(
+        FancyArrowPatch(
+            (bx + bw + 0.05, 4.22),
+            (cx - 0.05, 4.22),
+            arrowstyle="<|-|>",
+            mutation_scale=10,
+            color=CURRENT,
+            linewidth=1.2,
+        )
+    )
+    _arrow(ax, (lane, 1.2), (lane, 0.95))
+    _box(ax, lane - 0.9, 0.5, 1.8, bh, "final norm, unembed", fill="#eeeeee")
+    _arrow(ax, (lane, 0.5), (lane, 0.3))
+    ax.text(lane, 0.26, "logits for the next token", ha="center", va="top", fontsize=9, color=INK)
+    return fig
+
+
+def _cached(ax: Axes, x: float, y: float, w: float, h: float, text: str, gid: str) -> None:
+    """A box the cache keeps: pale blue, a thick border, "cached" above it."""
+    _box(ax, x, y, w, h, "", fill=DONE, edge=CURRENT, width=2.2)
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9, color=INK, gid=gid)
+    ax.text(
+        x + w - 0.05,
+        y + h + 0.04,
+        "cached",
+        ha="right",
+        va="bottom",
+        fontsize=7.5,
+        color=CURRENT,
+        fontweight="bold",
+    )
+
+
+def latent_flow(
+    model: object = "DeepSeek-V3", *, absorbed: bool = False, title: str | None = None
+) -> Figure:
+    """Multi-head latent attention's data flow, at a model's sizes.
+
+    Left to right: the input ``x`` is compressed by ``W_dkv`` to the latent ``c``
+    (``kv_lora_rank`` numbers, cached) and by ``W_kr`` to one rotated key shared by
+    all heads (``qk_rope_head_dim``, cached); ``W_uk`` and ``W_uv`` decompress the latent
+    into each head's keys and values; the queries come from ``W_dq`` and ``W_uq``. With
+    ``absorbed=True``, the form for decoding: ``W_uk`` folded into the queries, which
+    meet the cached latents directly, and ``W_uv`` applied after the weighted sum.
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A model with latent attention (``kv_lora_rank`` set).
+    absorbed : bool
+        Draw the absorbed form.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The cached boxes' labels have the gids ``"latent"`` and ``"rope key"``, the
+        heads' the gids ``"keys"``, ``"values"``, ``"queries"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = latent_flow("DeepSeek-V3")
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["latent"], texts["rope key"]
+    ('latent c\\n512', 'rotated key\\n64, all heads')
+    >>> plt.close(fig)
+    """
+    owner = "latent_flow"
+    m = _facts(owner, model)
+    if m.kv_lora_rank is None:
+        raise ValueError(f"{owner}: expected a model with latent attention, got {m.name!r}")
+    _checks.flag(owner, "absorbed", absorbed, "draw the absorbed form")
+    h, r, dr = m.num_heads, m.kv_lora_rank, m.qk_rope_head_dim
+    dn, dv = m.qk_nope_head_dim, m.v_head_dim
+    width, height = 9.2, 4.3
+    fig, ax = _canvas(owner, width, height, title)
+    _box(ax, 0.15, 1.95, 1.05, 0.6, f"x\n{m.hidden_size:,}", fill="#eeeeee")
+    c1, w1 = 2.25, 1.55
+    _cached(ax, c1, 3.1, w1, 0.6, f"latent c\n{r}", "latent")
+    _cached(ax, c1, 1.95, w1, 0.6, f"rotated key\n{dr}, all heads", "rope key")
+    q_text = f"{m.q_lora_rank:,}" if m.q_lora_rank else f"{m.hidden_size:,}"
+    _box(ax, c1, 0.45, w1, 0.6, f"query latent\n{q_text}" if m.q_lora_rank else "x", fill=FACECOLOR)
+    _labelled_arrow(ax, (1.25, 2.4), (c1 - 0.05, 3.4), "$W_{dkv}$")
+    _labelled_arrow(ax, (1.25, 2.25), (c1 - 0.05, 2.25), "$W_{kr}$, RoPE")
+    _labelled_arrow(ax, (1.25, 2.1), (c1 - 0.05, 0.75), "$W_{dq}$", above=False)
+    c2, w2 = 4.75, 2.0
+    attn_x, attn_w = 7.6, 1.45
+    if not absorbed:
+        _box(ax, c2, 3.45, w2, 0.55, f"keys: {h} heads × {dn}", fill=HEAD_COLORS[1])
+        ax.texts[-1].set_gid("keys")
+        _box(ax, c2, 2.6, w2, 0.55, f"values: {h} heads × {dv}", fill=HEAD_COLORS[2])
+        ax.texts[-1].set_gid("values")
+        _labelled_arrow(ax, (c1 + w1 + 0.05, 3.5), (c2 - 0.05, 3.72), "$W_{uk}$")
+        _labelled_arrow(ax, (c1 + w1 + 0.05, 3.3), (c2 - 0.05, 2.88), "$W_{uv}$", above=False)
+        queries = f"queries: {h} heads\n× ({dn} + {dr} rotated)"
+        _arrow(ax, (c2 + w2 + 0.05, 3.72), (attn_x - 0.05, 2.6))
+        _arrow(ax, (c2 + w2 + 0.05, 2.88), (attn_x - 0.05, 2.4))
+        note = (
+            f"cached per token and layer: {r} + {dr} = {r + dr} numbers; "
+            f"decompressed, {h} heads' keys and values would be "
+            f"{h * (dn + dr + dv):,}"
+        )
+    else:
+        queries = f"queries: {h} heads\n× ({r} latent + {dr} rotated)"
+        _arrow(ax, (c1 + w1 + 0.05, 3.4), (attn_x - 0.05, 2.55))
+        note = (
+            f"absorbed: $W_{{uk}}$ moves to the query side, the scores read the {r} "
+            f"latent numbers directly; $W_{{uv}}$ comes after the weighted sum"
+        )
+    _arrow(ax, (c1 + w1 + 0.05, 2.25), (attn_x - 0.05, 2.25))
+    _box(ax, c2, 0.45, w2, 0.75, queries, fill=HEAD_COLORS[0], size=9)
+    ax.texts[-1].set_gid("queries")
+    uq = "$W_{uq}$, RoPE" + (",\nthen $W_{uk}^T$" if absorbed else "")
+    _labelled_arrow(ax, (c1 + w1 + 0.05, 0.75), (c2 - 0.05, 0.82), uq, above=False)
+    _arrow(ax, (c2 + w2 + 0.05, 0.82), (attn_x - 0.05, 2.05))
+    inside = "attention\nper head" + ("\nover c, then\n$W_{uv}$" if absorbed else "")
+    _box(
+        ax,
+        attn_x,
+        1.75,
+        attn_w,
+        1.05,
+        inside,
+        fill=LAYER_COLORS["full_attention"],
+        ink="white",
+        weight="bold",
+        size=9.5,
+    )
+    ax.text(0.15, 0.12, note, ha="left", va="bottom", fontsize=8, color=INK, gid="note")
+    return fig
+
+
+def gated_deltanet_diagram(
+    model: object = "Qwen3-Next 80B-A3B", *, title: str | None = None
+) -> Figure:
+    """A Gated DeltaNet layer as a block diagram, top to bottom, at a model's sizes.
+
+    The six stages of :class:`~attention.GatedDeltaNet`: project ``x`` to queries, keys,
+    values, the gate ``z`` and the logits ``b`` and ``a``; a short causal convolution
+    and SiLU over the queries, keys and values, then L2-norm of the queries and keys;
+    the write strength ``β = sigmoid(b)`` and the decay ``g``; the gated delta rule over
+    the state (the only thing cached, ``heads × key_head_dim × value_head_dim``); the
+    gated RMSNorm with ``silu(z)``; the output projection.
+
+    Parameters
+    ----------
+    model : str or ModelFacts
+        A model whose linear-attention layers are Gated DeltaNet.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The sizes' labels have the gids ``"qkv"``, ``"conv"``, ``"state"``, ``"io"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = gated_deltanet_diagram()
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["state"]
+    'state S: 32 heads × 128 × 128'
+    >>> plt.close(fig)
+    """
+    owner = "gated_deltanet_diagram"
+    m = _facts(owner, model)
+    if m.linear_attention != "Gated DeltaNet":
+        raise ValueError(
+            f"{owner}: expected a model with Gated DeltaNet layers, got {m.name!r} "
+            f"(linear_attention={m.linear_attention!r})"
+        )
+    hk, dk = m.linear_num_key_heads, m.linear_key_head_dim
+    hv, dv = m.linear_num_value_heads, m.linear_value_head_dim
+    width, height = 6.8, 6.6
+    fig, ax = _canvas(owner, width, height, title)
+    a_x, a_w = 0.35, 2.55  # queries, keys, values
+    b_x, b_w = 3.15, 2.0  # b and a, the gates' logits
+    c_x, c_w = 5.4, 1.25  # z, the output gate
+    mid = {"a": a_x + a_w / 2, "b": b_x + b_w / 2, "c": c_x + c_w / 2}
+    ax.text(
+        width / 2,
+        6.55,
+        f"x: (tokens, {m.hidden_size:,})",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+        gid="io",
+    )
+    _arrow(ax, (width / 2, 6.3), (width / 2, 6.1))
+    _box(ax, a_x, 5.6, c_x + c_w - a_x, 0.5, "1  project: six linear maps, no bias", fill="#eeeeee")
+    row = 4.65
+    _box(
+        ax,
+        a_x,
+        row,
+        a_w,
+        0.55,
+        f"q, k: {hk} heads × {dk}\nv: {hv} heads × {dv}",
+        fill=HEAD_COLORS[0],
+        size=9,
+    )
+    ax.texts[-1].set_gid("qkv")
+    _box(ax, b_x, row, b_w, 0.55, f"b, a: {hv} each", fill=HEAD_COLORS[3], size=9)
+    _box(ax, c_x, row, c_w, 0.55, f"z: {hv} × {dv}", fill=HEAD_COLORS[1], size=9)
+    for key in mid:
+        _arrow(ax, (mid[key], 5.6), (mid[key], row + 0.55))
+    _box(
+        ax,
+        a_x,
+        3.65,
+        a_w,
+        0.6,
+        f"2  causal conv, {m.linear_conv_kernel_dim} taps,\nSiLU; L2-norm q and k",
+        size=9,
+    )
+    ax.texts[-1].set_gid("conv")
+    _box(ax, b_x, 3.65, b_w, 0.6, "3  β = sigmoid(b)\ng = −exp(A) · softplus(a + dt)", size=8.5)
+    _arrow(ax, (mid["a"], row), (mid["a"], 4.25))
+    _arrow(ax, (mid["b"], row), (mid["b"], 4.25))
+    # The delta rule: the one box that keeps something between tokens.
+    _box(ax, a_x, 2.05, b_x + b_w - a_x, 1.1, "", fill=DONE, edge=CURRENT, width=2.2)
+    ax.text(
+        a_x + 0.15,
+        2.95,
+        "4  gated delta rule, per value head",
+        ha="left",
+        va="center",
+        fontsize=9.5,
+        color=INK,
+        fontweight="bold",
+    )
+    ax.text(
+        a_x + 0.15,
+        2.6,
+        r"$S \leftarrow e^{g}(I - \beta k k^\top) S + \beta k v^\top$,"
+        r"   $o = S^\top q$",
+        ha="left",
+        va="center",
+        fontsize=9.5,
+        color=INK,
+    )
+    ax.text(
+        a_x + 0.15,
+        2.25,
+        f"state S: {hv} heads × {dk} × {dv}",
+        ha="left",
+        va="center",
+        fontsize=9,
+        color=CURRENT,
+        gid="state",
+    )
+    ax.text(
+        b_x + b_w - 0.05,
+        3.19,
+        "cached",
+        ha="right",
+        va="bottom",
+        fontsize=7.5,
+        color=CURRENT,
+        fontweight="bold",
+    )
+    _arrow(ax, (mid["a"], 3.65), (mid["a"], 3.15))
+    _arrow(ax, (mid["b"], 3.65), (mid["b"], 3.15))
+    _box(ax, a_x, 1.05, c_x + c_w - a_x, 0.5, "5  gated RMSNorm: norm(o) · w · silu(z)")
+    _arrow(ax, (mid["a"], 2.05), (mid["a"], 1.55))
+    _arrow(ax, (mid["c"], row), (mid["c"], 1.55))
+    _arrow(ax, (width / 2, 1.05), (width / 2, 0.75))
+    ax.text(
+        width / 2,
+        0.7,
+        f"6  output projection: {hv} × {dv} → {m.hidden_size:,}",
+        ha="center",
+        va="top",
+        fontsize=9,
+        color=INK,
+    )
+    return fig
+
+
+def packing_diagram(
+    cu_seqlens: object, labels: Sequence[str] | None = None, *, title: str | None = None
+) -> Figure:
+    """The same requests padded to a rectangle, and packed into one row.
+
+    Above, one row per request, padded to the longest: the padding hatched as every
+    masked cell on this site. Below, the requests one after the other, with the
+    boundaries ``cu_seqlens`` marks under the row.
+
+    Parameters
+    ----------
+    cu_seqlens : sequence of int or 1-D integer tensor
+        ``0``, then the running total of the requests' lengths, as
+        :func:`~attention.varlen_attention` takes it (at most 24 tokens in all).
+    labels : sequence of str, optional
+        One per packed token (the words); positions by default.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Padding cells have the gid ``"pad"``, a request's cells ``"padded <i>"`` and
+        ``"packed <i>"``; the boundary labels the gid ``"cu_seqlens"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = packing_diagram([0, 2, 5, 6])
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "cu_seqlens"]
+    ['0', '2', '5', '6']
+    >>> plt.close(fig)
+    """
+    from attention.varlen import _lengths
+
+    owner = "packing_diagram"
+    lengths = _lengths(owner, cu_seqlens, None)
+    bounds = [0, *(sum(lengths[: i + 1]) for i in range(len(lengths)))]
+    total, longest = bounds[-1], max(lengths)
+    if total > 24 or len(lengths) > len(SEQUENCE_FILLS):
+        raise ValueError(
+            f"{owner}: expected at most 24 tokens in at most {len(SEQUENCE_FILLS)} requests "
+            f"for the drawing to stay readable, got {total} in {len(lengths)}"
+        )
+    if labels is not None:
+        if isinstance(labels, str) or not isinstance(labels, Sequence):
+            raise TypeError(
+                f"{owner}: expected labels as a sequence of str, got {type(labels).__name__}"
+            )
+        if len(labels) != total:
+            raise ValueError(f"{owner}: expected {total} labels, one per token, got {len(labels)}")
+    names = [str(t) for t in (labels if labels is not None else range(total))]
+    cell = min(0.62, 7.0 / total) if labels is not None else min(0.45, 7.0 / total)
+    left = 1.2
+    width = left + max(total, longest) * cell + 0.3
+    rows = len(lengths)
+    height = 0.45 + rows * cell + 0.65 + cell + 0.45
+    fig, ax = _canvas(owner, width, height, title)
+    size = 8 if cell >= 0.6 else 7
+
+    def slot(x, y, fill, text, gid, hatch=None):
+        ax.add_patch(
+            Rectangle(
+                (x, y),
+                cell,
+                cell,
+                facecolor=fill,
+                hatch=hatch,
+                edgecolor=MASKED_EDGE if hatch else "white",
+                linewidth=0.8,
+                gid=gid,
+            )
+        )
+        if text:
+            ax.text(
+                x + cell / 2,
+                y + cell / 2,
+                text,
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=INK,
+                rotation=0,
+            )
+
+    top = height - 0.4
+    ax.text(
+        0.15,
+        top + 0.05,
+        f"padded: {rows} × {longest} slots, {rows * longest - total} of them padding",
+        ha="left",
+        va="bottom",
+        fontsize=9,
+        color=INK,
+        fontweight="bold",
+    )
+    for i, n in enumerate(lengths):
+        y = top - (i + 1) * cell
+        ax.text(
+            left - 0.1,
+            y + cell / 2,
+            f"request {i}",
+            ha="right",
+            va="center",
+            fontsize=8.5,
+            color=INK,
+        )
+        for j in range(longest):
+            if j < n:
+                slot(left + j * cell, y, SEQUENCE_FILLS[i], names[bounds[i] + j], f"padded {i}")
+            else:
+                slot(left + j * cell, y, MASKED_FILL, "", "pad", hatch=MASKED_HATCH)
+    y = top - rows * cell - 0.65 - cell
+    ax.text(
+        0.15,
+        y + cell + 0.05,
+        f"packed: 1 × {total}, no padding",
+        ha="left",
+        va="bottom",
+        fontsize=9,
+        color=INK,
+        fontweight="bold",
+    )
+    for i, (start, end) in enumerate(itertools.pairwise(bounds)):
+        for t in range(start, end):
+            slot(left + t * cell, y, SEQUENCE_FILLS[i], names[t], f"packed {i}")
+    for b in bounds:
+        x = left + b * cell
+        ax.plot([x, x], [y - 0.12, y + cell + 0.05], color=INK, linewidth=1.6)
+        ax.text(
+            x,
+            y - 0.14,
+            str(b),
+            ha="center",
+            va="top",
+            fontsize=9,
+            color=INK,
+            fontweight="bold",
+            gid="cu_seqlens",
+        )
+    ax.text(
+        left - 0.1,
+        y - 0.14,
+        "cu_seqlens",
+        ha="right",
+        va="top",
+        fontsize=8.5,
+        color=INK,
+        family="monospace",
+    )
+    return fig

@@ -230,3 +230,237 @@ def test_a_long_title_is_wrapped_to_the_figure_and_never_cut_at_its_edges(draw):
     assert title.y1 <= edges.y1
     assert fig.get_suptitle().replace("\n", " ") == (words * 3).strip()
     plt.close(fig)
+
+
+# -- Parts II to V ---------------------------------------------------------------------
+
+from attention import MODELS  # noqa: E402
+from attention.diagrams import (  # noqa: E402
+    LAYER_COLORS,
+    attention_anatomy,
+    decoder_block,
+    gated_deltanet_diagram,
+    kv_sources,
+    latent_flow,
+    layer_strips,
+    packing_diagram,
+)
+
+STRIP_MODELS = [
+    "gpt-oss-120b",
+    "Gemma 3 27B",
+    "Gemma 4 E2B",
+    "Llama 4 Scout",
+    "Qwen3-Next 80B-A3B",
+    "Kimi Linear",
+    "DeepSeek-V3.2",
+]
+
+
+def by_gid(fig: Figure, prefix: str) -> list:
+    ax = fig.axes[0]
+    return [a for a in [*ax.patches, *ax.texts] if (a.get_gid() or "").startswith(prefix)]
+
+
+@pytest.mark.parametrize("name", STRIP_MODELS)
+def test_layer_strip_cells_are_the_models_layer_types_in_their_colours(name):
+    fig = layer_strips(STRIP_MODELS)
+    drawn(fig)
+    m = MODELS[name]
+    cells = by_gid(fig, f"{name} layer ")
+    assert [c.get_gid() for c in cells] == [f"{name} layer {i}" for i in range(m.layers)]
+    assert tuple(c.get_label() for c in cells) == m.layer_types
+    lefts = [c.get_x() for c in cells]
+    assert lefts == sorted(lefts)  # left to right, layer 0 first
+    for cell, kind, shared in zip(cells, m.layer_types, m.kv_shared, strict=True):
+        colour = cell.get_edgecolor() if shared else cell.get_facecolor()
+        assert to_rgba(colour) == to_rgba(LAYER_COLORS[kind])
+        assert (to_rgba(cell.get_facecolor()) == to_rgba(FACECOLOR)) == shared
+
+
+@pytest.mark.parametrize("name", STRIP_MODELS)
+def test_layer_strip_dots_exactly_the_layers_without_rope(name):
+    m = MODELS[name]
+    dots = {int(p.get_gid().split()[-1]) for p in by_gid(layer_strips(name), f"{name} nope ")}
+    attention_layers = {i for i, k in enumerate(m.layer_types) if k != "linear_attention"}
+    assert dots == {i for i in attention_layers if not m.uses_rope[i]}
+
+
+def test_layer_strip_arrows_run_from_each_shared_layer_to_its_source():
+    m = MODELS["Gemma 4 E2B"]
+    arrows = by_gid(layer_strips("Gemma 4 E2B"), "Gemma 4 E2B reuse ")
+    first_shared = m.layers - m.num_kv_shared_layers
+    expected = set()
+    for i in range(first_shared, m.layers):
+        # The last earlier layer of the same kind that computes its own keys and values.
+        source = max(j for j in range(first_shared) if m.layer_types[j] == m.layer_types[i])
+        expected.add(f"Gemma 4 E2B reuse {i} <- {source}")
+    assert {a.get_gid() for a in arrows} == expected
+    assert len(arrows) == m.num_kv_shared_layers == 20
+    assert kv_sources(m)[:first_shared] == (None,) * first_shared
+    assert not by_gid(layer_strips("gpt-oss-120b"), "gpt-oss-120b reuse")
+
+
+def test_layer_strips_reject_what_is_not_a_model():
+    with pytest.raises(ValueError, match=r"layer_strips: expected a name in MODELS, got 'GPT-5'"):
+        layer_strips("GPT-5")
+    with pytest.raises(TypeError, match=r"layer_strips: expected a model name or a ModelFacts"):
+        layer_strips([3])
+    with pytest.raises(ValueError, match=r"layer_strips: expected at least one model"):
+        layer_strips([])
+
+
+def families_in(text: str) -> set[str]:
+    """The families a note lists after its label, however its lines were wrapped."""
+    listed = " ".join(text.split()).split(": ", 1)[-1]
+    return {name.strip() for name in listed.split(",")}
+
+
+def uses(test) -> set[str]:
+    """The families (names without their size) of the models that pass ``test``."""
+    import re
+
+    return {
+        re.sub(r"[ -]E?\d+(\.\d+)?[Bb](-A\d+B)?$", "", m.name) for m in MODELS.values() if test(m)
+    }
+
+
+@pytest.mark.parametrize(
+    ("gid", "test"),
+    [
+        ("note QK-norm: ", lambda m: m.qk_norm is not None),
+        ("note softmax (+ sink): sink", lambda m: m.sinks),
+        ("note output gate: ", lambda m: m.output_gate),
+        ("note mask: sliding", lambda m: m.sliding_window is not None),
+        ("note mask: chunked", lambda m: m.attention_chunk_size is not None),
+        ("note scale, softcap: softcap", lambda m: m.attn_logit_softcapping is not None),
+        ("note scores q · k: only the indexer's top-k keys", lambda m: m.index_topk),
+        ("note project Q, K, V: K, V from a latent (MLA)", lambda m: m.attention == "MLA"),
+        ("note weights · V: values are the keys", lambda m: m.attention_k_eq_v),
+        ("note RoPE: scaled", lambda m: m.rope_scaling is not None),
+    ],
+)
+def test_anatomy_names_exactly_the_models_that_use_each_step(gid, test):
+    fig = attention_anatomy()
+    drawn(fig)
+    (note,) = [t for t in fig.axes[0].texts if t.get_gid() == gid]
+    assert families_in(note.get_text()) == uses(test)
+
+
+def test_anatomy_steps_run_in_the_layers_order_and_mark_the_chapter():
+    fig = attention_anatomy(current=14)
+    steps = by_gid(fig, "step ")
+    names = [t.get_gid()[5:] for t in steps]
+    assert names == [
+        "project Q, K, V", "QK-norm", "RoPE", "scores q · k", "scale, softcap", "mask",
+        "softmax (+ sink)", "weights · V", "output gate", "output projection",
+    ]  # fmt: skip
+    heights = [t.get_position()[1] for t in steps]
+    assert heights == sorted(heights, reverse=True)  # top to bottom
+    filled = [t.get_gid()[5:] for t in steps if t.get_color() == "white"]
+    assert filled == ["softmax (+ sink)", "output gate"]  # chapter 14's two steps
+
+
+def test_anatomy_of_models_without_a_step_leaves_its_note_out():
+    fig = attention_anatomy(["Llama 3 8B"])
+    assert not [t for t in fig.axes[0].texts if (t.get_gid() or "").startswith("note")]
+    with pytest.raises(ValueError, match=r"attention_anatomy: current must be a positive"):
+        attention_anatomy(current="13")
+
+
+@pytest.mark.parametrize("name", ["GPT-2", "Llama 3 8B", "DeepSeek-V3"])
+def test_decoder_block_gives_the_models_layers_and_cache_per_layer(name):
+    m = MODELS[name]
+    fig = decoder_block(name)
+    drawn(fig)
+    texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    assert texts["layers"] == f"× {m.layers} layers"
+    per_layer = m.kv_bytes_per_token() // m.layers // 2  # 2 bytes per bfloat16 number
+    assert f"{per_layer:,} numbers" in texts["cache"]
+
+
+def gid_texts(fig: Figure) -> dict[str, str]:
+    return {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+
+
+@pytest.mark.parametrize("absorbed", [False, True])
+def test_latent_flow_caches_what_the_latent_cache_counts(absorbed):
+    from attention import latent_cache_bytes_per_token
+
+    m = MODELS["DeepSeek-V3"]
+    fig = latent_flow(m, absorbed=absorbed)
+    drawn(fig)
+    texts = gid_texts(fig)
+    assert texts["latent"] == f"latent c\n{m.kv_lora_rank}"
+    assert texts["rope key"] == f"rotated key\n{m.qk_rope_head_dim}, all heads"
+    cached = latent_cache_bytes_per_token(1, m.kv_lora_rank, m.qk_rope_head_dim, torch.int8)
+    if absorbed:
+        assert "keys" not in texts and "values" not in texts
+        assert f"{m.num_heads} heads\n× ({m.kv_lora_rank} latent" in texts["queries"]
+    else:
+        assert texts["keys"] == f"keys: {m.num_heads} heads × {m.qk_nope_head_dim}"
+        assert texts["values"] == f"values: {m.num_heads} heads × {m.v_head_dim}"
+        assert f"= {cached} numbers" in texts["note"]
+
+
+def test_latent_flow_needs_a_model_with_latent_attention():
+    with pytest.raises(ValueError, match=r"latent_flow: expected a model with latent"):
+        latent_flow("Llama 3 8B")
+    with pytest.raises(ValueError, match=r"latent_flow: absorbed must be True or False"):
+        latent_flow(absorbed="yes")
+
+
+def test_gated_deltanet_diagram_state_is_the_state_the_facts_count():
+    m = MODELS["Qwen3-Next 80B-A3B"]
+    fig = gated_deltanet_diagram(m)
+    drawn(fig)
+    texts = gid_texts(fig)
+    heads, dk, dv = m.linear_num_value_heads, m.linear_key_head_dim, m.linear_value_head_dim
+    assert texts["state"] == f"state S: {heads} heads × {dk} × {dv}"
+    # ModelFacts counts the same state in float32, beside the convolution's window.
+    conv = (2 * m.linear_num_key_heads * dk + heads * dv) * m.linear_conv_kernel_dim * 2
+    linear_layer = m.layer_types.index("linear_attention")
+    assert m.layer_state_bytes()[linear_layer] == conv + 4 * heads * dk * dv
+    assert f"{m.linear_conv_kernel_dim} taps" in texts["conv"]
+    assert texts["qkv"].startswith(f"q, k: {m.linear_num_key_heads} heads × {dk}")
+    with pytest.raises(ValueError, match=r"gated_deltanet_diagram: expected a model with"):
+        gated_deltanet_diagram("Kimi Linear")  # Kimi Delta Attention is another layer
+
+
+def test_packing_diagram_pads_and_packs_the_requests_cu_seqlens_describes():
+    from attention import TOKENS, padding_mask, varlen_mask
+
+    lengths = [2, 3, 1]
+    cu_seqlens = [0, 2, 5, 6]
+    fig = packing_diagram(torch.tensor(cu_seqlens), TOKENS)
+    drawn(fig)
+    patches = fig.axes[0].patches
+    real = padding_mask(lengths, max(lengths))
+    assert sum(p.get_gid() == "pad" for p in patches) == int((~real).sum())
+    for i, n in enumerate(lengths):
+        assert sum(p.get_gid() == f"padded {i}" for p in patches) == n
+        assert sum(p.get_gid() == f"packed {i}" for p in patches) == n
+    # The packed cells of a request are the keys varlen_mask lets its last token see.
+    allowed = varlen_mask(cu_seqlens)  # (6, 6), causal inside each block
+    packed = sorted((p.get_x(), p.get_gid()) for p in patches if "packed" in (p.get_gid() or ""))
+    for i, end in enumerate(cu_seqlens[1:]):
+        cells = [slot for slot, (_, gid) in enumerate(packed) if gid == f"packed {i}"]
+        assert cells == allowed[end - 1].nonzero().flatten().tolist()
+    labels = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "cu_seqlens"]
+    assert labels == [str(b) for b in cu_seqlens]
+    words = [t.get_text() for t in fig.axes[0].texts if t.get_text() in TOKENS]
+    assert words == [*TOKENS, *TOKENS]  # padded row by row, then packed
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (([0, 2, 2],), ValueError, r"cu_seqlens must increase strictly"),
+        (([0, 30],), ValueError, r"at most 24 tokens"),
+        (([0, 2], ["a"]), ValueError, r"expected 2 labels"),
+        (([0, 2], "ab"), TypeError, r"expected labels as a sequence of str"),
+    ],
+)
+def test_packing_diagram_rejects_what_it_cannot_draw(args, error, message):
+    with pytest.raises(error, match=rf"packing_diagram: .*{message}"):
+        packing_diagram(*args)
