@@ -283,10 +283,11 @@ BAD_ARGUMENTS = {
         ({"d_out": 10}, r"d_out=10 and num_heads=4"),
         (
             {"d_out": 12, "rope_base": 10000.0},
-            r"d_out // num_heads must be even, got head_dim=3 \(d_out=12, num_heads=4\)",
+            r"Rotary: RoPE rotates pairs of numbers, so the rotary dimension must be even .*"
+            r"= int\(3 \* 1.0\) = 3",
         ),
-        ({"rope_base": 1.0}, r"rope_base must be greater than 1, got 1.0"),
-        ({"rope_base": "10000"}, r"rope_base must be a number.*'10000' of type str"),
+        ({"rope_base": 1.0}, r"Rotary: base must be a number greater than 1, got 1.0"),
+        ({"rope_base": "10000"}, r"Rotary: base must be a number greater than 1, got '10000'"),
         ({"window": 0}, r"window must be at least 1, got 0"),
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
         ({"out_bias": 0}, r"out_bias must be True or False.*got 0 of type int"),
@@ -296,7 +297,7 @@ BAD_ARGUMENTS = {
         ({"kv_lora_rank": 0}, r"kv_lora_rank must be at least 1, got 0"),
         ({"q_lora_rank": -1}, r"q_lora_rank must be at least 1, got -1"),
         ({"v_head_dim": 2.0}, r"v_head_dim must be a positive integer, got 2.0 of type float"),
-        ({"rope_base": 0.5}, r"rope_base must be a number greater than 1, got 0.5"),
+        ({"rope_base": 0.5}, r"Rotary: base must be a number greater than 1, got 0.5"),
         ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
         ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
         ({"qkv_bias": 1}, r"qkv_bias must be True or False.*got 1 of type int"),
