@@ -419,7 +419,7 @@ class LightningIndexer(nn.Module):
         # (b, n, H, head_dim) -> (b, H, n, head_dim), the first rope_dim numbers rotated
         queries = self.W_query(q_latent).view(batch, num_tokens, self.num_heads, self.head_dim)
         queries = self.rotary(queries.transpose(1, 2), num_cached)
-        keys = self.rotary(self.k_norm(self.W_key(x)), num_cached)  # (b, n, head_dim), for all heads
+        keys = self.rotary(self.k_norm(self.W_key(x)), num_cached)  # (b, n, head_dim), one key
         if cache is not None:
             keys, _ = cache._append(keys, keys[..., :0])  # (b, num_keys, head_dim)
         # (b, H, n, num_keys): each head's rectified, scaled dot products
