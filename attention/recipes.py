@@ -203,7 +203,8 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
         Arguments of the module's constructor that replace the model's (``d_in``,
         ``num_heads``, ``num_kv_heads``, ``head_dim``, ``window``, ``context_length``,
         ``out_bias``, ..., for a small layer; ``d_out`` follows ``d_in``), and for RoPE
-        ``rope_base``, ``rope_scaling`` and ``partial_rotary_factor``.
+        ``rope_base``, ``rope_scaling`` and ``partial_rotary_factor``. A Gated DeltaNet
+        layer takes ``d_in`` and its own sizes, and leaves the attention sizes out.
 
     Returns
     -------
@@ -248,7 +249,11 @@ def _gated_deltanet(facts: ModelFacts, overrides: dict) -> GatedDeltaNet:
         "value_head_dim": facts.linear_value_head_dim,
         "conv_size": facts.linear_conv_kernel_dim,
     }
-    return GatedDeltaNet(**(sizes | overrides))
+    # A hybrid's attention sizes given for all its layers do not apply here
+    attention_only = {"num_heads", "num_kv_heads", "head_dim", "context_length", "window"}
+    attention_only |= {"chunk", "qkv_bias", "out_bias", "d_out", *_ROPE_OVERRIDES}
+    own = {name: value for name, value in overrides.items() if name not in attention_only}
+    return GatedDeltaNet(**(sizes | own))
 
 
 def _latent(facts: ModelFacts, overrides: dict) -> MultiHeadLatentAttention:
@@ -309,7 +314,7 @@ def _grouped(facts: ModelFacts, index: int, kind: str, overrides: dict) -> nn.Mo
         kwargs["rotary"] = _rotary(facts, full, kwargs, rope)
     if not uses_rope and facts.attn_temperature_tuning:  # Llama 4's NoPE layers
         temperature = {"attn_scale": facts.attn_scale, "floor_scale": facts.floor_scale}
-        layer = NoPEWithTemperature(**kwargs, **temperature)
+        layer = NoPEWithTemperature(**(temperature | kwargs))
     else:
         layer = GroupedQueryAttention(**kwargs)
     _add_parts(layer, facts, full, uses_rope, eps)
