@@ -691,7 +691,7 @@ def test_module_rejects_bad_options(kwargs, message):
     ids=["q_norm", "W_gate", "rotary", "misspelt"],
 )
 def test_module_rejects_parts_that_are_not_modules_and_unknown_keywords(kwargs):
-    with pytest.raises(TypeError, match="^GroupedQueryAttention: "):
+    with pytest.raises(TypeError, match=r"^GroupedQueryAttention: "):
         GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, **kwargs)
 
 

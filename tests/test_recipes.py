@@ -160,7 +160,7 @@ def test_gemma4_shared_layers_attend_with_the_keys_and_values_of_their_source():
             getattr(shared, name).weight.copy_(getattr(store, name).weight)
         shared.q_norm.weight.copy_(store.q_norm.weight)
     x = torch.randn(1, 6, 32, dtype=F64)
-    queries, keys, values, _ = store._project(x, None)
+    _, keys, values, _ = store._project(x, None)
     torch.testing.assert_close(shared(x, keys, values), store(x), **EXACT)
 
 
