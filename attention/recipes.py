@@ -201,9 +201,10 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
         0-based, below ``facts.layers``.
     **overrides
         Arguments of the module's constructor that replace the model's (``d_in``,
-        ``num_heads``, ``num_kv_heads``, ``head_dim``, ``window``, ``context_length``,
-        ``out_bias``, ..., for a small layer; ``d_out`` follows ``d_in``), and for RoPE
-        ``rope_base``, ``rope_scaling`` and ``partial_rotary_factor``. A Gated DeltaNet
+        ``num_heads``, ``num_kv_heads``, ``head_dim``, ``context_length``, ``out_bias``,
+        ..., for a small layer; ``d_out`` follows ``d_in``), and for RoPE ``rope_base``,
+        ``rope_scaling`` and ``partial_rotary_factor``. ``window`` and ``chunk`` replace
+        the model's sliding window and chunk size, on the layers of that kind only. A Gated DeltaNet
         layer takes ``d_in`` and its own sizes, and leaves the attention sizes out.
 
     Returns
@@ -296,14 +297,17 @@ def _grouped(facts: ModelFacts, index: int, kind: str, overrides: dict) -> nn.Mo
         "head_dim": head_dim,
         "qkv_bias": bias,
         "out_bias": bias,
-        "window": facts.sliding_window if kind == "sliding_attention" else None,
-        "chunk": facts.attention_chunk_size if kind == "chunked_attention" else None,
         "scale": facts.scale,
         "softcap": facts.attn_logit_softcapping,
         "sinks": facts.sinks,
     }
     if facts.scale is None and facts.query_pre_attn_scalar is not None:  # Gemma 2 and 3
         kwargs["scale"] = facts.query_pre_attn_scalar**-0.5
+    # A window or chunk given is the model's, for the layers of that kind
+    window = overrides.pop("window", facts.sliding_window)
+    chunk = overrides.pop("chunk", facts.attention_chunk_size)
+    kwargs["window"] = window if kind == "sliding_attention" else None
+    kwargs["chunk"] = chunk if kind == "chunked_attention" else None
     rope = {name: overrides.pop(name) for name in _ROPE_OVERRIDES if name in overrides}
     kwargs |= overrides
     uses_rope = facts.uses_rope[index]
