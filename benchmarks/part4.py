@@ -82,6 +82,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import os
@@ -242,7 +243,8 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
     }
     full_index = MODEL.layer_types.index("full_attention")
     full = attention.layer_for(MODEL, full_index, **common).eval()
-    window = attention.layer_for(MODEL, full_index, window=args.window, **common).eval()
+    window = copy.deepcopy(full)  # the same layer, sliding: the window is its own
+    window.window = args.window
     window.load_state_dict(full.state_dict())
     layers = {
         "full": full,
