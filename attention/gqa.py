@@ -103,74 +103,85 @@ _REMOVED = {
 }
 
 
+def _refuse_removed(owner: str, removed: dict) -> None:
+    """Raise for a keyword Part III used to take (naming its part) or an unknown one."""
+    for name, value in removed.items():
+        if name not in _REMOVED:
+            raise TypeError(f"{owner}: unexpected keyword argument {name!r}")
+        _checks.removed_keyword(owner, name, value, _REMOVED[name])
+
+
+def _check_groups(owner: str, num_heads: int, num_kv_heads: int) -> None:
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"{owner}: num_heads must be divisible by num_kv_heads so that each key/value "
+            f"head serves the same number of query heads, got num_heads={num_heads} and "
+            f"num_kv_heads={num_kv_heads} ({num_heads} / {num_kv_heads} = "
+            f"{num_heads / num_kv_heads:g})"
+        )
+
+
+def _check_scale(owner: str, scale: object) -> float | None:
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0
+    ):
+        raise ValueError(f"{owner}: scale must be a positive number or None, got {scale!r}")
+    return None if scale is None else float(scale)
+
+
 class GroupedQueryAttention(nn.Module):
     """Causal attention with ``num_kv_heads`` key/value heads shared by ``num_heads`` query heads.
 
     With ``num_kv_heads == num_heads`` and the same seed, this is the book's
     :class:`~attention.MultiHeadAttention`: the same layers, created in the same order,
-    so the same weights and the same output. Every argument after ``context_length``
-    is keyword-only.
+    so the same weights and the same output. Arguments after ``context_length`` are
+    keyword-only.
 
     Parameters
     ----------
-    d_in, d_out : int
-        Size of each input embedding and of the output.
-    context_length : int
-        The most tokens the module attends over, cached ones included.
-    num_heads : int
-        Query heads.
-    num_kv_heads : int
-        Key/value heads; must divide ``num_heads``. 1 is multi-query attention.
+    d_in, d_out, context_length : int
+        Input and output sizes; the most tokens attended over, cached ones included.
+    num_heads, num_kv_heads : int
+        Query heads, and key/value heads (dividing ``num_heads``; 1 is multi-query).
     head_dim : int, optional
-        Size of each head; default ``d_out // num_heads`` (``num_heads`` must divide
-        ``d_out``). Give it where ``num_heads * head_dim`` differs from ``d_out``
-        (Gemma's ``head_dim``): ``out_proj`` maps the heads to ``d_out``.
+        Size of each head; default ``d_out // num_heads``. ``out_proj`` maps the
+        ``num_heads * head_dim`` numbers of the heads to ``d_out`` (Gemma's ``head_dim``).
     dropout : float
         Dropout probability on the attention weights, in [0, 1), while training.
     qkv_bias, out_bias : bool
-        Whether the query, key and value projections, and ``out_proj``, have a bias
-        (Llama's ``attention_bias`` is both). ``out_proj``'s bias is drawn last.
+        A bias on the query, key and value projections, on ``out_proj`` (drawn last).
     rope_base : float, optional
-        If given, queries and keys are rotated by RoPE with this base (Llama's
-        half-split layout): ``rotary=Rotary(head_dim, rope_base)``.
-    window : int, optional
-        Sliding-window attention: the query at position ``i`` sees keys
-        ``i - window + 1`` to ``i``; a cache then keeps at most ``window - 1`` tokens.
-    chunk : int, optional
-        Chunked local attention (Llama 4): the query at position ``i`` sees keys
-        ``(i // chunk) * chunk`` to ``i``; a cache keeps the current chunk. Not with
-        ``window``.
+        RoPE with this base (Llama's half-split layout): ``rotary=Rotary(head_dim, base)``.
+    window, chunk : int, optional
+        A sliding window (the query at ``i`` sees keys ``i - window + 1`` to ``i``; a
+        cache keeps ``window - 1`` tokens) or chunks (Llama 4: keys ``(i // chunk) *
+        chunk`` to ``i``; a cache keeps the current chunk), not both.
     scale, softcap : float, optional
-        :func:`~attention.attend`'s: the factor on the scores (default
-        ``1 / sqrt(head_dim)``) and the cap ``softcap * tanh(s / softcap)`` (Gemma 2).
+        :func:`~attention.attend`'s factor on the scores (default ``1 / sqrt(head_dim)``)
+        and cap ``softcap * tanh(s / softcap)`` (Gemma 2).
     sinks : bool
-        Add a parameter ``sinks``, one logit per query head (zeros, which draw nothing),
-        that joins each softmax with its weight dropped (gpt-oss).
-    rotary, q_norm, k_norm, v_norm, W_gate : nn.Module, optional
-        Parts, ``None`` (absent) by default; they can also be assigned after
-        construction, which keeps the weights a seed gives the other layers.
+        A parameter ``sinks``, one logit per query head (zeros: no random draw), that
+        joins each softmax with its weight dropped (gpt-oss).
+    rotary, q_norm, k_norm, v_norm, W_gate : optional
+        Parts, ``None`` by default, also assignable after construction (which keeps the
+        weights a seed gives the other layers). The norms take the per-head layout
+        ``(batch, heads, num_tokens, head_dim)``:
 
-    Parts
-    -----
-    Each takes the per-head layout ``(batch, heads, num_tokens, head_dim)``:
+        * ``rotary``: a :class:`~attention.Rotary` (scaled or partial RoPE); none is NoPE.
+        * ``q_norm``, ``k_norm``: QK-norm before RoPE, an :class:`~attention.RMSNorm`
+          per head (Qwen3, Gemma 3 and 4) or a :class:`~attention.ProjectionRMSNorm`
+          over all heads (OLMo 2); ``v_norm`` on the values (Gemma 4).
+        * ``W_gate``: ``d_in -> num_heads * head_dim``; the heads' outputs are multiplied
+          by ``sigmoid(W_gate(x))`` before ``out_proj`` (Qwen3-Next).
+        * ``W_value = None``: the values are ``W_key``'s output, before ``k_norm`` and
+          RoPE (Gemma 4's ``attention_k_eq_v``); the cache still holds both.
 
-    * ``rotary``: a :class:`~attention.Rotary` (RoPE scaled for longer contexts, or
-      partial); ``None`` is NoPE.
-    * ``q_norm``, ``k_norm``: QK-norm, after the projections and before RoPE; an
-      :class:`~attention.RMSNorm` over each head (Qwen3, Gemma 3 and 4) or a
-      :class:`~attention.ProjectionRMSNorm` over all heads at once (OLMo 2).
-    * ``v_norm``: the values' norm (Gemma 4: an ``RMSNorm`` without a scale).
-    * ``W_gate``: ``d_in -> num_heads * head_dim``; the heads' outputs are multiplied by
-      ``sigmoid(W_gate(x))`` before ``out_proj`` (Qwen3-Next).
-    * ``W_value = None``: no value projection, the values are ``W_key``'s output, taken
-      before ``k_norm`` and RoPE (Gemma 4's ``attention_k_eq_v``); the cache still
-      holds keys and values apart.
+        :func:`~attention.layer_for` assembles each model's layer from them.
 
     Shapes
     ------
     Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``. With a
-    cache, the new tokens sit at positions ``cache.seen_tokens`` onwards, and
-    ``cache.seen_tokens + num_tokens <= context_length``.
+    cache, the new tokens sit at positions ``cache.seen_tokens`` onwards.
 
     Examples
     --------
@@ -237,10 +248,7 @@ class GroupedQueryAttention(nn.Module):
     ):
         super().__init__()
         owner = type(self).__name__
-        for name, value in removed.items():
-            if name not in _REMOVED:
-                raise TypeError(f"{owner}: unexpected keyword argument {name!r}")
-            _checks.removed_keyword(owner, name, value, _REMOVED[name])
+        _refuse_removed(owner, removed)
         _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
         _checks.sizes(self, **sizes, num_heads=num_heads, num_kv_heads=num_kv_heads)
@@ -249,25 +257,16 @@ class GroupedQueryAttention(nn.Module):
             _checks.heads_divide(owner, d_out, num_heads)
             head_dim = d_out // num_heads
         self.head_dim = _checks.positive_int(owner, "head_dim", head_dim)
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                f"{owner}: num_heads must be divisible by num_kv_heads so that each key/value "
-                f"head serves the same number of query heads, got num_heads={num_heads} and "
-                f"num_kv_heads={num_kv_heads} ({num_heads} / {num_kv_heads} = "
-                f"{num_heads / num_kv_heads:g})"
-            )
+        _check_groups(owner, num_heads, num_kv_heads)
         self.window, self.chunk = _local_sizes(owner, window, chunk)
         self.softcap = check_softcap(owner, softcap)
-        if scale is not None and (
-            isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0
-        ):
-            raise ValueError(f"{owner}: scale must be a positive number or None, got {scale!r}")
-        self.scale = None if scale is None else float(scale)
+        self.scale = _check_scale(owner, scale)
         _checks.flag(owner, "sinks", sinks, "a learned sink logit per query head")
         if rope_base is not None and rotary is not None:
             raise ValueError(f"{owner}: give rope_base or rotary, not both")
-        if rope_base is not None:
-            rotary = Rotary(self.head_dim, rope_base)
+        if rotary is not None and not isinstance(rotary, Rotary):
+            raise TypeError(f"{owner}: rotary must be a Rotary or None, got {rotary!r}")
+        self.rotary = rotary if rope_base is None else Rotary(self.head_dim, rope_base)
         q_dim, kv_dim = num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         # Same layers, in the same order, as the book's MultiHeadAttention: one seed,
         # the same weights when num_kv_heads == num_heads.
@@ -277,8 +276,8 @@ class GroupedQueryAttention(nn.Module):
         self.out_proj = nn.Linear(q_dim, d_out, bias=out_bias)  # its bias is drawn last
         self.dropout = nn.Dropout(dropout)
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
-        parts = {"rotary": rotary, "W_gate": W_gate, "q_norm": q_norm, "k_norm": k_norm}
-        for name, part in (*parts.items(), ("v_norm", v_norm)):
+        parts = {"W_gate": W_gate, "q_norm": q_norm, "k_norm": k_norm, "v_norm": v_norm}
+        for name, part in parts.items():
             if part is not None and not isinstance(part, nn.Module):
                 raise TypeError(f"{owner}: {name} must be an nn.Module or None, got {part!r}")
             setattr(self, name, part)
@@ -290,10 +289,9 @@ class GroupedQueryAttention(nn.Module):
 
     @property
     def cache_bytes_per_token(self) -> int:
-        """Bytes this layer's :class:`~attention.KVCache` grows by per token.
+        """Bytes its :class:`~attention.KVCache` grows by per token (without ``W_value`` too).
 
-        ``2 * num_kv_heads * head_dim * bytes per number``: a key and a value per key/value
-        head, without ``W_value`` too (the cache holds keys and values apart).
+        ``2 * num_kv_heads * head_dim * bytes per number``: a key and a value per head.
         """
         return 2 * self.num_kv_heads * self.head_dim * self.W_key.weight.element_size()
 
@@ -402,38 +400,23 @@ class GroupedQueryAttention(nn.Module):
     ) -> torch.Tensor:
         """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
 
-        Parameters
-        ----------
-        x : torch.Tensor, shape (batch, num_tokens, d_in)
-        cache : KVCache, optional
-            This layer's cache; updated in place.
-        allowed : torch.Tensor of bool, optional
-            ``True`` where a query may attend, combined (logical and) with the causal,
-            window or chunk mask: shape ``(batch, num_keys)``, such as
-            :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``.
-            ``num_keys`` counts the tokens seen (``cache.seen_tokens``) and the new ones,
-            so while decoding a padded batch the mask grows by one column per step, and
-            the padding stays hidden; the columns of tokens a rolling cache dropped are
-            not used. A query that may attend to no key at all (a padding token that a
-            ``window`` keeps from every real one) has no meaningful output:
-            ``scaled_dot_product_attention`` gives it zeros before ``out_proj``, and
-            :meth:`attention_weights` a row of NaN.
+        ``cache`` is this layer's :class:`~attention.KVCache`, updated in place.
+        ``allowed`` (bool, ``True`` where a query may attend) is combined with the causal,
+        window or chunk mask: ``(batch, num_keys)``, such as
+        :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``, where
+        ``num_keys`` counts the tokens seen (``cache.seen_tokens``) and the new ones; the
+        columns of tokens a rolling cache dropped go unused. A query that may see no key
+        has no meaningful output (zeros before ``out_proj``; NaN weights).
 
-        Returns
-        -------
-        torch.Tensor, shape (batch, num_tokens, d_out)
-
-        Examples
-        --------
-        Two sentences of 6 and 3 tokens, the second padded on the right: its real tokens
-        get the outputs they get alone.
+        Two sentences of 6 and 3 tokens, the second padded: its real tokens get the
+        outputs they get alone.
 
         >>> import torch
         >>> from attention import INPUTS, padding_mask
         >>> _ = torch.manual_seed(0)
         >>> gqa = GroupedQueryAttention(3, 4, context_length=6, num_heads=2, num_kv_heads=1)
         >>> batch = torch.stack((INPUTS, torch.cat((INPUTS[:3], torch.zeros(3, 3)))))
-        >>> out = gqa(batch, allowed=padding_mask([6, 3], num_tokens=6))
+        >>> out = gqa(batch, allowed=padding_mask([6, 3], num_tokens=6))  # (2, 6, 4)
         >>> torch.allclose(out[1, :3], gqa(INPUTS[:3].unsqueeze(0))[0], atol=1e-6)
         True
         """
@@ -451,16 +434,11 @@ class GroupedQueryAttention(nn.Module):
     def attention_weights(
         self, x: torch.Tensor, allowed: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Each query head's attention weights over a full pass, for heatmaps.
+        """Each query head's attention weights over a full pass, ``(b, heads, n, n)``.
 
-        Computed explicitly, key/value heads repeated with ``repeat_interleave`` (no
-        dropout, no cache). ``allowed`` as in :meth:`forward`. With ``softcap`` they are
-        the capped scores' weights; with ``sinks`` the weights over the real keys, each
-        row summing to less than 1 (the rest went to the sink).
-
-        Returns
-        -------
-        torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
+        Computed explicitly (no dropout, no cache); ``allowed`` as in :meth:`forward`.
+        With ``softcap``, the capped scores' weights; with ``sinks``, each row sums to
+        less than 1 (the rest went to the sink).
         """
         queries, keys, _, mask = self._project(x, None, allowed)
         # (b, num_kv_heads, n, head_dim) -> (b, num_heads, n, head_dim): heads 0 0 1 1 ...

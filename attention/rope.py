@@ -32,7 +32,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 import torch
-from torch import nn
 
 from attention import _checks
 
@@ -334,13 +333,15 @@ def _cos_sin(
     return cos.to(dtype), sin.to(dtype)
 
 
-class Rotary(nn.Module):
+class Rotary:
     """RoPE as a part of a layer: its base, scaling and partial factor, and its cos/sin table.
 
     Rotates queries or keys as :func:`apply_rope` does, the tokens at positions
     ``start, start + 1, ...``. The cos and sin of each position are computed once, in
     float64, into a table the module keeps per device and dtype (grown by doubling), so
     a decoding step only slices it. A module without RoPE (NoPE) holds no ``Rotary``.
+    It holds no parameters, so it is a plain object, not an ``nn.Module``: the layers
+    that hold one list no extra child, and their ``state_dict`` is unchanged.
 
     Parameters
     ----------
@@ -383,7 +384,6 @@ class Rotary(nn.Module):
         scaling: Mapping | None = None,
         partial_rotary_factor: float = 1.0,
     ):
-        super().__init__()
         owner = type(self).__name__
         self.head_dim = _checks.positive_int(owner, "head_dim", head_dim)
         # The one check of a base, a scaling and a partial factor (_settings)
@@ -424,14 +424,15 @@ class Rotary(nn.Module):
         cos, sin = tables
         return cos[start:stop], sin[start:stop]
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Rotate ``x``, ``(..., num_tokens, head_dim)``, the tokens from position ``start`` on."""
         cos, sin = self.cos_sin(start, x.shape[-2], x)
         return _rotate(x, cos, sin)
 
-    def extra_repr(self) -> str:
+    def __repr__(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling}"
-        return f"head_dim={self.head_dim}, base={self.base}, rotary_dim={self.rotary_dim}{scaling}"
+        sizes = f"head_dim={self.head_dim}, base={self.base}, rotary_dim={self.rotary_dim}"
+        return f"Rotary({sizes}{scaling})"
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
