@@ -41,9 +41,12 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
   small latent per token.
 
 **Part III, the attention of 2025–26 models.** :class:`GroupedQueryAttention` takes
-QK-norm with :class:`RMSNorm` (Qwen3, OLMo 2), softcapping and its own ``scale``
-(Gemma 2), attention sinks (gpt-oss), an output gate (Qwen3-Next), and Gemma 4's value
-norm and keys used as values; :func:`attend` takes the cap and the sinks.
+softcapping and its own ``scale`` (Gemma 2) and attention sinks (gpt-oss), as
+:func:`attend` does, and holds parts: QK-norm with :class:`RMSNorm` (Qwen3) or
+:class:`ProjectionRMSNorm` (OLMo 2), an output gate (Qwen3-Next), Gemma 4's value norm
+and keys used as values, and RoPE as a :class:`Rotary` scaled for longer contexts.
+:func:`layer_for` assembles the layer of each model in :data:`MODELS` from them
+(:mod:`attention.recipes`).
 
 **Part IV, attention that does not look at every key.** :func:`linear_attention`
 replaces the softmax by a feature map, so the past fits in a fixed-size state, in a
@@ -113,9 +116,10 @@ from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_win
 from attention.model_facts import ModelFacts
 from attention.model_table import MODELS
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
-from attention.norms import RMSNorm
+from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.paged import PagedKVCache, paged_attention
-from attention.rope import apply_rope, apply_rope_interleaved, rope_frequencies
+from attention.recipes import NoPEWithTemperature, SharedKVAttention, layer_for
+from attention.rope import Rotary, apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attention.simple import (
@@ -157,12 +161,16 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "MultiHeadLatentAttention",
+    "NoPEWithTemperature",
     "PagedKVCache",
+    "ProjectionRMSNorm",
     "QuantizedKV",
     "QuantizedKVCache",
     "RMSNorm",
+    "Rotary",
     "SelfAttentionV1",
     "SelfAttentionV2",
+    "SharedKVAttention",
     "SparseLatentAttention",
     "SparseLatentCache",
     "StreamingCache",
@@ -178,6 +186,7 @@ __all__ = [
     "grouped_query_attention",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
+    "layer_for",
     "linear_attention",
     "padding_mask",
     "paged_attention",

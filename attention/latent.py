@@ -23,7 +23,7 @@ from torch import nn
 from attention import _checks
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import _causal_mask
-from attention.rope import _cos_sin_range, _rotate, _settings, _softmax_mscale
+from attention.rope import Rotary, _softmax_mscale
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
 
@@ -209,19 +209,14 @@ class MultiHeadLatentAttention(nn.Module):
                 f"{owner}: qk_rope_head_dim must be even, since RoPE rotates pairs of "
                 f"numbers, got qk_rope_head_dim={qk_rope_head_dim}"
             )
-        if isinstance(rope_base, bool) or not isinstance(rope_base, int | float) or rope_base <= 1:
-            raise ValueError(
-                f"{owner}: rope_base must be a number greater than 1, got {rope_base!r}"
-            )
         if isinstance(norm_eps, bool) or not isinstance(norm_eps, int | float) or norm_eps <= 0:
             raise ValueError(f"{owner}: norm_eps must be a positive number, got {norm_eps!r}")
-        self.rope_base = float(rope_base)
         self.rope_interleave = bool(rope_interleave)
         self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
-        _, self._rope_key = _settings(owner, qk_rope_head_dim, rope_base, rope_scaling, 1.0)
-        self.rope_scaling = None if rope_scaling is None else dict(rope_scaling)
+        self.rotary = Rotary(qk_rope_head_dim, rope_base, rope_scaling)  # checks both
+        self.rope_base, self.rope_scaling = self.rotary.base, self.rotary.scaling
         # The softmax scale: None is 1 / sqrt(qk_head_dim); YaRN's mscale_all_dim raises it
-        mscale = _softmax_mscale(self._rope_key)
+        mscale = _softmax_mscale(self.rotary._key)
         self._scale = None if mscale == 1.0 else self.qk_head_dim**-0.5 * mscale * mscale
         q_out = num_heads * self.qk_head_dim
         if q_lora_rank is None:
@@ -246,13 +241,13 @@ class MultiHeadLatentAttention(nn.Module):
         """
         return (self.kv_lora_rank + self.qk_rope_head_dim) * self.W_dkv.weight.element_size()
 
-    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
         if self.rope_interleave:
             # Pairs are neighbours (0, 1), (2, 3), ...: reorder evens first, odds second,
             # and the half-split rotation does the rest. transformers'
             # apply_rotary_pos_emb_interleave returns the same, in the same order.
             x = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
-        return _rotate(x, cos, sin)  # apply_rope's rotation
+        return self.rotary(x, start)  # apply_rope's rotation, from position start
 
     def _project(
         self, x: object, cache: LatentCache | None, allowed: object = None
@@ -263,11 +258,6 @@ class MultiHeadLatentAttention(nn.Module):
         if allowed is not None:
             owner, num_keys = type(self).__name__, num_cached + num_tokens
             allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
-        # cos and sin of the new tokens' positions, once for queries and keys: (n, rope_dim / 2)
-        rope_dim = self.qk_rope_head_dim
-        cos, sin = _cos_sin_range(
-            num_cached, num_tokens, rope_dim, self.rope_base, x, self._rope_key
-        )
         H, nope = self.num_heads, self.qk_nope_head_dim
 
         if self.q_lora_rank is None:
@@ -276,10 +266,10 @@ class MultiHeadLatentAttention(nn.Module):
             queries = self.W_uq(self.q_norm(self.W_dq(x)))  # via (b, n, q_lora_rank)
         queries = queries.view(batch, num_tokens, H, self.qk_head_dim).transpose(1, 2)
         q_nope, q_rope = queries.split([nope, self.qk_rope_head_dim], dim=-1)
-        q_rope = self._rope(q_rope, cos, sin)  # (b, H, n, qk_rope_head_dim)
+        q_rope = self._rope(q_rope, num_cached)  # (b, H, n, qk_rope_head_dim)
 
         latent = self.kv_norm(self.W_dkv(x))  # (b, n, kv_lora_rank)
-        k_rope = self._rope(self.W_kr(x), cos, sin)  # (b, n, qk_rope_head_dim), one for all heads
+        k_rope = self._rope(self.W_kr(x), num_cached)  # (b, n, qk_rope_head_dim), one for all heads
         if cache is not None:
             # (b, num_cached + n, kv_lora_rank) and (b, num_cached + n, qk_rope_head_dim)
             latent, k_rope = cache._append(latent, k_rope)

@@ -17,7 +17,7 @@ from torch import nn
 
 from attention import _checks
 
-__all__ = ["RMSNorm"]
+__all__ = ["ProjectionRMSNorm", "RMSNorm"]
 
 
 class RMSNorm(nn.Module):
@@ -94,42 +94,33 @@ class RMSNorm(nn.Module):
         return f"{self.dim}, eps={self.eps}{affine}"
 
 
+class ProjectionRMSNorm(RMSNorm):
+    """An :class:`RMSNorm` over every head of a token at once: OLMo 2's QK-norm.
+
+    It takes and returns the per-head layout ``(batch, heads, num_tokens, head_dim)``
+    that :class:`~attention.GroupedQueryAttention` hands its ``q_norm`` and ``k_norm``,
+    and normalises each token's ``heads * head_dim`` numbers together, as
+    ``Olmo2Attention`` does on the projection before the head split: so ``dim`` is
+    ``heads * head_dim``, and each dimension of each head has its own weight.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.randn(1, 2, 3, 4)  # 2 heads of 4
+    >>> flat = x.transpose(1, 2).reshape(1, 3, 8)  # the projection, (1, 3, 2 * 4)
+    >>> torch.equal(ProjectionRMSNorm(8)(x).transpose(1, 2).reshape(1, 3, 8), RMSNorm(8)(flat))
+    True
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise ``x``, ``(batch, heads, num_tokens, head_dim)``, over its heads together."""
+        batch, heads, num_tokens, head_dim = x.shape
+        flat = x.transpose(1, 2).reshape(batch, num_tokens, heads * head_dim)
+        normed = super().forward(flat)  # (batch, num_tokens, heads * head_dim)
+        return normed.view(batch, num_tokens, heads, head_dim).transpose(1, 2)
+
+
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
     """``x / sqrt(mean(x ** 2) + eps) * weight`` over the last dimension, in ``x``'s dtype."""
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return normed if weight is None else normed * weight
-
-
-QK_NORMS = (False, True, "head", "projection")
-
-
-def _attention_norms(
-    owner: str,
-    qk_norm: object,
-    value_norm: object,
-    num_heads: int,
-    num_kv_heads: int,
-    head_dim: int,
-) -> tuple[str | bool, RMSNorm | None, RMSNorm | None, bool, RMSNorm | None]:
-    """The norms of an attention layer: ``(qk_norm, q_norm, k_norm, value_norm, v_norm)``.
-
-    ``qk_norm`` comes back as ``False``, ``"head"`` (for ``True`` too) or
-    ``"projection"``; the norms are ``None`` where off.
-    """
-    if qk_norm is True:
-        qk_norm = "head"
-    if qk_norm is not False and not (isinstance(qk_norm, str) and qk_norm in QK_NORMS):
-        raise ValueError(
-            f"{owner}: qk_norm must be False, True or 'head' (RMSNorm over each head's "
-            f"head_dim, as Qwen3) or 'projection' (over the whole projection, as OLMo 2), "
-            f"got {qk_norm!r}"
-        )
-    _checks.flag(owner, "value_norm", value_norm, "RMSNorm without a scale on the values")
-    q_norm = k_norm = v_norm = None
-    if qk_norm == "head":
-        q_norm, k_norm = RMSNorm(head_dim), RMSNorm(head_dim)
-    elif qk_norm == "projection":
-        q_norm, k_norm = RMSNorm(num_heads * head_dim), RMSNorm(num_kv_heads * head_dim)
-    if value_norm:
-        v_norm = RMSNorm(head_dim, elementwise_affine=False)
-    return qk_norm, q_norm, k_norm, value_norm, v_norm

@@ -35,7 +35,7 @@ import torch
 
 from attention import _checks
 
-__all__ = ["apply_rope", "apply_rope_interleaved", "rope_frequencies"]
+__all__ = ["Rotary", "apply_rope", "apply_rope_interleaved", "rope_frequencies"]
 
 #: Each ``rope_type`` the package computes: its required keys, then its optional ones,
 #: besides ``rope_type``, ``rope_theta`` and ``partial_rotary_factor``, which every type
@@ -210,25 +210,6 @@ def _settings(
     return rotary_dim, tuple(sorted({"rope_type": rope_type, **params}.items()))
 
 
-def _module_settings(
-    owner: str,
-    head_dim: int,
-    rope_base: object,
-    rope_scaling: object,
-    partial_rotary_factor: object,
-) -> tuple[int, tuple | None]:
-    """:func:`_settings` of a module's ``rope_base``, ``rope_scaling`` and partial factor."""
-    if rope_base is None:
-        if rope_scaling is not None or partial_rotary_factor != 1.0:
-            raise ValueError(
-                f"{owner}: rope_scaling and partial_rotary_factor change RoPE, so they need a "
-                f"rope_base; got rope_base=None with rope_scaling={rope_scaling!r} and "
-                f"partial_rotary_factor={partial_rotary_factor!r}"
-            )
-        return head_dim, None
-    return _settings(owner, head_dim, rope_base, rope_scaling, partial_rotary_factor)
-
-
 def _get_mscale(scale: float, mscale: float = 1.0) -> float:
     """YaRN's ``0.1 * mscale * ln(scale) + 1`` (1 for ``scale <= 1``), as transformers writes it."""
     if scale <= 1:
@@ -352,44 +333,106 @@ def _cos_sin(
     return cos.to(dtype), sin.to(dtype)
 
 
-# (head_dim, base, device, dtype, scaling key) -> cos and sin of positions 0, 1, ..., n - 1,
-# shared by every module and head that rotates with these settings (a model's layers, say).
-_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+class Rotary:
+    """RoPE as a part of a layer: its base, scaling and partial factor, and its cos/sin table.
 
+    Rotates queries or keys as :func:`apply_rope` does, the tokens at positions
+    ``start, start + 1, ...``. The cos and sin of each position are computed once, in
+    float64, into a table the module keeps per device and dtype (grown by doubling), so
+    a decoding step only slices it. A module without RoPE (NoPE) holds no ``Rotary``.
+    It holds no parameters, so it is a plain object, not an ``nn.Module``: the layers
+    that hold one list no extra child, and their ``state_dict`` is unchanged.
 
-def _cos_sin_range(
-    start: int,
-    num_tokens: int,
-    head_dim: int,
-    base: float,
-    x: torch.Tensor,
-    key: tuple | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``_cos_sin`` of positions ``start ... start + num_tokens - 1``, for ``x``'s device and dtype.
+    Parameters
+    ----------
+    head_dim : int
+        Size of each head's query and key.
+    base : float
+        RoPE's base (``rope_theta``), greater than 1.
+    scaling : dict, optional
+        RoPE scaled for a longer context, in ``transformers``' ``rope_parameters`` form
+        (:func:`rope_frequencies` lists the types). ``"dynamic"`` scales for the tokens
+        seen so far, ``start + num_tokens``, so cached keys keep the rotation of the step
+        that made them, as in ``transformers``.
+    partial_rotary_factor : float
+        The fraction of each head that rotates, in (0, 1] (Qwen3-Next: 0.25);
+        ``int(head_dim * partial_rotary_factor)`` must be even.
 
-    Unchecked. Rows of a table computed once, the way :func:`_cos_sin` computes them,
-    and grown (doubled) when a later position is asked for, so a decoding step only
-    slices it. Each row is the same elementwise float64 computation either way.
+    Attributes
+    ----------
+    rotary_dim : int
+        The leading dimensions of each head that rotate.
+    base, scaling, partial_rotary_factor : float, dict or None, float
 
-    Dynamic NTK scales for the sequence's length, ``start + num_tokens``: up to its
-    original context that is plain RoPE, read from a table; past it, every length has
-    its own frequencies, so they are computed for these rows alone and not kept.
+    Examples
+    --------
+    >>> import torch
+    >>> rope = Rotary(4)
+    >>> x = torch.randn(1, 2, 5, 4)  # (batch, heads, tokens, head_dim)
+    >>> torch.equal(rope(x), apply_rope(x))
+    True
+    >>> torch.equal(rope(x[..., 3:, :], start=3), rope(x)[..., 3:, :])  # decoding on
+    True
+    >>> Rotary(8, 1e6, partial_rotary_factor=0.25)
+    Rotary(head_dim=8, base=1000000.0, rotary_dim=2)
     """
-    stop = start + num_tokens
-    if _is_dynamic(key) and stop > dict(key)["original_max_position_embeddings"]:
-        positions = torch.arange(start, stop, device=x.device)
-        return _cos_sin(positions, head_dim, base, x.dtype, key, num_tokens=stop)
-    table_key = (head_dim, float(base), x.device, x.dtype, key)
-    tables = _TABLES.get(table_key)
-    if tables is None or tables[0].shape[0] < stop:
-        length = max(stop, 2 * (0 if tables is None else tables[0].shape[0]), 64)
-        # A plain tensor even when the first call runs under inference_mode, so that a
-        # later training forward can save it for backward.
-        with torch.inference_mode(False), torch.no_grad():
-            positions = torch.arange(length, device=x.device)
-            tables = _TABLES[table_key] = _cos_sin(positions, head_dim, base, x.dtype, key)
-    cos, sin = tables
-    return cos[start:stop], sin[start:stop]
+
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        scaling: Mapping | None = None,
+        partial_rotary_factor: float = 1.0,
+    ):
+        owner = type(self).__name__
+        self.head_dim = _checks.positive_int(owner, "head_dim", head_dim)
+        # The one check of a base, a scaling and a partial factor (_settings)
+        self.rotary_dim, self._key = _settings(
+            owner, head_dim, base, scaling, partial_rotary_factor
+        )
+        self.base = float(base)
+        self.scaling = None if scaling is None else dict(scaling)
+        self.partial_rotary_factor = float(partial_rotary_factor)
+        # Dynamic NTK: past its original context, each length has its own speeds.
+        self._dynamic_from = None
+        if _is_dynamic(self._key):
+            self._dynamic_from = dict(self._key)["original_max_position_embeddings"]
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def cos_sin(
+        self, start: int, num_tokens: int, like: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of positions ``start ...``, ``(num_tokens, rotary_dim / 2)`` each.
+
+        In ``like``'s device and dtype: rows of the table, computed the way
+        :func:`apply_rope` computes them.
+        """
+        stop = start + num_tokens
+        if self._dynamic_from is not None and stop > self._dynamic_from:
+            positions = torch.arange(start, stop, device=like.device)
+            dim, base, key = self.rotary_dim, self.base, self._key
+            return _cos_sin(positions, dim, base, like.dtype, key, num_tokens=stop)
+        tables = self._tables.get((like.device, like.dtype))
+        if tables is None or tables[0].shape[0] < stop:
+            length = max(stop, 2 * (0 if tables is None else tables[0].shape[0]), 64)
+            # A plain tensor even when the first call runs under inference_mode, so
+            # that a later training forward can save it for backward.
+            with torch.inference_mode(False), torch.no_grad():
+                positions = torch.arange(length, device=like.device)
+                tables = _cos_sin(positions, self.rotary_dim, self.base, like.dtype, self._key)
+            self._tables[(like.device, like.dtype)] = tables
+        cos, sin = tables
+        return cos[start:stop], sin[start:stop]
+
+    def __call__(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Rotate ``x``, ``(..., num_tokens, head_dim)``, the tokens from position ``start`` on."""
+        cos, sin = self.cos_sin(start, x.shape[-2], x)
+        return _rotate(x, cos, sin)
+
+    def __repr__(self) -> str:
+        scaling = "" if self.scaling is None else f", scaling={self.scaling}"
+        sizes = f"head_dim={self.head_dim}, base={self.base}, rotary_dim={self.rotary_dim}"
+        return f"Rotary({sizes}{scaling})"
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -429,8 +472,9 @@ def _angles(
         )
     rotary_dim, key = _settings(owner, head_dim, base, scaling, partial_rotary_factor)
     if positions is None:
-        return _cos_sin_range(0, num_tokens, rotary_dim, base, x, key)
-    positions = torch.as_tensor(positions, device=x.device)
+        positions = torch.arange(num_tokens, device=x.device)
+    else:
+        positions = torch.as_tensor(positions, device=x.device)
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise ValueError(
             f"{owner}: positions must be integers (token indices), got dtype {positions.dtype}"

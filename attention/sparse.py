@@ -32,7 +32,7 @@ from attention import _checks
 from attention.kv_cache import KVCache
 from attention.latent import LatentCache, MultiHeadLatentAttention
 from attention.masks import _causal_mask
-from attention.rope import _cos_sin_range, _rotate, _settings
+from attention.rope import Rotary
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
 
@@ -358,8 +358,9 @@ class LightningIndexer(nn.Module):
             )
         if isinstance(norm_eps, bool) or not isinstance(norm_eps, int | float) or norm_eps <= 0:
             raise ValueError(f"{owner}: norm_eps must be a positive number, got {norm_eps!r}")
-        _, self._rope_key = _settings(owner, qk_rope_head_dim, rope_base, rope_scaling, 1.0)
-        self.rope_base = float(rope_base)
+        # Rotates the first qk_rope_head_dim numbers of each query and key
+        self.rotary = Rotary(qk_rope_head_dim, rope_base, rope_scaling)
+        self.rope_base = self.rotary.base
         self.W_query = nn.Linear(q_lora_rank, num_heads * head_dim, bias=False)
         self.W_key = nn.Linear(d_in, head_dim, bias=False)
         self.k_norm = nn.LayerNorm(head_dim, eps=norm_eps)
@@ -415,13 +416,10 @@ class LightningIndexer(nn.Module):
         num_keys = num_cached + num_tokens
         if allowed is not None:
             allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
-        cos, sin = _cos_sin_range(
-            num_cached, num_tokens, self.qk_rope_head_dim, self.rope_base, x, self._rope_key
-        )
         # (b, n, H, head_dim) -> (b, H, n, head_dim), the first rope_dim numbers rotated
         queries = self.W_query(q_latent).view(batch, num_tokens, self.num_heads, self.head_dim)
-        queries = _rotate(queries.transpose(1, 2), cos, sin)
-        keys = _rotate(self.k_norm(self.W_key(x)), cos, sin)  # (b, n, head_dim), one for all heads
+        queries = self.rotary(queries.transpose(1, 2), num_cached)
+        keys = self.rotary(self.k_norm(self.W_key(x)), num_cached)  # (b, n, head_dim), one key
         if cache is not None:
             keys, _ = cache._append(keys, keys[..., :0])  # (b, num_keys, head_dim)
         # (b, H, n, num_keys): each head's rectified, scaled dot products

@@ -82,6 +82,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import os
@@ -101,7 +102,6 @@ from attention import (
     MODELS,
     GatedDeltaNet,
     GatedDeltaNetCache,
-    GroupedQueryAttention,
     KVCache,
     gated_delta_rule,
     kv_cache_bytes_per_token,
@@ -231,19 +231,20 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
     """Every decode row's layers, float32, eval mode; ``full`` and ``window`` share weights."""
     torch.manual_seed(args.seed)
     steps = args.warmup + args.rounds + 2  # a window's positions go on counting
+    # The model's full-attention layer (QK-norm, gate, partial RoPE) at the sizes asked
     common = {
+        "d_in": args.d_in,
+        "d_out": args.num_heads * args.head_dim,
+        "context_length": max(args.contexts) + steps,
         "num_heads": args.num_heads,
         "num_kv_heads": args.num_kv_heads,
-        "rope_base": MODEL.rope_theta,
-        "partial_rotary_factor": MODEL.partial_rotary_factor,
-        "qk_norm": MODEL.qk_norm,
-        "output_gate": MODEL.output_gate,
+        "head_dim": args.head_dim,
         "out_bias": False,
     }
-    d_out = args.num_heads * args.head_dim
-    context = max(args.contexts) + steps
-    full = GroupedQueryAttention(args.d_in, d_out, context, **common).eval()
-    window = GroupedQueryAttention(args.d_in, d_out, context, window=args.window, **common).eval()
+    full_index = MODEL.layer_types.index("full_attention")
+    full = attention.layer_for(MODEL, full_index, **common).eval()
+    window = copy.deepcopy(full)  # the same layer, sliding: the window is its own
+    window.window = args.window
     window.load_state_dict(full.state_dict())
     layers = {
         "full": full,

@@ -11,15 +11,15 @@ with it, it stays small.
 # %%
 # The task and the model of the previous-token example: sequences of 8 random tokens
 # from a vocabulary of 16, and at every position the target is the token before it.
-# The head is a one-head ``GroupedQueryAttention``, so that ``qk_norm=True`` switches
-# QK-norm on: an RMS norm on every query and key before their dot product.
+# The head is a one-head ``GroupedQueryAttention``; QK-norm is two parts it can hold,
+# ``q_norm`` and ``k_norm``: an RMS norm on every query and key before their dot product.
 
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attention import GroupedQueryAttention, causal_mask
+from attention import GroupedQueryAttention, RMSNorm, causal_mask
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -40,8 +40,9 @@ class PreviousToken(nn.Module):
         super().__init__()
         self.token_embedding = nn.Embedding(VOCAB, 32)
         self.position_embedding = nn.Embedding(T, 32)
+        norms = {"q_norm": RMSNorm(16), "k_norm": RMSNorm(16)} if qk_norm else {}
         self.attn = GroupedQueryAttention(
-            32, 16, context_length=T, num_heads=1, num_kv_heads=1, qk_norm=qk_norm
+            32, 16, context_length=T, num_heads=1, num_kv_heads=1, **norms
         )
         self.to_logits = nn.Linear(16, VOCAB)
 

@@ -20,15 +20,19 @@ from hypothesis import strategies as st
 from torch import nn
 
 from attention import (
+    MODELS,
     CausalAttention,
     GroupedQueryAttention,
     Head,
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
     MultiHeadLatentAttention,
+    ProjectionRMSNorm,
+    RMSNorm,
     SelfAttentionV1,
     SelfAttentionV2,
     _checks,
+    layer_for,
 )
 
 F64 = torch.float64
@@ -283,10 +287,11 @@ BAD_ARGUMENTS = {
         ({"d_out": 10}, r"d_out=10 and num_heads=4"),
         (
             {"d_out": 12, "rope_base": 10000.0},
-            r"d_out // num_heads must be even, got head_dim=3 \(d_out=12, num_heads=4\)",
+            r"Rotary: RoPE rotates pairs of numbers, so the rotary dimension must be even .*"
+            r"= int\(3 \* 1.0\) = 3",
         ),
-        ({"rope_base": 1.0}, r"rope_base must be greater than 1, got 1.0"),
-        ({"rope_base": "10000"}, r"rope_base must be a number.*'10000' of type str"),
+        ({"rope_base": 1.0}, r"Rotary: base must be a number greater than 1, got 1.0"),
+        ({"rope_base": "10000"}, r"Rotary: base must be a number greater than 1, got '10000'"),
         ({"window": 0}, r"window must be at least 1, got 0"),
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
         ({"out_bias": 0}, r"out_bias must be True or False.*got 0 of type int"),
@@ -296,7 +301,7 @@ BAD_ARGUMENTS = {
         ({"kv_lora_rank": 0}, r"kv_lora_rank must be at least 1, got 0"),
         ({"q_lora_rank": -1}, r"q_lora_rank must be at least 1, got -1"),
         ({"v_head_dim": 2.0}, r"v_head_dim must be a positive integer, got 2.0 of type float"),
-        ({"rope_base": 0.5}, r"rope_base must be a number greater than 1, got 0.5"),
+        ({"rope_base": 0.5}, r"Rotary: base must be a number greater than 1, got 0.5"),
         ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
         ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
         ({"qkv_bias": 1}, r"qkv_bias must be True or False.*got 1 of type int"),
@@ -357,11 +362,14 @@ def gqa_layouts(draw: st.DrawFn, *, max_tokens: int = 6, even_head_dim: bool = F
     }
 
 
-def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
+def make_gqa(layout: dict, *, parts: tuple[str, ...] = (), **kwargs) -> GroupedQueryAttention:
     """A float64 GroupedQueryAttention in eval mode, with ``layout``'s sizes and seed.
 
     Llama's layout: ``layout["qkv_bias"]`` is ``attention_bias``, a bias on all four
-    projections or on none, so ``out_bias`` follows ``qkv_bias``.
+    projections or on none, so ``out_bias`` follows ``qkv_bias``. ``parts`` are added
+    after construction, as :mod:`attention.recipes` adds them, from the same seed:
+    ``"W_gate"``, ``"qk_norm"`` (per head), ``"qk_norm_projection"`` (OLMo 2's),
+    ``"v_norm"`` and ``"no_W_value"`` (Gemma 4's keys as values).
     """
     d = layout["num_heads"] * layout["head_dim"]
     with torch.random.fork_rng(devices=[]):
@@ -376,7 +384,55 @@ def make_gqa(layout: dict, **kwargs) -> GroupedQueryAttention:
             out_bias=layout["qkv_bias"],
             **kwargs,
         )
+        add_parts(module, parts)
     return module.to(F64).eval()
+
+
+def add_parts(module: GroupedQueryAttention, parts: tuple[str, ...]) -> GroupedQueryAttention:
+    """Assign ``parts`` (names as in :func:`make_gqa`) to ``module``, in the recipes' order."""
+    heads, kv_heads, head_dim = module.num_heads, module.num_kv_heads, module.head_dim
+    unknown = set(parts) - {"W_gate", "qk_norm", "qk_norm_projection", "v_norm", "no_W_value"}
+    assert not unknown, unknown
+    if "W_gate" in parts:
+        bias = module.W_query.bias is not None
+        module.W_gate = nn.Linear(module.d_in, heads * head_dim, bias=bias)
+    if "qk_norm" in parts:
+        module.q_norm, module.k_norm = RMSNorm(head_dim), RMSNorm(head_dim)
+    if "qk_norm_projection" in parts:
+        module.q_norm = ProjectionRMSNorm(heads * head_dim)
+        module.k_norm = ProjectionRMSNorm(kv_heads * head_dim)
+    if "v_norm" in parts:
+        module.v_norm = RMSNorm(head_dim, elementwise_affine=False)
+    if "no_W_value" in parts:
+        module.W_value = None
+    return module
+
+
+def make_layer(layout: dict, model: str, kind: str = "full_attention", **overrides):
+    """``layer_for(MODELS[model], ...)`` at ``layout``'s sizes and seed, float64, eval mode.
+
+    The model's first layer of ``kind`` that computes its own keys and values; the
+    layout's ``qkv_bias`` is ``attention_bias`` (all four projections).
+    """
+    facts = MODELS[model]
+    index = next(
+        i
+        for i, (k, shared) in enumerate(zip(facts.layer_types, facts.kv_shared, strict=True))
+        if k == kind and not shared
+    )
+    sizes = {
+        "d_in": layout["num_heads"] * layout["head_dim"],
+        "context_length": layout["context_length"],
+        "num_heads": layout["num_heads"],
+        "num_kv_heads": layout["num_kv_heads"],
+        "head_dim": layout["head_dim"],
+        "qkv_bias": layout["qkv_bias"],
+        "out_bias": layout["qkv_bias"],
+    }
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        layer = layer_for(facts, index, **(sizes | overrides))
+    return layer.to(F64).eval()
 
 
 def layout_input(layout: dict) -> torch.Tensor:

@@ -14,9 +14,10 @@ weights, and :func:`float64_softmax` lets the softmax keep float64, so that the
 comparison of everything else can be exact in float64; the tests also compare against
 the modules untouched, at float32's tolerance.
 
-Part III's builders (Qwen3, OLMo 2, Gemma 2, gpt-oss, Qwen3-Next, Gemma 4) map one
-:class:`~attention.GroupedQueryAttention` built with the matching options onto the
-model's attention class; :func:`copy_projections` copies the shared layers.
+Part III's builders (Qwen3, OLMo 2, Gemma 2 and 3, gpt-oss, Qwen3-Next, Gemma 4) map
+the layer that :func:`attention.layer_for` builds for the model (a
+:class:`~attention.GroupedQueryAttention` with the model's parts) onto the model's
+attention class; :func:`copy_projections` copies the shared layers.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention
 from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention
 
-from attention import GroupedQueryAttention, MultiHeadLatentAttention
+from attention import GroupedQueryAttention, MultiHeadLatentAttention, ProjectionRMSNorm, RMSNorm
 
 #: Tolerance where both sides compute in float64 throughout.
 EXACT = {"rtol": 1e-10, "atol": 1e-12}
@@ -231,7 +232,7 @@ def copy_projections(gqa: GroupedQueryAttention, theirs: nn.Module, query_weight
     """Copy ``gqa``'s ``W_query``, ``W_key``, ``W_value`` and ``out_proj`` into ``q/k/v/o_proj``.
 
     transformers' ``attention_bias`` is one flag for the four, so ``gqa`` must have
-    ``qkv_bias == out_bias``. A missing ``W_value`` (``keys_as_values``) has no
+    ``qkv_bias == out_bias``. A missing ``W_value`` (Gemma 4's keys as values) has no
     ``v_proj`` to fill. ``query_weight``: ``(weight, bias)`` for ``q_proj`` instead of
     ``W_query``'s (Qwen3-Next's fused query and gate).
     """
@@ -249,6 +250,15 @@ def copy_projections(gqa: GroupedQueryAttention, theirs: nn.Module, query_weight
             layer.weight.copy_(weight)
             if layer.bias is not None:
                 layer.bias.copy_(bias)
+
+
+def per_head_norms(gqa: GroupedQueryAttention) -> bool:
+    """Whether ``gqa`` has QK-norm over each head (Qwen3's kind), with a learned scale."""
+    norms = (gqa.q_norm, gqa.k_norm)
+    return all(
+        isinstance(n, RMSNorm) and not isinstance(n, ProjectionRMSNorm) and n.weight is not None
+        for n in norms
+    )
 
 
 def _common(gqa: GroupedQueryAttention, implementation: str) -> dict:
@@ -281,8 +291,8 @@ def _built(cls: type, config, gqa: GroupedQueryAttention, layer_idx: int = 0) ->
 
 
 def qwen3_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") -> nn.Module:
-    """``Qwen3Attention`` holding ``gqa``'s weights: ``gqa`` has ``qk_norm=True`` (per head)."""
-    assert gqa.qk_norm == "head"
+    """``Qwen3Attention`` holding ``gqa``'s weights: ``gqa`` has QK-norm per head."""
+    assert per_head_norms(gqa)
     config = Qwen3Config(
         **_common(gqa, implementation), head_dim=gqa.head_dim, rms_norm_eps=gqa.q_norm.eps
     )
@@ -295,12 +305,12 @@ def qwen3_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") ->
 
 
 def olmo2_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa") -> nn.Module:
-    """``Olmo2Attention`` holding ``gqa``'s weights: ``gqa`` has ``qk_norm="projection"``.
+    """``Olmo2Attention`` holding ``gqa``'s weights: ``gqa`` has a ``ProjectionRMSNorm``.
 
     OLMo 2's config has no ``head_dim``: it is ``hidden_size // num_attention_heads``,
     so ``gqa.d_in`` must equal ``gqa.d_out``.
     """
-    assert gqa.qk_norm == "projection" and gqa.d_in == gqa.d_out
+    assert isinstance(gqa.q_norm, ProjectionRMSNorm) and gqa.d_in == gqa.d_out
     config = Olmo2Config(**_common(gqa, implementation), rms_norm_eps=gqa.q_norm.eps)
     theirs = _built(Olmo2Attention, config, gqa)
     copy_projections(gqa, theirs)
@@ -339,7 +349,7 @@ def gemma3_attention(
     Sliding if ``gqa.window``. Its norms are zero-centred (``1 + weight``): they get
     ``gqa``'s weight minus 1.
     """
-    assert gqa.qk_norm == "head" and gqa.scale == query_pre_attn_scalar**-0.5
+    assert per_head_norms(gqa) and gqa.scale == query_pre_attn_scalar**-0.5
     config = Gemma3TextConfig(
         **_common(gqa, implementation),
         head_dim=gqa.head_dim,
@@ -394,9 +404,10 @@ def qwen3_next_attention(gqa: GroupedQueryAttention, implementation: str = "sdpa
     which only its rotary embedding reads: the attention rotates the leading
     dimensions that the cos and sin it is given cover.
     """
-    assert gqa.qk_norm == "head" and gqa.W_gate is not None
+    assert per_head_norms(gqa) and gqa.W_gate is not None
     common = _common(gqa, implementation)
-    common["rope_parameters"] |= {"partial_rotary_factor": gqa.partial_rotary_factor}
+    partial = gqa.rotary.partial_rotary_factor
+    common["rope_parameters"] |= {"partial_rotary_factor": partial}
     config = Qwen3NextConfig(
         **common,
         head_dim=gqa.head_dim,
@@ -416,14 +427,14 @@ def gemma4_attention(
 ) -> nn.Module:
     """``Gemma4TextAttention``, layer 1 (a full-attention layer) of two, with ``gqa``'s weights.
 
-    ``gqa`` has ``qk_norm=True``, ``value_norm=True``, ``scale=1.0`` and, for
-    ``attention_k_eq_v``, ``keys_as_values``. The global layer's head size and key/value
+    ``gqa`` has Gemma 4's parts (QK-norm, ``v_norm``), ``scale=1.0`` and, for
+    ``attention_k_eq_v``, no ``W_value``. The global layer's head size and key/value
     heads (``global_head_dim``, ``num_global_key_value_heads``) are ``gqa``'s. With
     ``released_rope``, the config keeps transformers' default ``rope_parameters`` for
     Gemma 4, the released models' (global layers: proportional RoPE over a quarter of
     the head, base 1e6), for its rotary embedding.
     """
-    assert gqa.qk_norm == "head" and gqa.v_norm is not None and gqa.scale == 1.0
+    assert per_head_norms(gqa) and gqa.v_norm is not None and gqa.scale == 1.0
     common = _common(gqa, implementation) | {"num_hidden_layers": 2}
     if released_rope:
         common["rope_parameters"] = None
@@ -432,13 +443,13 @@ def gemma4_attention(
         head_dim=gqa.head_dim,
         global_head_dim=gqa.head_dim,
         num_global_key_value_heads=gqa.num_kv_heads,
-        attention_k_eq_v=gqa.keys_as_values,
+        attention_k_eq_v=gqa.W_value is None,
         rms_norm_eps=gqa.q_norm.eps,
         layer_types=["sliding_attention", "full_attention"],
     )
     theirs = _built(Gemma4TextAttention, config, gqa, layer_idx=1)
     assert theirs.head_dim == gqa.head_dim and not theirs.is_sliding
-    assert (theirs.v_proj is None) == gqa.keys_as_values
+    assert (theirs.v_proj is None) == (gqa.W_value is None)
     copy_projections(gqa, theirs)
     with torch.no_grad():
         theirs.q_norm.weight.copy_(gqa.q_norm.weight)

@@ -1,10 +1,10 @@
-"""Part III's options of the attention layer, each against the transformers class that runs it.
+"""Part III's layers: each model's recipe against the transformers class that runs it.
 
-``GroupedQueryAttention``'s ``qk_norm`` (Qwen3 per head, OLMo 2 over the projection),
-``softcap`` and ``scale`` (Gemma 2; with ``qk_norm`` and a window, Gemma 3), ``sinks``
-(gpt-oss), ``output_gate`` with ``qk_norm`` (Qwen3-Next), ``value_norm`` and
-``keys_as_values`` (Gemma 4), and :func:`attend`'s ``softcap`` and ``sinks``;
-:class:`RMSNorm`.
+The layers :func:`layer_for` builds (``attention.recipes``) from the parts of
+``GroupedQueryAttention``: QK-norm (Qwen3 per head, OLMo 2 over the projection),
+``softcap`` and ``scale`` (Gemma 2; with QK-norm and a window, Gemma 3), ``sinks``
+(gpt-oss), ``W_gate`` with QK-norm (Qwen3-Next), ``v_norm`` and no ``W_value`` (Gemma 4);
+the parts on their own; :func:`attend`'s ``softcap`` and ``sinks``; :class:`RMSNorm`.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with transformers'
 float32 steps (its RMS norms, its eager softmax) run in float64 within the test
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import F64, expect, gqa_layouts, layout_input, make_gqa
+from helpers import F64, expect, gqa_layouts, layout_input, make_gqa, make_layer
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -42,6 +42,7 @@ from attention import (
     GroupedQueryAttention,
     KVCache,
     RMSNorm,
+    Rotary,
     apply_rope,
     attend,
     rope_frequencies,
@@ -60,7 +61,7 @@ def randomize_new_parameters(gqa: GroupedQueryAttention, seed: int) -> GroupedQu
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for norm in (gqa.q_norm, gqa.k_norm):
-            if norm is not None:
+            if norm is not None and norm.weight is not None:
                 norm.weight.copy_(0.5 + torch.rand(norm.weight.shape, generator=generator))
         if gqa.sinks is not None:
             gqa.sinks.copy_(torch.randn(gqa.sinks.shape, generator=generator, dtype=F64))
@@ -90,8 +91,8 @@ def additive_causal(n: int, window: int | None = None) -> torch.Tensor:
 
 
 @given(layout=gqa_layouts(even_head_dim=True))
-def test_qk_norm_per_head_matches_qwen3_attention(layout):
-    gqa = randomize_new_parameters(make_gqa(layout, rope_base=BASE, qk_norm=True), layout["seed"])
+def test_qwen3_recipe_matches_qwen3_attention(layout):
+    gqa = randomize_new_parameters(make_layer(layout, "Qwen3 8B", rope_base=BASE), layout["seed"])
     x = layout_input(layout)
     cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
     exact = float64_norms(qwen3_attention(gqa), ("q_norm", "k_norm"))
@@ -101,8 +102,8 @@ def test_qk_norm_per_head_matches_qwen3_attention(layout):
 
 
 @given(layout=gqa_layouts(even_head_dim=True))
-def test_qk_norm_projection_matches_olmo2_attention(layout):
-    gqa = make_gqa(layout, rope_base=BASE, qk_norm="projection")
+def test_olmo2_recipe_matches_olmo2_attention(layout):
+    gqa = make_layer(layout, "OLMo 2 7B", rope_base=BASE)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     assert gqa.q_norm.weight.shape == (gqa.d_out,)
     assert gqa.k_norm.weight.shape == (gqa.num_kv_heads * gqa.head_dim,)
@@ -119,8 +120,8 @@ def test_qk_norm_per_head_and_over_the_projection_differ_with_more_than_one_head
     layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
     layout |= {"context_length": 4, "num_tokens": 4, "batch": 1, "qkv_bias": False, "seed": 3}
     x = layout_input(layout)
-    head = make_gqa(layout, qk_norm="head")(x)
-    projection = make_gqa(layout, qk_norm="projection")(x)
+    head = make_gqa(layout, parts=("qk_norm",))(x)
+    projection = make_gqa(layout, parts=("qk_norm_projection",))(x)
     assert (head - projection).abs().max() > 1e-3
 
 
@@ -133,10 +134,12 @@ def test_qk_norm_per_head_and_over_the_projection_differ_with_more_than_one_head
     softcap=st.floats(0.05, 5.0),
     window=st.one_of(st.none(), st.integers(1, 4)),
 )
-def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar, softcap, window):
-    """Global layers, and sliding ones (Gemma 2 alternates them)."""
+def test_gemma2_recipe_matches_gemma2_attention(layout, query_pre_attn_scalar, softcap, window):
+    """Global layers, and sliding ones (Gemma 2 alternates them); the cap and scale drawn."""
     scale = query_pre_attn_scalar**-0.5
-    gqa = make_gqa(layout, rope_base=BASE, scale=scale, softcap=softcap, window=window)
+    kind = "full_attention" if window is None else "sliding_attention"
+    options = {"scale": scale, "softcap": softcap, "window": window}
+    gqa = make_layer(layout, "Gemma 2 9B", kind, rope_base=BASE, **options)
     theirs = gemma2_attention(gqa, query_pre_attn_scalar)
     x = layout_input(layout)
     cos_sin, mask = positions_cos_sin(x, gqa.head_dim), additive_causal(x.shape[1], window)
@@ -154,10 +157,16 @@ def test_softcap_and_scale_match_gemma2_attention(layout, query_pre_attn_scalar,
     query_pre_attn_scalar=st.sampled_from([1, 7, 168]),
     window=st.one_of(st.none(), st.integers(1, 4)),
 )
-def test_qk_norm_and_scale_match_gemma3_attention(layout, query_pre_attn_scalar, window):
-    """Gemma 3 replaced Gemma 2's cap with QK-norm (zero-centred weights: 1 + w)."""
+def test_gemma3_recipe_matches_gemma3_attention(layout, query_pre_attn_scalar, window):
+    """Gemma 3 replaced Gemma 2's cap with QK-norm (zero-centred weights: 1 + w).
+
+    The global layer's linear RoPE scaling is left out here (transformers' attention
+    takes the cos and sin it is given); tests/test_recipes.py runs it.
+    """
     scale = query_pre_attn_scalar**-0.5
-    gqa = make_gqa(layout, rope_base=BASE, qk_norm=True, scale=scale, window=window)
+    kind = "full_attention" if window is None else "sliding_attention"
+    options = {"scale": scale, "window": window, "rope_scaling": None}
+    gqa = make_layer(layout, "Gemma 3 27B", kind, rope_base=BASE, **options)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     x = layout_input(layout)
     mask = causal_window(x.shape[1], window)
@@ -184,9 +193,11 @@ def test_a_small_softcap_changes_the_output():
 
 
 @given(layout=gqa_layouts(even_head_dim=True), window=st.one_of(st.none(), st.integers(1, 4)))
-def test_sinks_match_gpt_oss_attention(layout, window):
-    """Full-attention layers, and sliding ones (gpt-oss alternates them)."""
-    gqa = make_gqa(layout, rope_base=BASE, sinks=True, window=window)
+def test_gpt_oss_recipe_matches_gpt_oss_attention(layout, window):
+    """Full-attention layers, and sliding ones (gpt-oss alternates them); plain RoPE."""
+    kind = "full_attention" if window is None else "sliding_attention"
+    options = {"window": window, "rope_scaling": None}
+    gqa = make_layer(layout, "gpt-oss-20b", kind, rope_base=BASE, **options)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     theirs = gpt_oss_attention(gqa)
     x = layout_input(layout)
@@ -206,8 +217,8 @@ def test_sinks_match_gpt_oss_attention(layout, window):
 
 
 @given(layout=gqa_layouts(even_head_dim=True))
-def test_output_gate_and_qk_norm_match_qwen3_next_attention(layout):
-    gqa = make_gqa(layout, rope_base=BASE, qk_norm=True, output_gate=True)
+def test_qwen3_next_recipe_with_whole_heads_rotating_matches_qwen3_next_attention(layout):
+    gqa = make_layer(layout, "Qwen3-Next 80B-A3B", rope_base=BASE, partial_rotary_factor=1.0)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     x = layout_input(layout)
     cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
@@ -218,11 +229,12 @@ def test_output_gate_and_qk_norm_match_qwen3_next_attention(layout):
 
 
 @given(layout=gqa_layouts(even_head_dim=True), seed=st.integers(0, 2**16))
-def test_qwen3_next_layer_as_released_with_a_quarter_of_each_head_rotating(layout, seed):
+def test_qwen3_next_recipe_as_released_with_a_quarter_of_each_head_rotating(layout, seed):
     """QK-norm, the gate and partial_rotary_factor=0.25 together, as Qwen3-Next runs them."""
     layout = layout | {"head_dim": 8, "d_model": layout["num_heads"] * 8, "seed": seed}
-    options = {"qk_norm": True, "output_gate": True, "partial_rotary_factor": 0.25}
-    gqa = randomize_new_parameters(make_gqa(layout, rope_base=BASE, **options), seed)
+    gqa = make_layer(layout, "Qwen3-Next 80B-A3B", rope_base=BASE)
+    assert gqa.rotary.partial_rotary_factor == 0.25
+    gqa = randomize_new_parameters(gqa, seed)
     x = layout_input(layout)
     positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
     cos_sin = rope_cos_sin(positions, 2, BASE)  # the rotary dimension: int(8 * 0.25) = 2
@@ -235,7 +247,7 @@ def test_qwen3_next_layer_as_released_with_a_quarter_of_each_head_rotating(layou
 
 
 @given(layout=gqa_layouts(even_head_dim=True), seed=st.integers(0, 2**16))
-def test_gemma4_global_layer_as_released(layout, seed):
+def test_gemma4_global_layer_recipe_as_released(layout, seed):
     """Keys as values, the value norm, QK-norm, scale 1 and proportional RoPE over a
     quarter of a head of 16, on Gemma 4's global layer with its default rope_parameters.
 
@@ -245,8 +257,8 @@ def test_gemma4_global_layer_as_released(layout, seed):
     """
     layout = layout | {"head_dim": 16, "d_model": layout["num_heads"] * 16, "seed": seed}
     scaling = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
-    options = {"qk_norm": True, "value_norm": True, "keys_as_values": True, "scale": 1.0}
-    gqa = make_gqa(layout, rope_base=1e6, rope_scaling=scaling, **options)
+    gqa = make_layer(layout, "Gemma 4 31B")
+    assert gqa.rotary.scaling == scaling and gqa.rope_base == 1e6 and gqa.W_value is None
     gqa = randomize_new_parameters(gqa, seed)
     x = layout_input(layout)
     positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
@@ -269,7 +281,7 @@ def test_qwen3_next_query_and_gate_rows_alternate_per_head():
     """Head h's query rows, then head h's gate rows: what view + chunk(2) splits."""
     layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 2, "d_model": 4}
     layout |= {"context_length": 2, "num_tokens": 2, "batch": 1, "qkv_bias": True, "seed": 0}
-    gqa = make_gqa(layout, output_gate=True)
+    gqa = make_gqa(layout, parts=("W_gate",))
     weight, bias = qwen3_next_query_gate(gqa)
     q, g = gqa.W_query.weight, gqa.W_gate.weight
     torch.testing.assert_close(weight, torch.cat((q[:2], g[:2], q[2:], g[2:])), **EXACT)
@@ -280,17 +292,15 @@ def test_qwen3_next_query_and_gate_rows_alternate_per_head():
 # --- value norm and keys as values: Gemma 4 -----------------------------------------------
 
 
-@pytest.mark.parametrize("keys_as_values", [True, False], ids=["k_eq_v", "own_values"])
+@pytest.mark.parametrize(
+    ("model", "keys_as_values"),
+    [("Gemma 4 31B", True), ("Gemma 4 E2B", False)],
+    ids=["k_eq_v", "own_values"],
+)
 @given(layout=gqa_layouts(even_head_dim=True))
-def test_value_norm_and_keys_as_values_match_gemma4_text_attention(layout, keys_as_values):
-    gqa = make_gqa(
-        layout,
-        rope_base=BASE,
-        qk_norm=True,
-        value_norm=True,
-        scale=1.0,
-        keys_as_values=keys_as_values,
-    )
+def test_gemma4_recipes_match_gemma4_text_attention(layout, model, keys_as_values):
+    """The global layer of Gemma 4 31B (keys as values) and of E2B (its own values)."""
+    gqa = make_layer(layout, model, rope_base=BASE, rope_scaling=None)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     assert (gqa.W_value is None) == keys_as_values
     x = layout_input(layout)
@@ -306,8 +316,7 @@ def test_keys_as_values_caches_keys_and_values_apart():
     """After k_norm and RoPE the keys differ from the values: the cache holds both."""
     layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
     layout |= {"context_length": 6, "num_tokens": 6, "batch": 1, "qkv_bias": False, "seed": 2}
-    kwargs = {"qk_norm": True, "value_norm": True, "keys_as_values": True, "rope_base": BASE}
-    gqa = make_gqa(layout, **kwargs)
+    gqa = make_layer(layout, "Gemma 4 31B", rope_base=BASE, rope_scaling=None)
     x = layout_input(layout)
     cache = KVCache()
     steps = [gqa(x[:, :4], cache=cache), gqa(x[:, 4:5], cache=cache), gqa(x[:, 5:], cache=cache)]
@@ -465,13 +474,14 @@ def todays_module(layout: dict, x: torch.Tensor, rope: bool) -> torch.Tensor:
 
 
 NEW_OFF = {
-    "qk_norm": False,
     "softcap": None,
     "sinks": False,
-    "output_gate": False,
     "scale": None,
-    "value_norm": False,
-    "keys_as_values": False,
+    "rotary": None,
+    "q_norm": None,
+    "k_norm": None,
+    "v_norm": None,
+    "W_gate": None,
 }
 
 
@@ -502,32 +512,30 @@ def test_defaults_are_todays_module(layout, rope):
 
 
 OPTIONS_ON = [
-    pytest.param({"qk_norm": True}, id="qk_norm"),
-    pytest.param({"qk_norm": "projection"}, id="qk_norm_projection"),
-    pytest.param({"softcap": 30.0}, id="softcap"),
-    pytest.param({"sinks": True}, id="sinks"),
-    pytest.param({"scale": 0.5}, id="scale"),
-    pytest.param({"value_norm": True}, id="value_norm"),
-    pytest.param({"output_gate": True}, id="output_gate"),
+    pytest.param({"parts": ("qk_norm",)}, {"q_norm.weight", "k_norm.weight"}, id="qk_norm"),
+    pytest.param(
+        {"parts": ("qk_norm_projection",)},
+        {"q_norm.weight", "k_norm.weight"},
+        id="qk_norm_projection",
+    ),
+    pytest.param({"softcap": 30.0}, set(), id="softcap"),
+    pytest.param({"sinks": True}, {"sinks"}, id="sinks"),
+    pytest.param({"scale": 0.5}, set(), id="scale"),
+    pytest.param({"parts": ("v_norm",)}, set(), id="v_norm"),
+    pytest.param({"parts": ("W_gate",)}, {"W_gate.weight", "W_gate.bias"}, id="W_gate"),
 ]
 
 
-@pytest.mark.parametrize("option", OPTIONS_ON)
-def test_each_option_keeps_the_existing_weights_of_the_same_seed(option):
-    """New layers come after out_proj: W_query to out_proj are drawn as before."""
+@pytest.mark.parametrize(("option", "new_names"), OPTIONS_ON)
+def test_each_option_and_part_keeps_the_existing_weights_of_the_same_seed(option, new_names):
+    """Parts come after out_proj: W_query to out_proj are drawn as before."""
     layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 2, "d_model": 8}
     layout |= {"context_length": 4, "num_tokens": 4, "batch": 1, "qkv_bias": True, "seed": 5}
     default = make_gqa(layout).state_dict()
     with_option = make_gqa(layout, **option).state_dict()
     for name, tensor in default.items():
         assert torch.equal(with_option[name], tensor), name
-    new = set(with_option) - set(default)
-    expected = {
-        "qk_norm": {"q_norm.weight", "k_norm.weight"},
-        "sinks": {"sinks"},
-        "output_gate": {"W_gate.weight", "W_gate.bias"},
-    }
-    assert new == expected.get(next(iter(option)), set())
+    assert set(with_option) - set(default) == new_names
 
 
 # --- the module's limits: cap, sink and gate that do nothing -----------------------------------
@@ -558,7 +566,7 @@ def test_module_saturated_gate_is_no_gate(layout, bias):
     """A gate bias so large that sigmoid gives exactly 1 passes every output through."""
     layout = layout | {"qkv_bias": True}
     x = layout_input(layout)
-    gated = make_gqa(layout, rope_base=BASE, output_gate=True)
+    gated = make_gqa(layout, rope_base=BASE, parts=("W_gate",))
     with torch.no_grad():
         gated.W_gate.weight.zero_()
         gated.W_gate.bias.fill_(bias)
@@ -570,7 +578,7 @@ def test_module_gate_of_zero_logits_halves_the_heads_outputs():
     layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 2, "d_model": 4}
     layout |= {"context_length": 3, "num_tokens": 3, "batch": 1, "qkv_bias": True, "seed": 7}
     x = layout_input(layout)
-    gated, plain = make_gqa(layout, output_gate=True), make_gqa(layout)
+    gated, plain = make_gqa(layout, parts=("W_gate",)), make_gqa(layout)
     with torch.no_grad():
         gated.W_gate.weight.zero_()
         gated.W_gate.bias.zero_()
@@ -586,10 +594,10 @@ def test_module_sinks_make_rows_sum_below_one():
     assert (sums < 1).all() and (sums > 0).all()
 
 
-def test_cache_bytes_per_token_is_the_same_with_keys_as_values():
+def test_cache_bytes_per_token_is_the_same_without_w_value():
     layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 2, "d_model": 8}
     layout |= {"context_length": 4, "num_tokens": 4, "batch": 1, "qkv_bias": False, "seed": 0}
-    plain, shared = make_gqa(layout), make_gqa(layout, keys_as_values=True, value_norm=True)
+    plain, shared = make_gqa(layout), make_gqa(layout, parts=("no_W_value", "v_norm"))
     assert shared.W_value is None
     assert shared.cache_bytes_per_token == plain.cache_bytes_per_token == 2 * 2 * 2 * 8
 
@@ -649,19 +657,21 @@ def test_rms_norm_rejects_an_input_of_the_wrong_size():
 
 
 BAD_OPTIONS = [
-    ({"qk_norm": "heads"}, "qk_norm must be False, True or 'head'.*got 'heads'"),
-    ({"qk_norm": 1}, "qk_norm must be False, True or 'head'.*got 1"),
-    ({"qk_norm": None}, "qk_norm must be False, True or 'head'.*got None"),
     ({"softcap": 0}, r"softcap must be a positive, finite number .*got 0"),
     ({"softcap": -50.0}, r"softcap must be a positive, finite number .*got -50.0"),
     ({"softcap": True}, r"softcap must be a positive number .*got True of type bool"),
     ({"sinks": 1}, r"sinks must be True or False .*got 1 of type int"),
-    ({"output_gate": "yes"}, r"output_gate must be True or False .*got 'yes' of type str"),
     ({"scale": 0}, r"scale must be a positive number or None, got 0"),
     ({"scale": -0.5}, r"scale must be a positive number or None, got -0.5"),
     ({"scale": True}, r"scale must be a positive number or None, got True"),
-    ({"value_norm": 1}, r"value_norm must be True or False .*got 1 of type int"),
-    ({"keys_as_values": None}, r"keys_as_values must be True or False .*got None"),
+    # Part III's former flags: each says which part or recipe replaces it
+    ({"qk_norm": True}, r"qk_norm= is no longer taken; give the parts q_norm= and k_norm="),
+    ({"value_norm": True}, r"value_norm= is no longer taken; give the part v_norm="),
+    ({"output_gate": True}, r"output_gate= is no longer taken; assign the part W_gate"),
+    ({"keys_as_values": True}, r"keys_as_values= is no longer taken; set layer.W_value = None"),
+    ({"rope_scaling": {}}, r"rope_scaling= is no longer taken; give rotary=Rotary\("),
+    ({"partial_rotary_factor": 0.5}, r"partial_rotary_factor= .*rotary=Rotary\("),
+    ({"rope_base": 1e4, "rotary": Rotary(4)}, r"give rope_base or rotary, not both"),
 ]
 
 
@@ -675,13 +685,23 @@ def test_module_rejects_bad_options(kwargs, message):
         GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, **kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"q_norm": "rms"}, {"W_gate": torch.ones(2)}, {"rotary": 10000.0}, {"qk_nrom": True}],
+    ids=["q_norm", "W_gate", "rotary", "misspelt"],
+)
+def test_module_rejects_parts_that_are_not_modules_and_unknown_keywords(kwargs):
+    with pytest.raises(TypeError, match=r"^GroupedQueryAttention: "):
+        GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, **kwargs)
+
+
 @given(layout=gqa_layouts(even_head_dim=True), window=st.one_of(st.none(), st.integers(1, 4)))
 def test_every_option_on_decodes_with_a_cache_as_one_full_pass(layout, window):
     """Prefill then one token at a time gives the full pass's outputs, every option on."""
     layout = layout | {"num_tokens": layout["context_length"]}
-    options = {"qk_norm": True, "softcap": 2.0, "sinks": True, "output_gate": True}
-    options |= {"scale": 0.7, "value_norm": True, "keys_as_values": True}
-    gqa = make_gqa(layout, rope_base=BASE, window=window, **options)
+    options = {"softcap": 2.0, "sinks": True, "scale": 0.7}
+    parts = ("W_gate", "qk_norm", "v_norm", "no_W_value")
+    gqa = make_gqa(layout, rope_base=BASE, window=window, parts=parts, **options)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     x = layout_input(layout)
     cache, prefill = KVCache(), (layout["num_tokens"] + 1) // 2

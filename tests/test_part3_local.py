@@ -25,7 +25,7 @@ import itertools
 
 import pytest
 import torch
-from helpers import F64, gqa_layouts, layout_input, make_gqa
+from helpers import F64, gqa_layouts, layout_input, make_gqa, make_layer
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -34,6 +34,7 @@ from hf_models import (
     float64_norms,
     llama_config,
     mistral_attention,
+    per_head_norms,
     rope_cos_sin,
 )
 from hypothesis import given
@@ -580,7 +581,7 @@ def gemma3_sliding_attention(gqa: GroupedQueryAttention, query_pre_attn_scalar: 
 
     Gemma 3 stores its QK-norm weights zero-centred (applied as ``1 + w``): ours minus one.
     """
-    assert gqa.qk_norm == "head" and gqa.scale == query_pre_attn_scalar**-0.5
+    assert per_head_norms(gqa) and gqa.scale == query_pre_attn_scalar**-0.5
     config = Gemma3TextConfig(
         **_common(gqa, "sdpa"),
         head_dim=gqa.head_dim,
@@ -644,13 +645,9 @@ def test_rolling_decoding_matches_gemma3_sliding_layer(layout, window, query_pre
     computes in float32: swapped for a float64 norm of the same function here."""
     n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
     layout |= {"num_tokens": n, "context_length": n}
-    gqa = make_gqa(
-        layout,
-        rope_base=10000.0,  # Gemma 3's local base
-        window=window,
-        qk_norm=True,
-        scale=query_pre_attn_scalar**-0.5,
-    )
+    scale = query_pre_attn_scalar**-0.5  # the local base is Gemma 3's, 10000
+    gqa = make_layer(layout, "Gemma 3 27B", "sliding_attention", window=window, scale=scale)
+    assert gqa.rope_base == 10000.0
     gqa = randomized(gqa, layout["seed"])
     theirs = float64_norms(
         gemma3_sliding_attention(gqa, query_pre_attn_scalar), ("q_norm", "k_norm")
@@ -662,7 +659,7 @@ def test_rolling_decoding_matches_gemma3_sliding_layer(layout, window, query_pre
 def test_rolling_decoding_matches_gemma3_as_shipped():
     layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
     layout |= {"num_tokens": 14, "context_length": 14, "batch": 2, "qkv_bias": False, "seed": 9}
-    gqa = make_gqa(layout, rope_base=10000.0, window=4, qk_norm=True, scale=168**-0.5)
+    gqa = make_layer(layout, "Gemma 3 27B", "sliding_attention", window=4, scale=168**-0.5)
     gqa = randomized(gqa, 9)
     theirs = gemma3_sliding_attention(gqa, 168)  # its norms in float32
     sliding_decode(gqa, theirs, layout_input(layout), decode_splits(14, 2), FLOAT32_STEP)
@@ -678,7 +675,8 @@ def test_rolling_decoding_matches_gpt_oss_sliding_layer(layout, window, data):
     Its eager kernel keeps the logits' dtype: float64 throughout, no patch needed."""
     n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
     layout |= {"num_tokens": n, "context_length": n}
-    gqa = randomized(make_gqa(layout, rope_base=150000.0, window=window, sinks=True), 1)
+    options = {"window": window, "rope_scaling": None}  # gpt-oss's base, 150000, unscaled
+    gqa = randomized(make_layer(layout, "gpt-oss-20b", "sliding_attention", **options), 1)
     theirs = gpt_oss_sliding_attention(gqa)
     x = layout_input(layout)
     sliding_decode(gqa, theirs, x, decode_splits(n, n - 3 * window), EXACT, cos_sin="half")
@@ -687,11 +685,14 @@ def test_rolling_decoding_matches_gpt_oss_sliding_layer(layout, window, data):
 @given(layout=gqa_layouts(max_tokens=2, even_head_dim=True), chunk=st.integers(2, 4))
 def test_chunked_decoding_with_qk_norm_matches_llama4_scouts_chunked_layer(layout, chunk):
     """Scout's chunked layers apply an L2 norm (RMS, no weight) to q and k after RoPE;
-    ours, qk_norm=True with its weights at one, before. A rotation keeps the RMS, so
-    the order does not matter. Llama4TextL2Norm computes in float32: patched to float64."""
+    its recipe, an RMSNorm without a weight, before. A rotation keeps the RMS, so the
+    order does not matter. Llama4TextL2Norm computes in float32: patched to float64.
+    Scout's llama3 RoPE scaling is left out (tests/test_recipes.py runs it)."""
     n = 3 * chunk + 1
     layout |= {"num_tokens": n, "context_length": n}
-    gqa = make_gqa(layout, rope_base=500000.0, chunk=chunk, qk_norm=True)
+    options = {"chunk": chunk, "rope_scaling": None}
+    gqa = make_layer(layout, "Llama 4 Scout", "chunked_attention", **options)
+    assert gqa.rope_base == 500000.0 and gqa.q_norm.weight is None
     theirs = llama4_chunked_attention(gqa, use_qk_norm=True)
     assert isinstance(theirs.qk_norm, modeling_llama4.Llama4TextL2Norm)
     x = layout_input(layout)

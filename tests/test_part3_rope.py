@@ -58,13 +58,15 @@ from transformers.models.llama import modeling_llama
 from transformers.models.qwen3_next import modeling_qwen3_next
 
 from attention import (
+    MODELS,
     GroupedQueryAttention,
     KVCache,
     LatentCache,
     MultiHeadLatentAttention,
+    Rotary,
     apply_rope,
     apply_rope_interleaved,
-    rope,
+    layer_for,
     rope_frequencies,
 )
 
@@ -394,11 +396,27 @@ MODULE_SCALINGS = {
 }
 
 
+def rotary_gqa(
+    d_in: int,
+    d_out: int,
+    context_length: int,
+    *,
+    rope_base: float,
+    rope_scaling: dict | None = None,
+    partial_rotary_factor: float = 1.0,
+    **kwargs,
+) -> GroupedQueryAttention:
+    """A GroupedQueryAttention whose ``rotary`` part has the scaling and partial factor."""
+    head_dim = d_out // kwargs["num_heads"]
+    rotary = Rotary(head_dim, rope_base, rope_scaling, partial_rotary_factor)
+    return GroupedQueryAttention(d_in, d_out, context_length, rotary=rotary, **kwargs)
+
+
 def scaled_gqa(scaling: dict | None, seed: int = 0, **kwargs) -> GroupedQueryAttention:
     options = {"num_heads": 4, "num_kv_heads": 2, "rope_base": 10000.0, "out_bias": False}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        gqa = GroupedQueryAttention(32, 32, 64, **{**options, **kwargs}, rope_scaling=scaling)
+        gqa = rotary_gqa(32, 32, 64, **{**options, **kwargs}, rope_scaling=scaling)
     return gqa.to(F64).eval()
 
 
@@ -474,15 +492,15 @@ def test_static_scalings_decode_as_one_full_pass_and_dynamic_does_not():
             torch.testing.assert_close(decoded, full, **EXACT)
 
 
-def test_dynamic_decoding_past_the_original_context_adds_no_tables():
+def test_dynamic_decoding_past_the_original_context_grows_no_table():
     gqa = scaled_gqa(MODULE_SCALINGS["dynamic"], seed=2)
     x = vectors(7, 1, 30, 32)
     cache = KVCache()
     gqa(x[:, :8], cache=cache)
-    before = set(rope._TABLES)
+    (before,) = [cos.shape for cos, _ in gqa.rotary._tables.values()]
     for p in range(8, 30):
         gqa(x[:, p : p + 1], cache=cache)
-    assert set(rope._TABLES) == before
+    assert [cos.shape for cos, _ in gqa.rotary._tables.values()] == [before]
 
 
 def neox_attention(gqa: GroupedQueryAttention, fraction: float, scaling: dict | None):
@@ -521,7 +539,7 @@ def test_gqa_partial_rotary_matches_gpt_neox_attention(fraction, scaling):
     """GPT-NeoX rotates the first quarter of each head (``rotary_pct`` 0.25)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(3)
-        gqa = GroupedQueryAttention(
+        gqa = rotary_gqa(
             32, 32, 64, num_heads=2, num_kv_heads=2, qkv_bias=True, rope_base=10000.0,
             rope_scaling=scaling, partial_rotary_factor=fraction,
         ).to(F64).eval()  # fmt: skip
@@ -540,22 +558,28 @@ def test_gqa_partial_rotary_matches_gpt_neox_attention(fraction, scaling):
 
 
 # ---------------------------------------------------------------------------------------
-# The released models' attention modules, with their scaled RoPE: gpt-oss (yarn and
-# sinks), Gemma 4's global layers (proportional, QK-norm, value norm, keys as values,
-# scale 1) and Qwen3-Next (partial rotary, QK-norm, output gate)
+# The released models' recipes (attention.layer_for), with their scaled RoPE: gpt-oss
+# (yarn and sinks), Gemma 4's global layers (proportional, QK-norm, value norm, keys as
+# values, scale 1) and Qwen3-Next (partial rotary, QK-norm, output gate)
 
 
-def part3_gqa(seed: int, head_dim: int, bias: bool = False, **options) -> GroupedQueryAttention:
-    """A float64 module with 4 query heads and 2 key/value heads, random norm weights
-    and sinks (they start at ones and zeros, which would hide a mix-up). ``bias``:
-    transformers' ``attention_bias``, on all four projections or none."""
+def part3_gqa(
+    seed: int, head_dim: int, model: str, bias: bool = False, **overrides
+) -> GroupedQueryAttention:
+    """``model``'s first full-attention layer from its recipe, float64, with 4 query heads
+    and 2 key/value heads, random norm weights and sinks (they start at ones and zeros,
+    which would hide a mix-up). ``bias``: transformers' ``attention_bias``, on all four
+    projections or none."""
+    facts = MODELS[model]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         sizes = {"num_heads": 4, "num_kv_heads": 2, "qkv_bias": bias, "out_bias": bias}
-        gqa = GroupedQueryAttention(4 * head_dim, 4 * head_dim, 64, **sizes, **options)
+        sizes |= {"d_in": 4 * head_dim, "head_dim": head_dim, "context_length": 64}
+        index = facts.layer_types.index("full_attention")
+        gqa = layer_for(facts, index, **sizes, **overrides)
         gqa = gqa.to(F64).eval()
         with torch.no_grad():
-            for norm in (getattr(gqa, "q_norm", None), getattr(gqa, "k_norm", None)):
+            for norm in (gqa.q_norm, gqa.k_norm):
                 if norm is not None:
                     norm.weight.uniform_(0.5, 1.5)
             if getattr(gqa, "sinks", None) is not None:
@@ -569,7 +593,8 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
     Over an original context of 8 positions here, so that 20 tokens reach past it.
     """
     yarn = {**MODULE_SCALINGS["yarn"]}
-    gqa = part3_gqa(6, 8, bias=True, rope_base=150000.0, rope_scaling=yarn, sinks=True)
+    gqa = part3_gqa(6, 8, "gpt-oss-120b", bias=True, rope_scaling=yarn)
+    assert gqa.rope_base == 150000.0 and gqa.sinks is not None
     config = modeling_gpt_oss.GptOssConfig(
         attention_bias=True,  # as released
         hidden_size=gqa.d_in,
@@ -602,16 +627,8 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
 def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
     """A global layer of Gemma 4: its head rotates a quarter of its pairs."""
     proportional = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
-    gqa = part3_gqa(
-        7,
-        16,
-        rope_base=1e6,
-        rope_scaling=proportional,
-        qk_norm=True,
-        value_norm=True,
-        scale=1.0,
-        keys_as_values=True,
-    )
+    gqa = part3_gqa(7, 16, "Gemma 4 31B")
+    assert gqa.rotary.scaling == proportional and gqa.rope_base == 1e6 and gqa.scale == 1.0
     config = modeling_gemma4.Gemma4TextConfig(
         attention_bias=False,
         hidden_size=gqa.d_in,
@@ -650,9 +667,8 @@ def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
 def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
     """Qwen3-Next's attention as released: a quarter of each head rotates, QK-norm
     (zero-centred: its weight is ours minus 1) and the output gate."""
-    gqa = part3_gqa(
-        8, 16, rope_base=1e7, partial_rotary_factor=0.25, qk_norm=True, output_gate=True
-    )
+    gqa = part3_gqa(8, 16, "Qwen3-Next 80B-A3B")
+    assert gqa.rope_base == 1e7 and gqa.rotary.partial_rotary_factor == 0.25
     config = modeling_qwen3_next.Qwen3NextConfig(
         attention_bias=False,
         hidden_size=gqa.d_in,
@@ -795,7 +811,7 @@ def test_default_arguments_keep_todays_modules_exactly(seed, num_tokens):
         torch.manual_seed(seed)
         before = GroupedQueryAttention(
             32, 32, 64, num_heads=4, num_kv_heads=2, rope_base=10000.0, out_bias=False
-        )
+        )  # rope_base makes a plain Rotary
     before = before.to(F64).eval()
     assert list(plain.state_dict()) == list(before.state_dict())
     for name, tensor in before.state_dict().items():
@@ -857,7 +873,7 @@ def test_static_scalings_keep_scores_relative(seed, shift, name):
 
 
 def test_each_scaling_gets_its_own_table():
-    """The modules' cos/sin tables are keyed by the scaling and the rotary dim too."""
+    """Each module's cos/sin table is its own: its scaling's and its rotary dim's."""
     x = vectors(10, 2, 12, 32)
     results = {}
     for name, scaling in [("plain", None), *MODULE_SCALINGS.items()]:
@@ -865,8 +881,7 @@ def test_each_scaling_gets_its_own_table():
             gqa = scaled_gqa(scaling, seed=5, partial_rotary_factor=fraction)
             results[name, fraction] = gqa(x)
     assert len({tuple(out.flatten().tolist()) for out in results.values()}) == len(results)
-    # and each equals a module built afresh after clearing every table
-    rope._TABLES.clear()
+    # and each equals a module built afresh
     for (name, fraction), out in results.items():
         scaling = None if name == "plain" else MODULE_SCALINGS[name]
         assert torch.equal(scaled_gqa(scaling, seed=5, partial_rotary_factor=fraction)(x), out)
@@ -1008,26 +1023,15 @@ def test_bad_scalings_name_what_was_expected_and_given(kwargs, message):
         (lambda: rope_frequencies(8, base=1.0), r"base must be a number greater than 1, got 1.0"),
         (
             lambda: GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, rope_scaling=YARN),
-            r"GroupedQueryAttention: rope_scaling and partial_rotary_factor change RoPE, "
-            r"so they need a rope_base; got rope_base=None",
+            r"GroupedQueryAttention: rope_scaling= is no longer taken; give rotary=Rotary",
         ),
         (
-            lambda: GroupedQueryAttention(
-                8, 8, 4, num_heads=1, num_kv_heads=1, rope_base=10.0, partial_rotary_factor=0.125
-            ),
-            r"GroupedQueryAttention: RoPE rotates pairs.* = int\(8 \* 0.125\) = 1",
+            lambda: Rotary(8, 10.0, partial_rotary_factor=0.125),
+            r"Rotary: RoPE rotates pairs.* = int\(8 \* 0.125\) = 1",
         ),
         (
-            lambda: GroupedQueryAttention(
-                8,
-                8,
-                4,
-                num_heads=1,
-                num_kv_heads=1,
-                rope_base=10.0,
-                rope_scaling={"rope_type": "nope"},
-            ),
-            r"GroupedQueryAttention: scaling\['rope_type'\] must be one of .*got 'nope'",
+            lambda: Rotary(8, 10.0, {"rope_type": "nope"}),
+            r"Rotary: scaling\['rope_type'\] must be one of .*got 'nope'",
         ),
         (
             lambda: MultiHeadLatentAttention(
@@ -1041,7 +1045,7 @@ def test_bad_scalings_name_what_was_expected_and_given(kwargs, message):
                 v_head_dim=2,
                 rope_scaling={**YARN, "rope_theta": 50.0},
             ),
-            r"MultiHeadLatentAttention: scaling\['rope_theta'\]=50.0 differs from base=10000.0",
+            r"Rotary: scaling\['rope_theta'\]=50.0 differs from base=10000.0",
         ),
         (
             lambda: apply_rope_interleaved(
@@ -1077,7 +1081,7 @@ def test_odd_head_dim_with_an_even_rotary_part_is_accepted():
     x = vectors(13, 4, 9)
     rotated = apply_rope(x, partial_rotary_factor=0.5)  # int(4.5) = 4 rotate
     assert torch.equal(rotated[..., 4:], x[..., 4:])
-    gqa = GroupedQueryAttention(
+    gqa = rotary_gqa(
         18, 18, 4, num_heads=2, num_kv_heads=1, rope_base=100.0, partial_rotary_factor=0.5
     )
     assert gqa(torch.zeros(1, 4, 18)).shape == (1, 4, 18)

@@ -16,7 +16,7 @@ from transformers import LlamaConfig
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
-from attention import apply_rope, apply_rope_interleaved
+from attention import Rotary, apply_rope, apply_rope_interleaved
 
 F64 = torch.float64
 bases = st.sampled_from([10.0, 10000.0, 500000.0])
@@ -167,31 +167,53 @@ def test_bad_input_names_what_was_expected_and_given(rope, x, kwargs, message):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_table_rows_are_the_angles_computed_for_those_positions(dtype):
-    """The modules' cos/sin table, grown on demand, holds exactly what apply_rope computes."""
+def test_rotary_table_rows_are_the_angles_computed_for_those_positions(dtype):
+    """A Rotary's cos/sin table, grown on demand, holds exactly what apply_rope computes."""
     from attention import rope
 
+    rotary = Rotary(16, 500000.0)
     x = torch.zeros(1, dtype=dtype)
     for start, num_tokens in ((0, 3), (5, 1), (60, 10), (300, 1), (7, 200), (4095, 2)):
-        cos, sin = rope._cos_sin_range(start, num_tokens, 16, 500000.0, x)
+        cos, sin = rotary.cos_sin(start, num_tokens, x)
         positions = torch.arange(start, start + num_tokens)
         expected_cos, expected_sin = rope._cos_sin(positions, 16, 500000.0, dtype)
         assert cos.dtype == sin.dtype == dtype and cos.shape == (num_tokens, 8)
         assert torch.equal(cos, expected_cos) and torch.equal(sin, expected_sin)
-    assert rope._TABLES[(16, 500000.0, x.device, dtype, None)][0].shape[0] >= 4097
-    # apply_rope's default positions read the table; explicit ones compute: the same numbers
+    assert rotary._tables[(x.device, dtype)][0].shape[0] >= 4097
+    # The table's rows and apply_rope's own computation: the same numbers
     q = vectors(0, 2, 70, 16).to(dtype)
-    assert torch.equal(apply_rope(q, base=500000.0), apply_rope(q, torch.arange(70), 500000.0))
+    assert torch.equal(rotary(q), apply_rope(q, torch.arange(70), 500000.0))
+    assert torch.equal(rotary(q[..., 9:, :], start=9), apply_rope(q, base=500000.0)[..., 9:, :])
 
 
-def test_a_table_first_made_in_inference_mode_serves_training():
+def test_a_rotary_table_first_made_in_inference_mode_serves_training():
     """A table made under inference_mode is a plain tensor, so backward can save it later."""
-    from attention import rope
-
-    head_dim = 22  # a size no other test uses, so the table is made here
-    rope._TABLES.pop((head_dim, 10000.0, torch.device("cpu"), F64, None), None)
+    rotary = Rotary(22)
     with torch.inference_mode():
-        apply_rope(vectors(0, 3, head_dim))
-    q = vectors(1, 3, head_dim).requires_grad_()
-    apply_rope(q).sum().backward()
+        rotary(vectors(0, 3, 22))
+    q = vectors(1, 3, 22).requires_grad_()
+    rotary(q).sum().backward()
     assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"head_dim": 0}, r"^Rotary: head_dim must be at least 1, got 0"),
+        ({"head_dim": 3}, r"^Rotary: RoPE rotates pairs of numbers.*int\(3 \* 1.0\) = 3"),
+        ({"base": 1.0}, r"^Rotary: base must be a number greater than 1, got 1.0"),
+        ({"partial_rotary_factor": 0.0}, r"^Rotary: partial_rotary_factor must be a number in"),
+        ({"scaling": {"rope_type": "linear"}}, r"^Rotary: scaling with rope_type 'linear' needs"),
+    ],
+)
+def test_rotary_rejects_bad_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Rotary(**({"head_dim": 8} | kwargs))
+
+
+def test_rotary_with_a_scaling_and_a_partial_factor_is_apply_ropes():
+    scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}
+    rotary = Rotary(16, 100.0, scaling, partial_rotary_factor=0.5)
+    q = vectors(2, 12, 16)
+    expected = apply_rope(q, base=100.0, scaling=scaling, partial_rotary_factor=0.5)
+    assert rotary.rotary_dim == 8 and torch.equal(rotary(q), expected)

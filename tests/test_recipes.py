@@ -1,0 +1,269 @@
+"""``attention.recipes``: each model's layer, from ``layer_for``, against transformers' own.
+
+The Part III test files check the recipes of Qwen3, OLMo 2, Gemma 2, 3 and 4, gpt-oss,
+Qwen3-Next and Llama 4's chunked layers against their transformers classes; this file
+adds Llama 3, Mistral, SmolLM3's NoPE layers, Llama 4's NoPE layers with their query
+temperature, Gemma 4's layers that reuse keys and values, DeepSeek-V3's MLA, and the
+structure of every layer of every model in ``MODELS``.
+
+Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with float64 cos
+and sin; Llama 4's temperature, which transformers computes in float32 whatever the
+model's dtype, at ``hf_models.FLOAT32_STEP`` (1e-5), and exactly where it is 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import F64, gqa_layouts, layout_input, make_layer
+from hf_models import (
+    EXACT,
+    FLOAT32_STEP,
+    causal_4d,
+    deepseek_attention,
+    float64_norms,
+    llama_attention,
+    mistral_attention,
+    rope_cos_sin,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from transformers import Llama4TextConfig
+from transformers.models.llama4 import modeling_llama4
+
+from attention import (
+    MODELS,
+    GatedDeltaNet,
+    GroupedQueryAttention,
+    MultiHeadLatentAttention,
+    NoPEWithTemperature,
+    SharedKVAttention,
+    SparseLatentAttention,
+    layer_for,
+)
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+SMALL = {"d_in": 32, "num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "context_length": 8}
+
+
+def positions_cos_sin(x: torch.Tensor, head_dim: int, base: float):
+    return rope_cos_sin(torch.arange(x.shape[1]).expand(x.shape[0], -1), head_dim, base)
+
+
+@pytest.mark.parametrize("model", ["Llama 2 7B", "Llama 3 8B", "Gemma 2B", "SmolLM3 3B"])
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_llama_like_recipes_match_llama_attention(model, layout):
+    """Their base, no bias (attention_bias as released), a group of query heads."""
+    layout = layout | {"qkv_bias": False}
+    gqa = make_layer(layout, model)
+    x = layout_input(layout)
+    theirs = llama_attention(gqa)
+    cos_sin = positions_cos_sin(x, gqa.head_dim, MODELS[model].rope_theta)
+    expected, _ = theirs(x, cos_sin, causal_4d(x.shape[1], x.shape[1]))
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+
+
+@given(layout=gqa_layouts(even_head_dim=True), window=st.integers(1, 4))
+def test_mistral_recipe_matches_mistral_attention(layout, window):
+    layout = layout | {"qkv_bias": False}
+    gqa = make_layer(layout, "Mistral 7B", "sliding_attention", window=window)
+    x = layout_input(layout)
+    n = x.shape[1]
+    allowed = causal_4d(n, n) & (torch.arange(n)[:, None] - torch.arange(n) < window)
+    cos_sin = positions_cos_sin(x, gqa.head_dim, MODELS["Mistral 7B"].rope_theta)
+    expected, _ = mistral_attention(gqa)(x, cos_sin, allowed)
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+
+
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_smollm3_nope_layer_has_no_rotation(layout):
+    """SmolLM3's every fourth layer: LlamaAttention given cos 1 and sin 0."""
+    layout = layout | {"qkv_bias": False}
+    facts = MODELS["SmolLM3 3B"]
+    assert facts.uses_rope[3] is False
+    gqa = make_layer(layout, "SmolLM3 3B")  # the first full layer is layer 0, with RoPE
+    nope = layer_for(facts, 3, **_sizes(layout)).to(F64).eval()
+    assert gqa.rotary is not None and nope.rotary is None
+    nope.load_state_dict(gqa.state_dict())
+    x = layout_input(layout)
+    ones = torch.ones(*x.shape[:2], gqa.head_dim, dtype=F64)
+    expected, _ = llama_attention(nope)(x, (ones, 0 * ones), causal_4d(x.shape[1], x.shape[1]))
+    torch.testing.assert_close(nope(x), expected, **EXACT)
+
+
+def _sizes(layout: dict) -> dict:
+    return {
+        "d_in": layout["num_heads"] * layout["head_dim"],
+        "num_heads": layout["num_heads"],
+        "num_kv_heads": layout["num_kv_heads"],
+        "head_dim": layout["head_dim"],
+        "context_length": layout["context_length"],
+        "qkv_bias": layout["qkv_bias"],
+        "out_bias": layout["qkv_bias"],
+    }
+
+
+@pytest.mark.parametrize("floor_scale", [2, 8192], ids=["warming", "scout"])
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_llama4_nope_layer_recipe_matches_llama4_text_attention(layout, floor_scale):
+    """Scout's global NoPE layer: its queries scaled by the temperature, no QK-norm.
+
+    With Scout's floor_scale of 8192 the factor is 1 on these few tokens, and the
+    comparison is exact; with 2 it grows from the second token on, and transformers
+    computes it in float32.
+    """
+    layout = layout | {"qkv_bias": False}
+    gqa = make_layer(layout, "Llama 4 Scout", floor_scale=floor_scale)
+    assert isinstance(gqa, NoPEWithTemperature) and gqa.q_norm is None
+    config = Llama4TextConfig(
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        num_key_value_heads=gqa.num_kv_heads,
+        head_dim=gqa.head_dim,
+        num_hidden_layers=1,
+        no_rope_layers=[0],  # 0: this layer is NoPE
+        floor_scale=floor_scale,
+        attn_scale=gqa.attn_scale,
+        attn_temperature_tuning=True,
+        use_qk_norm=True,  # on the RoPE layers only
+        attn_implementation="sdpa",
+    )
+    theirs = modeling_llama4.Llama4TextAttention(config, layer_idx=0).to(F64).eval()
+    with torch.no_grad():
+        for name, ours in (("q_proj", "W_query"), ("k_proj", "W_key"), ("v_proj", "W_value")):
+            getattr(theirs, name).weight.copy_(getattr(gqa, ours).weight)
+        theirs.o_proj.weight.copy_(gqa.out_proj.weight)
+    x = layout_input(layout)
+    expected, _ = theirs(x, None, causal_4d(x.shape[1], x.shape[1]))
+    tolerance = EXACT if floor_scale > x.shape[1] else FLOAT32_STEP
+    torch.testing.assert_close(gqa(x), expected, **tolerance)
+
+
+def test_gemma4_shared_layers_attend_with_the_keys_and_values_of_their_source():
+    """Gemma 4 E2B's last 20 layers reuse keys and values; a SharedKVAttention with a
+    store layer's queries and keys and values gives that layer's output."""
+    facts = MODELS["Gemma 4 E2B"]
+    first_shared = facts.kv_shared.index(True)
+    kind = facts.layer_types[first_shared]
+    source = max(
+        i for i in range(first_shared) if facts.layer_types[i] == kind
+    )  # the last storing layer of that kind
+    sizes = SMALL | {"num_kv_heads": 1, "window": 3}
+    torch.manual_seed(0)
+    store = layer_for(facts, source, **sizes).to(F64).eval()
+    shared = layer_for(facts, first_shared, **sizes).to(F64).eval()
+    assert isinstance(shared, SharedKVAttention) and isinstance(store, GroupedQueryAttention)
+    assert shared.window == store.window and shared.rotary.base == store.rope_base
+    with torch.no_grad():
+        for name in ("W_query", "out_proj"):
+            getattr(shared, name).weight.copy_(getattr(store, name).weight)
+        shared.q_norm.weight.copy_(store.q_norm.weight)
+    x = torch.randn(1, 6, 32, dtype=F64)
+    _, keys, values, _ = store._project(x, None)
+    torch.testing.assert_close(shared(x, keys, values), store(x), **EXACT)
+
+
+@given(seed=st.integers(0, 2**16))
+def test_deepseek_v3_recipe_matches_deepseek_v3_attention(seed):
+    overrides = {"d_in": 32, "num_heads": 4, "q_lora_rank": 12, "kv_lora_rank": 8}
+    overrides |= {"qk_nope_head_dim": 6, "qk_rope_head_dim": 4, "v_head_dim": 5}
+    overrides |= {"context_length": 8, "rope_scaling": None}
+    torch.manual_seed(seed)
+    mla = layer_for(MODELS["DeepSeek-V3"], 0, **overrides).to(F64).eval()
+    assert type(mla) is MultiHeadLatentAttention and mla.rope_base == 10000.0
+    x = torch.randn(1, 6, 32, dtype=F64)
+    positions = torch.arange(6)[None]
+    cos_sin = rope_cos_sin(positions, 4, mla.rope_base)
+    theirs = float64_norms(deepseek_attention(mla))  # its RMS norms in float64
+    expected, _ = theirs(x, cos_sin, causal_4d(6, 6))
+    torch.testing.assert_close(mla(x), expected, **EXACT)
+
+
+# --- every layer of every model --------------------------------------------------------
+
+
+def small_overrides(facts) -> dict:
+    if facts.kv_lora_rank is not None:
+        return {"d_in": 32, "num_heads": 2, "kv_lora_rank": 8, "context_length": 8}
+    if facts.linear_attention is not None and facts.linear_attention != "Gated DeltaNet":
+        return {}
+    return SMALL
+
+
+BUILT = [name for name, facts in MODELS.items() if facts.positions == "rope"]
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_every_layer_of_every_model_has_its_kind(name):
+    facts = MODELS[name]
+    for i, kind in enumerate(facts.layer_types):
+        layer = layer_for(facts, i, **small_overrides(facts))
+        if kind == "linear_attention":
+            assert isinstance(layer, GatedDeltaNet)
+            continue
+        if facts.kv_lora_rank is not None:
+            sparse = kind == "indexed_attention"
+            assert isinstance(layer, SparseLatentAttention) == sparse
+            continue
+        if facts.kv_shared[i]:
+            assert isinstance(layer, SharedKVAttention)
+            continue
+        assert layer.window == (facts.sliding_window if kind == "sliding_attention" else None)
+        assert layer.chunk == (facts.attention_chunk_size if kind == "chunked_attention" else None)
+        assert (layer.rotary is not None) == facts.uses_rope[i]
+        assert (layer.sinks is not None) == facts.sinks
+        assert (layer.W_gate is not None) == facts.output_gate
+        assert (layer.v_norm is not None) == facts.value_norm
+        has_qk_norm = facts.qk_norm is not None and (facts.qk_norm != "l2" or facts.uses_rope[i])
+        assert (layer.q_norm is not None) == (layer.k_norm is not None) == has_qk_norm
+        assert (layer.W_value is None) == (facts.attention_k_eq_v and kind == "full_attention")
+        x = torch.randn(1, 3, layer.d_in)
+        assert layer(x).shape == (1, 3, layer.d_out)
+
+
+def test_a_layer_at_the_models_sizes():
+    facts = MODELS["Gemma 4 31B"]
+    glob = layer_for(facts, 5)
+    assert (glob.num_heads, glob.num_kv_heads, glob.head_dim) == (32, 4, 512)
+    assert glob.W_query.in_features == glob.out_proj.out_features == facts.hidden_size
+    assert glob.rotary.scaling == facts.rope_scaling and glob.scale == 1.0
+    local = layer_for(facts, 0)
+    assert (local.num_kv_heads, local.head_dim, local.window) == (16, 256, 1024)
+    assert local.rope_base == facts.local_rope_theta and local.rotary.scaling is None
+
+
+def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
+    """The parts come after the module's own layers: from one seed, W_query to out_proj
+    are those of the plain module."""
+    facts = MODELS["Qwen3-Next 80B-A3B"]
+    torch.manual_seed(0)
+    layer = layer_for(facts, 3, **SMALL)
+    torch.manual_seed(0)
+    plain = GroupedQueryAttention(32, 32, 8, num_heads=4, num_kv_heads=2, out_bias=False)
+    for name, tensor in plain.state_dict().items():
+        assert torch.equal(layer.state_dict()[name], tensor), name
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: layer_for("Llama 3 8B", 0), TypeError, "facts must be a ModelFacts"),
+        (
+            lambda: layer_for(MODELS["Llama 3 8B"], 32),
+            ValueError,
+            "from 0 to 31 for 'Llama 3 8B', got 32",
+        ),
+        (lambda: layer_for(MODELS["GPT-2"], 0), ValueError, "no recipe for 'GPT-2'"),
+        (lambda: layer_for(MODELS["Kimi Linear"], 0), ValueError, "no recipe for 'Kimi"),
+        (
+            lambda: layer_for(MODELS["Llama 3 8B"], 0, num_hedas=2),
+            TypeError,
+            "unexpected keyword argument 'num_hedas'",
+        ),
+    ],
+    ids=["not facts", "past the last layer", "learned positions", "KDA", "misspelt"],
+)
+def test_layer_for_rejects_what_it_cannot_build(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
