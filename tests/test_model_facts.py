@@ -1024,11 +1024,19 @@ def blocks(lines: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
 
 
 def page_lines(path: Path) -> list[tuple[int, str]]:
-    """A MyST page's lines a reader reads: text, code and alt text, not expected output."""
+    """A MyST page's lines a reader reads: text, code and alt text, not expected output.
+
+    The alt text of a figure cell marked ``alt_drawn: true`` is left out: every number
+    in it must be one its figure draws from ``MODELS``, which
+    ``tests/docs/test_alt_text.py`` checks by drawing the figure.
+    """
     lines, result = path.read_text(encoding="utf-8").splitlines(), []
     in_cell = front = expect = False
     expect_indent = 0
+    drawn = drawn_alt_cells(path)
     for number, line in enumerate(lines, start=1):
+        if any(first <= number <= last for first, last in drawn):
+            continue
         if line.startswith("```{code-cell}"):
             in_cell, front = True, False
             result.append((number, "```"))
@@ -1053,6 +1061,30 @@ def page_lines(path: Path) -> list[tuple[int, str]]:
             line = "#"  # a blank line inside a cell does not end its block
         result.append((number, line))
     return result
+
+
+def drawn_alt_cells(path: Path) -> list[tuple[int, int]]:
+    """The (first, last) line numbers of the alt text of each ``alt_drawn: true`` cell."""
+    lines, spans = path.read_text(encoding="utf-8").splitlines(), []
+    start = None
+    for number, line in enumerate(lines, start=1):
+        if line.startswith("```{code-cell}"):
+            start, alt, marked = number, None, False
+        elif start is not None and line.strip() == "---" and number > start + 1:
+            if marked and alt is not None:
+                spans.append(alt)
+            start = None
+        elif start is not None:
+            if line.strip().startswith("alt:"):
+                indent = len(line) - len(line.lstrip())
+                alt = (number, number)
+            elif alt is not None and alt[1] == number - 1 and (
+                len(line) - len(line.lstrip()) > indent
+            ):
+                alt = (alt[0], number)
+            if line.strip() == "alt_drawn: true":
+                marked = True
+    return spans
 
 
 def script_lines(path: Path) -> list[tuple[int, str]]:
