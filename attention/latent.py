@@ -23,6 +23,7 @@ from torch import nn
 from attention import _checks
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import _causal_mask
+from attention.norms import RMSNorm
 from attention.rope import _cos_sin_range, _rotate, _settings, _softmax_mscale
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
@@ -128,7 +129,7 @@ class MultiHeadLatentAttention(nn.Module):
         1.0}``. As ``DeepseekV3Attention`` does, cos and sin are multiplied by the
         attention factor, and with a nonzero ``mscale_all_dim`` the softmax scale
         ``1 / sqrt(qk_head_dim)`` by ``(0.1 * mscale_all_dim * ln(factor) + 1) ** 2``.
-    norm_eps : float
+    eps : float
         Epsilon of the RMS norms on the latents (``rms_norm_eps``).
     bias : None
         No longer taken: giving it raises a ``ValueError`` that says to write
@@ -136,10 +137,10 @@ class MultiHeadLatentAttention(nn.Module):
 
     Attributes
     ----------
-    W_dq, q_norm, W_uq : nn.Linear, nn.RMSNorm, nn.Linear
+    W_dq, q_norm, W_uq : nn.Linear, RMSNorm, nn.Linear
         Query down-projection, norm and up-projection (with ``q_lora_rank``);
         ``W_query`` instead without.
-    W_dkv, kv_norm : nn.Linear, nn.RMSNorm
+    W_dkv, kv_norm : nn.Linear, RMSNorm
         ``d_in -> kv_lora_rank``: the latent that is cached.
     W_kr : nn.Linear
         ``d_in -> qk_rope_head_dim``: the decoupled key, rotated and cached.
@@ -183,7 +184,7 @@ class MultiHeadLatentAttention(nn.Module):
         rope_base: float = 10000.0,
         rope_interleave: bool = True,
         rope_scaling: dict | None = None,
-        norm_eps: float = 1e-6,
+        eps: float = 1e-6,
         bias: None = None,
     ):
         super().__init__()
@@ -209,12 +210,10 @@ class MultiHeadLatentAttention(nn.Module):
                 f"{owner}: qk_rope_head_dim must be even, since RoPE rotates pairs of "
                 f"numbers, got qk_rope_head_dim={qk_rope_head_dim}"
             )
-        if isinstance(rope_base, bool) or not isinstance(rope_base, int | float) or rope_base <= 1:
-            raise ValueError(
-                f"{owner}: rope_base must be a number greater than 1, got {rope_base!r}"
-            )
-        if isinstance(norm_eps, bool) or not isinstance(norm_eps, int | float) or norm_eps <= 0:
-            raise ValueError(f"{owner}: norm_eps must be a positive number, got {norm_eps!r}")
+        what = "rope_base must be a number greater than 1"
+        if _checks.real_number(owner, rope_base, what) <= 1:
+            raise ValueError(f"{owner}: {what}, got {rope_base!r}")
+        eps = _checks.positive_number(owner, "eps", eps)
         self.rope_base = float(rope_base)
         self.rope_interleave = bool(rope_interleave)
         self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
@@ -228,11 +227,11 @@ class MultiHeadLatentAttention(nn.Module):
             self.W_query = nn.Linear(d_in, q_out, bias=False)
         else:
             self.W_dq = nn.Linear(d_in, q_lora_rank, bias=qkv_bias)
-            self.q_norm = nn.RMSNorm(q_lora_rank, eps=norm_eps)
+            self.q_norm = RMSNorm(q_lora_rank, eps)
             self.W_uq = nn.Linear(q_lora_rank, q_out, bias=False)
         self.W_dkv = nn.Linear(d_in, kv_lora_rank, bias=qkv_bias)
         self.W_kr = nn.Linear(d_in, qk_rope_head_dim, bias=qkv_bias)
-        self.kv_norm = nn.RMSNorm(kv_lora_rank, eps=norm_eps)
+        self.kv_norm = RMSNorm(kv_lora_rank, eps)
         self.W_uk = nn.Linear(kv_lora_rank, num_heads * qk_nope_head_dim, bias=False)
         self.W_uv = nn.Linear(kv_lora_rank, num_heads * v_head_dim, bias=False)
         self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=out_bias)

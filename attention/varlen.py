@@ -57,7 +57,7 @@ def _lengths(owner: str, cu_seqlens: object, total_tokens: int | None) -> list[i
         what = "cu_seqlens must hold integers"
         bounds = [_checks.whole_number(owner, b, what) for b in cu_seqlens]
     else:
-        raise ValueError(
+        raise TypeError(
             f"{owner}: cu_seqlens must be a list or a 1-D integer tensor, "
             f"got {type(cu_seqlens).__name__}"
         )
@@ -84,8 +84,8 @@ def _lengths(owner: str, cu_seqlens: object, total_tokens: int | None) -> list[i
 
 def varlen_mask(
     cu_seqlens: Sequence[int] | torch.Tensor,
-    causal: bool = True,
     *,
+    causal: bool = True,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """The block-diagonal mask of packed sequences: each token sees only its own sequence.
@@ -96,8 +96,9 @@ def varlen_mask(
         Where each sequence starts in the packed tokens, then where the last one ends:
         0, strictly increasing, ``total_tokens``.
     causal : bool
-        ``True``: a token sees itself and the tokens before it in its own sequence, one
-        causal triangle per sequence. ``False``: its whole sequence, one square each.
+        Keyword only. ``True``: a token sees itself and the tokens before it in its own
+        sequence, one causal triangle per sequence. ``False``: its whole sequence, one
+        square each.
     device : torch.device or str, optional
         Where to build the mask; default ``cu_seqlens``' device, or the CPU for a list.
 
@@ -144,6 +145,7 @@ def varlen_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     cu_seqlens: Sequence[int] | torch.Tensor,
+    *,
     causal: bool = True,
 ) -> torch.Tensor:
     """Attention over packed sequences of different lengths, each one on its own.
@@ -164,7 +166,7 @@ def varlen_attention(
         0, then the end of each sequence in the packed tokens: strictly increasing (no
         empty sequence), the last entry ``total_tokens``.
     causal : bool
-        ``True``: each token attends to itself and the tokens before it in its own
+        Keyword only. ``True``: each token attends to itself and the tokens before it in its own
         sequence (a decoder's prefill). ``False``: to its whole sequence (an encoder).
 
     Returns

@@ -191,15 +191,18 @@ def test_errors():
         linear_attention(q, k, v, form="chunked")
     with expect("linear_attention: feature_map must return positive values"):
         linear_attention(q, k, v, feature_map=lambda x: x)
-    with expect("linear_attention: feature_map must be a callable or None, got int"):
+    with expect("linear_attention: feature_map must be a callable or None, got int", TypeError):
         linear_attention(q, k, v, feature_map=3)
     with expect("linear_attention: feature_map must return a tensor of shape"):
         linear_attention(q, k, v, feature_map=lambda x: x.exp().sum(dim=-2))
     with expect("linear_attention: q must have shape (batch, heads, tokens, dim), got a 3-D"):
         linear_attention(q[0], k, v)
-    with expect("linear_attention: v must be a torch.Tensor, got list"):
+    with expect("linear_attention: v must be a torch.Tensor, got list", TypeError):
         linear_attention(q, k, [1.0])
-    with expect("linear_attention: k must be a floating-point tensor, got dtype torch.int64"):
+    with expect(
+        "linear_attention: k must be a floating-point tensor (embeddings are real numbers), "
+        "got dtype torch.int64"
+    ):
         linear_attention(q, k.long(), v)
     with expect("linear_attention: q, k and v must have one dtype"):
         linear_attention(q.float(), k, v)
@@ -211,5 +214,5 @@ def test_errors():
         linear_attention(q[..., :2], k, v)
     with expect("linear_attention: with causal=True, q and k must have the same number"):
         linear_attention(q[:, :, :3], k, v)
-    with expect("linear_attention: causal must be True or False"):
+    with expect("linear_attention: causal must be True or False", TypeError):
         linear_attention(q, k, v, causal=1)
