@@ -432,7 +432,7 @@ BAD_ATTEND = [
     ),
     pytest.param(
         {"sinks": torch.zeros(4)},
-        "attend: sinks must be None or a tensor of shape (num_heads,) = (4,) and of the "
+        "attend: sinks must be None or a tensor of shape (num_heads,) = (4,) and of "
         "q's dtype torch.float64, got shape (4,) and dtype torch.float32",
         ValueError,
         id="dtype",
