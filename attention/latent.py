@@ -166,6 +166,9 @@ class MultiHeadLatentAttention(nn.Module):
     48
     """
 
+    #: The cache ``forward`` takes, and why (for the error that refuses another one).
+    _cache_type = (LatentCache, " (it holds latents, not per-head keys and values)")
+
     def __init__(
         self,
         d_in: int,
@@ -256,8 +259,7 @@ class MultiHeadLatentAttention(nn.Module):
     def _project(
         self, x: object, cache: LatentCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        why = " (it holds latents, not per-head keys and values)"
-        x, num_cached = _checks.cached_input(self, x, cache, LatentCache, why)
+        x, num_cached = _checks.cached_input(self, x, cache, *self._cache_type)
         batch, num_tokens, _ = x.shape
         if allowed is not None:
             owner, num_keys = type(self).__name__, num_cached + num_tokens
@@ -308,14 +310,24 @@ class MultiHeadLatentAttention(nn.Module):
         ``allowed`` (``True`` where a query may attend), as in
         :meth:`~attention.GroupedQueryAttention.forward`, is combined with the causal mask.
         """
-        queries, keys, values, mask = self._project(x, cache, allowed)
-        dropout = self.dropout.p if self.training else 0.0
-        # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim),
-        # times YaRN's correction with a rope_scaling that has mscale_all_dim
-        context = _attend(queries, keys, values, mask, scale=self._scale, dropout=dropout)
+        projected = self._project(x, cache, allowed)  # queries, keys, values, mask
+        context = self._attend_heads(x, projected, cache, allowed)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
         return self.out_proj(context)  # (b, n, d_out)
+
+    def _attend_heads(
+        self, x: torch.Tensor, projected: tuple, cache: LatentCache | None, allowed: object
+    ) -> torch.Tensor:
+        """Each head's context, ``(b, H, n, v_head_dim)``, from ``_project``'s four tensors.
+
+        The scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim), times YaRN's
+        correction with a rope_scaling that has mscale_all_dim. (DeepSeek-V3.2's layer
+        reads ``x``, ``cache`` and ``allowed`` here too, for its indexer.)
+        """
+        queries, keys, values, mask = projected
+        dropout = self.dropout.p if self.training else 0.0
+        return _attend(queries, keys, values, mask, scale=self._scale, dropout=dropout)
 
     def attention_weights(
         self, x: torch.Tensor, allowed: torch.Tensor | None = None

@@ -510,6 +510,8 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     80
     """
 
+    _cache_type = (SparseLatentCache, " (it holds the indexer's keys too)")
+
     def __init__(
         self,
         d_in: int,
@@ -557,30 +559,19 @@ class SparseLatentAttention(MultiHeadLatentAttention):
         index_cache = None if cache is None else cache.indexer
         return self.indexer(x, q_latent, cache=index_cache, allowed=allowed)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cache: SparseLatentCache | None = None,
-        allowed: torch.Tensor | None = None,
+    def _attend_heads(
+        self, x: torch.Tensor, projected: tuple, cache: SparseLatentCache | None, allowed: object
     ) -> torch.Tensor:
-        """Attend over the chosen keys, as :meth:`MultiHeadLatentAttention.forward` does.
+        """Attend over the keys the indexer picks, which it picks causally (no ``mask``).
 
-        ``cache`` is this layer's :class:`SparseLatentCache`, updated in place.
+        :meth:`~attention.MultiHeadLatentAttention.forward` calls it, with this layer's
+        :class:`SparseLatentCache`, updated in place.
         """
-        owner = type(self).__name__
-        if cache is not None and not isinstance(cache, SparseLatentCache):
-            raise TypeError(
-                f"{owner}: cache must be a SparseLatentCache (it holds the indexer's keys "
-                f"too) or None, got {type(cache).__name__}"
-            )
-        queries, keys, values, _ = self._project(x, cache, allowed)
-        scores = self._index_scores(x, cache, allowed)
+        queries, keys, values, _ = projected
+        scores = self._index_scores(x, cache, allowed)  # -inf where allowed is False
         dropout = self.dropout.p if self.training else 0.0
-        topk = self.index_top_k
-        context = _sparse_attend(queries, keys, values, scores, topk, self._scale, dropout)
-        batch, num_tokens, _ = x.shape
-        context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
-        return self.out_proj(context)  # (b, n, d_out)
+        top_k = self.index_top_k
+        return _sparse_attend(queries, keys, values, scores, top_k, self._scale, dropout)
 
     def attention_weights(
         self, x: torch.Tensor, allowed: torch.Tensor | None = None
