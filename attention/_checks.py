@@ -107,14 +107,23 @@ def tensor(owner: str, name: str, x: object) -> torch.Tensor:
     return x
 
 
+def divides(owner: str, what: str, **sizes: int) -> None:
+    """Raise ``"{owner}: {what}, got a=.. and b=.. (a / b = ..)"`` unless ``b`` divides ``a``.
+
+    ``sizes`` are the two, ``a`` first: ``divides(owner, what, num_heads=8, num_kv_heads=3)``.
+    """
+    (big_name, big), (small_name, small) = sizes.items()
+    if big % small:
+        raise ValueError(
+            f"{owner}: {what}, got {big_name}={big} and {small_name}={small} "
+            f"({big} / {small} = {big / small:g})"
+        )
+
+
 def heads_divide(owner: str, d_out: int, num_heads: int) -> None:
     """Raise unless ``num_heads`` splits ``d_out`` into equal whole heads."""
-    if d_out % num_heads:
-        raise ValueError(
-            f"{owner}: d_out must be divisible by num_heads so each head gets "
-            f"d_out // num_heads dimensions, got d_out={d_out} and num_heads={num_heads} "
-            f"({d_out} / {num_heads} = {d_out / num_heads:g})"
-        )
+    what = "d_out must be divisible by num_heads so each head gets d_out // num_heads dimensions"
+    divides(owner, what, d_out=d_out, num_heads=num_heads)
 
 
 def multi_head_arguments(
@@ -158,6 +167,21 @@ def float_tensor(
             f"of shape {tuple(x.shape)}"
         )
     return x
+
+
+def attention_inputs(owner: str, q: object, k: object, v: object, layout: str, fits) -> None:
+    """Raise unless ``q``, ``k`` and ``v`` are floating-point tensors that fit together.
+
+    ``fits(q, k, v)`` says whether their shapes do; ``layout`` says, in the error, what
+    was expected (``"expected q (batch, heads, tokens, dim), ..."``).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        float_tensor(owner, name, x)
+    if not fits(q, k, v):
+        raise ValueError(
+            f"{owner}: {layout}, got q of shape {tuple(q.shape)}, k of shape "
+            f"{tuple(k.shape)} and v of shape {tuple(v.shape)}"
+        )
 
 
 def module_input(

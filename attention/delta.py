@@ -70,11 +70,11 @@ def _check(
             f"got v of shape {tuple(v.shape)}"
         )
     heads_v, dim_v = v.shape[2], v.shape[3]
-    if heads_v % heads_k:
-        raise ValueError(
-            f"{_OWNER}: heads_v must be a multiple of heads_k (each q/k head serves "
-            f"heads_v // heads_k value heads), got heads_v={heads_v} and heads_k={heads_k}"
-        )
+    what = (
+        "heads_v must be a multiple of heads_k (each q/k head serves heads_v // heads_k "
+        "value heads)"
+    )
+    _checks.divides(_OWNER, what, heads_v=heads_v, heads_k=heads_k)
     for name, x in (("g", g), ("beta", beta)):
         if x.shape != (batch, tokens, heads_v):
             raise ValueError(
@@ -496,12 +496,13 @@ class GatedDeltaNet(nn.Module):
             conv_size=conv_size,
             chunk_size=chunk_size,
         )
-        if self.num_value_heads % self.num_key_heads:
-            raise ValueError(
-                f"GatedDeltaNet: num_value_heads must be a multiple of num_key_heads (each "
-                f"query/key head serves num_value_heads // num_key_heads value heads), got "
-                f"num_value_heads={self.num_value_heads} and num_key_heads={self.num_key_heads}"
-            )
+        what = (
+            "num_value_heads must be a multiple of num_key_heads (each query/key head serves "
+            "num_value_heads // num_key_heads value heads)"
+        )
+        _checks.divides(
+            "GatedDeltaNet", what, num_value_heads=num_value_heads, num_key_heads=num_key_heads
+        )
         key_width = self.num_key_heads * self.key_head_dim
         value_width = self.num_value_heads * self.value_head_dim
         self.W_query = nn.Linear(self.d_in, key_width, bias=False)

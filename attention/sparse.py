@@ -34,7 +34,7 @@ from attention.latent import LatentCache, MultiHeadLatentAttention
 from attention.masks import _causal_mask
 from attention.rope import _cos_sin_range, _rotate, _settings
 from attention.scaled import _scaled_dot_product_weights
-from attention.step import _attend
+from attention.step import _attend, _grouped_heads
 
 __all__ = [
     "LightningIndexer",
@@ -227,24 +227,14 @@ def _attend_gathered(
 
 
 def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _checks.float_tensor(owner, name, tensor)
-    if (
-        q.dim() != 4
-        or k.dim() != 4
-        or v.dim() != 4
-        or q.shape[0] != k.shape[0]
-        or q.shape[1] % k.shape[1]
-        or q.shape[-1] != k.shape[-1]
-        or k.shape[:3] != v.shape[:3]
-        or q.dtype != k.dtype
-        or k.dtype != v.dtype
-    ):
+    layout = (
+        "expected q (batch, heads, num_queries, dim), k (batch, heads_kv, num_keys, dim) "
+        "and v (batch, heads_kv, num_keys, dim_v), with heads_kv dividing heads"
+    )
+    _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
+    if not q.dtype == k.dtype == v.dtype:
         raise ValueError(
-            f"{owner}: expected q (batch, heads, num_queries, dim), k (batch, heads_kv, "
-            f"num_keys, dim) and v (batch, heads_kv, num_keys, dim_v) of one dtype, with "
-            f"heads_kv dividing heads, got q of shape {tuple(q.shape)} ({q.dtype}), k of "
-            f"shape {tuple(k.shape)} ({k.dtype}) and v of shape {tuple(v.shape)} ({v.dtype})"
+            f"{owner}: q, k and v must share a dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
         )
     if k.shape[2] < q.shape[2]:
         raise ValueError(

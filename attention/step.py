@@ -141,26 +141,12 @@ def _check(
     sinks: object = None,
 ) -> None:
     """:func:`attend`'s argument checks, naming ``owner`` in the errors."""
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _checks.float_tensor(owner, name, tensor)
     layout = (
         "expected q (batch, num_heads, num_queries, head_dim), k (batch, num_kv_heads, "
         "num_keys, head_dim) and v (batch, num_kv_heads, num_keys, "
         "value_dim) with num_kv_heads dividing num_heads"
     )
-    if (
-        q.dim() != 4
-        or k.dim() != 4
-        or v.dim() != 4
-        or q.shape[1] % k.shape[1]
-        or q.shape[-1] != k.shape[-1]
-        or q.shape[0] != k.shape[0]
-        or k.shape[:3] != v.shape[:3]
-    ):
-        raise ValueError(
-            f"{owner}: {layout}, got q of shape {tuple(q.shape)}, k of shape "
-            f"{tuple(k.shape)} and v of shape {tuple(v.shape)}"
-        )
+    _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
     if allowed is not None:
         _checks.allowed_tensor(owner, allowed)
     _checks.flag(owner, "causal", causal, "each query sees itself and the keys before it")
@@ -194,6 +180,20 @@ def _check(
             raise ValueError(
                 f"{owner}: {expected}, got shape {tuple(sinks.shape)} and dtype {sinks.dtype}"
             )
+
+
+def _grouped_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether ``q``, ``k``, ``v`` are ``(b, h, n, d)``, ``(b, h_kv, m, d)``, ``(b, h_kv, m, d_v)``.
+
+    ``h_kv`` divides ``h``: grouped-query attention's heads, as :func:`attend` reads them.
+    """
+    return (
+        q.dim() == k.dim() == v.dim() == 4
+        and q.shape[1] % k.shape[1] == 0
+        and q.shape[-1] == k.shape[-1]
+        and q.shape[0] == k.shape[0]
+        and k.shape[:3] == v.shape[:3]
+    )
 
 
 def check_softcap(owner: str, softcap: object) -> float | None:

@@ -730,3 +730,9 @@ def test_sparse_latent_cache_crops_both_caches():
     assert len(cache) == len(cache.indexer) == 3
     again = dsa(x[:, 3:], cache=cache)
     torch.testing.assert_close(again, dsa(x)[:, 3:], **EXACT)
+
+
+def test_q_k_and_v_of_different_dtypes_are_refused():
+    arguments = _bad(v=torch.zeros(2, 2, 5, 3))  # float32 among float64
+    with pytest.raises(ValueError, match=r"^topk_sparse_attention: q, k and v must share a dtype"):
+        topk_sparse_attention(**arguments)
