@@ -13,7 +13,10 @@ the keys can be taken first:
 tokens: they are the state that replaces the KV cache. :func:`~attention.linear_attention`
 computes the same numbers two ways: ``form="parallel"`` builds the ``T × T`` matrix of
 ``φ(q_i) · φ(k_j)``, masks it and normalises its rows (as softmax attention does), and
-``form="recurrent"`` walks the tokens, adding ``φ(k_j) v_jᵀ`` to the state.
+``form="recurrent"`` walks the tokens, adding ``φ(k_j) v_jᵀ`` to the state. That form
+can start from a state and hand its final one back (``initial_state=``,
+``return_state=True``), so a sequence can be continued as
+:func:`~attention.gated_delta_rule`'s can.
 """
 
 from __future__ import annotations
