@@ -1,8 +1,11 @@
 """Argument and input checks shared by every module.
 
-Each check raises a ``ValueError`` that names the module, what it expected and what
-it was given, so that a reader sees the mistake in their own terms instead of a shape
-error from deep inside a matrix product.
+Each check raises an error that names the module, what it expected and what it was
+given, so that a reader sees the mistake in their own terms instead of a shape error
+from deep inside a matrix product. As in Python, NumPy and torch, an argument of the
+wrong type (a list for a tensor, a float for a size, a number for a flag) raises a
+``TypeError``, and one of the right type with a wrong value (a size of 0, a tensor of
+the wrong shape or dtype) raises a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ def whole_number(owner: str, value: object, what: str) -> int:
     caller checks the range. A boolean is refused, though Python counts it as an int.
     """
     if isinstance(value, bool):
-        raise ValueError(f"{owner}: {what}, got the boolean {value}")
+        raise TypeError(f"{owner}: {what}, got the boolean {value}")
     try:
         return operator.index(value)
     except TypeError:
-        raise ValueError(f"{owner}: {what}, got {value!r} of type {type(value).__name__}") from None
+        raise TypeError(f"{owner}: {what}, got {value!r} of type {type(value).__name__}") from None
 
 
 def positive_int(owner: str, name: str, value: object) -> int:
@@ -47,7 +50,7 @@ def sizes(module: object, **values: object) -> None:
 def flag(owner: str, name: str, value: object, meaning: str) -> bool:
     """Return ``value`` if it is True or False, or raise naming what the flag means."""
     if not isinstance(value, bool):
-        raise ValueError(
+        raise TypeError(
             f"{owner}: {name} must be True or False ({meaning}), "
             f"got {value!r} of type {type(value).__name__}"
         )
@@ -66,11 +69,7 @@ def removed_keyword(owner: str, name: str, value: object, instead: str) -> None:
 
 def dropout_rate(owner: str, value: object) -> float:
     """Return ``value`` as a float, or raise if it is not a probability in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(
-            f"{owner}: dropout must be a number in [0, 1), got {value!r} "
-            f"of type {type(value).__name__}"
-        )
+    value = real_number(owner, value, "dropout must be a number in [0, 1)")
     if not 0.0 <= value < 1.0:
         raise ValueError(
             f"{owner}: dropout must be in [0, 1) (the probability of dropping a weight), "
@@ -79,14 +78,52 @@ def dropout_rate(owner: str, value: object) -> float:
     return float(value)
 
 
+def real_number(owner: str, value: object, what: str) -> float:
+    """Return ``value`` as a float, or raise a ``TypeError`` unless it is an int or float.
+
+    ``what`` says what was expected, as in :func:`whole_number`; a boolean is refused.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{owner}: {what}, got {value!r} of type {type(value).__name__}")
+    return float(value)
+
+
+def positive_number(owner: str, name: str, value: object, what: str = "") -> float:
+    """Return ``value`` as a float, or raise unless it is a number > 0 (an epsilon, a scale).
+
+    ``what`` says what was expected; by default ``"{name} must be a positive number"``.
+    """
+    what = what or f"{name} must be a positive number"
+    number = real_number(owner, value, what)
+    if not number > 0:
+        raise ValueError(f"{owner}: {what}, got {value!r}")
+    return number
+
+
+def tensor(owner: str, name: str, x: object) -> torch.Tensor:
+    """Return ``x``, or raise a ``TypeError`` unless it is a tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
+    return x
+
+
+def divides(owner: str, what: str, **sizes: int) -> None:
+    """Raise ``"{owner}: {what}, got a=.. and b=.. (a / b = ..)"`` unless ``b`` divides ``a``.
+
+    ``sizes`` are the two, ``a`` first: ``divides(owner, what, num_heads=8, num_kv_heads=3)``.
+    """
+    (big_name, big), (small_name, small) = sizes.items()
+    if big % small:
+        raise ValueError(
+            f"{owner}: {what}, got {big_name}={big} and {small_name}={small} "
+            f"({big} / {small} = {big / small:g})"
+        )
+
+
 def heads_divide(owner: str, d_out: int, num_heads: int) -> None:
     """Raise unless ``num_heads`` splits ``d_out`` into equal whole heads."""
-    if d_out % num_heads:
-        raise ValueError(
-            f"{owner}: d_out must be divisible by num_heads so each head gets "
-            f"d_out // num_heads dimensions, got d_out={d_out} and num_heads={num_heads} "
-            f"({d_out} / {num_heads} = {d_out / num_heads:g})"
-        )
+    what = "d_out must be divisible by num_heads so each head gets d_out // num_heads dimensions"
+    divides(owner, what, d_out=d_out, num_heads=num_heads)
 
 
 def multi_head_arguments(
@@ -110,16 +147,41 @@ def multi_head_arguments(
     return dropout
 
 
-def float_tensor(owner: str, name: str, x: object) -> torch.Tensor:
-    """Raise unless ``x`` is a floating-point tensor."""
+def float_tensor(
+    owner: str, name: str, x: object, rank: int | None = None, layout: str = ""
+) -> torch.Tensor:
+    """Raise unless ``x`` is a floating-point tensor, of ``rank`` dimensions if given.
+
+    ``layout`` names the dimensions in the error, e.g. ``"(batch, heads, tokens, dim)"``.
+    """
     if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
         raise ValueError(
             f"{owner}: {name} must be a floating-point tensor (embeddings are real numbers), "
             f"got dtype {x.dtype}; convert it with .float()"
         )
+    if rank is not None and x.dim() != rank:
+        raise ValueError(
+            f"{owner}: {name} must have shape {layout}, got a {x.dim()}-D tensor "
+            f"of shape {tuple(x.shape)}"
+        )
     return x
+
+
+def attention_inputs(owner: str, q: object, k: object, v: object, layout: str, fits) -> None:
+    """Raise unless ``q``, ``k`` and ``v`` are floating-point tensors that fit together.
+
+    ``fits(q, k, v)`` says whether their shapes do; ``layout`` says, in the error, what
+    was expected (``"expected q (batch, heads, tokens, dim), ..."``).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        float_tensor(owner, name, x)
+    if not fits(q, k, v):
+        raise ValueError(
+            f"{owner}: {layout}, got q of shape {tuple(q.shape)}, k of shape "
+            f"{tuple(k.shape)} and v of shape {tuple(v.shape)}"
+        )
 
 
 def module_input(
@@ -183,9 +245,7 @@ def cached_input(
     """
     owner, name = type(module).__name__, cache_type.__name__
     if cache is not None and not isinstance(cache, cache_type):
-        raise ValueError(
-            f"{owner}: cache must be a {name}{why} or None, got {type(cache).__name__}"
-        )
+        raise TypeError(f"{owner}: cache must be a {name}{why} or None, got {type(cache).__name__}")
     x = module_input(module, x, d_in=module.d_in, context_length=module.context_length)
     num_cached = 0 if cache is None else cache.seen_tokens
     num_tokens = x.shape[1]
@@ -204,11 +264,11 @@ def cached_input(
 
 def allowed_tensor(owner: str, allowed: object) -> None:
     """Raise unless ``allowed`` is a bool tensor (the shape is the caller's to check)."""
-    if not isinstance(allowed, torch.Tensor) or allowed.dtype != torch.bool:
-        given = allowed.dtype if isinstance(allowed, torch.Tensor) else type(allowed).__name__
-        raise ValueError(
-            f"{owner}: allowed must be a bool tensor, True where a query may attend, got {given}"
-        )
+    expected = "allowed must be a bool tensor, True where a query may attend"
+    if not isinstance(allowed, torch.Tensor):
+        raise TypeError(f"{owner}: {expected}, got {type(allowed).__name__}")
+    if allowed.dtype != torch.bool:
+        raise ValueError(f"{owner}: {expected}, got {allowed.dtype}")
 
 
 def allowed_mask(
@@ -227,15 +287,23 @@ def allowed_mask(
         f"(batch, num_keys) = {(batch, num_keys)} or (batch, num_queries, num_keys) = "
         f"{(batch, num_queries, num_keys)} ({keys})"
     )
+    bool_mask(owner, allowed, expected, (batch, num_keys), (batch, num_queries, num_keys))
+    if allowed.dim() == 2:
+        return allowed[:, None, None, :]  # (batch, 1, 1, num_keys): the same for every query
+    return allowed[:, None]  # (batch, 1, num_queries, num_keys)
+
+
+def bool_mask(owner: str, allowed: object, expected: str, *shapes: tuple[int, ...]) -> None:
+    """Raise ``"{owner}: {expected}, got ..."`` unless ``allowed`` is a bool tensor.
+
+    Its shape must be one of ``shapes``.
+    """
     if not isinstance(allowed, torch.Tensor):
-        raise ValueError(f"{owner}: {expected}, got {type(allowed).__name__}")
+        raise TypeError(f"{owner}: {expected}, got {type(allowed).__name__}")
     if allowed.dtype != torch.bool:
         raise ValueError(
             f"{owner}: {expected}, got a tensor of dtype {allowed.dtype}; a 0/1 "
             f"attention_mask becomes one with .bool()"
         )
-    if tuple(allowed.shape) not in ((batch, num_keys), (batch, num_queries, num_keys)):
+    if tuple(allowed.shape) not in shapes:
         raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
-    if allowed.dim() == 2:
-        return allowed[:, None, None, :]  # (batch, 1, 1, num_keys): the same for every query
-    return allowed[:, None]  # (batch, 1, num_queries, num_keys)

@@ -41,19 +41,6 @@ def l2_normalise(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + L2NORM_EPS)
 
 
-def _tensor(name: str, x: object, rank: int, layout: str) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{_OWNER}: {name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise ValueError(f"{_OWNER}: {name} must be a floating-point tensor, got dtype {x.dtype}")
-    if x.dim() != rank:
-        raise ValueError(
-            f"{_OWNER}: {name} must have shape {layout}, got a {x.dim()}-D tensor "
-            f"of shape {tuple(x.shape)}"
-        )
-    return x
-
-
 def _check(
     q: object,
     k: object,
@@ -66,11 +53,11 @@ def _check(
     """Check the arguments of :func:`~attention.gated_delta_rule`; return the chunk size or None."""
     qk_layout = "(batch, tokens, heads_k, dim_k)"
     gate_layout = "(batch, tokens, heads_v)"
-    _tensor("q", q, 4, qk_layout)
-    _tensor("k", k, 4, qk_layout)
-    _tensor("v", v, 4, "(batch, tokens, heads_v, dim_v)")
-    _tensor("g", g, 3, gate_layout)
-    _tensor("beta", beta, 3, gate_layout)
+    _checks.float_tensor(_OWNER, "q", q, 4, qk_layout)
+    _checks.float_tensor(_OWNER, "k", k, 4, qk_layout)
+    _checks.float_tensor(_OWNER, "v", v, 4, "(batch, tokens, heads_v, dim_v)")
+    _checks.float_tensor(_OWNER, "g", g, 3, gate_layout)
+    _checks.float_tensor(_OWNER, "beta", beta, 3, gate_layout)
     if q.shape != k.shape:
         raise ValueError(
             f"{_OWNER}: q and k must have the same shape {qk_layout}, got q {tuple(q.shape)} "
@@ -83,11 +70,11 @@ def _check(
             f"got v of shape {tuple(v.shape)}"
         )
     heads_v, dim_v = v.shape[2], v.shape[3]
-    if heads_v % heads_k:
-        raise ValueError(
-            f"{_OWNER}: heads_v must be a multiple of heads_k (each q/k head serves "
-            f"heads_v // heads_k value heads), got heads_v={heads_v} and heads_k={heads_k}"
-        )
+    what = (
+        "heads_v must be a multiple of heads_k (each q/k head serves heads_v // heads_k "
+        "value heads)"
+    )
+    _checks.divides(_OWNER, what, heads_v=heads_v, heads_k=heads_k)
     for name, x in (("g", g), ("beta", beta)):
         if x.shape != (batch, tokens, heads_v):
             raise ValueError(
@@ -105,7 +92,8 @@ def _check(
             f"{beta.min().item():.4g} to {beta.max().item():.4g}"
         )
     if initial_state is not None:
-        _tensor("initial_state", initial_state, 4, "(batch, heads_v, dim_k, dim_v)")
+        layout = "(batch, heads_v, dim_k, dim_v)"
+        _checks.float_tensor(_OWNER, "initial_state", initial_state, 4, layout)
         expected = (batch, heads_v, dim_k, dim_v)
         if tuple(initial_state.shape) != expected:
             raise ValueError(
@@ -126,6 +114,7 @@ def gated_delta_rule(
     v: torch.Tensor,
     g: torch.Tensor,
     beta: torch.Tensor,
+    *,
     initial_state: torch.Tensor | None = None,
     chunk_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,8 +141,9 @@ def gated_delta_rule(
     beta : torch.Tensor
         The write strength, ``(batch, tokens, heads_v)``, in ``[0, 1]``.
     initial_state : torch.Tensor or None
-        The state before the first token, ``(batch, heads_v, dim_k, dim_v)``; ``None``
-        starts from zeros. Pass a previous call's ``final_state`` to continue a sequence.
+        Keyword only, as is ``chunk_size``. The state before the first token,
+        ``(batch, heads_v, dim_k, dim_v)``; ``None`` starts from zeros. Pass a previous
+        call's ``final_state`` to continue a sequence.
     chunk_size : int or None
         ``None`` runs the recurrence token by token. An integer ``≥ 1`` runs the chunked
         form, ``chunk_size`` tokens at a time; the last chunk is padded with tokens
@@ -192,7 +182,8 @@ def gated_delta_rule(
     >>> torch.allclose(out, chunked, atol=1e-5), torch.allclose(state, chunked_state, atol=1e-5)
     (True, True)
     >>> first, mid = gated_delta_rule(q[:, :2], k[:, :2], v[:, :2], g[:, :2], beta[:, :2])
-    >>> rest, end = gated_delta_rule(q[:, 2:], k[:, 2:], v[:, 2:], g[:, 2:], beta[:, 2:], mid)
+    >>> later = (x[:, 2:] for x in (q, k, v, g, beta))
+    >>> rest, end = gated_delta_rule(*later, initial_state=mid)
     >>> torch.allclose(torch.cat([first, rest], dim=1), out, atol=1e-6)
     True
     """
@@ -505,12 +496,13 @@ class GatedDeltaNet(nn.Module):
             conv_size=conv_size,
             chunk_size=chunk_size,
         )
-        if self.num_value_heads % self.num_key_heads:
-            raise ValueError(
-                f"GatedDeltaNet: num_value_heads must be a multiple of num_key_heads (each "
-                f"query/key head serves num_value_heads // num_key_heads value heads), got "
-                f"num_value_heads={self.num_value_heads} and num_key_heads={self.num_key_heads}"
-            )
+        what = (
+            "num_value_heads must be a multiple of num_key_heads (each query/key head serves "
+            "num_value_heads // num_key_heads value heads)"
+        )
+        _checks.divides(
+            "GatedDeltaNet", what, num_value_heads=num_value_heads, num_key_heads=num_key_heads
+        )
         key_width = self.num_key_heads * self.key_head_dim
         value_width = self.num_value_heads * self.value_head_dim
         self.W_query = nn.Linear(self.d_in, key_width, bias=False)
@@ -542,7 +534,7 @@ class GatedDeltaNet(nn.Module):
         """
         owner = type(self).__name__
         if cache is not None and not isinstance(cache, GatedDeltaNetCache):
-            raise ValueError(
+            raise TypeError(
                 f"{owner}: cache must be a GatedDeltaNetCache or None, got {type(cache).__name__}"
             )
         x = _checks.module_input(self, x, d_in=self.d_in)
@@ -552,15 +544,7 @@ class GatedDeltaNet(nn.Module):
                 f"expected allowed, a bool tensor that is True at real tokens and False at "
                 f"padding, of shape (batch, tokens) = {(batch, tokens)}"
             )
-            if not isinstance(allowed, torch.Tensor):
-                raise ValueError(f"{owner}: {expected}, got {type(allowed).__name__}")
-            if allowed.dtype != torch.bool:
-                raise ValueError(
-                    f"{owner}: {expected}, got a tensor of dtype {allowed.dtype}; a 0/1 "
-                    f"attention_mask becomes one with .bool()"
-                )
-            if tuple(allowed.shape) != (batch, tokens):
-                raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
+            _checks.bool_mask(owner, allowed, expected, (batch, tokens))
             # Zero the padding's inputs, as transformers' apply_mask_to_padding_states.
             x = x * allowed[..., None].to(x.dtype)
         held = None if cache is None or cache.conv_state is None else cache.conv_state.shape[0]
@@ -590,7 +574,7 @@ class GatedDeltaNet(nn.Module):
         # 4. The delta rule, from the cached state.
         state = None if cache is None else cache.recurrent_state
         chunk = None if tokens == 1 else self.chunk_size
-        out, state = gated_delta_rule(q, k, v, g, beta, state, chunk_size=chunk)
+        out, state = gated_delta_rule(q, k, v, g, beta, initial_state=state, chunk_size=chunk)
         if cache is not None:
             cache.conv_state = window[..., window.shape[-1] - (self.conv_size - 1) :]
             cache.recurrent_state = state

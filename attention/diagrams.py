@@ -104,7 +104,7 @@ def _canvas(
     also uses as the image's alt text), in room added for it.
     """
     if title is not None and not isinstance(title, str):
-        raise ValueError(f"{owner}: title must be a string or None, got {type(title).__name__}")
+        raise TypeError(f"{owner}: title must be a string or None, got {type(title).__name__}")
     if title:
         # A title wider than the figure would be cut at both edges: wrap each line to
         # the width (at 11 pt, a character is at most about 0.09 inch wide on average).
@@ -222,7 +222,7 @@ def roadmap(
             f"roadmap: current must be a stage from 1 to {len(STAGES)} or None, got {current!r}"
         )
     if note is not None and not isinstance(note, str):
-        raise ValueError(f"roadmap: note must be a string or None, got {type(note).__name__}")
+        raise TypeError(f"roadmap: note must be a string or None, got {type(note).__name__}")
 
     # Large type in a narrow figure: on a phone the whole row is 360 pixels wide.
     box_w, box_h, gap, margin, size = 1.55, 0.95, 0.4, 0.15, 14
@@ -805,7 +805,7 @@ def paged_blocks(
 
     owner = "paged_blocks"
     if not isinstance(cache, PagedKVCache):
-        raise ValueError(f"{owner}: cache must be a PagedKVCache, got {type(cache).__name__}")
+        raise TypeError(f"{owner}: cache must be a PagedKVCache, got {type(cache).__name__}")
     labels = labels or {}
     num_blocks, size = cache.num_blocks, cache.block_size
     cell = 0.42  # inches per slot

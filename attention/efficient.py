@@ -83,7 +83,7 @@ class _FromModule:
         the global random generator.
         """
         if type(mha) is not MultiHeadAttention:
-            raise ValueError(
+            raise TypeError(
                 f"{cls.__name__}.from_module: expected a MultiHeadAttention, "
                 f"got {type(mha).__name__}"
             )

@@ -28,9 +28,10 @@ __all__ = ["QuantizedKV", "QuantizedKVCache", "quantize_kv"]
 
 
 def _bits(owner: str, bits: object) -> int:
-    if not isinstance(bits, int) or isinstance(bits, bool) or bits not in (4, 8):
+    bits = _checks.whole_number(owner, bits, "bits must be 4 or 8")
+    if bits not in (4, 8):
         raise ValueError(f"{owner}: bits must be 4 or 8, got {bits!r}")
-    return int(bits)
+    return bits
 
 
 def _group(axis_length: int, group_size: int) -> tuple[int, int]:

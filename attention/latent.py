@@ -23,6 +23,7 @@ from torch import nn
 from attention import _checks
 from attention.kv_cache import KVCache, _dtype_bytes
 from attention.masks import _causal_mask
+from attention.norms import RMSNorm
 from attention.rope import Rotary, _softmax_mscale
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
@@ -128,7 +129,7 @@ class MultiHeadLatentAttention(nn.Module):
         1.0}``. As ``DeepseekV3Attention`` does, cos and sin are multiplied by the
         attention factor, and with a nonzero ``mscale_all_dim`` the softmax scale
         ``1 / sqrt(qk_head_dim)`` by ``(0.1 * mscale_all_dim * ln(factor) + 1) ** 2``.
-    norm_eps : float
+    eps : float
         Epsilon of the RMS norms on the latents (``rms_norm_eps``).
     bias : None
         No longer taken: giving it raises a ``ValueError`` that says to write
@@ -136,10 +137,10 @@ class MultiHeadLatentAttention(nn.Module):
 
     Attributes
     ----------
-    W_dq, q_norm, W_uq : nn.Linear, nn.RMSNorm, nn.Linear
+    W_dq, q_norm, W_uq : nn.Linear, RMSNorm, nn.Linear
         Query down-projection, norm and up-projection (with ``q_lora_rank``);
         ``W_query`` instead without.
-    W_dkv, kv_norm : nn.Linear, nn.RMSNorm
+    W_dkv, kv_norm : nn.Linear, RMSNorm
         ``d_in -> kv_lora_rank``: the latent that is cached.
     W_kr : nn.Linear
         ``d_in -> qk_rope_head_dim``: the decoupled key, rotated and cached.
@@ -165,6 +166,9 @@ class MultiHeadLatentAttention(nn.Module):
     48
     """
 
+    #: The cache ``forward`` takes, and why (for the error that refuses another one).
+    _cache_type = (LatentCache, " (it holds latents, not per-head keys and values)")
+
     def __init__(
         self,
         d_in: int,
@@ -183,7 +187,7 @@ class MultiHeadLatentAttention(nn.Module):
         rope_base: float = 10000.0,
         rope_interleave: bool = True,
         rope_scaling: dict | None = None,
-        norm_eps: float = 1e-6,
+        eps: float = 1e-6,
         bias: None = None,
     ):
         super().__init__()
@@ -209,8 +213,7 @@ class MultiHeadLatentAttention(nn.Module):
                 f"{owner}: qk_rope_head_dim must be even, since RoPE rotates pairs of "
                 f"numbers, got qk_rope_head_dim={qk_rope_head_dim}"
             )
-        if isinstance(norm_eps, bool) or not isinstance(norm_eps, int | float) or norm_eps <= 0:
-            raise ValueError(f"{owner}: norm_eps must be a positive number, got {norm_eps!r}")
+        eps = _checks.positive_number(owner, "eps", eps)
         self.rope_interleave = bool(rope_interleave)
         self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
         self.rotary = Rotary(qk_rope_head_dim, rope_base, rope_scaling)  # checks both
@@ -223,11 +226,11 @@ class MultiHeadLatentAttention(nn.Module):
             self.W_query = nn.Linear(d_in, q_out, bias=False)
         else:
             self.W_dq = nn.Linear(d_in, q_lora_rank, bias=qkv_bias)
-            self.q_norm = nn.RMSNorm(q_lora_rank, eps=norm_eps)
+            self.q_norm = RMSNorm(q_lora_rank, eps)
             self.W_uq = nn.Linear(q_lora_rank, q_out, bias=False)
         self.W_dkv = nn.Linear(d_in, kv_lora_rank, bias=qkv_bias)
         self.W_kr = nn.Linear(d_in, qk_rope_head_dim, bias=qkv_bias)
-        self.kv_norm = nn.RMSNorm(kv_lora_rank, eps=norm_eps)
+        self.kv_norm = RMSNorm(kv_lora_rank, eps)
         self.W_uk = nn.Linear(kv_lora_rank, num_heads * qk_nope_head_dim, bias=False)
         self.W_uv = nn.Linear(kv_lora_rank, num_heads * v_head_dim, bias=False)
         self.out_proj = nn.Linear(num_heads * v_head_dim, d_out, bias=out_bias)
@@ -252,8 +255,7 @@ class MultiHeadLatentAttention(nn.Module):
     def _project(
         self, x: object, cache: LatentCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        why = " (it holds latents, not per-head keys and values)"
-        x, num_cached = _checks.cached_input(self, x, cache, LatentCache, why)
+        x, num_cached = _checks.cached_input(self, x, cache, *self._cache_type)
         batch, num_tokens, _ = x.shape
         if allowed is not None:
             owner, num_keys = type(self).__name__, num_cached + num_tokens
@@ -299,14 +301,24 @@ class MultiHeadLatentAttention(nn.Module):
         ``allowed`` (``True`` where a query may attend), as in
         :meth:`~attention.GroupedQueryAttention.forward`, is combined with the causal mask.
         """
-        queries, keys, values, mask = self._project(x, cache, allowed)
-        dropout = self.dropout.p if self.training else 0.0
-        # (b, H, n, v_head_dim); the scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim),
-        # times YaRN's correction with a rope_scaling that has mscale_all_dim
-        context = _attend(queries, keys, values, mask, scale=self._scale, dropout=dropout)
+        projected = self._project(x, cache, allowed)  # queries, keys, values, mask
+        context = self._attend_heads(x, projected, cache, allowed)
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
         return self.out_proj(context)  # (b, n, d_out)
+
+    def _attend_heads(
+        self, x: torch.Tensor, projected: tuple, cache: LatentCache | None, allowed: object
+    ) -> torch.Tensor:
+        """Each head's context, ``(b, H, n, v_head_dim)``, from ``_project``'s four tensors.
+
+        The scale is 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim), times YaRN's
+        correction with a rope_scaling that has mscale_all_dim. (DeepSeek-V3.2's layer
+        reads ``x``, ``cache`` and ``allowed`` here too, for its indexer.)
+        """
+        queries, keys, values, mask = projected
+        dropout = self.dropout.p if self.training else 0.0
+        return _attend(queries, keys, values, mask, scale=self._scale, dropout=dropout)
 
     def attention_weights(
         self, x: torch.Tensor, allowed: torch.Tensor | None = None

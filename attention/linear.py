@@ -13,7 +13,10 @@ the keys can be taken first:
 tokens: they are the state that replaces the KV cache. :func:`~attention.linear_attention`
 computes the same numbers two ways: ``form="parallel"`` builds the ``T × T`` matrix of
 ``φ(q_i) · φ(k_j)``, masks it and normalises its rows (as softmax attention does), and
-``form="recurrent"`` walks the tokens, adding ``φ(k_j) v_jᵀ`` to the state.
+``form="recurrent"`` walks the tokens, adding ``φ(k_j) v_jᵀ`` to the state. That form
+can start from a state and hand its final one back (``initial_state=``,
+``return_state=True``), so a sequence can be continued as
+:func:`~attention.gated_delta_rule`'s can.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Callable
 
 import torch
 from torch.nn import functional as F
+
+from attention import _checks
 
 __all__ = ["linear_attention"]
 
@@ -35,19 +40,10 @@ def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check_inputs(q: object, k: object, v: object, causal: object, form: object) -> None:
-    """Raise a ValueError, naming the argument, for inputs linear_attention cannot take."""
+    """Raise an error, naming the argument, for inputs linear_attention cannot take."""
+    layout = "(batch, heads, tokens, dim)"
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(f"{_OWNER}: {name} must be a torch.Tensor, got {type(x).__name__}")
-        if not x.is_floating_point():
-            raise ValueError(
-                f"{_OWNER}: {name} must be a floating-point tensor, got dtype {x.dtype}"
-            )
-        if x.dim() != 4:
-            raise ValueError(
-                f"{_OWNER}: {name} must have shape (batch, heads, tokens, dim), "
-                f"got a {x.dim()}-D tensor of shape {tuple(x.shape)}"
-            )
+        _checks.float_tensor(_OWNER, name, x, 4, layout)
     if not q.dtype == k.dtype == v.dtype:
         raise ValueError(
             f"{_OWNER}: q, k and v must have one dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
@@ -67,11 +63,9 @@ def _check_inputs(q: object, k: object, v: object, causal: object, form: object)
             f"{_OWNER}: q and k must have the same last dimension dim_k, got q "
             f"{tuple(q.shape)} and k {tuple(k.shape)}"
         )
-    if not isinstance(causal, bool):
-        raise ValueError(
-            f"{_OWNER}: causal must be True or False (each query sees only the keys up to its "
-            f"own position, or all of them), got {causal!r}"
-        )
+    _checks.flag(
+        _OWNER, "causal", causal, "each query sees only the keys up to its own position, or all"
+    )
     if causal and q.shape[2] != k.shape[2]:
         raise ValueError(
             f"{_OWNER}: with causal=True, q and k must have the same number of tokens "
@@ -79,6 +73,28 @@ def _check_inputs(q: object, k: object, v: object, causal: object, form: object)
         )
     if form not in _FORMS:
         raise ValueError(f"{_OWNER}: form must be 'parallel' or 'recurrent', got {form!r}")
+
+
+def _check_state(initial_state: object, v: torch.Tensor, dim_phi: int) -> None:
+    """Raise unless ``initial_state`` is ``(S, z)`` of the shapes and dtype the inputs need."""
+    batch, heads, _, dim_v = v.shape
+    shapes = ((batch, heads, dim_phi, dim_v), (batch, heads, dim_phi))
+    expected = (
+        f"initial_state must be None or a pair (S, z) of {v.dtype} tensors of shapes "
+        f"(batch, heads, dim_phi, dim_v) = {shapes[0]} and (batch, heads, dim_phi) = "
+        f"{shapes[1]}"
+    )
+    if not isinstance(initial_state, tuple) or len(initial_state) != 2:
+        given = type(initial_state).__name__
+        if isinstance(initial_state, tuple):
+            given = f"a tuple of {len(initial_state)}"
+        raise TypeError(f"{_OWNER}: {expected}, got {given}")
+    for name, x, shape in zip(("S", "z"), initial_state, shapes, strict=True):
+        _checks.tensor(_OWNER, f"initial_state's {name}", x)
+        if tuple(x.shape) != shape or x.dtype != v.dtype:
+            raise ValueError(
+                f"{_OWNER}: {expected}, got {name} of shape {tuple(x.shape)} and dtype {x.dtype}"
+            )
 
 
 def _features(feature_map: Callable, x: torch.Tensor, name: str) -> torch.Tensor:
@@ -102,10 +118,13 @@ def linear_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
+    *,
     causal: bool = True,
     feature_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
     form: str = "parallel",
-) -> torch.Tensor:
+    initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+    return_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Linear attention: ``out_i = φ(q_i)ᵀ S_i / (φ(q_i)ᵀ z_i)``.
 
     ``S_i = Σ_j φ(k_j) v_jᵀ`` and ``z_i = Σ_j φ(k_j)``, summed over ``j ≤ i`` with
@@ -122,7 +141,8 @@ def linear_attention(
     v : torch.Tensor
         Values, ``(batch, heads, tokens_k, dim_v)``; ``dim_v`` may differ from ``dim_k``.
     causal : bool
-        Whether query ``i`` sees only keys ``0..i`` (True) or every key (False).
+        Keyword only, as are the rest. Whether query ``i`` sees only keys ``0..i`` (True)
+        or every key (False).
     feature_map : callable or None
         ``φ``, applied to ``q`` and ``k`` over their last dimension; it must return
         positive values of shape ``(batch, heads, tokens, dim_φ)``. ``None`` is
@@ -131,17 +151,31 @@ def linear_attention(
         ``"parallel"`` builds the ``tokens_q × tokens_k`` matrix of ``φ(q_i) · φ(k_j)``,
         masked and row-normalised; ``"recurrent"`` carries the state ``(S, z)`` token by
         token. Both give the same numbers (up to rounding).
+    initial_state : (torch.Tensor, torch.Tensor) or None
+        With ``form="recurrent"``: the state ``(S, z)`` before the first key, ``S`` of
+        shape ``(batch, heads, dim_φ, dim_v)`` and ``z`` of ``(batch, heads, dim_φ)``,
+        in ``v``'s dtype; ``None`` starts from zeros. Pass a previous call's final state
+        to continue a sequence, as :func:`~attention.gated_delta_rule` takes its own.
+    return_state : bool
+        With ``form="recurrent"``: also return the state after the last key.
 
     Returns
     -------
-    torch.Tensor
+    output : torch.Tensor
         ``(batch, heads, tokens_q, dim_v)``, in the inputs' dtype.
+    final_state : (torch.Tensor, torch.Tensor)
+        Only with ``return_state``: ``(S, z)`` after the last key, shaped as
+        ``initial_state``.
 
     Raises
     ------
+    TypeError
+        For an input that is not a tensor, a ``causal`` that is not a bool, a
+        ``feature_map`` that is not callable, or an ``initial_state`` that is not a pair.
     ValueError
         For inputs that are not floating-point 4-D tensors of matching shapes and dtype,
-        a ``form`` other than the two, or a ``feature_map`` with a negative output.
+        a ``form`` other than the two, a state with the parallel form, or a
+        ``feature_map`` with a negative output.
 
     Examples
     --------
@@ -159,11 +193,27 @@ def linear_attention(
     True
     >>> torch.allclose(out, linear_attention(q, k, v, form="recurrent"), atol=1e-6)
     True
+
+    The recurrent form continues from a state: the first two tokens, then the last
+    three from where they left off, give one run's numbers:
+
+    >>> first, state = linear_attention(
+    ...     q[:, :, :2], k[:, :, :2], v[:, :, :2], form="recurrent", return_state=True)
+    >>> rest = linear_attention(
+    ...     q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], form="recurrent", initial_state=state)
+    >>> torch.allclose(torch.cat([first, rest], dim=2), out, atol=1e-6)
+    True
     """
     _check_inputs(q, k, v, causal, form)
+    _checks.flag(_OWNER, "return_state", return_state, "return the final state or not")
+    if form != "recurrent" and (initial_state is not None or return_state):
+        raise ValueError(
+            f"{_OWNER}: initial_state and return_state need form='recurrent' (the parallel "
+            f"form keeps no state), got form={form!r}"
+        )
     phi = elu_plus_one if feature_map is None else feature_map
     if not callable(phi):
-        raise ValueError(
+        raise TypeError(
             f"{_OWNER}: feature_map must be a callable or None, got {type(phi).__name__}"
         )
     phi_q = _features(phi, q, "q")  # (batch, heads, tokens_q, dim_phi)
@@ -175,7 +225,16 @@ def linear_attention(
         )
     if form == "parallel":
         return _parallel(phi_q, phi_k, v, causal)
-    return _recurrent(phi_q, phi_k, v, causal)
+    batch, heads, dim_phi, dim_v = *phi_k.shape[:2], phi_k.shape[-1], v.shape[-1]
+    if initial_state is None:
+        initial_state = (
+            v.new_zeros(batch, heads, dim_phi, dim_v),
+            v.new_zeros(batch, heads, dim_phi),
+        )
+    else:
+        _check_state(initial_state, v, dim_phi)
+    out, final_state = _recurrent(phi_q, phi_k, v, causal, *initial_state)
+    return (out, final_state) if return_state else out
 
 
 def _parallel(
@@ -192,20 +251,25 @@ def _parallel(
 
 
 def _recurrent(
-    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, causal: bool
-) -> torch.Tensor:
-    """The recurrent form: the state ``S`` (dim_phi × dim_v) and ``z`` (dim_phi), token by token."""
-    batch, heads, tokens_k, dim_phi = phi_k.shape
-    dim_v = v.shape[-1]
-    state = v.new_zeros(batch, heads, dim_phi, dim_v)  # S = Σ φ(k_j) v_jᵀ
-    normaliser = v.new_zeros(batch, heads, dim_phi)  # z = Σ φ(k_j)
+    phi_q: torch.Tensor,
+    phi_k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    state: torch.Tensor,
+    normaliser: torch.Tensor,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """The recurrent form from ``S = state`` (dim_phi × dim_v) and ``z = normaliser`` (dim_phi).
+
+    Returns the outputs and the final ``(S, z)``.
+    """
+    tokens_k = phi_k.shape[2]
     if not causal:
         # Every query reads the state after the last key.
         for j in range(tokens_k):
-            state = state + phi_k[:, :, j, :, None] * v[:, :, j, None, :]
-            normaliser = normaliser + phi_k[:, :, j]
+            state = state + phi_k[:, :, j, :, None] * v[:, :, j, None, :]  # S += φ(k_j) v_jᵀ
+            normaliser = normaliser + phi_k[:, :, j]  # z += φ(k_j)
         numerator = phi_q @ state  # (batch, heads, tokens_q, dim_v)
-        return numerator / (phi_q @ normaliser[..., None])
+        return numerator / (phi_q @ normaliser[..., None]), (state, normaliser)
     outputs = []
     for i in range(tokens_k):
         state = state + phi_k[:, :, i, :, None] * v[:, :, i, None, :]
@@ -215,5 +279,5 @@ def _recurrent(
         denominator = (q_i * normaliser).sum(dim=-1, keepdim=True)  # φ(q_i)ᵀ z_i
         outputs.append(numerator / denominator)
     if not outputs:
-        return v.new_zeros(batch, heads, 0, dim_v)
-    return torch.stack(outputs, dim=2)
+        return v.new_zeros(*v.shape[:2], 0, v.shape[-1]), (state, normaliser)
+    return torch.stack(outputs, dim=2), (state, normaliser)

@@ -268,7 +268,7 @@ def padding_mask(lengths: Sequence[int] | torch.Tensor, num_tokens: int) -> torc
     else:
         device = None
         if isinstance(lengths, str | bytes) or not isinstance(lengths, Sequence):
-            raise ValueError(
+            raise TypeError(
                 f"{owner}: lengths must be a sequence of integers (one per sequence), "
                 f"got {type(lengths).__name__}"
             )

@@ -176,7 +176,7 @@ class MultiHeadAttention(nn.Module):
         True
         """
         if not isinstance(wrapper, MultiHeadAttentionWrapper):
-            raise ValueError(
+            raise TypeError(
                 "MultiHeadAttention.from_wrapper: expected a MultiHeadAttentionWrapper, "
                 f"got {type(wrapper).__name__}"
             )

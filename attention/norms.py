@@ -70,9 +70,7 @@ class RMSNorm(nn.Module):
         super().__init__()
         owner = type(self).__name__
         self.dim = _checks.positive_int(owner, "dim", dim)
-        if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps > 0:
-            raise ValueError(f"{owner}: eps must be a positive number, got {eps!r}")
-        self.eps = float(eps)
+        self.eps = _checks.positive_number(owner, "eps", eps)
         _checks.flag(owner, "elementwise_affine", elementwise_affine, "a learnable scale or not")
         if elementwise_affine:
             self.weight = nn.Parameter(torch.ones(self.dim))
@@ -81,12 +79,11 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalise ``x`` over its last dimension, of size ``dim``."""
-        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != self.dim:
-            given = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(
-                f"{type(self).__name__}: expected a tensor whose last dimension is dim="
-                f"{self.dim}, got {given}"
-            )
+        expected = f"expected a tensor whose last dimension is dim={self.dim}"
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{type(self).__name__}: {expected}, got {type(x).__name__}")
+        if x.dim() < 1 or x.shape[-1] != self.dim:
+            raise ValueError(f"{type(self).__name__}: {expected}, got {tuple(x.shape)}")
         return _rms_norm(x, self.weight, self.eps)
 
     def extra_repr(self) -> str:

@@ -267,10 +267,10 @@ class PagedKVCache:
         self._lengths[seq_id] = length + num_new
 
 
-def paged_attention(queries: torch.Tensor, cache: PagedKVCache, seq_ids: list[int]) -> torch.Tensor:
+def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq_ids: list[int]) -> torch.Tensor:
     """One decode step for a batch of sequences, over their keys and values in ``cache``.
 
-    Row ``b`` of ``queries`` is the new query of ``seq_ids[b]``; it attends over every
+    Row ``b`` of ``q`` is the new query of ``seq_ids[b]``; it attends over every
     token that sequence holds (append the new token's key and value first). Query head
     ``h`` reads key/value head ``h // (num_heads // num_kv_heads)``, scale
     ``1 / sqrt(head_dim)``. Each sequence's blocks are gathered through its block table
@@ -280,7 +280,8 @@ def paged_attention(queries: torch.Tensor, cache: PagedKVCache, seq_ids: list[in
 
     Parameters
     ----------
-    queries : torch.Tensor, shape (len(seq_ids), num_heads, 1, head_dim)
+    q : torch.Tensor, shape (len(seq_ids), num_heads, 1, head_dim)
+        The new queries, one per sequence.
     cache : PagedKVCache
     seq_ids : list of int
         Sequences of any lengths, each holding at least one token.
@@ -310,32 +311,25 @@ def paged_attention(queries: torch.Tensor, cache: PagedKVCache, seq_ids: list[in
     """
     owner = "paged_attention"
     if not isinstance(cache, PagedKVCache):
-        raise ValueError(f"{owner}: cache must be a PagedKVCache, got {type(cache).__name__}")
+        raise TypeError(f"{owner}: cache must be a PagedKVCache, got {type(cache).__name__}")
     if isinstance(seq_ids, int) or not hasattr(seq_ids, "__len__"):
-        raise ValueError(f"{owner}: seq_ids must be a list of ints, got {type(seq_ids).__name__}")
+        raise TypeError(f"{owner}: seq_ids must be a list of ints, got {type(seq_ids).__name__}")
     seq_ids = [cache._known(s) for s in seq_ids]
-    queries = _checks.float_tensor(owner, "queries", queries)
+    q = _checks.float_tensor(owner, "q", q)
     batch = len(seq_ids)
-    if (
-        queries.dim() != 4
-        or queries.shape[0] != batch
-        or queries.shape[2] != 1
-        or queries.shape[3] != cache.head_dim
-    ):
+    if q.dim() != 4 or q.shape[0] != batch or q.shape[2] != 1 or q.shape[3] != cache.head_dim:
         raise ValueError(
-            f"{owner}: queries must have shape (len(seq_ids), num_heads, 1, head_dim) = "
-            f"({batch}, num_heads, 1, {cache.head_dim}), got {tuple(queries.shape)}"
+            f"{owner}: q must have shape (len(seq_ids), num_heads, 1, head_dim) = "
+            f"({batch}, num_heads, 1, {cache.head_dim}), got {tuple(q.shape)}"
         )
-    num_heads = queries.shape[1]
+    num_heads = q.shape[1]
     if num_heads % cache.num_kv_heads:
         raise ValueError(
-            f"{owner}: num_heads={num_heads} (queries' dimension 1) must be a multiple of "
+            f"{owner}: num_heads={num_heads} (q's dimension 1) must be a multiple of "
             f"the cache's num_kv_heads={cache.num_kv_heads}"
         )
-    if queries.dtype != cache.dtype:
-        raise ValueError(
-            f"{owner}: queries must be {cache.dtype}, the cache's dtype, got {queries.dtype}"
-        )
+    if q.dtype != cache.dtype:
+        raise ValueError(f"{owner}: q must be {cache.dtype}, the cache's dtype, got {q.dtype}")
     lengths = [cache._lengths[s] for s in seq_ids]
     empty = [s for s, n in zip(seq_ids, lengths, strict=True) if n == 0]
     if empty:
@@ -354,5 +348,5 @@ def paged_attention(queries: torch.Tensor, cache: PagedKVCache, seq_ids: list[in
         keys = cache.key_blocks.index_select(0, index).view(shape)[:length]
         values = cache.value_blocks.index_select(0, index).view(shape)[:length]
         keys, values = keys.transpose(0, 1)[None], values.transpose(0, 1)[None]
-        outputs.append(_attend(queries[b : b + 1], keys, values))  # (1, num_heads, 1, dim)
+        outputs.append(_attend(q[b : b + 1], keys, values))  # (1, num_heads, 1, dim)
     return torch.cat(outputs)

@@ -75,7 +75,7 @@ def _as_array(owner: str, weights: object) -> np.ndarray:
     try:
         return np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise TypeError(
             f"{owner}: expected a tensor or an array of numbers, got {type(weights).__name__}"
         ) from None
 
@@ -85,7 +85,7 @@ def _labels(owner: str, which: str, labels: Sequence[object] | None, n: int) -> 
     if labels is None:
         return [str(i) for i in range(n)]
     if isinstance(labels, str):  # a sentence, not a list of tokens
-        raise ValueError(
+        raise TypeError(
             f"{owner}: {which} labels must be a sequence of {n} tokens, got the string "
             f"{labels!r}; split it into tokens first"
         )
@@ -491,8 +491,7 @@ def head_grid(
         raise ValueError(f"head_grid: expected {num_heads} titles, got {len(titles)}")
     if ncols is None:
         ncols = min(num_heads, 4)
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"head_grid: ncols must be a positive integer, got {ncols!r}")
+    ncols = _checks.positive_int("head_grid", "ncols", ncols)
     ncols = min(ncols, num_heads)
     nrows = math.ceil(num_heads / ncols)
     # Over every head at once: one colour scale, so a colour is the same weight in each panel.

@@ -58,11 +58,8 @@ _ROPE_TYPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 def _number(owner: str, key: str, value: object, what: str, ok) -> float:
     """``value`` as a float if it is a real number (not a bool) for which ``ok`` holds."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(
-            f"{owner}: {key} must be {what}, got {value!r} of type {type(value).__name__}"
-        )
-    if not ok(value):
+    value = _checks.real_number(owner, value, f"{key} must be {what}")
+    if not math.isfinite(value) or not ok(value):
         raise ValueError(f"{owner}: {key} must be {what}, got {value!r}")
     return float(value)
 
@@ -124,14 +121,15 @@ def _settings(
     or ``None`` for plain RoPE. ``partial_rotary_factor=None`` (for
     :func:`rope_frequencies`) takes the one in ``scaling``, as ``transformers`` does.
     """
-    if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
+    base = _checks.real_number(owner, base, "base must be a number greater than 1")
+    if not base > 1:
         raise ValueError(f"{owner}: base must be a number greater than 1, got {base!r}")
     if partial_rotary_factor is not None:
         partial_rotary_factor = _fraction(owner, "partial_rotary_factor", partial_rotary_factor)
     if scaling is None:
         params: dict = {"rope_type": "default"}
     elif not isinstance(scaling, Mapping):
-        raise ValueError(
+        raise TypeError(
             f"{owner}: scaling must be a dict in transformers' rope_parameters form, such as "
             f"{{'rope_type': 'linear', 'factor': 2.0}}, or None, got {type(scaling).__name__}"
         )

@@ -12,21 +12,23 @@ from attention import _checks
 
 
 def scaled_dot_product_weights(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
     *,
     allowed: torch.Tensor | None = None,
     mask: None = None,
 ) -> torch.Tensor:
-    """Attention weights ``softmax(queries @ keys^T / sqrt(d_k))``.
+    """Attention weights ``softmax(q @ k^T / sqrt(d_k))``.
 
     Dividing by ``sqrt(d_k)`` keeps the scores' variance near 1 whatever the head
     size, so the softmax does not saturate into one-hot weights with tiny gradients.
 
     Parameters
     ----------
-    queries : torch.Tensor, shape (..., num_queries, d_k)
-    keys : torch.Tensor, shape (..., num_keys, d_k)
+    q : torch.Tensor, shape (..., num_queries, d_k)
+        The queries.
+    k : torch.Tensor, shape (..., num_keys, d_k)
+        The keys.
     allowed : torch.Tensor of bool, optional
         Keyword only. ``True`` where a query may attend, as in the boolean ``attn_mask``
         of ``scaled_dot_product_attention`` and everywhere in this package's public
@@ -59,22 +61,21 @@ def scaled_dot_product_weights(
     _checks.removed_keyword(
         owner, "mask", mask, "write allowed=~mask (allowed is True where a query may attend)"
     )
-    _checks.float_tensor(owner, "queries", queries)
-    _checks.float_tensor(owner, "keys", keys)
-    if queries.shape[-1] != keys.shape[-1]:
+    _checks.float_tensor(owner, "q", q)
+    _checks.float_tensor(owner, "k", k)
+    if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            "scaled_dot_product_weights: queries and keys must have the same last "
-            f"dimension d_k, got queries of shape {tuple(queries.shape)} and keys of "
-            f"shape {tuple(keys.shape)}"
+            f"{owner}: expected q and k with the same last dimension d_k, got q of shape "
+            f"{tuple(q.shape)} and k of shape {tuple(k.shape)}"
         )
     if allowed is not None:
         _checks.allowed_tensor(owner, allowed)
-    return _scaled_dot_product_weights(queries, keys, allowed)
+    return _scaled_dot_product_weights(q, k, allowed)
 
 
 def _scaled_dot_product_weights(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
     allowed: torch.Tensor | None,
     scale: float | None = None,
 ) -> torch.Tensor:
@@ -82,10 +83,10 @@ def _scaled_dot_product_weights(
 
     ``scale`` multiplies the scores instead of the division by ``sqrt(d_k)``.
     """
-    scores = queries @ keys.transpose(-2, -1)  # (..., num_queries, num_keys)
+    scores = q @ k.transpose(-2, -1)  # (..., num_queries, num_keys)
     if allowed is not None:
         # -inf, not 0: exp(-inf) = 0, so a hidden position gets no weight at all,
         # while a 0 score would still get exp(0) = 1 share of the softmax.
         scores = scores.masked_fill(~allowed, float("-inf"))
-    scaled = scores / keys.shape[-1] ** 0.5 if scale is None else scores * scale
+    scaled = scores / k.shape[-1] ** 0.5 if scale is None else scores * scale
     return torch.softmax(scaled, dim=-1)

@@ -88,7 +88,7 @@ class SelfAttentionV1(nn.Module):
         True
         """
         if not isinstance(v2, SelfAttentionV2):
-            raise ValueError(
+            raise TypeError(
                 f"SelfAttentionV1.from_v2: expected a SelfAttentionV2, got {type(v2).__name__}"
             )
         if v2.W_query.bias is not None:

@@ -34,7 +34,7 @@ from attention.latent import LatentCache, MultiHeadLatentAttention
 from attention.masks import _causal_mask
 from attention.rope import Rotary
 from attention.scaled import _scaled_dot_product_weights
-from attention.step import _attend
+from attention.step import _attend, _grouped_heads
 
 __all__ = [
     "LightningIndexer",
@@ -227,24 +227,14 @@ def _attend_gathered(
 
 
 def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _checks.float_tensor(owner, name, tensor)
-    if (
-        q.dim() != 4
-        or k.dim() != 4
-        or v.dim() != 4
-        or q.shape[0] != k.shape[0]
-        or q.shape[1] % k.shape[1]
-        or q.shape[-1] != k.shape[-1]
-        or k.shape[:3] != v.shape[:3]
-        or q.dtype != k.dtype
-        or k.dtype != v.dtype
-    ):
+    layout = (
+        "expected q (batch, heads, num_queries, dim), k (batch, heads_kv, num_keys, dim) "
+        "and v (batch, heads_kv, num_keys, dim_v), with heads_kv dividing heads"
+    )
+    _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
+    if not q.dtype == k.dtype == v.dtype:
         raise ValueError(
-            f"{owner}: expected q (batch, heads, num_queries, dim), k (batch, heads_kv, "
-            f"num_keys, dim) and v (batch, heads_kv, num_keys, dim_v) of one dtype, with "
-            f"heads_kv dividing heads, got q of shape {tuple(q.shape)} ({q.dtype}), k of "
-            f"shape {tuple(k.shape)} ({k.dtype}) and v of shape {tuple(v.shape)} ({v.dtype})"
+            f"{owner}: q, k and v must share a dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
         )
     if k.shape[2] < q.shape[2]:
         raise ValueError(
@@ -293,7 +283,7 @@ class LightningIndexer(nn.Module):
     rope_scaling : dict, optional
         As in :class:`~attention.MultiHeadLatentAttention`; its attention factor scales
         cos and sin here too, as ``transformers`` passes the indexer MLA's.
-    norm_eps : float
+    eps : float
         Epsilon of the key's LayerNorm (1e-6 in ``transformers``).
 
     Attributes
@@ -339,7 +329,7 @@ class LightningIndexer(nn.Module):
         qk_rope_head_dim: int,
         rope_base: float = 10000.0,
         rope_scaling: dict | None = None,
-        norm_eps: float = 1e-6,
+        eps: float = 1e-6,
     ):
         super().__init__()
         owner = type(self).__name__
@@ -356,14 +346,13 @@ class LightningIndexer(nn.Module):
                 f"{owner}: qk_rope_head_dim must be even (RoPE rotates pairs) and at most "
                 f"head_dim={head_dim}, got qk_rope_head_dim={qk_rope_head_dim}"
             )
-        if isinstance(norm_eps, bool) or not isinstance(norm_eps, int | float) or norm_eps <= 0:
-            raise ValueError(f"{owner}: norm_eps must be a positive number, got {norm_eps!r}")
+        eps = _checks.positive_number(owner, "eps", eps)
         # Rotates the first qk_rope_head_dim numbers of each query and key
         self.rotary = Rotary(qk_rope_head_dim, rope_base, rope_scaling)
         self.rope_base = self.rotary.base
         self.W_query = nn.Linear(q_lora_rank, num_heads * head_dim, bias=False)
         self.W_key = nn.Linear(d_in, head_dim, bias=False)
-        self.k_norm = nn.LayerNorm(head_dim, eps=norm_eps)
+        self.k_norm = nn.LayerNorm(head_dim, eps=eps)
         self.W_weights = nn.Linear(d_in, num_heads, bias=False)
 
     def forward(
@@ -397,7 +386,7 @@ class LightningIndexer(nn.Module):
         """
         owner = type(self).__name__
         if cache is not None and not isinstance(cache, KVCache):
-            raise ValueError(
+            raise TypeError(
                 f"{owner}: cache must be a KVCache (holding the indexer's keys) or None, "
                 f"got {type(cache).__name__}"
             )
@@ -467,11 +456,11 @@ class SparseLatentCache(LatentCache):
 
 
 class SparseLatentAttention(MultiHeadLatentAttention):
-    """DeepSeek-V3.2's attention: MLA in which each query reads only ``index_topk`` keys.
+    """DeepSeek-V3.2's attention: MLA in which each query reads only ``index_top_k`` keys.
 
     A :class:`~attention.MultiHeadLatentAttention` with a :class:`LightningIndexer`
     (``indexer``) that scores, from the input and MLA's query latent, every key
-    each query may see; the attention then runs over the ``index_topk`` best of them
+    each query may see; the attention then runs over the ``index_top_k`` best of them
     only, as :func:`topk_sparse_attention` picks them, or over all of them while a
     query sees fewer. As ``transformers``' ``DeepseekV32Attention`` computes it.
 
@@ -479,8 +468,8 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     ----------
     d_in, d_out, context_length
         As in :class:`~attention.MultiHeadLatentAttention`.
-    index_topk : int
-        Keys each query attends to (2048 in DeepSeek-V3.2).
+    index_top_k : int
+        Keys each query attends to (``index_topk``, 2048 in DeepSeek-V3.2).
     index_num_heads : int
         The indexer's heads (``index_n_heads``, 64).
     index_head_dim : int
@@ -497,7 +486,7 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     >>> _ = torch.manual_seed(0)
     >>> dsa = SparseLatentAttention(32, 32, context_length=8, num_heads=4, q_lora_rank=12,
     ...     kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5,
-    ...     index_topk=3, index_num_heads=2, index_head_dim=8)
+    ...     index_top_k=3, index_num_heads=2, index_head_dim=8)
     >>> x = torch.randn(1, 8, 32)
     >>> cache = SparseLatentCache()
     >>> out = torch.cat([dsa(x[:, :5], cache=cache), dsa(x[:, 5:], cache=cache)], dim=1)
@@ -509,20 +498,22 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     80
     """
 
+    _cache_type = (SparseLatentCache, " (it holds the indexer's keys too)")
+
     def __init__(
         self,
         d_in: int,
         d_out: int,
         context_length: int,
         *,
-        index_topk: int,
+        index_top_k: int,
         index_num_heads: int,
         index_head_dim: int,
         **kwargs,
     ):
         super().__init__(d_in, d_out, context_length, **kwargs)
         owner = type(self).__name__
-        self.index_topk = _checks.positive_int(owner, "index_topk", index_topk)
+        self.index_top_k = _checks.positive_int(owner, "index_top_k", index_top_k)
         if self.q_lora_rank is None:
             raise ValueError(
                 f"{owner}: q_lora_rank must be given (a positive integer), since the "
@@ -556,30 +547,19 @@ class SparseLatentAttention(MultiHeadLatentAttention):
         index_cache = None if cache is None else cache.indexer
         return self.indexer(x, q_latent, cache=index_cache, allowed=allowed)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cache: SparseLatentCache | None = None,
-        allowed: torch.Tensor | None = None,
+    def _attend_heads(
+        self, x: torch.Tensor, projected: tuple, cache: SparseLatentCache | None, allowed: object
     ) -> torch.Tensor:
-        """Attend over the chosen keys, as :meth:`MultiHeadLatentAttention.forward` does.
+        """Attend over the keys the indexer picks, which it picks causally (no ``mask``).
 
-        ``cache`` is this layer's :class:`SparseLatentCache`, updated in place.
+        :meth:`~attention.MultiHeadLatentAttention.forward` calls it, with this layer's
+        :class:`SparseLatentCache`, updated in place.
         """
-        owner = type(self).__name__
-        if cache is not None and not isinstance(cache, SparseLatentCache):
-            raise ValueError(
-                f"{owner}: cache must be a SparseLatentCache (it holds the indexer's keys "
-                f"too) or None, got {type(cache).__name__}"
-            )
-        queries, keys, values, _ = self._project(x, cache, allowed)
-        scores = self._index_scores(x, cache, allowed)
+        queries, keys, values, _ = projected
+        scores = self._index_scores(x, cache, allowed)  # -inf where allowed is False
         dropout = self.dropout.p if self.training else 0.0
-        topk = self.index_topk
-        context = _sparse_attend(queries, keys, values, scores, topk, self._scale, dropout)
-        batch, num_tokens, _ = x.shape
-        context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # (b, n, H * v_head_dim)
-        return self.out_proj(context)  # (b, n, d_out)
+        top_k = self.index_top_k
+        return _sparse_attend(queries, keys, values, scores, top_k, self._scale, dropout)
 
     def attention_weights(
         self, x: torch.Tensor, allowed: torch.Tensor | None = None
@@ -591,5 +571,5 @@ class SparseLatentAttention(MultiHeadLatentAttention):
         torch.Tensor, shape (batch, num_heads, num_tokens, num_tokens)
         """
         queries, keys, _, _ = self._project(x, None, allowed)
-        chosen = _chosen(self._index_scores(x, None, allowed), self.index_topk)[:, None]
+        chosen = _chosen(self._index_scores(x, None, allowed), self.index_top_k)[:, None]
         return _scaled_dot_product_weights(queries, keys, chosen, self._scale)

@@ -1,4 +1,4 @@
-"""One attention step: ``softmax(queries @ keys^T * scale) @ values``, masked, with dropout.
+"""One attention step: ``softmax(q @ k^T * scale) @ v``, masked, with dropout.
 
 Every module of the package that turns queries, keys and values into context vectors
 calls :func:`~attention.attend` (or its unchecked twin): the fast variants of chapter 7,
@@ -39,9 +39,9 @@ IMPLEMENTATIONS = ("sdpa", "eager")
 
 
 def attend(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     *,
     allowed: torch.Tensor | None = None,
     causal: bool = False,
@@ -59,9 +59,12 @@ def attend(
 
     Parameters
     ----------
-    queries : torch.Tensor, shape (batch, num_heads, num_queries, head_dim)
-    keys : torch.Tensor, shape (batch, num_kv_heads, num_keys, head_dim)
-    values : torch.Tensor, shape (batch, num_kv_heads, num_keys, value_dim)
+    q : torch.Tensor, shape (batch, num_heads, num_queries, head_dim)
+        The queries.
+    k : torch.Tensor, shape (batch, num_kv_heads, num_keys, head_dim)
+        The keys.
+    v : torch.Tensor, shape (batch, num_kv_heads, num_keys, value_dim)
+        The values.
         ``num_kv_heads`` must divide ``num_heads``.
     allowed : torch.Tensor of bool, optional
         ``True`` where a query may attend; broadcastable to
@@ -84,7 +87,7 @@ def attend(
         before the mask and the softmax (Gemma 2's ``attn_logit_softcapping``). Scores
         far below ``c`` hardly change; none can reach ``c``.
     sinks : torch.Tensor, shape (num_heads,), optional
-        One logit per query head, of the queries' dtype, that joins each of the head's
+        One logit per query head, of ``q``'s dtype, that joins each of the head's
         softmaxes as one more key with no value; its weight is dropped, so each row of
         weights sums to ``1 - sink weight`` (gpt-oss's ``sinks``). A sink of ``-inf`` is
         no sink. A query that the mask keeps from every key gets zeros, not NaN.
@@ -119,16 +122,16 @@ def attend(
     >>> bool(sunk[0, :, 0].norm() < out[0, :, 0].norm())  # the first query's one value, shrunk
     True
     """
-    arguments = (queries, keys, values, allowed, causal, scale, dropout, implementation)
+    arguments = (q, k, v, allowed, causal, scale, dropout, implementation)
     _check("attend", *arguments, softcap, sinks)
     return _attend(*arguments, softcap, sinks)
 
 
 def _check(
     owner: str,
-    queries: object,
-    keys: object,
-    values: object,
+    q: object,
+    k: object,
+    v: object,
     allowed: object,
     causal: object,
     scale: object,
@@ -138,26 +141,12 @@ def _check(
     sinks: object = None,
 ) -> None:
     """:func:`attend`'s argument checks, naming ``owner`` in the errors."""
-    for name, tensor in (("queries", queries), ("keys", keys), ("values", values)):
-        _checks.float_tensor(owner, name, tensor)
     layout = (
-        "expected queries (batch, num_heads, num_queries, head_dim), keys (batch, "
-        "num_kv_heads, num_keys, head_dim) and values (batch, num_kv_heads, num_keys, "
+        "expected q (batch, num_heads, num_queries, head_dim), k (batch, num_kv_heads, "
+        "num_keys, head_dim) and v (batch, num_kv_heads, num_keys, "
         "value_dim) with num_kv_heads dividing num_heads"
     )
-    if (
-        queries.dim() != 4
-        or keys.dim() != 4
-        or values.dim() != 4
-        or queries.shape[1] % keys.shape[1]
-        or queries.shape[-1] != keys.shape[-1]
-        or queries.shape[0] != keys.shape[0]
-        or keys.shape[:3] != values.shape[:3]
-    ):
-        raise ValueError(
-            f"{owner}: {layout}, got queries of shape {tuple(queries.shape)}, keys of "
-            f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}"
-        )
+    _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
     if allowed is not None:
         _checks.allowed_tensor(owner, allowed)
     _checks.flag(owner, "causal", causal, "each query sees itself and the keys before it")
@@ -166,16 +155,14 @@ def _check(
             f"{owner}: give causal=True or allowed, not both; for both, pass "
             f"allowed=causal_mask(num_queries, num_keys) & allowed"
         )
-    if causal and queries.shape[2] != keys.shape[2]:
+    if causal and q.shape[2] != k.shape[2]:
         raise ValueError(
-            f"{owner}: causal=True needs as many queries as keys, got {queries.shape[2]} "
-            f"queries and {keys.shape[2]} keys; for queries that are the last tokens, pass "
+            f"{owner}: causal=True needs as many queries as keys, got {q.shape[2]} "
+            f"queries and {k.shape[2]} keys; for queries that are the last tokens, pass "
             f"allowed=causal_mask(num_queries, num_keys)"
         )
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0
-    ):
-        raise ValueError(f"{owner}: scale must be a positive number or None, got {scale!r}")
+    if scale is not None:
+        _checks.positive_number(owner, "scale", scale, "scale must be a positive number or None")
     _checks.dropout_rate(owner, dropout)
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(
@@ -184,38 +171,49 @@ def _check(
     check_softcap(owner, softcap)
     if sinks is not None:
         expected = (
-            f"sinks must be None or a tensor of shape (num_heads,) = ({queries.shape[1]},) "
-            f"and of the queries' dtype {queries.dtype}"
+            f"sinks must be None or a tensor of shape (num_heads,) = ({q.shape[1]},) "
+            f"and of q's dtype {q.dtype}"
         )
         if not isinstance(sinks, torch.Tensor):
-            raise ValueError(f"{owner}: {expected}, got {type(sinks).__name__}")
-        if tuple(sinks.shape) != (queries.shape[1],) or sinks.dtype != queries.dtype:
+            raise TypeError(f"{owner}: {expected}, got {type(sinks).__name__}")
+        if tuple(sinks.shape) != (q.shape[1],) or sinks.dtype != q.dtype:
             raise ValueError(
                 f"{owner}: {expected}, got shape {tuple(sinks.shape)} and dtype {sinks.dtype}"
             )
+
+
+def _grouped_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether ``q``, ``k``, ``v`` are ``(b, h, n, d)``, ``(b, h_kv, m, d)``, ``(b, h_kv, m, d_v)``.
+
+    ``h_kv`` divides ``h``: grouped-query attention's heads, as :func:`attend` reads them.
+    """
+    return (
+        q.dim() == k.dim() == v.dim() == 4
+        and q.shape[1] % k.shape[1] == 0
+        and q.shape[-1] == k.shape[-1]
+        and q.shape[0] == k.shape[0]
+        and k.shape[:3] == v.shape[:3]
+    )
 
 
 def check_softcap(owner: str, softcap: object) -> float | None:
     """Return ``softcap`` as a float (or ``None``), or raise unless it is a positive number."""
     if softcap is None:
         return None
-    if isinstance(softcap, bool) or not isinstance(softcap, int | float):
-        raise ValueError(
-            f"{owner}: softcap must be a positive number (the cap c in c * tanh(scores / c)) "
-            f"or None, got {softcap!r} of type {type(softcap).__name__}"
-        )
+    what = "softcap must be a positive number (the cap c in c * tanh(scores / c)) or None"
+    softcap = _checks.real_number(owner, softcap, what)
     if not 0 < softcap < float("inf"):
         raise ValueError(
             f"{owner}: softcap must be a positive, finite number (the cap c in "
             f"c * tanh(scores / c)); for no cap pass None, got {softcap!r}"
         )
-    return float(softcap)
+    return softcap
 
 
 def _attend(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     allowed: torch.Tensor | None = None,
     causal: bool = False,
     scale: float | None = None,
@@ -225,41 +223,41 @@ def _attend(
     sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """:func:`attend` of a module's own heads, unchecked."""
-    batch, num_heads, num_queries, head_dim = queries.shape
-    num_kv_heads = keys.shape[1]
+    batch, num_heads, num_queries, head_dim = q.shape
+    num_kv_heads = k.shape[1]
     group = num_heads // num_kv_heads
     if softcap is not None or sinks is not None:  # beyond what SDPA computes
         if group > 1:
-            values = values.repeat_interleave(group, dim=1)
-        weights = _weights(queries, keys, allowed, causal, scale, softcap, sinks)
+            v = v.repeat_interleave(group, dim=1)
+        weights = _weights(q, k, allowed, causal, scale, softcap, sinks)
         if dropout > 0:
             weights = F.dropout(weights, dropout, training=True)
-        return weights @ values  # (b, num_heads, num_queries, value_dim)
+        return weights @ v  # (b, num_heads, num_queries, value_dim)
     if implementation == "eager":
         if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
-            keys = keys.repeat_interleave(group, dim=1)
-            values = values.repeat_interleave(group, dim=1)
+            k = k.repeat_interleave(group, dim=1)
+            v = v.repeat_interleave(group, dim=1)
         if causal:
-            allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=queries.device)
+            allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=q.device)
             allowed = allowed.tril()
-        weights = _scaled_dot_product_weights(queries, keys, allowed, scale)
+        weights = _scaled_dot_product_weights(q, k, allowed, scale)
         if dropout > 0:
             weights = F.dropout(weights, dropout, training=True)
-        return weights @ values  # (b, num_heads, num_queries, value_dim)
+        return weights @ v  # (b, num_heads, num_queries, value_dim)
     if num_queries == 1 and group > 1 and allowed is None and not causal:
         # Decoding one token: the group's query heads become the rows of one query
         # matrix over their shared key/value head, so each cached key/value head is read
         # once for the whole group. (batch, num_heads, 1, head_dim) ->
         # (batch, num_kv_heads, group, head_dim): query head h = kv_head * group + g.
-        packed = queries.reshape(batch, num_kv_heads, group, head_dim)
+        packed = q.reshape(batch, num_kv_heads, group, head_dim)
         out = F.scaled_dot_product_attention(
-            packed, keys, values, dropout_p=dropout, scale=scale
+            packed, k, v, dropout_p=dropout, scale=scale
         )  # (batch, num_kv_heads, group, value_dim)
-        return out.reshape(batch, num_heads, 1, values.shape[-1])
+        return out.reshape(batch, num_heads, 1, v.shape[-1])
     return F.scaled_dot_product_attention(
-        queries,
-        keys,
-        values,
+        q,
+        k,
+        v,
         attn_mask=allowed,
         dropout_p=dropout,
         is_causal=causal,
@@ -269,8 +267,8 @@ def _attend(
 
 
 def _weights(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
     allowed: torch.Tensor | None = None,
     causal: bool = False,
     scale: float | None = None,
@@ -282,16 +280,16 @@ def _weights(
     Scale, cap, mask, softmax over the keys and the sink, then drop the sink's column:
     the order of Gemma 2's and gpt-oss's eager attention.
     """
-    num_heads, num_queries = queries.shape[1], queries.shape[2]
-    group = num_heads // keys.shape[1]
+    num_heads, num_queries = q.shape[1], q.shape[2]
+    group = num_heads // k.shape[1]
     if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
-        keys = keys.repeat_interleave(group, dim=1)
-    scores = queries @ keys.transpose(-2, -1)  # (b, num_heads, num_queries, num_keys)
-    scores = scores / keys.shape[-1] ** 0.5 if scale is None else scores * scale
+        k = k.repeat_interleave(group, dim=1)
+    scores = q @ k.transpose(-2, -1)  # (b, num_heads, num_queries, num_keys)
+    scores = scores / k.shape[-1] ** 0.5 if scale is None else scores * scale
     if softcap is not None:
         scores = softcap * torch.tanh(scores / softcap)
     if causal:
-        allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=queries.device)
+        allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=q.device)
         allowed = allowed.tril()
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))

@@ -57,7 +57,7 @@ def _lengths(owner: str, cu_seqlens: object, total_tokens: int | None) -> list[i
         what = "cu_seqlens must hold integers"
         bounds = [_checks.whole_number(owner, b, what) for b in cu_seqlens]
     else:
-        raise ValueError(
+        raise TypeError(
             f"{owner}: cu_seqlens must be a list or a 1-D integer tensor, "
             f"got {type(cu_seqlens).__name__}"
         )
@@ -84,8 +84,8 @@ def _lengths(owner: str, cu_seqlens: object, total_tokens: int | None) -> list[i
 
 def varlen_mask(
     cu_seqlens: Sequence[int] | torch.Tensor,
-    causal: bool = True,
     *,
+    causal: bool = True,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """The block-diagonal mask of packed sequences: each token sees only its own sequence.
@@ -96,8 +96,9 @@ def varlen_mask(
         Where each sequence starts in the packed tokens, then where the last one ends:
         0, strictly increasing, ``total_tokens``.
     causal : bool
-        ``True``: a token sees itself and the tokens before it in its own sequence, one
-        causal triangle per sequence. ``False``: its whole sequence, one square each.
+        Keyword only. ``True``: a token sees itself and the tokens before it in its own
+        sequence, one causal triangle per sequence. ``False``: its whole sequence, one
+        square each.
     device : torch.device or str, optional
         Where to build the mask; default ``cu_seqlens``' device, or the CPU for a list.
 
@@ -144,6 +145,7 @@ def varlen_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     cu_seqlens: Sequence[int] | torch.Tensor,
+    *,
     causal: bool = True,
 ) -> torch.Tensor:
     """Attention over packed sequences of different lengths, each one on its own.
@@ -164,7 +166,7 @@ def varlen_attention(
         0, then the end of each sequence in the packed tokens: strictly increasing (no
         empty sequence), the last entry ``total_tokens``.
     causal : bool
-        ``True``: each token attends to itself and the tokens before it in its own
+        Keyword only. ``True``: each token attends to itself and the tokens before it in its own
         sequence (a decoder's prefill). ``False``: to its whole sequence (an encoder).
 
     Returns
@@ -198,31 +200,13 @@ def varlen_attention(
     True
     """
     owner = "varlen_attention"
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _checks.float_tensor(owner, name, tensor)
     layout = (
         "expected q (total_tokens, heads, dim), k (total_tokens, kv_heads, dim) and v "
         "(total_tokens, kv_heads, value_dim), with kv_heads dividing heads"
     )
-    if (
-        q.dim() != 3
-        or k.dim() != 3
-        or v.dim() != 3
-        or k.shape[:2] != q.shape[:1] + k.shape[1:2]
-        or v.shape[:2] != k.shape[:2]
-        or q.shape[2] != k.shape[2]
-    ):
-        raise ValueError(
-            f"{owner}: {layout}, got q of shape {tuple(q.shape)}, k of shape "
-            f"{tuple(k.shape)} and v of shape {tuple(v.shape)}"
-        )
-    heads, kv_heads = q.shape[1], k.shape[1]
-    if heads % kv_heads:
-        raise ValueError(
-            f"{owner}: kv_heads must divide heads (each key/value head serves a group of "
-            f"query heads), got heads={heads} and kv_heads={kv_heads} "
-            f"({heads} / {kv_heads} = {heads / kv_heads:g})"
-        )
+    _checks.attention_inputs(owner, q, k, v, layout, _packed)
+    what = "kv_heads must divide heads (each key/value head serves a group of query heads)"
+    _checks.divides(owner, what, heads=q.shape[1], kv_heads=k.shape[1])
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(
             f"{owner}: q, k and v must share a dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
@@ -230,6 +214,16 @@ def varlen_attention(
     lengths = _lengths(owner, cu_seqlens, q.shape[0])
     _checks.flag(owner, "causal", causal, "each token sees only the tokens before it")
     return _varlen_attention(q, k, v, lengths, causal)
+
+
+def _packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether ``q``, ``k``, ``v`` are ``(t, h, d)``, ``(t, h_kv, d)`` and ``(t, h_kv, d_v)``."""
+    return (
+        q.dim() == k.dim() == v.dim() == 3
+        and k.shape[:2] == q.shape[:1] + k.shape[1:2]
+        and v.shape[:2] == k.shape[:2]
+        and q.shape[2] == k.shape[2]
+    )
 
 
 def _varlen_attention(

@@ -182,11 +182,13 @@ class ModuleContract:
         ids=["float", "str", "None"],
     )
     def test_non_integer_size_is_rejected(self, cls, argument, value, shown):
-        with expect(f"{cls.__name__}: {argument} must be a positive integer, got {shown}"):
+        message = f"{cls.__name__}: {argument} must be a positive integer, got {shown}"
+        with expect(message, TypeError):
             make(cls, **{argument: value})
 
     def test_boolean_size_is_rejected(self, cls, argument):
-        with expect(f"{cls.__name__}: {argument} must be a positive integer, got the boolean True"):
+        message = f"{cls.__name__}: {argument} must be a positive integer, got the boolean True"
+        with expect(message, TypeError):
             make(cls, **{argument: True})
 
     # --- bad inputs ------------------------------------------------------------------------
@@ -215,7 +217,9 @@ class ModuleContract:
 
     @ENTRY_POINTS
     def test_bad_input_is_rejected(self, cls, bad_input, message, entry):
-        with expect(message):
+        # Something other than a tensor is the wrong type; a tensor, the wrong value.
+        error = ValueError if isinstance(bad_input, torch.Tensor) else TypeError
+        with expect(message, error):
             entry_point(make(cls), entry)(bad_input)
 
     @ENTRY_POINTS
@@ -338,7 +342,7 @@ class CausalContract(ModuleContract):
         ids=["str", "bool", "None"],
     )
     def test_dropout_that_is_not_a_number_is_rejected(self, cls, value, shown):
-        with expect(f"{cls.__name__}: dropout must be a number in [0, 1), got {shown}"):
+        with expect(f"{cls.__name__}: dropout must be a number in [0, 1), got {shown}", TypeError):
             make(cls, dropout=value)
 
     # --- inputs: batched, and no longer than the mask ------------------------------------

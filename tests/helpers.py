@@ -263,17 +263,24 @@ def size_arguments(cls: type) -> list[str]:
     return [name for name in VALID[cls] if name != "dropout"]
 
 
-def expect(message: str):
-    """``pytest.raises`` for a ValueError whose message starts with ``message``."""
-    return pytest.raises(ValueError, match="^" + re.escape(message))
+def expect(message: str, error: type[Exception] = ValueError):
+    """``pytest.raises`` for an ``error`` whose message starts with ``message``.
+
+    A wrong value raises a ValueError (the default); a wrong type, a TypeError.
+    """
+    return pytest.raises(error, match="^" + re.escape(message))
 
 
-def _rejected(*rows: tuple[dict, str]) -> list:
-    """``(kwargs, message pattern)`` rows as pytest params, each named by its arguments."""
-    return [
-        pytest.param(kwargs, message, id=", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
-        for kwargs, message in rows
-    ]
+def _rejected(*rows: tuple) -> list:
+    """``(kwargs, message pattern[, error])`` rows as pytest params, named by their arguments.
+
+    ``error`` is the exception's class: ValueError (for a wrong value) unless given.
+    """
+    params = []
+    for kwargs, message, *error in rows:
+        name = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        params.append(pytest.param(kwargs, message, *(error or [ValueError]), id=name))
+    return params
 
 
 #: Part II's modules: arguments each rejects, over :data:`VALID`'s, and the message's pattern.
@@ -291,21 +298,31 @@ BAD_ARGUMENTS = {
             r"= int\(3 \* 1.0\) = 3",
         ),
         ({"rope_base": 1.0}, r"Rotary: base must be a number greater than 1, got 1.0"),
-        ({"rope_base": "10000"}, r"Rotary: base must be a number greater than 1, got '10000'"),
+        (
+            {"rope_base": "10000"},
+            r"Rotary: base must be a number greater than 1, got '10000'",
+            TypeError,
+        ),
         ({"window": 0}, r"window must be at least 1, got 0"),
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
-        ({"out_bias": 0}, r"out_bias must be True or False.*got 0 of type int"),
+        ({"out_bias": 0}, r"out_bias must be True or False.*got 0 of type int", TypeError),
     ),
     MultiHeadLatentAttention: _rejected(
         ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even.*got qk_rope_head_dim=3"),
         ({"kv_lora_rank": 0}, r"kv_lora_rank must be at least 1, got 0"),
         ({"q_lora_rank": -1}, r"q_lora_rank must be at least 1, got -1"),
-        ({"v_head_dim": 2.0}, r"v_head_dim must be a positive integer, got 2.0 of type float"),
+        (
+            {"v_head_dim": 2.0},
+            r"v_head_dim must be a positive integer, got 2.0 of type float",
+            TypeError,
+        ),
         ({"rope_base": 0.5}, r"Rotary: base must be a number greater than 1, got 0.5"),
-        ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
+        ({"rope_base": "5"}, r"Rotary: base must be a number greater than 1, got '5'", TypeError),
+        ({"eps": 0}, r"eps must be a positive number, got 0"),
+        ({"eps": None}, r"eps must be a positive number, got None", TypeError),
         ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
-        ({"qkv_bias": 1}, r"qkv_bias must be True or False.*got 1 of type int"),
-        ({"out_bias": "no"}, r"out_bias must be True or False.*got 'no' of type str"),
+        ({"qkv_bias": 1}, r"qkv_bias must be True or False.*got 1 of type int", TypeError),
+        ({"out_bias": "no"}, r"out_bias must be True or False.*got 'no' of type str", TypeError),
         (
             {"bias": True},
             r"bias= is no longer taken; write qkv_bias= .* out_bias= .*\(got bias=True\)",

@@ -86,17 +86,33 @@ def test_eager_dropout_draws_what_the_books_dropout_layer_draws():
     ("kwargs", "message"),
     [
         ({"causal": True, "allowed": torch.ones(3, 3, dtype=torch.bool)}, r"not both"),
-        ({"causal": 1}, r"causal must be True or False.*got 1 of type int"),
         ({"implementation": "flash"}, r"one of \('sdpa', 'eager'\), got 'flash'"),
         ({"scale": 0.0}, r"scale must be a positive number or None, got 0.0"),
         ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
         ({"allowed": torch.ones(3, 3)}, r"allowed must be a bool tensor.*got torch.float32"),
     ],
 )
-def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
+def test_bad_values_name_what_was_expected_and_given(kwargs, message):
     q = torch.randn(1, 2, 3, 4)
     with pytest.raises(ValueError, match=r"^attend: .*" + message):
         attend(q, q, q, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"causal": 1}, r"causal must be True or False.*got 1 of type int"),
+        ({"scale": "1"}, r"scale must be a positive number or None, got '1' of type str"),
+        ({"dropout": None}, r"dropout must be a number in \[0, 1\), got None"),
+        ({"allowed": [[True]]}, r"allowed must be a bool tensor.*got list"),
+    ],
+)
+def test_bad_types_raise_a_type_error_naming_what_was_expected(kwargs, message):
+    q = torch.randn(1, 2, 3, 4)
+    with pytest.raises(TypeError, match=r"^attend: .*" + message):
+        attend(q, q, q, **kwargs)
+    with pytest.raises(TypeError, match=r"^attend: q must be a torch.Tensor, got list"):
+        attend([[0.0]], q, q)
 
 
 def test_causal_needs_as_many_queries_as_keys_and_says_what_to_pass_instead():

@@ -109,16 +109,16 @@ def test_matrix_form_hatches_the_future_only_when_causal():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "message", "error"),
     [
-        ({"num_tokens": 0}, r"num_tokens must be between 1 and 12 .* got 0"),
-        ({"num_tokens": 13}, r"num_tokens must be between 1 and 12 .* got 13"),
-        ({"d_in": 2.5}, r"d_in must be a positive integer, got 2.5 of type float"),
-        ({"d_out": True}, r"d_out must be a positive integer, got the boolean True"),
+        ({"num_tokens": 0}, r"num_tokens must be between 1 and 12 .* got 0", ValueError),
+        ({"num_tokens": 13}, r"num_tokens must be between 1 and 12 .* got 13", ValueError),
+        ({"d_in": 2.5}, r"d_in must be a positive integer, got 2.5 of type float", TypeError),
+        ({"d_out": True}, r"d_out must be a positive integer, got the boolean True", TypeError),
     ],
 )
-def test_matrix_form_rejects_shapes_it_cannot_draw(kwargs, message):
-    with pytest.raises(ValueError, match=rf"matrix_form: {message}"):
+def test_matrix_form_rejects_shapes_it_cannot_draw(kwargs, message, error):
+    with pytest.raises(error, match=rf"matrix_form: {message}"):
         matrix_form(**kwargs)
 
 
@@ -200,9 +200,11 @@ def test_scaled_dot_product_diagram_without_shapes_and_with_other_sizes():
     assert "(1024, 64)" in text
 
 
-@pytest.mark.parametrize("bad", [0, -1, "6", 6.0])
-def test_scaled_dot_product_diagram_rejects_a_bad_size(bad):
-    with pytest.raises(ValueError, match=r"scaled_dot_product_diagram: num_tokens must be"):
+@pytest.mark.parametrize(
+    ("bad", "error"), [(0, ValueError), (-1, ValueError), ("6", TypeError), (6.0, TypeError)]
+)
+def test_scaled_dot_product_diagram_rejects_a_bad_size(bad, error):
+    with pytest.raises(error, match=r"scaled_dot_product_diagram: num_tokens must be"):
         scaled_dot_product_diagram(bad)
 
 
@@ -215,7 +217,7 @@ def test_a_title_goes_above_the_drawing_in_room_of_its_own(draw):
     assert titled.get_size_inches()[0] == pytest.approx(width)
     assert titled.get_size_inches()[1] > height  # the drawing keeps its size
     assert titled.axes[0].get_position().y1 < 1.0
-    with pytest.raises(ValueError, match=rf"{draw.__name__}: title must be a string or None"):
+    with pytest.raises(TypeError, match=rf"{draw.__name__}: title must be a string or None"):
         draw(title=3)
 
 

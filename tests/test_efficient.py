@@ -203,16 +203,18 @@ def test_from_module_copies_the_weights_not_shares_them(cls):
 # ---------------------------------------------------------------------------------------
 
 
-def message(call) -> str:
-    with pytest.raises(ValueError) as error:
+def error(call) -> tuple[type, str]:
+    """The class and message of what ``call`` raises, a TypeError or a ValueError."""
+    with pytest.raises((TypeError, ValueError)) as raised:
         call()
-    return str(error.value)
+    return type(raised.value), str(raised.value)
 
 
 def same_error(cls, call_variant, call_book) -> None:
-    """Both calls raise a ValueError, with the same message up to the class name."""
-    expected = message(call_book).replace("MultiHeadAttention", cls.__name__)
-    assert message(call_variant) == expected
+    """Both calls raise the same error, with the same message up to the class name."""
+    kind, book_message = error(call_book)
+    expected = book_message.replace("MultiHeadAttention", cls.__name__)
+    assert error(call_variant) == (kind, expected)
 
 
 @pytest.mark.parametrize(
@@ -250,7 +252,7 @@ def test_bad_inputs_raise_the_books_error(cls, x):
 def test_from_module_rejects_anything_but_multi_head_attention(make):
     module = make()
     with pytest.raises(
-        ValueError,
+        TypeError,
         match=f"^SDPAttention.from_module: expected a MultiHeadAttention, got "
         f"{type(module).__name__}$",
     ):

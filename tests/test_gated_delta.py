@@ -386,7 +386,7 @@ def test_errors():
         call(q=three_heads, k=three_heads)
     with expect(name + "chunk_size must be at least 1 (or None), got 0"):
         call(chunk_size=0)
-    with expect(name + "chunk_size must be None or an integer, got 2.5"):
+    with expect(name + "chunk_size must be None or an integer, got 2.5", TypeError):
         call(chunk_size=2.5)
     with expect(name + "q and k must have the same shape"):
         call(q=args["q"][..., :3])
@@ -400,9 +400,12 @@ def test_errors():
         call(beta=args["beta"][:, :4])
     with expect(name + "initial_state must have shape (batch, heads_v, dim_k, dim_v) = "):
         call(initial_state=args["initial_state"][..., :2])
-    with expect(name + "k must be a floating-point tensor, got dtype torch.int64"):
+    with expect(
+        name
+        + "k must be a floating-point tensor (embeddings are real numbers), got dtype torch.int64"
+    ):
         call(k=args["k"].long())
-    with expect(name + "beta must be a torch.Tensor, got float"):
+    with expect(name + "beta must be a torch.Tensor, got float", TypeError):
         call(beta=0.5)
 
 
@@ -608,7 +611,9 @@ def test_layer_errors():
     with expect("GatedDeltaNet: conv_size must be at least 1, got 0"):
         GatedDeltaNet(8, 1, 1, 4, 4, conv_size=0)
     layer = make_layer()
-    with expect("GatedDeltaNet: cache must be a GatedDeltaNetCache or None, got KVCache"):
+    with expect(
+        "GatedDeltaNet: cache must be a GatedDeltaNetCache or None, got KVCache", TypeError
+    ):
         layer(layer_input(2), KVCache())
     with expect("GatedDeltaNet: expected the last dimension of the input to be d_in=12"):
         layer(torch.randn(1, 2, 5, dtype=F64))
@@ -625,7 +630,7 @@ def test_layer_errors():
         layer(layer_input(3), allowed=real.long())
     with expect(allowed + "shape (2, 4)"):
         layer(layer_input(3), allowed=torch.ones(2, 4, dtype=torch.bool))
-    with expect(allowed + "list"):
+    with expect(allowed + "list", TypeError):
         layer(layer_input(3), allowed=[[True] * 3] * 2)
 
 

@@ -327,9 +327,9 @@ def test_window_hides_what_is_further_back():
 # --- bad input ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kwargs", "message"), BAD_ARGUMENTS[GroupedQueryAttention])
-def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+@pytest.mark.parametrize(("kwargs", "message", "error"), BAD_ARGUMENTS[GroupedQueryAttention])
+def test_bad_arguments_name_what_was_expected_and_given(kwargs, message, error):
+    with pytest.raises(error, match=message):
         make(GroupedQueryAttention, **kwargs)
 
 
@@ -339,7 +339,7 @@ def test_bad_inputs_name_what_was_expected_and_given():
         gqa(torch.randn(1, 3, 5))
     with pytest.raises(ValueError, match=r"got 5 tokens.*context_length=4"):
         gqa(torch.randn(1, 5, 8))
-    with pytest.raises(ValueError, match=r"cache must be a KVCache or None, got dict"):
+    with pytest.raises(TypeError, match=r"cache must be a KVCache or None, got dict"):
         gqa(torch.randn(1, 2, 8), cache={})
     with pytest.raises(
         ValueError, match=r"weights are torch.float32 but the input is torch.float64"
@@ -405,7 +405,7 @@ def test_out_bias_false_on_the_books_module_leaves_the_other_draws(qkv_bias):
     with torch.no_grad():
         book.out_proj.bias.zero_()
     torch.testing.assert_close(llama_like(x), book(x), rtol=0, atol=0)
-    with pytest.raises(ValueError, match=r"out_bias must be True or False.*got None"):
+    with pytest.raises(TypeError, match=r"out_bias must be True or False.*got None"):
         MultiHeadAttention(6, 6, 4, 0.0, 2, out_bias=None)
 
 
@@ -545,5 +545,6 @@ def test_a_bad_allowed_names_the_expected_and_given_shapes(allowed, message):
     gqa = GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1)
     cache = KVCache()
     gqa(torch.randn(2, 2, 8), cache=cache)
-    with pytest.raises(ValueError, match=r"^GroupedQueryAttention: expected allowed, .*" + message):
+    error = ValueError if isinstance(allowed, torch.Tensor) else TypeError
+    with pytest.raises(error, match=r"^GroupedQueryAttention: expected allowed, .*" + message):
         gqa(torch.randn(2, 4, 8), cache=cache, allowed=allowed)

@@ -150,14 +150,15 @@ def test_crop_forgets_the_last_tokens():
 def test_update_errors_name_what_was_expected_and_given(keys, values, message):
     cache = KVCache()
     cache.update(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4))
-    with pytest.raises(ValueError, match=message):
+    error = ValueError if isinstance(keys, torch.Tensor) else TypeError
+    with pytest.raises(error, match=message):
         cache.update(keys, values)
 
 
 def test_formula_rejects_bad_sizes():
     with pytest.raises(ValueError, match=r"num_kv_heads must be at least 1, got 0"):
         kv_cache_bytes_per_token(2, 0, 64)
-    with pytest.raises(ValueError, match=r"dtype \(a torch.dtype or a number of bytes\)"):
+    with pytest.raises(TypeError, match=r"dtype \(a torch.dtype or a number of bytes\)"):
         kv_cache_bytes_per_token(2, 2, 64, "float32")
 
 

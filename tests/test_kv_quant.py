@@ -238,11 +238,21 @@ def test_repr_and_nbytes_of_an_empty_cache():
     assert "bits=8" in repr(cache)
 
 
-@pytest.mark.parametrize("bits", [2, 3, 16, True, "8", 8.0])
-def test_bits_other_than_4_or_8_are_rejected(bits):
-    with expect(f"quantize_kv: bits must be 4 or 8, got {bits!r}"):
+@pytest.mark.parametrize(
+    ("bits", "shown", "error"),
+    [
+        (2, "2", ValueError),
+        (3, "3", ValueError),
+        (16, "16", ValueError),
+        (True, "the boolean True", TypeError),
+        ("8", "'8' of type str", TypeError),
+        (8.0, "8.0 of type float", TypeError),
+    ],
+)
+def test_bits_other_than_4_or_8_are_rejected(bits, shown, error):
+    with expect(f"quantize_kv: bits must be 4 or 8, got {shown}", error):
         quantize_kv(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2), bits=bits)
-    with expect(f"QuantizedKVCache: bits must be 4 or 8, got {bits!r}"):
+    with expect(f"QuantizedKVCache: bits must be 4 or 8, got {shown}", error):
         QuantizedKVCache(bits=bits)
 
 

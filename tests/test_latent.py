@@ -153,13 +153,13 @@ def test_going_past_context_length_names_both_numbers():
         ValueError, match=r"holds 2 tokens and 2 more make 4, past context_length=3"
     ):
         mla(torch.randn(1, 2, 8), cache=cache)
-    with pytest.raises(ValueError, match=r"must be a LatentCache .* got KVCache"):
+    with pytest.raises(TypeError, match=r"must be a LatentCache .* got KVCache"):
         mla(torch.randn(1, 1, 8), cache=KVCache())
 
 
-@pytest.mark.parametrize(("kwargs", "message"), BAD_ARGUMENTS[MultiHeadLatentAttention])
-def test_bad_arguments_name_what_was_expected_and_given(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+@pytest.mark.parametrize(("kwargs", "message", "error"), BAD_ARGUMENTS[MultiHeadLatentAttention])
+def test_bad_arguments_name_what_was_expected_and_given(kwargs, message, error):
+    with pytest.raises(error, match=message):
         make(MultiHeadLatentAttention, **kwargs)
 
 

@@ -191,15 +191,18 @@ def test_errors():
         linear_attention(q, k, v, form="chunked")
     with expect("linear_attention: feature_map must return positive values"):
         linear_attention(q, k, v, feature_map=lambda x: x)
-    with expect("linear_attention: feature_map must be a callable or None, got int"):
+    with expect("linear_attention: feature_map must be a callable or None, got int", TypeError):
         linear_attention(q, k, v, feature_map=3)
     with expect("linear_attention: feature_map must return a tensor of shape"):
         linear_attention(q, k, v, feature_map=lambda x: x.exp().sum(dim=-2))
     with expect("linear_attention: q must have shape (batch, heads, tokens, dim), got a 3-D"):
         linear_attention(q[0], k, v)
-    with expect("linear_attention: v must be a torch.Tensor, got list"):
+    with expect("linear_attention: v must be a torch.Tensor, got list", TypeError):
         linear_attention(q, k, [1.0])
-    with expect("linear_attention: k must be a floating-point tensor, got dtype torch.int64"):
+    with expect(
+        "linear_attention: k must be a floating-point tensor (embeddings are real numbers), "
+        "got dtype torch.int64"
+    ):
         linear_attention(q, k.long(), v)
     with expect("linear_attention: q, k and v must have one dtype"):
         linear_attention(q.float(), k, v)
@@ -211,5 +214,84 @@ def test_errors():
         linear_attention(q[..., :2], k, v)
     with expect("linear_attention: with causal=True, q and k must have the same number"):
         linear_attention(q[:, :, :3], k, v)
-    with expect("linear_attention: causal must be True or False"):
+    with expect("linear_attention: causal must be True or False", TypeError):
         linear_attention(q, k, v, causal=1)
+    with pytest.raises(TypeError, match="positional argument"):
+        linear_attention(q, k, v, True)
+
+
+# --- the recurrent form's state --------------------------------------------------------------
+
+
+@given(layout=layouts(), data=st.data())
+def test_a_sequence_split_in_two_and_carried_equals_one_run(layout, data):
+    """The recurrent form from the first part's final state continues it exactly: the
+    outputs and the final state of the two parts are those of one run."""
+    q, k, v = qkv(**layout)
+    cut = data.draw(st.integers(0, layout["tokens"]), label="cut")
+    whole, (state, normaliser) = linear_attention(q, k, v, form="recurrent", return_state=True)
+    first, carried = linear_attention(
+        q[:, :, :cut], k[:, :, :cut], v[:, :, :cut], form="recurrent", return_state=True
+    )
+    rest, (state_2, normaliser_2) = linear_attention(
+        q[:, :, cut:],
+        k[:, :, cut:],
+        v[:, :, cut:],
+        form="recurrent",
+        initial_state=carried,
+        return_state=True,
+    )
+    torch.testing.assert_close(torch.cat([first, rest], dim=2), whole, **TIGHT)
+    torch.testing.assert_close(state_2, state, **TIGHT)
+    torch.testing.assert_close(normaliser_2, normaliser, **TIGHT)
+
+
+@given(layout=layouts())
+def test_the_final_state_is_the_sum_over_the_keys(layout):
+    """``S = Σ φ(k_j) v_jᵀ`` and ``z = Σ φ(k_j)``, with or without causal."""
+    q, k, v = qkv(**layout)
+    phi_k = elu_plus_one(k)
+    for causal in (True, False):
+        _, (state, normaliser) = linear_attention(
+            q, k, v, causal=causal, form="recurrent", return_state=True
+        )
+        torch.testing.assert_close(state, phi_k.transpose(-2, -1) @ v, **TIGHT)
+        torch.testing.assert_close(normaliser, phi_k.sum(dim=2), **TIGHT)
+
+
+def test_a_non_causal_call_reads_the_initial_state_and_every_key():
+    """Without causal, every query reads the initial state plus all the keys: the same
+    as a causal run's last query over the two parts together."""
+    q, k, v = qkv(tokens=6)
+    _, carried = linear_attention(q[:, :, :2], k[:, :, :2], v[:, :, :2], return_state=True,
+                                  form="recurrent")  # fmt: skip
+    out = linear_attention(
+        q[:, :, 2:], k[:, :, 2:], v[:, :, 2:], causal=False, form="recurrent",
+        initial_state=carried,
+    )  # fmt: skip
+    last = linear_attention(q, k, v, form="recurrent")[:, :, -1]
+    torch.testing.assert_close(out[:, :, -1], last, **TIGHT)
+    torch.testing.assert_close(out[:, :, 0], direct(q[:, :, 2:3], k, v, causal=False)[:, :, 0],
+                               **TIGHT)  # fmt: skip
+
+
+def test_state_errors():
+    q, k, v = qkv(batch=2, heads=3, dim_k=4, dim_v=5)
+    s, z = torch.zeros(2, 3, 4, 5, dtype=F64), torch.zeros(2, 3, 4, dtype=F64)
+    with expect("linear_attention: initial_state and return_state need form='recurrent'"):
+        linear_attention(q, k, v, initial_state=(s, z))
+    with expect("linear_attention: initial_state and return_state need form='recurrent'"):
+        linear_attention(q, k, v, return_state=True)
+    with expect("linear_attention: return_state must be True or False", TypeError):
+        linear_attention(q, k, v, form="recurrent", return_state=1)
+    expected = "linear_attention: initial_state must be None or a pair (S, z) of torch.float64"
+    with expect(expected, TypeError):
+        linear_attention(q, k, v, form="recurrent", initial_state=s)
+    with expect(expected + " tensors of shapes", TypeError):
+        linear_attention(q, k, v, form="recurrent", initial_state=(s, z, z))
+    with expect("linear_attention: initial_state's z must be a torch.Tensor, got list", TypeError):
+        linear_attention(q, k, v, form="recurrent", initial_state=(s, [0.0]))
+    with expect(expected):
+        linear_attention(q, k, v, form="recurrent", initial_state=(s[..., :4], z))
+    with expect(expected):
+        linear_attention(q, k, v, form="recurrent", initial_state=(s, z.float()))

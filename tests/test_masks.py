@@ -137,19 +137,29 @@ def test_padding_mask_accepts_a_tensor_of_lengths():
     [
         (lambda: sliding_window_mask(4, 0), r"sliding_window_mask: window must be .*got window=0"),
         (lambda: sliding_window_mask(4, -2), r"got window=-2"),
-        (lambda: sliding_window_mask(4, 2.5), r"window must be an integer.*2.5 of type float"),
         (lambda: sliding_window_mask(0, 2), r"num_tokens must be at least 1, got 0"),
         (lambda: causal_mask(3, 2), r"num_queries=3 and num_keys=2"),
         (lambda: causal_mask(2, window=0), r"causal_mask: window must be .*got window=0"),
         (lambda: padding_mask([2, 5], 4), r"from 1 to num_tokens=4.*lengths\[1\]=5"),
         (lambda: padding_mask([0], 4), r"lengths\[0\]=0"),
         (lambda: padding_mask([], 4), r"at least one sequence's length, got none"),
-        (lambda: padding_mask(3, 4), r"sequence of integers.*got int"),
-        (lambda: padding_mask([1.5], 4), r"integer >= 0, got 1.5 of type float"),
         (lambda: padding_mask(torch.ones(2, 2).long(), 4), r"shape \(batch,\), got shape \(2, 2\)"),
         (lambda: padding_mask(torch.ones(2), 4), r"integers, got a tensor of torch.float32"),
     ],
 )
 def test_bad_input_names_what_was_expected_and_given(call, message):
     with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: sliding_window_mask(4, 2.5), r"window must be an integer.*2.5 of type float"),
+        (lambda: padding_mask(3, 4), r"sequence of integers.*got int"),
+        (lambda: padding_mask([1.5], 4), r"integer >= 0, got 1.5 of type float"),
+    ],
+)
+def test_input_of_a_wrong_type_raises_a_type_error(call, message):
+    with pytest.raises(TypeError, match=message):
         call()

@@ -232,9 +232,8 @@ def test_from_wrapper_copies_the_wrappers_training_mode(training):
 
 @pytest.mark.parametrize("cls", [MultiHeadAttention, CausalAttention])
 def test_from_wrapper_with_another_module_is_rejected(cls):
-    with expect(
-        f"MultiHeadAttention.from_wrapper: expected a MultiHeadAttentionWrapper, got {cls.__name__}"
-    ):
+    expected = "expected a MultiHeadAttentionWrapper"
+    with expect(f"MultiHeadAttention.from_wrapper: {expected}, got {cls.__name__}", TypeError):
         MultiHeadAttention.from_wrapper(make(cls))
 
 

@@ -364,17 +364,21 @@ def test_random_add_append_fork_free_never_lose_or_mix_tokens(ops, block_size, n
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "message", "error"),
     [
-        ({"block_size": 0}, "PagedKVCache: block_size must be at least 1, got 0"),
-        ({"num_blocks": -1}, "PagedKVCache: num_blocks must be at least 1, got -1"),
-        ({"head_dim": 2.5}, "PagedKVCache: head_dim must be a positive integer"),
-        ({"dtype": torch.int64}, "PagedKVCache: dtype must be a floating-point torch.dtype"),
+        ({"block_size": 0}, "PagedKVCache: block_size must be at least 1, got 0", ValueError),
+        ({"num_blocks": -1}, "PagedKVCache: num_blocks must be at least 1, got -1", ValueError),
+        ({"head_dim": 2.5}, "PagedKVCache: head_dim must be a positive integer", TypeError),
+        (
+            {"dtype": torch.int64},
+            "PagedKVCache: dtype must be a floating-point torch.dtype",
+            ValueError,
+        ),
     ],
 )
-def test_bad_construction_names_the_argument(kwargs, message):
+def test_bad_construction_names_the_argument(kwargs, message, error):
     arguments = {"num_blocks": 4, "block_size": 2, "num_kv_heads": 1, "head_dim": 2} | kwargs
-    with pytest.raises(ValueError, match=re.escape(message)):
+    with pytest.raises(error, match=re.escape(message)):
         PagedKVCache(**arguments)
 
 
@@ -389,7 +393,7 @@ def test_bad_ids_and_inputs_name_the_argument():
         cache.fork(6, 7)
     with pytest.raises(ValueError, match=re.escape("child_id 5 is already in the cache")):
         cache.fork(5, 5)
-    with pytest.raises(ValueError, match="seq_id must be an int"):
+    with pytest.raises(TypeError, match="seq_id must be an int"):
         cache.add("a")
     with pytest.raises(ValueError, match=re.escape("keys must have shape (num_new, num_kv_heads")):
         cache.append(5, torch.zeros(1, 3, 3, dtype=F64), tokens([1]))
@@ -410,7 +414,13 @@ def test_paged_attention_checks_its_queries():
     cache.append(0, tokens([1]), tokens([1]))
     with pytest.raises(ValueError, match=re.escape("(len(seq_ids), num_heads, 1, head_dim)")):
         paged_attention(torch.zeros(1, 2, 2, 3, dtype=F64), cache, [0])
-    with pytest.raises(ValueError, match=re.escape("num_heads=3 (queries' dimension 1)")):
+    with pytest.raises(ValueError, match=re.escape("num_heads=3 (q's dimension 1)")):
         paged_attention(torch.zeros(1, 3, 1, 3, dtype=F64), cache, [0])
-    with pytest.raises(ValueError, match=re.escape("queries must be torch.float64")):
+    with pytest.raises(ValueError, match=re.escape("q must be torch.float64")):
         paged_attention(torch.zeros(1, 2, 1, 3), cache, [0])
+    with pytest.raises(TypeError, match=re.escape("q must be a torch.Tensor, got list")):
+        paged_attention([[0.0]], cache, [0])
+    with pytest.raises(TypeError, match=re.escape("cache must be a PagedKVCache, got dict")):
+        paged_attention(torch.zeros(1, 2, 1, 3, dtype=F64), {}, [0])
+    with pytest.raises(TypeError, match=re.escape("seq_ids must be a list of ints, got int")):
+        paged_attention(torch.zeros(1, 2, 1, 3, dtype=F64), cache, 0)

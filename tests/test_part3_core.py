@@ -415,30 +415,47 @@ def test_attend_sink_takes_its_share_and_a_fully_masked_query_gets_zeros():
 
 
 BAD_ATTEND = [
-    pytest.param({"softcap": 0}, "attend: softcap must be a positive, finite number", id="0"),
-    pytest.param({"softcap": -1.0}, "attend: softcap must be a positive, finite", id="neg"),
-    pytest.param({"softcap": float("inf")}, "attend: softcap must be a positive, finite", id="inf"),
-    pytest.param({"softcap": True}, "attend: softcap must be a positive number", id="bool"),
-    pytest.param({"softcap": "30"}, "attend: softcap must be a positive number", id="str"),
+    pytest.param(
+        {"softcap": 0}, "attend: softcap must be a positive, finite number", ValueError, id="0"
+    ),
+    pytest.param(
+        {"softcap": -1.0}, "attend: softcap must be a positive, finite", ValueError, id="neg"
+    ),
+    pytest.param(
+        {"softcap": float("inf")},
+        "attend: softcap must be a positive, finite",
+        ValueError,
+        id="inf",
+    ),
+    pytest.param(
+        {"softcap": True}, "attend: softcap must be a positive number", TypeError, id="bool"
+    ),
+    pytest.param(
+        {"softcap": "30"}, "attend: softcap must be a positive number", TypeError, id="str"
+    ),
     pytest.param(
         {"sinks": torch.zeros(2, dtype=F64)},
         "attend: sinks must be None or a tensor of shape (num_heads,) = (4,)",
+        ValueError,
         id="shape",
     ),
     pytest.param(
         {"sinks": torch.zeros(4)},
-        "attend: sinks must be None or a tensor of shape (num_heads,) = (4,) and of the "
-        "queries' dtype torch.float64, got shape (4,) and dtype torch.float32",
+        "attend: sinks must be None or a tensor of shape (num_heads,) = (4,) and of "
+        "q's dtype torch.float64, got shape (4,) and dtype torch.float32",
+        ValueError,
         id="dtype",
     ),
-    pytest.param({"sinks": [0.0] * 4}, "attend: sinks must be None or a tensor", id="list"),
+    pytest.param(
+        {"sinks": [0.0] * 4}, "attend: sinks must be None or a tensor", TypeError, id="list"
+    ),
 ]
 
 
-@pytest.mark.parametrize(("kwargs", "message"), BAD_ATTEND)
-def test_attend_rejects_bad_softcap_and_sinks(kwargs, message):
+@pytest.mark.parametrize(("kwargs", "message", "error"), BAD_ATTEND)
+def test_attend_rejects_bad_softcap_and_sinks(kwargs, message, error):
     q, k, v = attend_inputs(0)
-    with expect(message):
+    with expect(message, error):
         attend(q, k, v, **kwargs)
 
 
@@ -630,27 +647,30 @@ def test_rms_norm_starts_at_ones_and_computes_in_the_inputs_dtype():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "message", "error"),
     [
-        ({"dim": 0}, "RMSNorm: dim must be at least 1, got 0"),
-        ({"dim": 2.0}, "RMSNorm: dim must be a positive integer, got 2.0"),
-        ({"dim": 3, "eps": 0}, "RMSNorm: eps must be a positive number, got 0"),
-        ({"dim": 3, "eps": True}, "RMSNorm: eps must be a positive number, got True"),
+        ({"dim": 0}, "RMSNorm: dim must be at least 1, got 0", ValueError),
+        ({"dim": 2.0}, "RMSNorm: dim must be a positive integer, got 2.0", TypeError),
+        ({"dim": 3, "eps": 0}, "RMSNorm: eps must be a positive number, got 0", ValueError),
+        ({"dim": 3, "eps": True}, "RMSNorm: eps must be a positive number, got True", TypeError),
         (
             {"dim": 3, "elementwise_affine": 1},
             "RMSNorm: elementwise_affine must be True or False",
+            TypeError,
         ),
     ],
     ids=["dim0", "dim_float", "eps0", "eps_bool", "affine_int"],
 )
-def test_rms_norm_rejects_bad_arguments(kwargs, message):
-    with expect(message):
+def test_rms_norm_rejects_bad_arguments(kwargs, message, error):
+    with expect(message, error):
         RMSNorm(**kwargs)
 
 
-def test_rms_norm_rejects_an_input_of_the_wrong_size():
+def test_rms_norm_rejects_an_input_of_the_wrong_size_or_type():
     with expect("RMSNorm: expected a tensor whose last dimension is dim=3, got (2, 4)"):
         RMSNorm(3)(torch.ones(2, 4))
+    with expect("RMSNorm: expected a tensor whose last dimension is dim=3, got list", TypeError):
+        RMSNorm(3)([1.0, 2.0, 3.0])
 
 
 # --- the module's errors ------------------------------------------------------------------------
@@ -659,8 +679,8 @@ def test_rms_norm_rejects_an_input_of_the_wrong_size():
 BAD_OPTIONS = [
     ({"softcap": 0}, r"softcap must be a positive, finite number .*got 0"),
     ({"softcap": -50.0}, r"softcap must be a positive, finite number .*got -50.0"),
-    ({"softcap": True}, r"softcap must be a positive number .*got True of type bool"),
-    ({"sinks": 1}, r"sinks must be True or False .*got 1 of type int"),
+    ({"softcap": True}, r"softcap must be a positive number .*got True of type bool", TypeError),
+    ({"sinks": 1}, r"sinks must be True or False .*got 1 of type int", TypeError),
     ({"scale": 0}, r"scale must be a positive number or None, got 0"),
     ({"scale": -0.5}, r"scale must be a positive number or None, got -0.5"),
     ({"scale": True}, r"scale must be a positive number or None, got True"),
@@ -676,12 +696,12 @@ BAD_OPTIONS = [
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
-    BAD_OPTIONS,
-    ids=[", ".join(map(repr, k.items())) for k, _ in BAD_OPTIONS],
+    ("kwargs", "message", "error"),
+    [(kwargs, message, *(error or [ValueError])) for kwargs, message, *error in BAD_OPTIONS],
+    ids=[", ".join(map(repr, row[0].items())) for row in BAD_OPTIONS],
 )
-def test_module_rejects_bad_options(kwargs, message):
-    with pytest.raises(ValueError, match="^GroupedQueryAttention: " + message):
+def test_module_rejects_bad_options(kwargs, message, error):
+    with pytest.raises(error, match="^GroupedQueryAttention: " + message):
         GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, **kwargs)
 
 

@@ -500,51 +500,57 @@ def test_chunked_decoding_matches_llama4_as_shipped():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "message", "error"),
     [
-        ({"chunk": 0}, r"chunk must be at least 1, got 0"),
-        ({"chunk": -3}, r"chunk must be at least 1, got -3"),
-        ({"chunk": 2.5}, r"chunk must be a positive integer, got 2.5 of type float"),
-        ({"chunk": True}, r"chunk must be a positive integer, got the boolean True"),
+        ({"chunk": 0}, r"chunk must be at least 1, got 0", ValueError),
+        ({"chunk": -3}, r"chunk must be at least 1, got -3", ValueError),
+        ({"chunk": 2.5}, r"chunk must be a positive integer, got 2.5 of type float", TypeError),
+        ({"chunk": True}, r"chunk must be a positive integer, got the boolean True", TypeError),
         (
             {"chunk": 4, "window": 2},
             r"give window \(a sliding window\) or chunk \(chunked local attention\), not both, "
             r"got window=2 and chunk=4",
+            ValueError,
         ),
     ],
 )
-def test_bad_chunk_names_what_was_expected_and_given(kwargs, message):
-    with pytest.raises(ValueError, match=r"^GroupedQueryAttention: " + message):
+def test_bad_chunk_names_what_was_expected_and_given(kwargs, message, error):
+    with pytest.raises(error, match=r"^GroupedQueryAttention: " + message):
         GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1, **kwargs)
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "message", "error"),
     [
-        ((4, 0), r"chunk must be an integer >= 1 \(how many positions each chunk spans\), "),
-        ((4, 1.0), r"chunk must be an integer >= 1 .*got 1.0 of type float"),
-        ((0, 2), r"num_tokens must be at least 1, got 0"),
+        (
+            (4, 0),
+            r"chunk must be an integer >= 1 \(how many positions each chunk spans\), ",
+            ValueError,
+        ),
+        ((4, 1.0), r"chunk must be an integer >= 1 .*got 1.0 of type float", TypeError),
+        ((0, 2), r"num_tokens must be at least 1, got 0", ValueError),
     ],
 )
-def test_chunked_mask_rejects_bad_sizes(args, message):
-    with pytest.raises(ValueError, match=r"^chunked_mask: " + message):
+def test_chunked_mask_rejects_bad_sizes(args, message, error):
+    with pytest.raises(error, match=r"^chunked_mask: " + message):
         chunked_mask(*args)
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "message", "error"),
     [
-        ({"window": 0}, r"window must be at least 1, got 0"),
-        ({"chunk": "4"}, r"chunk must be a positive integer, got '4' of type str"),
+        ({"window": 0}, r"window must be at least 1, got 0", ValueError),
+        ({"chunk": "4"}, r"chunk must be a positive integer, got '4' of type str", TypeError),
         (
             {"window": 3, "chunk": 3},
             r"give window \(a sliding .*, not both, got window=3 and chunk=3",
+            ValueError,
         ),
     ],
 )
-def test_update_rejects_a_bad_window_or_chunk(kwargs, message):
+def test_update_rejects_a_bad_window_or_chunk(kwargs, message, error):
     cache = KVCache()
-    with pytest.raises(ValueError, match=r"^KVCache: " + message):
+    with pytest.raises(error, match=r"^KVCache: " + message):
         cache.update(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2), **kwargs)
     assert cache.seen_tokens == 0 and cache.keys is None
 

@@ -922,16 +922,8 @@ YARN = MODULE_SCALINGS["yarn"]
         ({"scaling": {"rope_type": "longrope", "factor": 2.0}}, r"must be one of .*got 'longrope'"),
         ({"scaling": {"factor": 2.0}}, r"needs a 'rope_type' key.*got the keys \['factor'\]"),
         (
-            {"scaling": [("rope_type", "linear")]},
-            r"scaling must be a dict in transformers' rope_parameters form.*got list",
-        ),
-        (
             {"scaling": {"rope_type": "linear", "factor": 0.5}},
             r"scaling\['factor'\] must be a number >= 1 .*got 0.5",
-        ),
-        (
-            {"scaling": {"rope_type": "linear", "factor": True}},
-            r"scaling\['factor'\] must be a number.*got True",
         ),
         (
             {"scaling": {"rope_type": "linear"}},
@@ -951,7 +943,6 @@ YARN = MODULE_SCALINGS["yarn"]
             r"beta_fast'\].*must be at least scaling\['beta_slow'\], "
             r"got beta_fast=0.5 and beta_slow=1.0",
         ),
-        ({"scaling": {**YARN, "truncate": 1}}, r"truncate'\] must be True or False"),
         (
             {"scaling": {**YARN, "original_max_position_embeddings": 0}},
             r"original_max_position_embeddings'\] must be at least 1, got 0",
@@ -1009,6 +1000,26 @@ def test_bad_scalings_name_what_was_expected_and_given(kwargs, message):
         return
     with pytest.raises(ValueError, match=message):
         apply_rope(x, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"scaling": [("rope_type", "linear")]},
+            r"scaling must be a dict in transformers' rope_parameters form.*got list",
+        ),
+        (
+            {"scaling": {"rope_type": "linear", "factor": True}},
+            r"scaling\['factor'\] must be a number.*got True",
+        ),
+        ({"scaling": {**YARN, "truncate": 1}}, r"truncate'\] must be True or False"),
+        ({"base": "10000"}, r"base must be a number greater than 1, got '10000' of type str"),
+    ],
+)
+def test_scalings_of_a_wrong_type_raise_a_type_error(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        apply_rope(vectors(0, 3, 16), **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -1072,7 +1083,7 @@ def test_an_optional_key_given_as_none_is_absent_as_in_transformers():
     theirs, factor = their_frequencies(config, float64=True)
     torch.testing.assert_close(ours[0], theirs, **EXACT)
     assert ours[1] == pytest.approx(factor, rel=1e-12)
-    with pytest.raises(ValueError, match=r"scaling\['factor'\] must be a number >= 1.*got None"):
+    with pytest.raises(TypeError, match=r"scaling\['factor'\] must be a number >= 1.*got None"):
         rope_frequencies(16, 10000.0, {**YARN, "factor": None})
 
 

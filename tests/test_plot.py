@@ -179,12 +179,13 @@ def test_accepts_grad_bfloat16_and_plain_arrays(causal_weights):
         (torch.rand(2, 6, 6), r"expected a 2-D matrix of weights, got shape \(2, 6, 6\)"),
         (torch.rand(6), r"expected a 2-D matrix of weights, got shape \(6,\)"),
         (torch.rand(0, 3), r"expected a non-empty matrix"),
-        ("weights", r"expected a tensor or an array of numbers, got str"),
     ],
 )
 def test_heatmap_rejects_wrong_shapes(weights, message):
     with pytest.raises(ValueError, match=rf"^heatmap: {message}"):
         heatmap(weights)
+    with pytest.raises(TypeError, match=r"^heatmap: expected a tensor or an array of numbers"):
+        heatmap("weights")
 
 
 def test_heatmap_rejects_wrong_labels_masks_and_limits():
@@ -193,7 +194,7 @@ def test_heatmap_rejects_wrong_labels_masks_and_limits():
         heatmap(weights, TOKENS[:5], TOKENS)
     with pytest.raises(ValueError, match="heatmap: expected 6 column labels, got 7"):
         heatmap(weights, TOKENS, (*TOKENS, "extra"))
-    with pytest.raises(ValueError, match="split it into tokens"):
+    with pytest.raises(TypeError, match="split it into tokens"):
         heatmap(weights, "Your journey starts with one step")
     with pytest.raises(ValueError, match=r"expected allowed of shape \(6, 6\).*got shape \(5, 5\)"):
         heatmap(weights, allowed=~CAUSAL[:5, :5])
@@ -332,8 +333,10 @@ def test_head_grid_rejects_wrong_labels_and_titles(head_weights):
         head_grid(head_weights, TOKENS[:5])
     with pytest.raises(ValueError, match="head_grid: expected 2 titles, got 3"):
         head_grid(head_weights, titles=["a", "b", "c"])
-    with pytest.raises(ValueError, match="ncols must be a positive integer"):
+    with pytest.raises(ValueError, match="head_grid: ncols must be at least 1, got 0"):
         head_grid(head_weights, ncols=0)
+    with pytest.raises(TypeError, match=r"head_grid: ncols must be a positive integer, got 2\.0"):
+        head_grid(head_weights, ncols=2.0)
 
 
 def rendered(fig, path):

@@ -29,8 +29,8 @@ def test_gradcheck_passes_for_masked_scaled_dot_product_weights():
 
 def test_scaled_dot_product_weights_with_different_d_k_is_rejected():
     with expect(
-        "scaled_dot_product_weights: queries and keys must have the same last dimension d_k, "
-        "got queries of shape (4, 2) and keys of shape (4, 3)"
+        "scaled_dot_product_weights: expected q and k with the same last dimension d_k, "
+        "got q of shape (4, 2) and k of shape (4, 3)"
     ):
         scaled_dot_product_weights(torch.rand(4, 2), torch.rand(4, 3))
 

@@ -171,5 +171,7 @@ def test_from_v2_with_qkv_bias_is_rejected():
 
 @pytest.mark.parametrize("cls", [SelfAttentionV1, CausalAttention])
 def test_from_v2_with_another_module_is_rejected(cls):
-    with expect(f"SelfAttentionV1.from_v2: expected a SelfAttentionV2, got {cls.__name__}"):
+    with expect(
+        f"SelfAttentionV1.from_v2: expected a SelfAttentionV2, got {cls.__name__}", TypeError
+    ):
         SelfAttentionV1.from_v2(make(cls))

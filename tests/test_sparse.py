@@ -245,8 +245,6 @@ def _bad(**changes) -> dict:
     [
         (_bad(top_k=0), r"top_k must be at least 1, got 0"),
         (_bad(top_k=-3), r"top_k must be at least 1, got -3"),
-        (_bad(top_k=2.5), r"top_k must be a positive integer, got 2\.5"),
-        (_bad(top_k=True), r"top_k must be a positive integer, got the boolean True"),
         (
             _bad(index_scores=torch.zeros(2, 5, 5, dtype=F64)),
             r"index_scores must have shape \(batch, num_queries, num_keys\) = \(2, 3, 5\).*"
@@ -256,7 +254,6 @@ def _bad(**changes) -> dict:
             _bad(index_scores=torch.zeros(3, 5)),
             r"index_scores must have shape .* = \(2, 3, 5\).*got shape \(3, 5\)",
         ),
-        (_bad(index_scores=[[0.0]]), r"index_scores must be a torch\.Tensor, got list"),
         (
             _bad(index_scores=torch.zeros(2, 3, 5, dtype=torch.long)),
             r"index_scores must be a floating-point tensor.*got dtype torch\.int64",
@@ -278,12 +275,26 @@ def _bad(**changes) -> dict:
             r"num_keys must be at least num_queries, got 6 queries .* and 5 keys",
         ),
         (_bad(q=torch.zeros(4, 3, 4)), r"got q of shape \(4, 3, 4\)"),
-        (_bad(v=None), r"v must be a torch\.Tensor, got NoneType"),
     ],
     ids=lambda value: None,
 )
 def test_bad_arguments_name_the_argument_with_expected_and_given(arguments, message):
     with pytest.raises(ValueError, match=rf"^topk_sparse_attention: .*{message}"):
+        topk_sparse_attention(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (_bad(top_k=2.5), r"top_k must be a positive integer, got 2\.5"),
+        (_bad(top_k=True), r"top_k must be a positive integer, got the boolean True"),
+        (_bad(index_scores=[[0.0]]), r"index_scores must be a torch\.Tensor, got list"),
+        (_bad(v=None), r"v must be a torch\.Tensor, got NoneType"),
+    ],
+    ids=lambda value: None,
+)
+def test_arguments_of_a_wrong_type_raise_a_type_error(arguments, message):
+    with pytest.raises(TypeError, match=rf"^topk_sparse_attention: .*{message}"):
         topk_sparse_attention(**arguments)
 
 
@@ -489,7 +500,7 @@ def test_indexer_scores_are_relu_scores_weighted_per_head():
         ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even .* got qk_rope_head_dim=3"),
         ({"qk_rope_head_dim": 10}, r"at most head_dim=8, got qk_rope_head_dim=10"),
         ({"rope_base": 1.0}, r"Rotary: base must be a number greater than 1, got 1\.0"),
-        ({"norm_eps": 0}, r"norm_eps must be a positive number, got 0"),
+        ({"eps": 0}, r"eps must be a positive number, got 0"),
     ],
 )
 def test_indexer_bad_arguments(build, message):
@@ -504,7 +515,6 @@ def test_indexer_bad_arguments(build, message):
         ({"q_latent": torch.zeros(1, 3, 4)}, r"q_latent must have shape .* = \(1, 3, 5\).*"),
         ({"q_latent": torch.zeros(1, 3, 5, dtype=F64)}, r"x's dtype torch\.float32.*float64"),
         ({"x": torch.zeros(1, 3, 7)}, r"last dimension of the input to be d_in=6, got 7"),
-        ({"cache": {}}, r"cache must be a KVCache .* got dict"),
         ({"allowed": torch.ones(1, 4, dtype=torch.bool)}, r"allowed.*\(1, 3\).*got shape \(1, 4\)"),
     ],
 )
@@ -513,6 +523,15 @@ def test_indexer_bad_inputs(call, message):
     arguments = {"x": torch.zeros(1, 3, 6), "q_latent": torch.zeros(1, 3, 5)} | call
     with pytest.raises(ValueError, match=rf"^(LightningIndexer: .*)?{message}"):
         indexer(**arguments)
+
+
+def test_indexer_arguments_of_a_wrong_type_raise_a_type_error():
+    sizes = {"num_heads": 2, "head_dim": 8, "qk_rope_head_dim": 4}
+    with pytest.raises(TypeError, match=r"^LightningIndexer: eps must be a positive number"):
+        LightningIndexer(6, 5, **sizes, eps="1e-6")
+    indexer = LightningIndexer(6, 5, **sizes)
+    with pytest.raises(TypeError, match=r"^LightningIndexer: cache must be a KVCache .* got dict"):
+        indexer(torch.zeros(1, 3, 6), torch.zeros(1, 3, 5), cache={})
 
 
 # --- SparseLatentAttention against DeepseekV32Attention -----------------------------------
@@ -531,7 +550,7 @@ def dsa_layouts(draw: st.DrawFn) -> dict:
         "qk_rope_head_dim": rope,
         "v_head_dim": draw(st.integers(1, 4)),
         "attention_bias": draw(st.booleans()),
-        "index_topk": draw(st.integers(1, num_tokens + 1)),
+        "index_top_k": draw(st.integers(1, num_tokens + 1)),
         "index_num_heads": draw(st.integers(1, 3)),
         "index_head_dim": rope + draw(st.integers(0, 3)),
         "rope_theta": draw(st.sampled_from([10000.0, 50.0])),
@@ -543,7 +562,7 @@ def dsa_layouts(draw: st.DrawFn) -> dict:
 
 def make_dsa(layout: dict) -> SparseLatentAttention:
     names = ("num_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
-    kwargs = {k: layout[k] for k in (*names, "v_head_dim", "index_topk", "index_num_heads")}
+    kwargs = {k: layout[k] for k in (*names, "v_head_dim", "index_top_k", "index_num_heads")}
     kwargs |= {"index_head_dim": layout["index_head_dim"], "rope_base": layout["rope_theta"]}
     kwargs |= {"qkv_bias": layout["attention_bias"], "out_bias": layout["attention_bias"]}
     with torch.random.fork_rng(devices=[]):
@@ -567,7 +586,7 @@ def v32_attention(dsa: SparseLatentAttention, implementation: str) -> DeepseekV3
     layout |= {"qk_rope_head_dim": dsa.qk_rope_head_dim, "rope_theta": dsa.rope_base}
     layout |= {"index_n_heads": indexer.num_heads, "index_head_dim": indexer.head_dim}
     config = v32_config(
-        layout | {"index_topk": dsa.index_topk},
+        layout | {"index_topk": dsa.index_top_k},
         num_attention_heads=dsa.num_heads,
         num_key_value_heads=dsa.num_heads,
         kv_lora_rank=dsa.kv_lora_rank,
@@ -611,7 +630,7 @@ def test_dsa_equals_deepseek_v32_attention_in_float64(implementation, layout, da
 
     torch.testing.assert_close(dsa(x), run(0, n), **EXACT)
     read = (dsa.attention_weights(x) > 0).sum(dim=-1)  # keys read per query
-    expected = torch.clamp(torch.arange(1, n + 1), max=layout["index_topk"])
+    expected = torch.clamp(torch.arange(1, n + 1), max=layout["index_top_k"])
     assert torch.equal(read, expected.expand_as(read))
     prefill = data.draw(st.integers(1, n), label="prefill")
     ours, their_cache = SparseLatentCache(), DynamicCache(config=theirs.config)
@@ -627,7 +646,7 @@ def test_dsa_equals_deepseek_v32_attention_as_shipped(seed):
     """Their rotary embedding, float32 norms, casts and softmax, at float32's tolerance."""
     layout = {"d_model": 16, "num_heads": 2, "q_lora_rank": 6, "kv_lora_rank": 5}
     layout |= {"qk_nope_head_dim": 3, "qk_rope_head_dim": 4, "v_head_dim": 3}
-    layout |= {"attention_bias": True, "index_topk": 3, "index_num_heads": 3}
+    layout |= {"attention_bias": True, "index_top_k": 3, "index_num_heads": 3}
     layout |= {"index_head_dim": 6, "rope_theta": 10000.0, "seed": seed}
     dsa = make_dsa(layout)
     theirs = v32_attention(dsa, "eager")
@@ -642,11 +661,11 @@ def test_dsa_bad_arguments():
     sizes = {"num_heads": 2, "kv_lora_rank": 4, "qk_nope_head_dim": 2, "qk_rope_head_dim": 2}
     sizes |= {"v_head_dim": 2, "index_num_heads": 2, "index_head_dim": 4}
     with pytest.raises(ValueError, match=r"^SparseLatentAttention: q_lora_rank must be given"):
-        SparseLatentAttention(8, 8, 4, **sizes, index_topk=2)
-    with pytest.raises(ValueError, match=r"^SparseLatentAttention: index_topk must be at least 1"):
-        SparseLatentAttention(8, 8, 4, **sizes, q_lora_rank=3, index_topk=0)
-    dsa = SparseLatentAttention(8, 8, 4, **sizes, q_lora_rank=3, index_topk=2)
-    with pytest.raises(ValueError, match=r"cache must be a SparseLatentCache .* got LatentCache"):
+        SparseLatentAttention(8, 8, 4, **sizes, index_top_k=2)
+    with pytest.raises(ValueError, match=r"^SparseLatentAttention: index_top_k must be at least 1"):
+        SparseLatentAttention(8, 8, 4, **sizes, q_lora_rank=3, index_top_k=0)
+    dsa = SparseLatentAttention(8, 8, 4, **sizes, q_lora_rank=3, index_top_k=2)
+    with pytest.raises(TypeError, match=r"cache must be a SparseLatentCache .* got LatentCache"):
         dsa(torch.zeros(1, 2, 8), cache=LatentCache())
 
 
@@ -676,7 +695,7 @@ def test_dsa_with_yarn_equals_deepseek_v32_attention_as_shipped(scaling, seed):
         torch.manual_seed(seed)
         dsa = SparseLatentAttention(
             32, 32, 40, num_heads=3, q_lora_rank=12, kv_lora_rank=8, qk_nope_head_dim=6,
-            qk_rope_head_dim=8, v_head_dim=5, rope_scaling=scaling, index_topk=5,
+            qk_rope_head_dim=8, v_head_dim=5, rope_scaling=scaling, index_top_k=5,
             index_num_heads=4, index_head_dim=12,
         ).to(F64).eval()  # fmt: skip
     theirs = v32_attention(dsa, "eager")
@@ -701,7 +720,7 @@ def test_dsa_with_yarn_equals_deepseek_v32_attention_as_shipped(scaling, seed):
 def test_sparse_latent_cache_crops_both_caches():
     layout = {"d_model": 8, "num_heads": 2, "q_lora_rank": 4, "kv_lora_rank": 3}
     layout |= {"qk_nope_head_dim": 2, "qk_rope_head_dim": 2, "v_head_dim": 2}
-    layout |= {"attention_bias": False, "index_topk": 2, "index_num_heads": 2}
+    layout |= {"attention_bias": False, "index_top_k": 2, "index_num_heads": 2}
     layout |= {"index_head_dim": 4, "rope_theta": 10000.0, "seed": 5}
     dsa = make_dsa(layout)
     x = torch.randn(1, 7, 8, generator=torch.Generator().manual_seed(5), dtype=F64)
@@ -711,3 +730,9 @@ def test_sparse_latent_cache_crops_both_caches():
     assert len(cache) == len(cache.indexer) == 3
     again = dsa(x[:, 3:], cache=cache)
     torch.testing.assert_close(again, dsa(x)[:, 3:], **EXACT)
+
+
+def test_q_k_and_v_of_different_dtypes_are_refused():
+    arguments = _bad(v=torch.zeros(2, 2, 5, 3))  # float32 among float64
+    with pytest.raises(ValueError, match=r"^topk_sparse_attention: q, k and v must share a dtype"):
+        topk_sparse_attention(**arguments)

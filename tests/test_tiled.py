@@ -138,9 +138,17 @@ BAD_TILED = {
 }
 
 
-@pytest.mark.parametrize(("bad", "match"), list(BAD_TILED.values()), ids=list(BAD_TILED))
-def test_tiled_attention_rejects_bad_arguments(bad, match):
-    with pytest.raises(ValueError, match="^tiled_attention: .*" + re.escape(match)):
+#: The rows of BAD_TILED whose argument has the wrong type: a TypeError, not a ValueError.
+WRONG_TYPES = {"a list", "block_size a float"}
+
+
+@pytest.mark.parametrize(
+    ("bad", "match", "error"),
+    [(*row, TypeError if what in WRONG_TYPES else ValueError) for what, row in BAD_TILED.items()],
+    ids=list(BAD_TILED),
+)
+def test_tiled_attention_rejects_bad_arguments(bad, match, error):
+    with pytest.raises(error, match="^tiled_attention: .*" + re.escape(match)):
         tiled_attention(**{**GOOD, **bad})
 
 

@@ -246,24 +246,31 @@ BAD_CU_SEQLENS = [
     ([0, 3, 6], "cu_seqlens must end at total_tokens=7, the packed tokens in q, got 6"),
     ([0, 3, 8], "cu_seqlens must end at total_tokens=7, the packed tokens in q, got 8"),
     ([0], "cu_seqlens must hold at least two entries"),
-    ([0, 3.0, 7], "cu_seqlens must hold integers, got 3.0"),
+    ([0, 3.0, 7], "cu_seqlens must hold integers, got 3.0", TypeError),
     (torch.tensor([0.0, 3.0, 7.0]), "cu_seqlens must hold integers, got a tensor of torch.float32"),
     (torch.tensor([[0, 3, 7]]), "cu_seqlens must be 1-D, (num_sequences + 1,), got shape (1, 3)"),
-    (7, "cu_seqlens must be a list or a 1-D integer tensor, got int"),
-    ("037", "cu_seqlens must be a list or a 1-D integer tensor, got str"),
+    (7, "cu_seqlens must be a list or a 1-D integer tensor, got int", TypeError),
+    ("037", "cu_seqlens must be a list or a 1-D integer tensor, got str", TypeError),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("cu_seqlens", "message"), BAD_CU_SEQLENS)
-def test_bad_cu_seqlens_are_refused_naming_it(cu_seqlens, message):
-    with pytest.raises(ValueError, match=re.escape(message)) as error:
+def with_error(rows: list) -> list:
+    """``(argument, message[, error])`` rows with the error: ValueError unless given."""
+    return [(argument, message, *(error or [ValueError])) for argument, message, *error in rows]
+
+
+@pytest.mark.parametrize(("cu_seqlens", "message", "error"), with_error(BAD_CU_SEQLENS))
+def test_bad_cu_seqlens_are_refused_naming_it(cu_seqlens, message, error):
+    with pytest.raises(error, match=re.escape(message)) as raised:
         varlen_attention(Q, K, V, cu_seqlens)
-    assert str(error.value).startswith("varlen_attention: cu_seqlens")
+    assert str(raised.value).startswith("varlen_attention: cu_seqlens")
 
 
-@pytest.mark.parametrize(("cu_seqlens", "message"), BAD_CU_SEQLENS[:3] + BAD_CU_SEQLENS[5:])
-def test_the_mask_refuses_the_same_cu_seqlens(cu_seqlens, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
+@pytest.mark.parametrize(
+    ("cu_seqlens", "message", "error"), with_error(BAD_CU_SEQLENS[:3] + BAD_CU_SEQLENS[5:])
+)
+def test_the_mask_refuses_the_same_cu_seqlens(cu_seqlens, message, error):
+    with pytest.raises(error, match=re.escape(message)):
         varlen_mask(cu_seqlens)
 
 
@@ -278,21 +285,25 @@ BAD_SHAPES = [
     ((Q, K, V.float()), "q, k and v must share a dtype, got torch.float64, torch.float64 and "
      "torch.float32"),
     ((Q, K.int(), V), "k must be a floating-point tensor"),
-    ((Q.tolist(), K, V), "q must be a torch.Tensor, got list"),
+    ((Q.tolist(), K, V), "q must be a torch.Tensor, got list", TypeError),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("qkv", "message"), BAD_SHAPES)
-def test_bad_shapes_are_refused_with_the_layout_and_the_shapes(qkv, message):
-    with pytest.raises(ValueError, match=re.escape(message)) as error:
+@pytest.mark.parametrize(("qkv", "message", "error"), with_error(BAD_SHAPES))
+def test_bad_shapes_are_refused_with_the_layout_and_the_shapes(qkv, message, error):
+    with pytest.raises(error, match=re.escape(message)) as raised:
         varlen_attention(*qkv, [0, 3, 7])
-    assert str(error.value).startswith("varlen_attention: ")
+    assert str(raised.value).startswith("varlen_attention: ")
     if "of shape" in message:
-        assert "expected q (total_tokens, heads, dim)" in str(error.value)
+        assert "expected q (total_tokens, heads, dim)" in str(raised.value)
 
 
-def test_causal_must_be_a_flag():
-    with pytest.raises(ValueError, match=re.escape("varlen_attention: causal must be True or")):
+def test_causal_must_be_a_flag_given_by_keyword():
+    with pytest.raises(TypeError, match=re.escape("varlen_attention: causal must be True or")):
         varlen_attention(Q, K, V, [0, 3, 7], causal=1)
-    with pytest.raises(ValueError, match=re.escape("varlen_mask: causal must be True or")):
+    with pytest.raises(TypeError, match=re.escape("varlen_mask: causal must be True or")):
         varlen_mask([0, 3, 7], causal="yes")
+    with pytest.raises(TypeError, match="positional argument"):
+        varlen_attention(Q, K, V, [0, 3, 7], True)
+    with pytest.raises(TypeError, match="positional argument"):
+        varlen_mask([0, 3, 7], True)
