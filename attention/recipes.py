@@ -272,12 +272,12 @@ def _latent(facts: ModelFacts, overrides: dict) -> MultiHeadLatentAttention:
         "rope_base": facts.rope_theta,
         "rope_scaling": facts.rope_scaling,
     }
-    if facts.index_topk is None:
+    if facts.indexer is None:
         return MultiHeadLatentAttention(**(kwargs | overrides))
     indexer = {
-        "index_topk": facts.index_topk,
-        "index_num_heads": facts.index_n_heads,
-        "index_head_dim": facts.index_head_dim,
+        "index_top_k": facts.indexer.top_k,
+        "index_num_heads": facts.indexer.num_heads,
+        "index_head_dim": facts.indexer.head_dim,
     }
     return SparseLatentAttention(**(kwargs | indexer | overrides))
 
