@@ -366,7 +366,7 @@ def test_anatomy_steps_run_in_the_layers_order_and_mark_the_chapter():
 def test_anatomy_of_models_without_a_step_leaves_its_note_out():
     fig = attention_anatomy(["Llama 3 8B"])
     assert not [t for t in fig.axes[0].texts if (t.get_gid() or "").startswith("note")]
-    with pytest.raises(ValueError, match=r"attention_anatomy: current must be a positive"):
+    with pytest.raises(TypeError, match=r"attention_anatomy: current must be a positive"):
         attention_anatomy(current="13")
 
 
@@ -408,7 +408,7 @@ def test_latent_flow_caches_what_the_latent_cache_counts(absorbed):
 def test_latent_flow_needs_a_model_with_latent_attention():
     with pytest.raises(ValueError, match=r"latent_flow: expected a model with latent"):
         latent_flow("Llama 3 8B")
-    with pytest.raises(ValueError, match=r"latent_flow: absorbed must be True or False"):
+    with pytest.raises(TypeError, match=r"latent_flow: absorbed must be True or False"):
         latent_flow(absorbed="yes")
 
 
