@@ -34,14 +34,14 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.kv_cache import KVCache, _local_sizes
+from attention.cache import Cache
+from attention.kv_cache import _check_layer_cache, _local_sizes
 from attention.masks import _local_mask
 from attention.norms import _attention_norms
 from attention.rope import _cos_sin_range, _module_settings, _rotate
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend, _weights, check_softcap
 from attention.step import _check as _attend_checks
-from attention.streaming import StreamingCache
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 
@@ -124,8 +124,8 @@ class GroupedQueryAttention(nn.Module):
         base (Llama's half-split layout); ``head_dim`` must then be even.
     window : int, optional
         If given, sliding-window attention: the query at position ``i`` sees keys
-        ``i - window + 1`` to ``i``. A :class:`~attention.KVCache` given to the module
-        then rolls: after each call it holds at most the last ``window - 1`` tokens.
+        ``i - window + 1`` to ``i``. Its rolling cache is ``KVCache(window=window)``,
+        which holds at most the last ``window - 1`` tokens after each call.
     qk_norm : {False, True, "head", "projection"}
         Normalise queries and keys with an :class:`~attention.RMSNorm` (weight
         initialised to ones, eps 1e-6) after the projections and before RoPE. ``True``
@@ -161,8 +161,9 @@ class GroupedQueryAttention(nn.Module):
     chunk : int, optional
         If given, chunked local attention (Llama 4's ``attention_chunk_size``): the
         query at position ``i`` sees keys ``(i // chunk) * chunk`` to ``i``, those of its
-        own chunk (:func:`~attention.chunked_mask`). A cache then keeps only the
-        tokens of the current chunk. Not together with ``window``.
+        own chunk (:func:`~attention.chunked_mask`). Its rolling cache,
+        ``KVCache(chunk=chunk)``, keeps only the tokens of the current chunk. Not
+        together with ``window``.
     rope_scaling : dict, optional
         RoPE scaled for a longer context, in ``transformers``' ``rope_parameters`` form,
         as :func:`~attention.apply_rope` takes it (``"linear"``, ``"dynamic"``, ``"yarn"``,
@@ -358,19 +359,21 @@ class GroupedQueryAttention(nn.Module):
         return projected.view(batch, num_tokens, num_heads, self.head_dim).transpose(1, 2)
 
     def _project(
-        self, x: object, cache: KVCache | None, allowed: object = None
+        self, x: object, cache: Cache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
-        if isinstance(cache, StreamingCache):
-            return self._project_streaming(x, cache, allowed)
-        x, num_cached = _checks.cached_input(self, x, cache, KVCache)
+        owner = type(self).__name__
+        x, num_cached = _checks.cached_input(self, x, cache, Cache)
+        if cache is not None:
+            _check_layer_cache(owner, cache, self.window, self.chunk, allowed)
+        # A cache that re-indexes positions (StreamingLLM's) takes keys before RoPE.
+        reindex = cache is not None and cache.reindexes_positions
         if allowed is not None:
             batch, n = x.shape[:2]
-            owner = type(self).__name__
             allowed = _checks.allowed_mask(owner, allowed, batch, n, num_cached + n, num_cached)
         num_tokens = x.shape[1]
         queries, keys, values = self._heads_qkv(x)
-        if self.rope_base is not None:
+        if self.rope_base is not None and not reindex:
             # apply_rope's rotation, the new tokens continuing where the cache stops. One
             # cos and sin for every head, queries and keys; sliced from a table computed once.
             cos, sin = _cos_sin_range(
@@ -379,9 +382,23 @@ class GroupedQueryAttention(nn.Module):
             queries = _rotate(queries, cos, sin)
             keys = _rotate(keys, cos, sin)  # the cached ones are rotated already
         if cache is not None:
-            # (b, num_kv_heads, num_held + n, head_dim); a local module's cache rolls
-            keys, values = cache._append(keys, values, window=self.window, chunk=self.chunk)
+            # (b, num_kv_heads, num_held + n, head_dim); a rolling cache keeps its last ones
+            keys, values = cache.update(keys, values)
         num_keys = keys.shape[2]
+        if reindex:  # positions 0 ... num_keys - 1: the index in the cache, new tokens last
+            if num_keys > self.context_length:
+                raise ValueError(
+                    f"{owner}: the {type(cache).__name__} holds {num_keys} tokens now, past "
+                    f"context_length={self.context_length}; build the module with a "
+                    "context_length of at least the most tokens the cache holds"
+                )
+            num_cached = num_keys - num_tokens
+            if self.rope_base is not None:
+                cos, sin = _cos_sin_range(
+                    0, num_keys, self._rotary_dim, self.rope_base, x, self._rope_key
+                )
+                keys = _rotate(keys, cos, sin)
+                queries = _rotate(queries, cos[num_cached:], sin[num_cached:])
         first = num_cached + num_tokens - num_keys  # the first key's position
         # None when one new token sees every key, which lets SDPA pick its fastest kernel.
         mask = _local_mask(num_tokens, num_keys, first, self.window, self.chunk, x.device)
@@ -406,57 +423,19 @@ class GroupedQueryAttention(nn.Module):
             values = self.v_norm(values)
         return queries, keys, values
 
-    def _project_streaming(
-        self, x: object, cache: StreamingCache, allowed: object
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """:meth:`_project` with a :class:`~attention.StreamingCache`: positions inside the cache.
-
-        The cache holds keys before RoPE; after the update, the kept keys are rotated
-        by their index in the cache and the new queries by theirs, the last ones.
-        """
-        owner = type(self).__name__
-        if allowed is not None or self.window is not None or self.chunk is not None:
-            raise ValueError(
-                f"{owner}: a StreamingCache chooses the keys itself, so it takes no allowed= "
-                f"mask and no module window or chunk, got allowed="
-                f"{None if allowed is None else 'a mask'}, window={self.window}, chunk={self.chunk}"
-            )
-        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
-        num_tokens = x.shape[1]
-        if cache.evicts_new(num_tokens):
-            raise ValueError(
-                f"{owner}: {num_tokens} new tokens would push some of themselves out of the "
-                f"StreamingCache (num_sinks={cache.num_sinks}, window={cache.window}, "
-                f"{cache.seen_tokens} tokens seen), and every new token needs its keys; "
-                f"feed at most window={cache.window} tokens per call"
-            )
-        held = min(len(cache) + num_tokens, cache.capacity)
-        if held > self.context_length:
-            raise ValueError(
-                f"{owner}: the StreamingCache will hold {held} tokens, past context_length="
-                f"{self.context_length}; build the module with a context_length of at least "
-                f"num_sinks + window = {cache.capacity}"
-            )
-        queries, keys, values = self._heads_qkv(x)
-        # (b, num_kv_heads, held, head_dim): the kept keys, before RoPE, new ones last
-        keys, values = cache._append(keys, values)
-        if self.rope_base is not None:  # positions 0 ... held - 1: the index in the cache
-            cos, sin = _cos_sin_range(0, held, self._rotary_dim, self.rope_base, x, self._rope_key)
-            keys = _rotate(keys, cos, sin)
-            queries = _rotate(queries, cos[held - num_tokens :], sin[held - num_tokens :])
-        mask = _local_mask(num_tokens, held, 0, None, None, x.device)
-        return queries, keys, values, mask
-
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None = None, allowed: torch.Tensor | None = None
+        self, x: torch.Tensor, cache: Cache | None = None, allowed: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
 
         Parameters
         ----------
         x : torch.Tensor, shape (batch, num_tokens, d_in)
-        cache : KVCache, optional
-            This layer's cache; updated in place.
+        cache : Cache, optional
+            This layer's cache, updated in place: a :class:`~attention.KVCache` (built
+            with the layer's ``window`` or ``chunk`` to roll with it), or another
+            cache of keys and values (:class:`~attention.QuantizedKVCache`,
+            :class:`~attention.StreamingCache`).
         allowed : torch.Tensor of bool, optional
             ``True`` where a query may attend, combined (logical and) with the causal,
             window or chunk mask: shape ``(batch, num_keys)``, such as

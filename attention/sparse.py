@@ -423,7 +423,7 @@ class LightningIndexer(nn.Module):
         queries = _rotate(queries.transpose(1, 2), cos, sin)
         keys = _rotate(self.k_norm(self.W_key(x)), cos, sin)  # (b, n, head_dim), one for all heads
         if cache is not None:
-            keys, _ = cache._append(keys, keys[..., :0])  # (b, num_keys, head_dim)
+            keys, _ = cache.update(keys, keys[..., :0])  # (b, num_keys, head_dim)
         # (b, H, n, num_keys): each head's rectified, scaled dot products
         scores = F.relu(queries @ keys[:, None].transpose(-2, -1) * self.head_dim**-0.5)
         weights = self.W_weights(x) * self.num_heads**-0.5  # (b, n, H)
