@@ -156,7 +156,7 @@ class StreamingCache:
         """Forget every token from position ``length`` on, if none was evicted yet."""
         owner = type(self).__name__
         length = _checks.positive_int(owner, "length", length)
-        if self._seen > len(self):
+        if self._seen > len(self) and length < self._seen:
             raise ValueError(
                 f"{owner}: cannot crop to {length} tokens: the cache has seen {self._seen} "
                 f"tokens and evicted {self._seen - len(self)} of them; start a new "
