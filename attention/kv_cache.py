@@ -175,7 +175,11 @@ class KVCache:
         """Bytes held by the keys and values together (the tokens held, not the room)."""
         return self._storage.nbytes
 
-    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new tokens' keys and values; return every held one, the new ones last.
 
         Parameters
