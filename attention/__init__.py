@@ -29,7 +29,9 @@ from the fast variants on computes its attention with one function, :func:`atten
 and every mask the package takes is ``allowed=``: ``True`` where a query may attend.
 
 * :class:`KVCache` and :func:`kv_cache_bytes_per_token`: generating one token at a
-  time without recomputing the past, and what that costs in memory.
+  time without recomputing the past, and what that costs in memory. Every cache of
+  one sequence, in this part and the later ones, implements the protocol
+  :class:`Cache` (tokens seen and held, bytes, roll-back).
 * :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
 * :func:`apply_rope` and :func:`apply_rope_interleaved`: rotary position embeddings
@@ -96,6 +98,7 @@ True
 
 from attention._version import __version__ as __version__
 from attention._version import check_version
+from attention.cache import Cache
 from attention.causal import CausalAttention
 from attention.data import (
     INPUTS,
@@ -149,6 +152,7 @@ __all__ = [
     "SWITCH_SENTENCE",
     "SWITCH_TOKENS",
     "TOKENS",
+    "Cache",
     "CausalAttention",
     "GatedDeltaNet",
     "GatedDeltaNetCache",

@@ -249,7 +249,9 @@ def cached_input(
     x = module_input(module, x, d_in=module.d_in, context_length=module.context_length)
     num_cached = 0 if cache is None else cache.seen_tokens
     num_tokens = x.shape[1]
-    if num_cached + num_tokens > module.context_length:
+    # A cache that re-indexes positions keeps them below its size: the module checks that.
+    reindexes = cache is not None and cache.reindexes_positions
+    if num_cached + num_tokens > module.context_length and not reindexes:
         held = num_cached if cache is None else len(cache)
         has = f"holds {num_cached} tokens"
         if held != num_cached:
@@ -257,7 +259,8 @@ def cached_input(
         raise ValueError(
             f"{owner}: the cache {has} and {num_tokens} more make "
             f"{num_cached + num_tokens}, past context_length={module.context_length}; "
-            f"build the module with a larger context_length or start a new {name}"
+            f"build the module with a larger context_length or start a new "
+            f"{type(cache).__name__}"
         )
     return x, num_cached
 

@@ -345,7 +345,10 @@ class GatedDeltaNetCache:
 
     Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
     short convolution needs the last ``conv_size - 1`` inputs it convolved, and the
-    delta rule needs its state.
+    delta rule needs its state. The layer reads both, then hands the new ones to
+    :meth:`update`. It implements :class:`~attention.Cache`: the state stands for every
+    token seen, so ``len(cache)`` is :attr:`seen_tokens`; and it cannot go back, since
+    the state has folded every token in (:meth:`crop` raises).
 
     Attributes
     ----------
@@ -356,8 +359,8 @@ class GatedDeltaNetCache:
     recurrent_state : torch.Tensor or None
         ``(batch, heads_v, dim_k, dim_v)``, the delta rule's state. ``None`` until the
         first forward pass.
-    seen_tokens : int
-        How many tokens went through the layer with this cache.
+    reindexes_positions : bool
+        ``False``: the layer has no positions to re-index.
 
     Examples
     --------
@@ -373,19 +376,69 @@ class GatedDeltaNetCache:
     (6, 264)
     """
 
+    reindexes_positions = False
+
     def __init__(self) -> None:
         self.conv_state: torch.Tensor | None = None
         self.recurrent_state: torch.Tensor | None = None
-        self.seen_tokens = 0
+        self._seen = 0
+
+    @property
+    def seen_tokens(self) -> int:
+        """How many tokens went through the layer with this cache."""
+        return self._seen
+
+    def __len__(self) -> int:
+        """:attr:`seen_tokens`: the fixed-size state stands for every token seen."""
+        return self._seen
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the two states (0 before the first forward pass)."""
         states = (self.conv_state, self.recurrent_state)
-        return sum(s.numel() * s.element_size() for s in states if s is not None)
+        return sum(s.nbytes for s in states if s is not None)
+
+    def update(self, conv_state: torch.Tensor, recurrent_state: torch.Tensor, num_new: int) -> None:
+        """Replace both states by those after ``num_new`` more tokens.
+
+        Parameters
+        ----------
+        conv_state : torch.Tensor, shape (batch, channels, conv_size - 1)
+            The convolution's last inputs, the new tokens' included.
+        recurrent_state : torch.Tensor, shape (batch, heads_v, dim_k, dim_v)
+            The delta rule's state after the new tokens.
+        num_new : int
+            How many tokens the new states took in.
+        """
+        owner = type(self).__name__
+        num_new = _checks.positive_int(owner, "num_new", num_new)
+        pairs = (("conv_state", conv_state, self.conv_state),
+                 ("recurrent_state", recurrent_state, self.recurrent_state))  # fmt: skip
+        for name, new, old in pairs:
+            _checks.float_tensor(owner, name, new)
+            if old is not None and (new.shape != old.shape or new.dtype != old.dtype):
+                raise ValueError(
+                    f"{owner}: expected a {name} of the held one's shape {tuple(old.shape)} "
+                    f"({old.dtype}): the states keep their size, got {tuple(new.shape)} "
+                    f"({new.dtype}); a cache belongs to one layer and one batch"
+                )
+        self.conv_state, self.recurrent_state = conv_state, recurrent_state
+        self._seen += num_new
+
+    def crop(self, length: int) -> None:
+        """Only ``length == seen_tokens`` (nothing to forget): the state cannot go back."""
+        owner = type(self).__name__
+        length = _checks.positive_int(owner, "length", length)
+        if length != self._seen:
+            raise ValueError(
+                f"{owner}: cannot crop to {length} tokens: the recurrent state has folded "
+                f"all {self._seen} tokens seen into a fixed size and cannot take any of "
+                "them out; keep a copy of the states to go back to, or start a new "
+                "GatedDeltaNetCache"
+            )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(seen_tokens={self.seen_tokens}, nbytes={self.nbytes})"
+        return f"{type(self).__name__}(seen_tokens={self._seen}, nbytes={self.nbytes})"
 
 
 class GatedDeltaNet(nn.Module):
@@ -575,10 +628,8 @@ class GatedDeltaNet(nn.Module):
         state = None if cache is None else cache.recurrent_state
         chunk = None if tokens == 1 else self.chunk_size
         out, state = gated_delta_rule(q, k, v, g, beta, initial_state=state, chunk_size=chunk)
-        if cache is not None:
-            cache.conv_state = window[..., window.shape[-1] - (self.conv_size - 1) :]
-            cache.recurrent_state = state
-            cache.seen_tokens += tokens
+        if cache is not None:  # the last conv_size - 1 inputs, and the new state
+            cache.update(window[..., window.shape[-1] - (self.conv_size - 1) :], state, tokens)
         # 5. Gated RMSNorm per value head, 6. back to d_in.
         z = self.W_gate(x).unflatten(-1, (self.num_value_heads, self.value_head_dim))
         out = self.norm(out) * F.silu(z)  # (batch, tokens, num_value_heads, value_head_dim)

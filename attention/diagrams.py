@@ -795,7 +795,7 @@ def paged_blocks(
     >>> from attention import PagedKVCache
     >>> cache = PagedKVCache(num_blocks=4, block_size=2, num_kv_heads=1, head_dim=1)
     >>> cache.add(0)
-    >>> cache.append(0, torch.zeros(3, 1, 1), torch.zeros(3, 1, 1))
+    >>> cache.update(0, torch.zeros(3, 1, 1), torch.zeros(3, 1, 1))
     >>> ax = paged_blocks(cache, {0: ["a", "b", "c"]})
     >>> [t.get_text() for t in ax.texts if t.get_text() in ("a", "b", "c", "seq 0: [0, 1]")]
     ['a', 'b', 'c', 'seq 0: [0, 1]']

@@ -36,13 +36,13 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.kv_cache import KVCache, _local_sizes
+from attention.cache import Cache
+from attention.kv_cache import _check_layer_cache, _local_sizes
 from attention.masks import _local_mask
 from attention.rope import Rotary
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend, _weights, check_softcap
 from attention.step import _check as _attend_checks
-from attention.streaming import StreamingCache
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 
@@ -153,9 +153,10 @@ class GroupedQueryAttention(nn.Module):
     rope_base : float, optional
         RoPE with this base (Llama's half-split layout): ``rotary=Rotary(head_dim, base)``.
     window, chunk : int, optional
-        A sliding window (the query at ``i`` sees keys ``i - window + 1`` to ``i``; a
-        cache keeps ``window - 1`` tokens) or chunks (Llama 4: keys ``(i // chunk) *
-        chunk`` to ``i``; a cache keeps the current chunk), not both.
+        A sliding window (the query at ``i`` sees keys ``i - window + 1`` to ``i``; its
+        rolling cache, ``KVCache(window=window)``, keeps ``window - 1`` tokens) or
+        chunks (Llama 4: keys ``(i // chunk) * chunk`` to ``i``; ``KVCache(chunk=chunk)``
+        keeps the current chunk), not both.
     scale, softcap : float, optional
         :func:`~attention.attend`'s factor on the scores (default ``1 / sqrt(head_dim)``)
         and cap ``softcap * tanh(s / softcap)`` (Gemma 2).
@@ -301,19 +302,23 @@ class GroupedQueryAttention(nn.Module):
         return projected.view(batch, num_tokens, num_heads, self.head_dim).transpose(1, 2)
 
     def _project(
-        self, x: object, cache: KVCache | None, allowed: object = None
+        self, x: object, cache: Cache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
-        if isinstance(cache, StreamingCache):
-            return self._project_streaming(x, cache, allowed)
-        x, start = _checks.cached_input(self, x, cache, KVCache)  # start: first new position
+        owner = type(self).__name__
+        x, start = _checks.cached_input(self, x, cache, Cache)  # start: first new position
+        if cache is not None:
+            _check_layer_cache(owner, cache, self.window, self.chunk, allowed)
         if allowed is not None:
             batch, n = x.shape[:2]
-            owner = type(self).__name__
             allowed = _checks.allowed_mask(owner, allowed, batch, n, start + n, start)
         queries, keys, values = self._heads_qkv(x)
-        queries, keys = self._rotate(queries, keys, start)
-        keys, values = self._cache(keys, values, cache)
+        if cache is not None and cache.reindexes_positions:  # StreamingLLM's cache
+            keys, values = self._cache(keys, values, cache)  # keys go in before RoPE
+            queries, keys, start = self._rotate_in_cache(queries, keys)
+        else:
+            queries, keys = self._rotate(queries, keys, start)
+            keys, values = self._cache(keys, values, cache)
         mask = self._mask(x.shape[1], keys.shape[2], start, allowed, x.device)
         return queries, keys, values, mask
 
@@ -336,13 +341,32 @@ class GroupedQueryAttention(nn.Module):
         return self.rotary(queries, start), self.rotary(keys, start)  # cached keys are rotated
 
     def _cache(
-        self, keys: torch.Tensor, values: torch.Tensor, cache: KVCache | None
+        self, keys: torch.Tensor, values: torch.Tensor, cache: Cache | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Cache: append the new keys and values; return all the queries see."""
         if cache is None:
             return keys, values
-        # (b, num_kv_heads, num_held + n, head_dim); a local module's cache rolls
-        return cache._append(keys, values, window=self.window, chunk=self.chunk)
+        # (b, num_kv_heads, num_held + n, head_dim); a rolling cache keeps its last ones
+        return cache.update(keys, values)
+
+    def _rotate_in_cache(
+        self, queries: torch.Tensor, keys: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Rotate by the index in the cache (StreamingLLM), the new tokens last.
+
+        The cache holds keys before RoPE, so every held key is rotated anew, at
+        positions ``0 ... held - 1``; returns the new tokens' first position too.
+        """
+        held, start = keys.shape[2], keys.shape[2] - queries.shape[2]
+        if held > self.context_length:
+            raise ValueError(
+                f"{type(self).__name__}: the cache holds {held} tokens now, past "
+                f"context_length={self.context_length}; build the module with a "
+                "context_length of at least the most tokens the cache holds"
+            )
+        if self.rotary is None:
+            return queries, keys, start
+        return self.rotary(queries, start), self.rotary(keys), start
 
     def _mask(
         self, num_tokens: int, num_keys: int, start: int, allowed: object, device: torch.device
@@ -356,51 +380,14 @@ class GroupedQueryAttention(nn.Module):
         allowed = allowed[..., first:]  # the keys a rolling cache still holds
         return allowed if mask is None else mask & allowed
 
-    def _project_streaming(
-        self, x: object, cache: StreamingCache, allowed: object
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """:meth:`_project` with a :class:`~attention.StreamingCache`: positions inside the cache.
-
-        The cache holds keys before RoPE; after the update, the kept keys are rotated
-        by their index in the cache and the new queries by theirs, the last ones.
-        """
-        owner = type(self).__name__
-        if allowed is not None or self.window is not None or self.chunk is not None:
-            raise ValueError(
-                f"{owner}: a StreamingCache chooses the keys itself, so it takes no allowed= "
-                f"mask and no module window or chunk, got allowed="
-                f"{None if allowed is None else 'a mask'}, window={self.window}, chunk={self.chunk}"
-            )
-        x = _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
-        num_tokens = x.shape[1]
-        if cache.evicts_new(num_tokens):
-            raise ValueError(
-                f"{owner}: {num_tokens} new tokens would push some of themselves out of the "
-                f"StreamingCache (num_sinks={cache.num_sinks}, window={cache.window}, "
-                f"{cache.seen_tokens} tokens seen), and every new token needs its keys; "
-                f"feed at most window={cache.window} tokens per call"
-            )
-        held = min(len(cache) + num_tokens, cache.capacity)
-        if held > self.context_length:
-            raise ValueError(
-                f"{owner}: the StreamingCache will hold {held} tokens, past context_length="
-                f"{self.context_length}; build the module with a context_length of at least "
-                f"num_sinks + window = {cache.capacity}"
-            )
-        queries, keys, values = self._heads_qkv(x)
-        # (b, num_kv_heads, held, head_dim): the kept keys, before RoPE, new ones last
-        keys, values = cache._append(keys, values)
-        if self.rotary is not None:  # positions 0 ... held - 1: the index in the cache
-            keys, queries = self.rotary(keys), self.rotary(queries, held - num_tokens)
-        mask = _local_mask(num_tokens, held, 0, None, None, x.device)
-        return queries, keys, values, mask
-
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None = None, allowed: torch.Tensor | None = None
+        self, x: torch.Tensor, cache: Cache | None = None, allowed: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
 
-        ``cache`` is this layer's :class:`~attention.KVCache`, updated in place.
+        ``cache`` is this layer's cache, updated in place: a :class:`~attention.KVCache`
+        (built with the layer's ``window`` or ``chunk`` to roll with it), or another
+        :class:`~attention.Cache` of keys and values (quantized, streaming).
         ``allowed`` (bool, ``True`` where a query may attend) is combined with the causal,
         window or chunk mask: ``(batch, num_keys)``, such as
         :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``, where

@@ -64,37 +64,50 @@ def kv_cache_bytes_per_token(
 class KVCache:
     """The keys and values of the tokens one attention layer has seen, or of its last ones.
 
-    Pass it to a module's forward pass, ``module(x, cache=cache)``: the module
-    appends the new tokens' keys and values (:meth:`update`) and attends over all of
-    them. The first call with several tokens is the *prefill*; each later call with
-    one token is a *decode* step. A cache belongs to one layer and one batch.
+    Pass it to a layer's forward pass, ``layer(x, cache=cache)``: the layer appends the
+    new tokens' keys and values (:meth:`update`) and attends over all of them. The
+    first call with several tokens is the *prefill*; each later call with one token is
+    a *decode* step. A cache belongs to one layer and one batch.
 
-    A module with a ``window`` (or a ``chunk``) makes it a *rolling* cache: after each
-    call it keeps only the tokens the next query can still see, so it never holds more
-    than ``window - 1`` tokens (as ``transformers``' ``DynamicSlidingWindowLayer``
-    does; the next token brings the window's last one), and with ``chunk`` only the
-    tokens of the current chunk. During a call the module attends over the cached
-    tokens and all the new ones, so a long prefill is held whole until it returns.
+    Built with a ``window`` (or a ``chunk``), it is the *rolling* cache of a layer with
+    that window (or chunk): after each update it keeps only the tokens the next query
+    can still see, never more than ``window - 1`` (as ``transformers``'
+    ``DynamicSlidingWindowLayer`` does; the next token brings the window's last one),
+    and with ``chunk`` only those of the current chunk. :meth:`update` returns the held
+    tokens and all the new ones, so a long prefill is attended over whole.
     :attr:`seen_tokens` counts every token appended, dropped or not: the positions of
-    new tokens continue from it, while ``len(cache)`` counts the tokens held. Once it
-    has dropped tokens, only a module whose ``window`` or ``chunk`` it still covers
-    can go on with it: any other would miss keys, so it raises a ``ValueError``, as
-    does :meth:`update`.
+    new tokens continue from it, while ``len(cache)`` counts the tokens held. A cache
+    without a window or chunk keeps every token and serves any layer (its mask picks
+    the keys); a rolling cache serves only a layer with its own window or chunk.
+
+    Parameters
+    ----------
+    window : int, optional
+        Keep the last ``window - 1`` tokens: the cache of a sliding window of
+        ``window`` tokens.
+    chunk : int, optional
+        Keep the tokens of the current chunk of ``chunk`` tokens (chunked local
+        attention). Not together with ``window``.
 
     Attributes
     ----------
     keys, values : torch.Tensor or None
-        ``(batch, num_kv_heads, num_cached, head_dim)`` for attention modules (any
-        ``(..., num_cached, dim)`` in general), in token order, oldest first; ``None``
-        while empty. In a rolling cache, the last ``len(cache)`` tokens seen.
+        ``(batch, num_kv_heads, len(cache), head_dim)`` for attention layers (any
+        ``(..., len(cache), dim)`` in general): every held token's key and value as
+        :meth:`update` received them, oldest first; ``None`` while empty.
+    window, chunk : int or None
+        The rolling policy, fixed at construction.
+    reindexes_positions : bool
+        ``False``: new tokens sit at positions :attr:`seen_tokens` onwards
+        (see :class:`~attention.Cache`).
 
     The keys and values are views of a storage with room for more tokens (a quarter
     more, at least 16), so a decoding step writes its one token in place instead of
     copying the whole cache, as ``torch.cat`` (and ``transformers``' ``DynamicCache``)
     does; the storage grows by copying only when it is full. A rolling cache's storage
-    has the same room after the ``window - 1`` tokens it keeps, and when a step finds no
-    room left, the kept tokens move to its front, one copy of the window every quarter
-    window of steps, and the storage never grows. While gradients flow
+    has the same room after the ``window - 1`` tokens it keeps, and when a step finds
+    no room left, the kept tokens move to its front, one copy of the window every
+    quarter window of steps, and the storage never grows. While gradients flow
     through the new keys or values, each step makes new tensors instead, so that
     autograd sees every step's tensors unchanged.
 
@@ -109,29 +122,40 @@ class KVCache:
     >>> cache.nbytes == 2 * 6 * 2 * 4 * 4  # keys and values, tokens, heads, head_dim, float32
     True
 
-    A module with a window of 4 keeps the last 3 tokens; the positions go on counting:
+    A layer with a window of 4 takes a cache with the same window, which keeps the
+    last 3 tokens; the positions go on counting:
 
     >>> from attention import GroupedQueryAttention
     >>> local = GroupedQueryAttention(3, 4, 100, num_heads=2, num_kv_heads=1, window=4)
-    >>> cache = KVCache()
+    >>> cache = KVCache(window=4)
     >>> _ = local(torch.randn(1, 10, 3), cache=cache)  # a prefill of 10 tokens
     >>> _ = local(torch.randn(1, 1, 3), cache=cache)  # one more
     >>> len(cache), cache.seen_tokens
     (3, 11)
     """
 
-    def __init__(self) -> None:
-        self.keys: torch.Tensor | None = None
-        self.values: torch.Tensor | None = None
-        # What keys and values view: len(self) tokens from self._start on, and room after.
-        self._key_storage: torch.Tensor | None = None
-        self._value_storage: torch.Tensor | None = None
-        self._start = 0
+    reindexes_positions = False
+
+    def __init__(self, window: int | None = None, chunk: int | None = None) -> None:
+        self.window, self.chunk = _local_sizes(type(self).__name__, window, chunk)
+        most = None if chunk is None else self.chunk - 1  # the most tokens ever kept
+        most = most if window is None else self.window - 1
+        self._storage = _Storage(most)
         self._seen = 0
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        """The held tokens' keys, ``(..., len(cache), key_dim)``, or ``None`` while empty."""
+        return None if self._storage.held is None else self._storage.held[0]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        """The held tokens' values, ``(..., len(cache), value_dim)``, or ``None``."""
+        return None if self._storage.held is None else self._storage.held[1]
 
     def __len__(self) -> int:
         """How many tokens the cache holds (fewer than :attr:`seen_tokens` once it rolls)."""
-        return 0 if self.keys is None else self.keys.shape[-2]
+        return self._storage.length
 
     @property
     def seen_tokens(self) -> int:
@@ -143,195 +167,66 @@ class KVCache:
 
     @property
     def shape(self) -> torch.Size | None:
-        """The cached keys' shape, ``(batch, num_kv_heads, num_cached, head_dim)``, or ``None``."""
+        """The held keys' shape, ``(batch, num_kv_heads, len(cache), head_dim)``, or ``None``."""
         return None if self.keys is None else self.keys.shape
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the cached keys and values together (the tokens held, not the room)."""
-        if self.keys is None:
-            return 0
-        return self.keys.nbytes + self.values.nbytes
+        """Bytes held by the keys and values together (the tokens held, not the room)."""
+        return self._storage.nbytes
 
     def update(
         self,
         keys: torch.Tensor,
         values: torch.Tensor,
-        *,
-        window: int | None = None,
-        chunk: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append new keys and values; return everything cached, new tokens last.
+        """Append the new tokens' keys and values; return every held one, the new ones last.
 
         Parameters
         ----------
         keys : torch.Tensor, shape (..., num_new, key_dim)
         values : torch.Tensor, shape (..., num_new, value_dim)
-            Same leading dimensions as ``keys`` (and as what is cached), same dtype.
-        window, chunk : int, optional
-            Roll as the cache of a module with this ``window`` (or ``chunk``) does:
-            afterwards hold only the ``window - 1`` last tokens (or those of the
-            current chunk). At most one of the two.
+            Same leading dimensions as ``keys`` (and as what is held), same dtype.
 
         Returns
         -------
         (keys, values) : tuple of torch.Tensor
-            Shapes ``(..., num_cached + num_new, key_dim)`` and ``(..., ..., value_dim)``,
-            every token held before the call and the new ones: views of the cache's
-            storage (or, after a prefill longer than a rolling cache's storage, a new
-            tensor), which a later update may write into (``.clone()`` them to keep them).
+            ``(..., len(cache) + num_new, key_dim)`` and ``(..., ..., value_dim)``: what
+            ``torch.cat((cache.keys, keys), dim=-2)`` gives (and the same for the
+            values), as views of the cache's storage that a later update may write
+            into (``.clone()`` them to keep them). A rolling cache then keeps only
+            the last of them.
 
         Examples
         --------
         >>> import torch
-        >>> cache = KVCache()
+        >>> cache = KVCache(window=4)
         >>> steps = torch.arange(6.0).view(1, 1, 6, 1)  # six tokens, one number each
-        >>> keys, _ = cache.update(steps, steps, window=4)
+        >>> keys, _ = cache.update(steps, steps)
         >>> keys.flatten().tolist(), cache.keys.flatten().tolist(), cache.seen_tokens
         ([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [3.0, 4.0, 5.0], 6)
         """
         owner = type(self).__name__
-        window, chunk = _local_sizes(owner, window, chunk)
-        keys = _checks.float_tensor(owner, "keys", keys)
-        values = _checks.float_tensor(owner, "values", values)
-        if keys.dim() < 2 or keys.shape[:-1] != values.shape[:-1] or keys.dtype != values.dtype:
-            raise ValueError(
-                f"{owner}: keys and values must be (..., num_new, dim) tensors of the same "
-                f"dtype and leading shape, got keys of shape {tuple(keys.shape)} ({keys.dtype}) "
-                f"and values of shape {tuple(values.shape)} ({values.dtype})"
-            )
-        return self._append(keys, values, window=window, chunk=chunk)
-
-    def _append(
-        self,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        *,
-        window: int | None = None,
-        chunk: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`update` for a module's own keys and values, known to be alike.
-
-        Checks only that they fit what is cached (the cache was the caller's to pass),
-        and that it still holds every key the new queries may see: all of them without
-        ``window`` or ``chunk``, so a cache that rolled serves only a local module, and
-        a :meth:`crop` after rolling can leave a window short. With ``window`` or
-        ``chunk`` (a local module's, checked already) the cache rolls: after the
-        append it keeps only the keys the next query may see. Returns all the keys and
-        values to attend over: the cached ones and the new ones.
-        """
-        owner = type(self).__name__
-        pairs = (("keys", keys, self.keys), ("values", values, self.values))
-        for name, new, old in pairs if self.keys is not None else ():
-            if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
-                raise ValueError(
-                    f"{owner}: new {name} of shape {tuple(new.shape)} do not fit the cached "
-                    f"{name} of shape {tuple(old.shape)}: all but the token dimension (-2) "
-                    "must match. A cache belongs to one layer and one batch; use a new "
-                    "KVCache for another."
-                )
-            if new.dtype != old.dtype:
-                raise ValueError(
-                    f"{owner}: new {name} are {new.dtype} but the cached {name} are {old.dtype}"
-                )
-        held, num_new = len(self), keys.shape[-2]
-        _check_reach(owner, self._seen, held, window, chunk)
-        keep = limit = None
-        if window is not None or chunk is not None:
-            keep, limit = _rolling_keep(self._seen + num_new, window, chunk)
-        storage = self._key_storage
-        tracked = torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)
-        if tracked or (storage is not None and storage.requires_grad):
-            # Autograd keeps earlier steps' keys for backward: no writing in place.
-            if self.keys is not None:
-                keys = torch.cat((self.keys, keys), dim=-2)  # (..., held + num_new, key_dim)
-                values = torch.cat((self.values, values), dim=-2)
-            self._key_storage, self._value_storage, self._start = keys, values, 0
-            return self._keep(keys, values, 0, keep, num_new)
-        usable = storage is not None and not (
-            storage.is_inference() and not torch.is_inference_mode_enabled()
-        )
-        room = storage.shape[-2] - self._start - held if usable else 0
-        if num_new <= room:  # write in place after the cached tokens
-            start = self._start
-        elif keep is None:  # a growing cache: a larger storage, the cached tokens first
-            stop = held + num_new
-            capacity = stop + max(stop // 4, 16)
-            self._key_storage = self._grow(self.keys, keys, capacity)
-            self._value_storage = self._grow(self.values, values, capacity)
-            start = 0
-        else:
-            capacity = limit + max(limit // 4, 16)
-            if held + num_new > capacity:
-                # More new tokens than the rolling storage holds (a long prefill): attend
-                # over the whole sequence, a new tensor, and store its last `keep` tokens.
-                if self.keys is not None:
-                    keys = torch.cat((self.keys, keys), dim=-2)
-                    values = torch.cat((self.values, values), dim=-2)
-                if not usable or storage.shape[-2] < keep:
-                    self._key_storage = self._grow(None, keys, capacity)
-                    self._value_storage = self._grow(None, values, capacity)
-                self._key_storage[..., :keep, :] = keys[..., keys.shape[-2] - keep :, :]
-                self._value_storage[..., :keep, :] = values[..., values.shape[-2] - keep :, :]
-                self._seen += num_new
-                self._start = 0
-                self.keys = self._key_storage[..., :keep, :]
-                self.values = self._value_storage[..., :keep, :]
-                return keys, values
-            if not usable or storage.shape[-2] < held + num_new:
-                self._key_storage = self._grow(self.keys, keys, capacity)
-                self._value_storage = self._grow(self.values, values, capacity)
-            elif held:  # no room after the kept tokens: move them to the front
-                for kept, cached in (
-                    (self._key_storage, self.keys),
-                    (self._value_storage, self.values),
-                ):
-                    # a copy first where the two places overlap
-                    kept[..., :held, :] = cached.clone() if self._start < held else cached
-            start = 0
-        stop = start + held + num_new
-        self._key_storage[..., start + held : stop, :] = keys  # only the new tokens are copied
-        self._value_storage[..., start + held : stop, :] = values
-        # (..., held + num_new, key_dim): the cached tokens, then the new ones
-        keys = self._key_storage[..., start:stop, :]
-        values = self._value_storage[..., start:stop, :]
-        return self._keep(keys, values, start, keep, num_new)
-
-    def _keep(
-        self,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        start: int,
-        keep: int | None,
-        num_new: int,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Hold the last ``keep`` (or all) of ``keys`` and ``values``, which begin at
-        ``start`` in the storage; count the ``num_new`` new tokens; return both whole."""
-        self._seen += num_new
-        drop = 0 if keep is None else max(keys.shape[-2] - keep, 0)
-        self._start = start + drop
-        self.keys, self.values = keys, values
-        if drop:
-            self.keys, self.values = keys[..., drop:, :], values[..., drop:, :]
+        keys, values = _check_new(owner, keys, values, self.keys, self.values)
+        self._seen += keys.shape[-2]
+        # torch.cat((self.keys, keys), dim=-2), and the same for the values, written
+        # into room kept after the held tokens: a decoding step copies one token.
+        keys, values = self._storage.cat(keys, values)
+        if self.window is not None or self.chunk is not None:
+            # Keep only the tokens the next one sees: the window's, or its chunk's.
+            first = _first_seen(self._seen, self.window, self.chunk)
+            self._storage.keep_last(self._seen - first)
         return keys, values
-
-    @staticmethod
-    def _grow(cached: torch.Tensor | None, new: torch.Tensor, capacity: int) -> torch.Tensor:
-        """New storage for ``capacity`` tokens shaped like ``new``, starting with ``cached``."""
-        storage = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
-        if cached is not None:
-            storage[..., : cached.shape[-2], :] = cached
-        return storage
 
     def crop(self, length: int) -> None:
         """Forget every token from position ``length`` on (to retry a step, or reuse a prompt).
 
         ``length`` counts tokens seen, as :attr:`seen_tokens` does, which becomes
         ``length``. Nothing is copied or freed: the next update writes over the
-        forgotten tokens. A rolling cache that has dropped its first tokens cannot go
-        back past them (a ``ValueError``). Going back at all leaves a window's cache
-        short of the keys that the next token should see, so the module refuses to
-        decode with it; a chunk's cache can go back within the current chunk.
+        forgotten tokens. A rolling cache goes back only as far as it still holds
+        every key the next token sees: a window's cache not at all once it has
+        dropped tokens, a chunk's within the current chunk (a ``ValueError``
+        otherwise).
         """
         owner = type(self).__name__
         length = _checks.positive_int(owner, "length", length)
@@ -341,53 +236,159 @@ class KVCache:
             raise ValueError(
                 f"{owner}: cannot crop to {length} tokens, the cache {has} only {self._seen}"
             )
-        if length < dropped:
+        first = _first_seen(length, self.window, self.chunk)
+        if dropped > first:
+            local = f"window={self.window}" if self.window is not None else f"chunk={self.chunk}"
             raise ValueError(
-                f"{owner}: cannot crop to {length} tokens: this rolling cache has seen "
-                f"{self._seen} tokens and dropped the first {dropped} of them (it holds "
-                f"the last {len(self)}); start a new KVCache to go back further"
+                f"{owner}: cannot crop to {length} tokens: the next token, at position "
+                f"{length}, would see the keys from position {first} on ({local}), but this "
+                f"rolling cache has seen {self._seen} tokens and dropped the first {dropped} "
+                f"of them; start a new {owner} to go back further"
             )
-        self.keys = self.keys[..., : length - dropped, :]
-        self.values = self.values[..., : length - dropped, :]
+        self._storage.crop(length - dropped)
         self._seen = length
 
     def __repr__(self) -> str:
         shape = None if self.keys is None else tuple(self.keys.shape)
+        policy = "".join(
+            f"{name}={value}, "
+            for name, value in (("window", self.window), ("chunk", self.chunk))
+            if value is not None
+        )
         return (
-            f"{type(self).__name__}(tokens={len(self)}, seen_tokens={self._seen}, "
+            f"{type(self).__name__}({policy}tokens={len(self)}, seen_tokens={self._seen}, "
             f"keys shape={shape}, nbytes={self.nbytes})"
         )
 
 
-def _rolling_keep(seen: int, window: int | None, chunk: int | None) -> tuple[int, int]:
-    """How many of the ``seen`` tokens a local module's cache keeps, and the most it ever keeps.
+class _Storage:
+    """Two runs of tokens (keys and values) along dim -2, with room after them.
 
-    The next query, at position ``seen``, sees ``window - 1`` tokens before itself, or
-    those of its own chunk before it: ``seen % chunk`` of them.
+    :meth:`cat` returns what ``torch.cat((held, new), dim=-2)`` would, for each of the
+    two, but writes the new tokens into room kept after the held ones, so a decoding
+    step copies one token instead of the whole cache. ``most`` is the most tokens a
+    rolling cache keeps (``None``: it keeps all): its storage has room for that many
+    and a quarter more, and never grows.
     """
-    if window is not None:
-        return min(window - 1, seen), window - 1
-    return seen % chunk, chunk - 1
 
+    def __init__(self, most: int | None = None) -> None:
+        self.most = most
+        self.tensors: tuple[torch.Tensor, ...] | None = None  # what ``held`` views
+        self.held: tuple[torch.Tensor, ...] | None = None  # the held tokens, oldest first
+        self.start = self.length = 0  # where they are in ``tensors``
 
-def _check_reach(owner: str, seen: int, held: int, window: int | None, chunk: int | None) -> None:
-    """Raise unless the cache holds every cached key the next query (position ``seen``) sees.
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.held is None else sum(t.nbytes for t in self.held)
 
-    Without ``window`` or ``chunk`` it sees every earlier token, so none may be dropped.
-    """
-    if window is not None:
-        first, local = max(seen - window + 1, 0), f"window={window}"
-    elif chunk is not None:
-        first, local = seen // chunk * chunk, f"chunk={chunk}"
-    else:
-        first, local = 0, "no window or chunk"
-    if seen - held > first:
-        raise ValueError(
-            f"{owner}: the cache has seen {seen} tokens but holds only the last {held}, "
-            f"while the next token, at position {seen}, sees the keys from position "
-            f"{first} on ({local}); a rolling cache cannot be cropped back, nor serve a "
-            "module with a wider window or none: start a new KVCache"
+    def _view(self, start: int, length: int) -> None:
+        self.start, self.length = start, length
+        self.held = tuple(t[..., start : start + length, :] for t in self.tensors)
+
+    def cat(self, *new: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        held, length, num_new = self.held, self.length, new[0].shape[-2]
+        tracked = torch.is_grad_enabled() and any(t.requires_grad for t in new)
+        if tracked or (self.tensors is not None and self.tensors[0].requires_grad):
+            # Autograd keeps earlier steps' tensors for backward: no writing in place.
+            if held is not None:
+                new = tuple(torch.cat(pair, dim=-2) for pair in zip(held, new, strict=True))
+            self.tensors = new
+            self._view(0, new[0].shape[-2])
+            return new
+        usable = self.tensors is not None and not (
+            self.tensors[0].is_inference() and not torch.is_inference_mode_enabled()
         )
+        size = self.tensors[0].shape[-2] if usable else 0
+        if num_new > size - self.start - length:  # no room after the held tokens
+            needed = length + num_new
+            most = needed if self.most is None else self.most
+            capacity = most + max(most // 4, 16)
+            if needed > capacity:
+                # A long prefill on a rolling cache: attend over a new tensor, and
+                # keep its last `most` tokens (all the cache will hold) in the storage.
+                whole = new
+                if held is not None:
+                    whole = tuple(torch.cat(pair, dim=-2) for pair in zip(held, new, strict=True))
+                keep = min(self.most, whole[0].shape[-2])
+                if size < keep:
+                    self.tensors = tuple(_empty(t, capacity) for t in whole)
+                for stored, t in zip(self.tensors, whole, strict=True):
+                    stored[..., :keep, :] = t[..., t.shape[-2] - keep :, :]
+                self._view(0, keep)
+                return whole
+            overlap = size >= needed and self.start < length  # moving within the storage
+            if size < needed:  # a larger storage, the held tokens first
+                self.tensors = tuple(_empty(t, capacity) for t in new)
+            for stored, t in zip(self.tensors, held if held is not None else (), strict=False):
+                # the held tokens to the front; a copy first where the two places overlap
+                stored[..., :length, :] = t.clone() if overlap else t
+            self.start = 0
+        stop = self.start + length + num_new
+        for stored, t in zip(self.tensors, new, strict=True):
+            stored[..., self.start + length : stop, :] = t  # only the new tokens are copied
+        self._view(self.start, length + num_new)
+        return self.held
+
+    def keep_last(self, count: int) -> None:
+        """Hold only the last ``count`` tokens (the rolling caches')."""
+        if self.length > count:
+            self._view(self.start + self.length - count, count)
+
+    def crop(self, length: int) -> None:
+        """Hold only the first ``length`` tokens."""
+        self._view(self.start, length)
+
+
+def _empty(like: torch.Tensor, capacity: int) -> torch.Tensor:
+    """An uninitialised storage of ``capacity`` tokens, shaped like ``like`` otherwise."""
+    return like.new_empty((*like.shape[:-2], capacity, like.shape[-1]))
+
+
+def _check_new(
+    owner: str,
+    keys: object,
+    values: object,
+    held_keys: torch.Tensor | None,
+    held_values: torch.Tensor | None,
+    names: tuple[str, str] = ("keys", "values"),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check new keys and values: alike ``(..., num_new, dim)`` tensors that fit those held.
+
+    Every dimension but the tokens' (-2), and the dtype, must be the held ones'.
+    ``names`` names the two in messages.
+    """
+    keys = _checks.float_tensor(owner, names[0], keys)
+    values = _checks.float_tensor(owner, names[1], values)
+    if keys.dim() < 2 or keys.shape[:-1] != values.shape[:-1] or keys.dtype != values.dtype:
+        raise ValueError(
+            f"{owner}: {names[0]} and {names[1]} must be (..., num_new, dim) tensors of the "
+            f"same dtype and leading shape, got {names[0]} of shape {tuple(keys.shape)} "
+            f"({keys.dtype}) and {names[1]} of shape {tuple(values.shape)} ({values.dtype})"
+        )
+    if held_keys is None:
+        return keys, values
+    for name, new, old in zip(names, (keys, values), (held_keys, held_values), strict=True):
+        if (
+            new.shape[:-2] != old.shape[:-2]
+            or new.shape[-1] != old.shape[-1]
+            or (new.dtype != old.dtype)
+        ):
+            raise ValueError(
+                f"{owner}: new {name} of shape {tuple(new.shape)} ({new.dtype}) do not fit "
+                f"the cached {name} of shape {tuple(old.shape)} ({old.dtype}): all but the "
+                f"token dimension (-2) and the dtype must match. A cache belongs to one "
+                f"layer and one batch; use a new {owner} for another."
+            )
+    return keys, values
+
+
+def _first_seen(position: int, window: int | None, chunk: int | None) -> int:
+    """The first position the query at ``position`` sees: its window's, or its chunk's."""
+    if window is not None:
+        return max(position - window + 1, 0)
+    if chunk is not None:
+        return position // chunk * chunk
+    return 0
 
 
 def _local_sizes(owner: str, window: object, chunk: object) -> tuple[int | None, int | None]:
@@ -402,3 +403,38 @@ def _local_sizes(owner: str, window: object, chunk: object) -> tuple[int | None,
                 f"attention), not both, got window={window} and chunk={chunk}"
             )
     return window, chunk
+
+
+def _check_layer_cache(
+    owner: str, cache: object, window: int | None, chunk: int | None, allowed: object
+) -> None:
+    """Raise unless ``cache`` can serve a layer with this ``window`` or ``chunk``.
+
+    A cache that re-indexes positions chooses its keys itself: no window, chunk or
+    ``allowed`` mask on the layer. Any other must keep every token, or roll with the
+    layer's own window or chunk (given to it once, when it was built).
+    """
+    name = type(cache).__name__
+    if cache.reindexes_positions:
+        if allowed is not None or window is not None or chunk is not None:
+            mask = None if allowed is None else "a mask"
+            raise ValueError(
+                f"{owner}: a {name} chooses the keys itself, so it takes no allowed= mask "
+                f"and no layer window or chunk, got allowed={mask}, window={window}, "
+                f"chunk={chunk}"
+            )
+        return
+    has = getattr(cache, "window", None), getattr(cache, "chunk", None)
+    if has != (None, None) and has != (window, chunk):
+        wanted = (
+            f"KVCache(window={window})"
+            if window is not None
+            else f"KVCache(chunk={chunk})"
+            if chunk is not None
+            else "KVCache()"
+        )
+        raise ValueError(
+            f"{owner}: the layer has window={window} and chunk={chunk}, but its {name} was "
+            f"built with window={has[0]} and chunk={has[1]} and keeps only the tokens that "
+            f"those see; give the layer a {wanted}"
+        )

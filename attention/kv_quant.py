@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from attention import _checks
-from attention.kv_cache import KVCache
+from attention.kv_cache import _check_new
 
 __all__ = ["QuantizedKV", "QuantizedKVCache", "quantize_kv"]
 
@@ -276,8 +276,8 @@ def _cat(first: QuantizedKV | None, more: QuantizedKV) -> QuantizedKV:
     )
 
 
-class QuantizedKVCache(KVCache):
-    """A :class:`~attention.KVCache` that keeps the newest tokens exact and the rest quantized.
+class QuantizedKVCache:
+    """A key-value cache that keeps the newest tokens exact and the rest quantized.
 
     New tokens go into a full-precision *residual* part. Once it holds
     ``residual_length + group_size`` tokens or more, its oldest whole groups of
@@ -288,11 +288,13 @@ class QuantizedKVCache(KVCache):
     residual). Every quantized key group is whole, so the quantized part grows by
     appending groups and nothing is quantized twice.
 
-    :meth:`~attention.KVCache.update` (and a module's forward pass) returns every token:
-    the quantized part dequantized, then the residual. That costs a dequantization of
-    the whole cache each step; a serving kernel reads the codes inside the attention
-    kernel instead. ``transformers``' ``QuantizedCache`` re-quantizes its whole cache
-    each time its residual fills up, and groups keys and values the same way.
+    :meth:`update` (and a layer's forward pass) returns every token: the quantized
+    part dequantized, then the residual. That costs a dequantization of the whole
+    cache each step; a serving kernel reads the codes inside the attention kernel
+    instead. ``transformers``' ``QuantizedCache`` re-quantizes its whole cache each
+    time its residual fills up, and groups keys and values the same way. It keeps
+    every token (it implements :class:`~attention.Cache`, and serves a layer of any
+    window the way :class:`~attention.KVCache` without a window does).
 
     Parameters
     ----------
@@ -301,6 +303,14 @@ class QuantizedKVCache(KVCache):
         Tokens per key scale, channels per value scale.
     residual_length : int
         How many of the newest tokens stay exact (0 or more).
+
+    Attributes
+    ----------
+    residual_keys, residual_values : torch.Tensor or None
+        ``(batch, kv_heads, len(cache) - quantized_tokens, head_dim)``: the newest
+        tokens, exact; ``None`` before the first update.
+    reindexes_positions : bool
+        ``False``, as for :class:`~attention.KVCache`.
 
     Examples
     --------
@@ -316,8 +326,10 @@ class QuantizedKVCache(KVCache):
     (2816, 5376)
     """
 
+    reindexes_positions = False
+    window = chunk = None  # it keeps every token, as KVCache() does
+
     def __init__(self, bits: int = 8, group_size: int = 32, residual_length: int = 32) -> None:
-        super().__init__()
         owner = type(self).__name__
         self.bits = _bits(owner, bits)
         self.group_size = _checks.positive_int(owner, "group_size", group_size)
@@ -332,8 +344,8 @@ class QuantizedKVCache(KVCache):
             )
         self.residual_length = residual_length
         self._quantized: QuantizedKV | None = None
-        self._dtype: torch.dtype | None = None
-        # self.keys and self.values hold the residual, the newest tokens, exact.
+        self.residual_keys: torch.Tensor | None = None
+        self.residual_values: torch.Tensor | None = None
 
     @property
     def quantized_tokens(self) -> int:
@@ -341,15 +353,21 @@ class QuantizedKVCache(KVCache):
         return 0 if self._quantized is None else self._quantized.shape[-2]
 
     def __len__(self) -> int:
-        return self.quantized_tokens + (0 if self.keys is None else self.keys.shape[-2])
+        """How many tokens the cache holds, quantized or exact."""
+        residual = 0 if self.residual_keys is None else self.residual_keys.shape[-2]
+        return self.quantized_tokens + residual
+
+    @property
+    def seen_tokens(self) -> int:
+        """How many tokens have been appended: ``len(cache)``, as nothing is dropped."""
+        return len(self)
 
     @property
     def shape(self) -> torch.Size | None:
         """The shape of the keys that ``update`` returns, or ``None`` while empty."""
-        held = self._quantized if self._quantized is not None else self.keys
-        if held is None:
+        if self.residual_keys is None:
             return None
-        return torch.Size((*held.shape[:-2], len(self), held.shape[-1]))
+        return torch.Size((*self.residual_keys.shape[:-2], len(self), self.residual_keys.shape[-1]))
 
     @property
     def nbytes(self) -> int:
@@ -358,49 +376,33 @@ class QuantizedKVCache(KVCache):
         ``nbytes / len(cache)`` is the cache's bytes per token.
         """
         quantized = 0 if self._quantized is None else self._quantized.nbytes
-        residual = 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
-        return quantized + residual
+        if self.residual_keys is None:
+            return quantized
+        return quantized + self.residual_keys.nbytes + self.residual_values.nbytes
 
-    def _append(
-        self,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        *,
-        window: int | None = None,
-        chunk: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append new keys and values; return every token's, the quantized ones dequantized.
+
+        Parameters
+        ----------
+        keys, values : torch.Tensor, shape (batch, kv_heads, num_new, head_dim)
+            The same shape and dtype.
+
+        Returns
+        -------
+        (keys, values) : tuple of torch.Tensor, shape (batch, kv_heads, len(cache), head_dim)
+        """
         owner = type(self).__name__
-        if window is not None or chunk is not None:
-            raise ValueError(
-                f"{owner}: a quantized cache holds every token and does not roll; a module "
-                f"with window={window} or chunk={chunk} needs a KVCache"
-            )
+        keys, values = _check_new(owner, keys, values, self.residual_keys, self.residual_values)
         if keys.dim() != 4 or keys.shape != values.shape:
             raise ValueError(
                 f"{owner}: keys and values must both be (batch, kv_heads, num_new, head_dim), "
                 f"got {tuple(keys.shape)} and {tuple(values.shape)}"
             )
-        shape = self.shape
-        if shape is not None and (
-            keys.shape[:-2] != shape[:-2]
-            or keys.shape[-1] != shape[-1]
-            or keys.dtype != self._dtype
-        ):
-            raise ValueError(
-                f"{owner}: new keys of shape {tuple(keys.shape)} ({keys.dtype}) do not fit the "
-                f"cached keys of shape {tuple(shape)} ({self._dtype}): all but the token "
-                "dimension (-2) and the dtype must match"
-            )
-        if keys.dtype != values.dtype:
-            raise ValueError(
-                f"{owner}: keys are {keys.dtype} but values are {values.dtype}; give both alike"
-            )
-        self._dtype = keys.dtype
         keys, values = keys.detach(), values.detach()
-        if self.keys is not None:  # (b, kv_heads, residual + num_new, head_dim)
-            keys = torch.cat((self.keys, keys), dim=-2)
-            values = torch.cat((self.values, values), dim=-2)
-        self._seen += values.shape[-2] - (0 if self.values is None else self.values.shape[-2])
+        if self.residual_keys is not None:  # (b, kv_heads, residual + num_new, head_dim)
+            keys = torch.cat((self.residual_keys, keys), dim=-2)
+            values = torch.cat((self.residual_values, values), dim=-2)
         # Quantize the oldest whole groups beyond the residual_length newest tokens.
         move = max(keys.shape[-2] - self.residual_length, 0) // self.group_size * self.group_size
         if move:
@@ -409,7 +411,7 @@ class QuantizedKVCache(KVCache):
             )
             self._quantized = _cat(self._quantized, more)
             keys, values = keys[..., move:, :], values[..., move:, :]
-        self.keys, self.values = (keys, values) if keys.shape[-2] else (None, None)
+        self.residual_keys, self.residual_values = keys, values  # perhaps 0 tokens
         if self._quantized is None:
             return keys, values
         old_keys, old_values = self._quantized.dequantize()
@@ -429,11 +431,10 @@ class QuantizedKVCache(KVCache):
                 f"{owner}: cannot crop to {length} tokens, the cache holds only {len(self)}"
             )
         quantized = self.quantized_tokens
-        self._seen = length
         if length >= quantized:
             keep = length - quantized
-            self.keys = self.keys[..., :keep, :] if keep else None
-            self.values = self.values[..., :keep, :] if keep else None
+            self.residual_keys = self.residual_keys[..., :keep, :]
+            self.residual_values = self.residual_values[..., :keep, :]
             return
         keys, values = self._quantized.dequantize()
         whole = length // self.group_size * self.group_size
@@ -452,8 +453,8 @@ class QuantizedKVCache(KVCache):
                 torch.Size((*q.shape[:-2], whole, q.shape[-1])),
                 q.dtype,
             )
-        self.keys = keys[..., whole:length, :] if length > whole else None
-        self.values = values[..., whole:length, :] if length > whole else None
+        self.residual_keys = keys[..., whole:length, :]
+        self.residual_values = values[..., whole:length, :]
 
     def __repr__(self) -> str:
         return (

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.kv_cache import KVCache, _dtype_bytes
+from attention.kv_cache import _check_new, _dtype_bytes, _Storage
 from attention.masks import _causal_mask
 from attention.norms import RMSNorm
 from attention.rope import Rotary, _softmax_mscale
@@ -54,12 +54,14 @@ def latent_cache_bytes_per_token(
     return num_layers * (kv_lora_rank + qk_rope_head_dim) * _dtype_bytes(owner, dtype)
 
 
-class LatentCache(KVCache):
+class LatentCache:
     """What MLA caches per token: the latent and the shared rotary key.
 
-    A :class:`~attention.KVCache` whose two slots hold, instead of per-head keys and
-    values, :attr:`latent` ``(batch, num_cached, kv_lora_rank)`` and :attr:`rope_keys`
-    ``(batch, num_cached, qk_rope_head_dim)`` (already rotated).
+    :meth:`update` appends the new tokens' :attr:`latent` ``(batch, num_new,
+    kv_lora_rank)`` and :attr:`rope_keys` ``(batch, num_new, qk_rope_head_dim)``
+    (already rotated) and returns every token's, as :class:`~attention.KVCache` does
+    with keys and values (and in the same kind of storage, with room after the held
+    tokens). It keeps every token, and implements :class:`~attention.Cache`.
 
     Examples
     --------
@@ -70,15 +72,68 @@ class LatentCache(KVCache):
     (torch.Size([1, 3, 16]), torch.Size([1, 3, 4]), 80)
     """
 
+    reindexes_positions = False
+
+    def __init__(self) -> None:
+        self._storage = _Storage()
+
     @property
     def latent(self) -> torch.Tensor | None:
-        """The compressed keys and values, ``(batch, num_cached, kv_lora_rank)``."""
-        return self.keys
+        """The compressed keys and values, ``(batch, len(cache), kv_lora_rank)``, or ``None``."""
+        return None if self._storage.held is None else self._storage.held[0]
 
     @property
     def rope_keys(self) -> torch.Tensor | None:
-        """The rotated key part shared by all heads, ``(batch, num_cached, qk_rope_head_dim)``."""
-        return self.values
+        """The rotated key part shared by all heads, ``(batch, len(cache), qk_rope_head_dim)``."""
+        return None if self._storage.held is None else self._storage.held[1]
+
+    def __len__(self) -> int:
+        """How many tokens the cache holds."""
+        return self._storage.length
+
+    @property
+    def seen_tokens(self) -> int:
+        """How many tokens have been appended: ``len(cache)``, as nothing is dropped."""
+        return self._storage.length
+
+    @property
+    def shape(self) -> torch.Size | None:
+        """The latent's shape, ``(batch, len(cache), kv_lora_rank)``, or ``None`` while empty."""
+        return None if self.latent is None else self.latent.shape
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the latents and the rotary keys."""
+        return self._storage.nbytes
+
+    def update(
+        self, latent: torch.Tensor, rope_keys: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' latents and rotary keys; return every token's, new ones last.
+
+        Shapes ``(batch, num_new, kv_lora_rank)`` and ``(batch, num_new,
+        qk_rope_head_dim)`` in, ``(batch, len(cache), ...)`` out: views of the cache's
+        storage, as :meth:`~attention.KVCache.update` returns.
+        """
+        owner, names = type(self).__name__, ("latent", "rope_keys")
+        latent, rope_keys = _check_new(owner, latent, rope_keys, self.latent, self.rope_keys, names)
+        return self._storage.cat(latent, rope_keys)
+
+    def crop(self, length: int) -> None:
+        """Forget every token from position ``length`` on."""
+        owner = type(self).__name__
+        length = _checks.positive_int(owner, "length", length)
+        if length > len(self):
+            raise ValueError(
+                f"{owner}: cannot crop to {length} tokens, the cache holds only {len(self)}"
+            )
+        self._storage.crop(length)
+
+    def __repr__(self) -> str:
+        shape = None if self.latent is None else tuple(self.latent.shape)
+        return (
+            f"{type(self).__name__}(tokens={len(self)}, latent shape={shape}, nbytes={self.nbytes})"
+        )
 
 
 class MultiHeadLatentAttention(nn.Module):
@@ -274,7 +329,7 @@ class MultiHeadLatentAttention(nn.Module):
         k_rope = self._rope(self.W_kr(x), num_cached)  # (b, n, qk_rope_head_dim), one for all heads
         if cache is not None:
             # (b, num_cached + n, kv_lora_rank) and (b, num_cached + n, qk_rope_head_dim)
-            latent, k_rope = cache._append(latent, k_rope)
+            latent, k_rope = cache.update(latent, k_rope)
         num_keys = latent.shape[1]
 
         # Each head's keys and values, re-projected from the latent

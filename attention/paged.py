@@ -45,7 +45,7 @@ class PagedKVCache:
     num_kv_heads, head_dim : int
         The shape of each token's key and value, ``(num_kv_heads, head_dim)``.
     dtype : torch.dtype
-        The numbers' type; :meth:`append` takes keys and values of this dtype.
+        The numbers' type; :meth:`update` takes keys and values of this dtype.
 
     Attributes
     ----------
@@ -63,7 +63,7 @@ class PagedKVCache:
     >>> cache = PagedKVCache(num_blocks=8, block_size=4, num_kv_heads=2, head_dim=3)
     >>> cache.add(0)
     >>> k = v = torch.arange(6.0)[:, None, None].expand(6, 2, 3)  # (num_new, heads, dim)
-    >>> cache.append(0, k, v)
+    >>> cache.update(0, k, v)
     >>> cache.block_table(0), cache.num_tokens(0), cache.num_free_blocks
     ([0, 1], 6, 6)
 
@@ -73,7 +73,7 @@ class PagedKVCache:
     >>> cache.fork(0, 1)
     >>> cache.num_free_blocks
     6
-    >>> cache.append(1, k[:1] + 100, v[:1] + 100)
+    >>> cache.update(1, k[:1] + 100, v[:1] + 100)
     >>> cache.block_table(1), cache.num_free_blocks
     ([0, 2], 5)
     >>> cache.gather(0)[0][:, 0, 0].tolist()  # the parent's keys, head 0, dimension 0
@@ -119,6 +119,11 @@ class PagedKVCache:
     def num_free_blocks(self) -> int:
         """Blocks in the pool that no sequence holds."""
         return len(self._free)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the pool, every block's keys and values, used or free."""
+        return self.key_blocks.nbytes + self.value_blocks.nbytes
 
     @property
     def seq_ids(self) -> list[int]:
@@ -204,7 +209,7 @@ class PagedKVCache:
         self._refs[block] = 1
         return block
 
-    def append(self, seq_id: int, keys: torch.Tensor, values: torch.Tensor) -> None:
+    def update(self, seq_id: int, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Write ``num_new`` tokens' keys and values at the end of ``seq_id``.
 
         If the last block is partly filled and shared, it is copied first (copy-on-write);
@@ -300,7 +305,7 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, seq_ids: list[int]) ->
     >>> cache = PagedKVCache(num_blocks=4, block_size=4, num_kv_heads=1, head_dim=8)
     >>> for seq_id, length in ((7, 5), (3, 2)):
     ...     cache.add(seq_id)
-    ...     cache.append(seq_id, torch.randn(length, 1, 8), torch.randn(length, 1, 8))
+    ...     cache.update(seq_id, torch.randn(length, 1, 8), torch.randn(length, 1, 8))
     >>> q = torch.randn(2, 4, 1, 8)  # 4 query heads share the one key/value head
     >>> out = paged_attention(q, cache, [7, 3])
     >>> out.shape

@@ -410,7 +410,7 @@ class LightningIndexer(nn.Module):
         queries = self.rotary(queries.transpose(1, 2), num_cached)
         keys = self.rotary(self.k_norm(self.W_key(x)), num_cached)  # (b, n, head_dim), one key
         if cache is not None:
-            keys, _ = cache._append(keys, keys[..., :0])  # (b, num_keys, head_dim)
+            keys, _ = cache.update(keys, keys[..., :0])  # (b, num_keys, head_dim)
         # (b, H, n, num_keys): each head's rectified, scaled dot products
         scores = F.relu(queries @ keys[:, None].transpose(-2, -1) * self.head_dim**-0.5)
         weights = self.W_weights(x) * self.num_heads**-0.5  # (b, n, H)

@@ -22,28 +22,29 @@ from __future__ import annotations
 import torch
 
 from attention import _checks
-from attention.kv_cache import KVCache
+from attention.kv_cache import _check_new
 
 __all__ = ["StreamingCache"]
 
 
-class StreamingCache(KVCache):
-    """A :class:`~attention.KVCache` keeping the first ``num_sinks`` and last ``window`` tokens.
+class StreamingCache:
+    """StreamingLLM's cache: the first ``num_sinks`` tokens and the last ``window`` ones.
 
-    :meth:`~attention.KVCache.update` appends the new keys and values, then evicts every
-    token that is neither among the first ``num_sinks`` nor among the last ``window``
-    seen, and returns what it keeps (which ``keys`` and ``values`` then hold), in the
+    :meth:`update` appends the new keys and values, then evicts every token that is
+    neither among the first ``num_sinks`` nor among the last ``window`` seen, and
+    returns what it keeps (which :attr:`keys` and :attr:`values` then hold), in the
     order of the text. It never holds more than ``num_sinks + window`` tokens.
 
-    Given to :class:`~attention.GroupedQueryAttention`, the module attends over the kept
-    tokens with *positions re-indexed*: the held keys are stored before RoPE and rotated
-    by their index in the cache, ``0 ... len(cache) - 1``, and the new tokens are the
-    last of them. So decoding one token is attention over the kept tokens as if they
-    were the whole text, and :attr:`~attention.KVCache.seen_tokens` may grow past the
-    module's ``context_length``. A call's queries all see the cache as it is after the
-    call, so each new token must be kept: a call brings at most ``window`` new tokens
-    once the cache holds more than ``num_sinks + window - num_new`` (feed a long prompt
-    in pieces of ``window`` tokens).
+    It implements :class:`~attention.Cache` with ``reindexes_positions = True``: given
+    to :class:`~attention.GroupedQueryAttention`, the layer attends over the kept
+    tokens with *positions re-indexed*: it puts the keys into the cache before RoPE
+    and rotates the held keys by their index in the cache, ``0 ... len(cache) - 1``,
+    and the new tokens are the last of them. So decoding one token is attention over
+    the kept tokens as if they were the whole text, and :attr:`seen_tokens` may grow
+    past the layer's ``context_length``. A call's queries all see the cache as it is
+    after the call, so each new token must be kept: :meth:`update` takes at most
+    ``window`` new tokens once the cache would hold more than ``num_sinks + window``
+    (feed a long prompt in pieces of ``window`` tokens).
 
     Parameters
     ----------
@@ -55,15 +56,19 @@ class StreamingCache(KVCache):
     Attributes
     ----------
     keys, values : torch.Tensor or None
-        ``(batch, kv_heads, len(cache), head_dim)``: the kept tokens, the sinks first;
-        keys before RoPE when a module wrote them.
+        ``(batch, kv_heads, len(cache), head_dim)``: every kept token's key and value
+        as :meth:`update` received them, the sinks first (keys before RoPE when a
+        layer wrote them); ``None`` while empty.
+    reindexes_positions : bool
+        ``True``: the layer rotates the held keys by their index in the cache.
 
     Examples
     --------
     >>> import torch
     >>> cache = StreamingCache(num_sinks=2, window=3)
     >>> tokens = torch.arange(8.0).view(1, 1, 8, 1)  # tokens 0 to 7, one number each
-    >>> keys, _ = cache.update(tokens, tokens)
+    >>> _ = cache.update(tokens[..., :5, :], tokens[..., :5, :])  # it holds 0 to 4
+    >>> keys, _ = cache.update(tokens[..., 5:, :], tokens[..., 5:, :])  # 3 more: 2, 3, 4 go
     >>> keys.flatten().tolist(), cache.positions, cache.seen_tokens
     ([0.0, 1.0, 5.0, 6.0, 7.0], [0, 1, 5, 6, 7], 8)
     >>> _ = cache.update(torch.full((1, 1, 1, 1), 8.0), torch.zeros(1, 1, 1, 1))
@@ -71,8 +76,9 @@ class StreamingCache(KVCache):
     [0.0, 1.0, 6.0, 7.0, 8.0]
     """
 
+    reindexes_positions = True
+
     def __init__(self, num_sinks: int = 4, window: int = 1020) -> None:
-        super().__init__()
         owner = type(self).__name__
         if isinstance(num_sinks, bool) or not isinstance(num_sinks, int) or num_sinks < 0:
             raise ValueError(
@@ -81,6 +87,23 @@ class StreamingCache(KVCache):
             )
         self.num_sinks = num_sinks
         self.window = _checks.positive_int(owner, "window", window)
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+        self._seen = 0
+
+    def __len__(self) -> int:
+        """How many tokens the cache holds, at most ``num_sinks + window``."""
+        return 0 if self.keys is None else self.keys.shape[-2]
+
+    @property
+    def seen_tokens(self) -> int:
+        """How many tokens have been appended in all, evicted ones included."""
+        return self._seen
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the kept keys and values."""
+        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     @property
     def capacity(self) -> int:
@@ -94,41 +117,33 @@ class StreamingCache(KVCache):
         sinks = min(self.num_sinks, held)
         return list(range(sinks)) + list(range(self._seen - (held - sinks), self._seen))
 
-    def evicts_new(self, num_new: int) -> bool:
-        """Whether appending ``num_new`` tokens would evict some of them at once."""
-        total = self._seen + num_new
-        return total > self.capacity and num_new > self.window
+    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new keys and values, evict, and return the kept ones (new ones last).
 
-    def _append(
-        self,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        *,
-        window: int | None = None,
-        chunk: int | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        Parameters
+        ----------
+        keys : torch.Tensor, shape (..., num_new, key_dim)
+        values : torch.Tensor, shape (..., num_new, value_dim)
+
+        Returns
+        -------
+        (keys, values) : tuple of torch.Tensor, shapes (..., len(cache), ...)
+            What the cache holds after the call, in the order of the text.
+        """
         owner = type(self).__name__
-        if window is not None or chunk is not None:
+        keys, values = _check_new(owner, keys, values, self.keys, self.values)
+        num_new = keys.shape[-2]
+        if self._seen + num_new > self.capacity and num_new > self.window:
             raise ValueError(
-                f"{owner}: a streaming cache evicts by its own rule (num_sinks="
-                f"{self.num_sinks}, window={self.window}); a module with window={window} or "
-                f"chunk={chunk} needs a KVCache"
+                f"{owner}: {num_new} new tokens would push some of themselves out of the "
+                f"cache (num_sinks={self.num_sinks}, window={self.window}, {self._seen} "
+                f"tokens seen), and every new token needs its keys; feed at most "
+                f"window={self.window} tokens per call"
             )
         if self.keys is not None:
-            for name, new, old in (("keys", keys, self.keys), ("values", values, self.values)):
-                if (
-                    new.shape[:-2] != old.shape[:-2]
-                    or new.shape[-1] != old.shape[-1]
-                    or new.dtype != old.dtype
-                ):
-                    raise ValueError(
-                        f"{owner}: new {name} of shape {tuple(new.shape)} ({new.dtype}) do "
-                        f"not fit the cached {name} of shape {tuple(old.shape)} ({old.dtype}): "
-                        "all but the token dimension (-2) and the dtype must match"
-                    )
             keys = torch.cat((self.keys, keys), dim=-2)  # (..., held + num_new, dim)
             values = torch.cat((self.values, values), dim=-2)
-        self._seen += keys.shape[-2] - len(self)
+        self._seen += num_new
         held = keys.shape[-2]
         if held > self.capacity:  # the sinks, then the last `window` tokens
             recent = slice(held - self.window, held)
@@ -141,7 +156,7 @@ class StreamingCache(KVCache):
         """Forget every token from position ``length`` on, if none was evicted yet."""
         owner = type(self).__name__
         length = _checks.positive_int(owner, "length", length)
-        if self._seen > len(self):
+        if self._seen > len(self) and length < self._seen:
             raise ValueError(
                 f"{owner}: cannot crop to {length} tokens: the cache has seen {self._seen} "
                 f"tokens and evicted {self._seen - len(self)} of them; start a new "

@@ -50,7 +50,7 @@ Usage::
 against a window of ``--window`` tokens (1024 by default, Gemma 3's), each with a cache
 that has seen ``N`` tokens (``--rolling-cached``, 1024, 4096 and 16384 by default):
 the full one holds all ``N`` (cropped back after each step, as above), the windowed
-one only the last ``window - 1``, filled by ``KVCache.update(..., window=...)`` and
+one only the last ``window - 1``, a ``KVCache(window=...)`` filled by its ``update`` and
 left to roll, so its positions go on counting. Each round times one step of each
 side at every cache length (six steps by default), the order reversed every other
 round, so that a drift in the machine's speed hits every length alike; the first step
@@ -295,9 +295,9 @@ def rolling_steps(args, full, windowed, num_cached: int) -> dict:
     generator = torch.Generator().manual_seed(args.seed + num_cached)
     shape = (1, args.num_kv_heads, num_cached, args.head_dim)
     keys, values = torch.randn(2, *shape, generator=generator)
-    full_cache, rolling = KVCache(), KVCache()
+    full_cache, rolling = KVCache(), KVCache(window=args.window)
     full_cache.update(keys.clone(), values.clone())
-    rolling.update(keys.clone(), values.clone(), window=args.window)  # keeps window - 1
+    rolling.update(keys.clone(), values.clone())  # keeps window - 1
     x = torch.randn(1, 1, args.d_in, generator=generator)  # the new token
 
     def full_step() -> torch.Tensor:

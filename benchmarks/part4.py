@@ -17,8 +17,9 @@ and the output gate):
 * ``deltanet``: :class:`~attention.GatedDeltaNet` with its
   :class:`~attention.GatedDeltaNetCache`, at Qwen3-Next's linear-attention sizes from
   the same ``MODELS`` entry (16 key heads, 32 value heads, 128 and 128 dimensions, 4
-  convolution taps). Its state does not depend on ``N``: after
-  each step the cache gets back the states it had before, so every step starts alike;
+  convolution taps). Its state does not depend on ``N``: each
+  step gets a cache holding the same states (``GatedDeltaNetCache.update``), so every
+  step starts alike;
 * ``sparse``: the full layer's projections and cache, a
   :class:`~attention.LightningIndexer` with DeepSeek-V3.2's indexer sizes (64 heads of
   128, RoPE on 64; ``MODELS["DeepSeek-V3.2"]``) scoring every cached key from its
@@ -289,9 +290,9 @@ def decode_steps(args, layers, num_cached: int) -> dict:
     shape = (1, args.num_kv_heads, num_cached, args.head_dim)
     keys, values = torch.randn(2, *shape, generator=generator)
     x = torch.randn(1, 1, args.d_in, generator=generator)  # the new token
-    full_cache, rolling = KVCache(), KVCache()
+    full_cache, rolling = KVCache(), KVCache(window=args.window)
     full_cache.update(keys, values)  # copies into its own storage
-    rolling.update(keys, values, window=args.window)  # keeps the last window - 1
+    rolling.update(keys, values)  # keeps the last window - 1
 
     def full_step() -> torch.Tensor:
         out = full(x, cache=full_cache)
@@ -301,17 +302,20 @@ def decode_steps(args, layers, num_cached: int) -> dict:
     def window_step() -> torch.Tensor:
         return window(x, cache=rolling)  # rolls: the cache stays at window - 1 tokens
 
-    state = GatedDeltaNetCache()
     channels = deltanet.channels
     conv_state = torch.randn(1, channels, args.conv_size - 1, generator=generator)
     recurrent = 0.1 * torch.randn(
         1, args.linear_value_heads, args.linear_key_dim, args.linear_value_dim, generator=generator
     )
 
+    def deltanet_cache() -> GatedDeltaNetCache:
+        """A cache that has seen ``num_cached`` tokens: these two states."""
+        cache = GatedDeltaNetCache()
+        cache.update(conv_state, recurrent, num_cached)
+        return cache
+
     def deltanet_step() -> torch.Tensor:
-        state.conv_state, state.recurrent_state = conv_state, recurrent
-        state.seen_tokens = num_cached
-        return deltanet(x, state)
+        return deltanet(x, deltanet_cache())
 
     steps = {"full": full_step, "window": window_step, "deltanet": deltanet_step}
     per_token = kv_cache_bytes_per_token(1, args.num_kv_heads, args.head_dim, torch.float32)
@@ -319,7 +323,8 @@ def decode_steps(args, layers, num_cached: int) -> dict:
         channels * (args.conv_size - 1)
         + args.linear_value_heads * args.linear_key_dim * args.linear_value_dim
     )
-    deltanet_step()  # fills the cache's states, then checks their bytes
+    state = deltanet_cache()
+    deltanet(x, state)  # a step, then the states' bytes against their formula
     memory = {
         "full": {"bytes": full_cache.nbytes, "formula": per_token * num_cached},
         "window": {

@@ -130,14 +130,14 @@ def peak_memory(batch: list[tuple[int, int]], block_size: int, max_length: int) 
     cache = PagedKVCache(needed, block_size, num_kv_heads=1, head_dim=1)
     for seq_id, (prompt, _) in enumerate(batch):
         cache.add(seq_id)
-        cache.append(seq_id, one.expand(prompt, 1, 1), one.expand(prompt, 1, 1))
+        cache.update(seq_id, one.expand(prompt, 1, 1), one.expand(prompt, 1, 1))
     peak = cache.num_blocks - cache.num_free_blocks
     left = {seq_id: answer for seq_id, (_, answer) in enumerate(batch)}
     steps = 0
     while left:
         steps += 1
         for seq_id in list(left):
-            cache.append(seq_id, one, one)
+            cache.update(seq_id, one, one)
             left[seq_id] -= 1
             if left[seq_id] == 0:
                 cache.free(seq_id)
@@ -185,7 +185,7 @@ def decode_inputs(lengths: list[int], args: argparse.Namespace) -> dict:
         k = torch.randn(n, *kv_shape, generator=generator)
         v = torch.randn(n, *kv_shape, generator=generator)
         cache.add(seq_id)
-        cache.append(seq_id, k, v)
+        cache.update(seq_id, k, v)
         keys[seq_id, :, :n] = k.transpose(0, 1)
         values[seq_id, :, :n] = v.transpose(0, 1)
     queries = torch.randn(len(lengths), args.heads, 1, args.head_dim, generator=generator)

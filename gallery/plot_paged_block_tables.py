@@ -31,7 +31,7 @@ stops = {1: 6}  # the second sequence's answer ends after 6 tokens
 
 def append(seq_id, n):
     new = torch.zeros(n, 1, 1)
-    cache.append(seq_id, new, new)
+    cache.update(seq_id, new, new)
 
 
 for seq_id, n in prompts.items():

@@ -36,15 +36,15 @@ def blocks_used(requests, prefix, share):
     cache = PagedKVCache(enough, block_size=BLOCK, num_kv_heads=1, head_dim=1)
     one = torch.zeros(1, 1, 1)
     cache.add(-1)
-    cache.append(-1, one.expand(prefix, 1, 1), one.expand(prefix, 1, 1))
+    cache.update(-1, one.expand(prefix, 1, 1), one.expand(prefix, 1, 1))
     for r in range(requests):
         if share:
             cache.fork(-1, r)
-            cache.append(r, one.expand(OWN, 1, 1), one.expand(OWN, 1, 1))
+            cache.update(r, one.expand(OWN, 1, 1), one.expand(OWN, 1, 1))
         else:
             cache.add(r)
             n = prefix + OWN
-            cache.append(r, one.expand(n, 1, 1), one.expand(n, 1, 1))
+            cache.update(r, one.expand(n, 1, 1), one.expand(n, 1, 1))
     cache.free(-1)
     return cache.num_blocks - cache.num_free_blocks
 

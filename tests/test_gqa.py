@@ -339,7 +339,7 @@ def test_bad_inputs_name_what_was_expected_and_given():
         gqa(torch.randn(1, 3, 5))
     with pytest.raises(ValueError, match=r"got 5 tokens.*context_length=4"):
         gqa(torch.randn(1, 5, 8))
-    with pytest.raises(TypeError, match=r"cache must be a KVCache or None, got dict"):
+    with pytest.raises(TypeError, match=r"cache must be a Cache or None, got dict"):
         gqa(torch.randn(1, 2, 8), cache={})
     with pytest.raises(
         ValueError, match=r"weights are torch.float32 but the input is torch.float64"
@@ -414,19 +414,20 @@ def test_out_bias_false_on_the_books_module_leaves_the_other_draws(qkv_bias):
 
 @pytest.mark.parametrize("window", [None, 2])
 def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, window):
-    """Rotation, cache append, mask and kernel run unchecked: only forward's own check runs."""
+    """Rotation, mask and kernel run unchecked: only forward's own check runs, and the
+    cache's public update checks the two tensors it is given (one call each)."""
     from attention import KVCache
 
     gqa = GroupedQueryAttention(
         8, 8, context_length=6, num_heads=4, num_kv_heads=2, rope_base=10.0, window=window
     )
-    x, cache = torch.randn(2, 6, 8), KVCache()
+    x, cache = torch.randn(2, 6, 8), KVCache(window=window)
     counts = count_check_calls(monkeypatch)
     once = {"cached_input": 1, "module_input": 1, "float_tensor": 1}
     for step in (x[:, :4], x[:, 4:5], x[:, 5:]):  # prefill, then two decoding steps
         counts.clear()
         gqa(step, cache=cache)
-        assert counts == once
+        assert counts == once | {"float_tensor": 3}  # x, then the new keys and values
     counts.clear()
     gqa.attention_weights(x)
     assert counts == once

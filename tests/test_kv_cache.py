@@ -34,7 +34,7 @@ def test_prefill_then_steps_equals_one_full_pass(layout, rope, window, data):
     # A prefill, then one-token steps
     prefill = data.draw(st.integers(1, n), label="prefill")
     cuts = [0, prefill, *range(prefill + 1, n + 1)]
-    cache = KVCache()
+    cache = KVCache(window=window)
     pieces = [gqa(x[:, a:b], cache=cache) for a, b in itertools.pairwise(cuts)]
     torch.testing.assert_close(torch.cat(pieces, dim=1), gqa(x), **EXACT)
     # A window's cache rolls: it keeps the last window - 1 tokens (tests/test_part3_local.py)

@@ -276,9 +276,15 @@ def test_bad_arguments_are_rejected_with_their_names():
         cache.update(torch.zeros(1, 1, 1, 3), torch.zeros(1, 1, 1, 3))
     with expect("QuantizedKVCache: cannot crop to 9 tokens, the cache holds only 4"):
         cache.crop(9)
+
+
+def test_a_quantized_cache_keeps_every_token_and_serves_a_windowed_layer():
+    """Like KVCache() without a window: the layer's mask picks the keys its window sees."""
     local = GroupedQueryAttention(2, 2, 8, num_heads=1, num_kv_heads=1, window=3)
-    with expect("QuantizedKVCache: a quantized cache holds every token and does not roll"):
-        local(torch.zeros(1, 2, 2), cache=QuantizedKVCache())
+    x, cache = torch.randn(1, 6, 2), QuantizedKVCache()  # a residual of 32: nothing rounded
+    steps = [local(x[:, a:b], cache=cache) for a, b in ((0, 4), (4, 5), (5, 6))]
+    torch.testing.assert_close(torch.cat(steps, dim=1), local(x))
+    assert len(cache) == cache.seen_tokens == 6
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -165,7 +165,8 @@ def test_bad_arguments_name_what_was_expected_and_given(kwargs, message, error):
 
 @pytest.mark.parametrize("q_lora_rank", [None, 6])
 def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, q_lora_rank):
-    """Rotation, cache append and mask run unchecked: only forward's own check runs."""
+    """Rotation and mask run unchecked: only forward's own check runs, and the
+    cache's public update checks the two tensors it is given (one call each)."""
     mla = MultiHeadLatentAttention(
         16, 16, context_length=6, num_heads=2, kv_lora_rank=4, qk_nope_head_dim=4,
         qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=q_lora_rank,
@@ -176,7 +177,7 @@ def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, q_lora_ra
     for step in (x[:, :4], x[:, 4:5], x[:, 5:]):  # prefill, then two decoding steps
         counts.clear()
         mla(step, cache=cache)
-        assert counts == once
+        assert counts == once | {"float_tensor": 3}  # x, then the new keys and values
     counts.clear()
     mla.attention_weights(x)
     assert counts == once

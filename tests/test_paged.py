@@ -3,9 +3,9 @@
 Decoding through block tables must give, in float64 to 1e-10, what
 ``GroupedQueryAttention`` gives over one contiguous ``KVCache`` per sequence, and what
 ``transformers``' own paged path gives (``eager_paged_attention_forward`` reading and
-writing a ``PagedAttentionCache``). Random interleavings of add, append, fork and free
+writing a ``PagedAttentionCache``). Random interleavings of add, update, fork and free
 are checked against a plain dict of token lists: no token lost or mixed up, every block
-returned to the pool exactly once, the pool's accounting exact, and a failed append
+returned to the pool exactly once, the pool's accounting exact, and a failed update
 changing nothing.
 """
 
@@ -64,7 +64,7 @@ def test_decode_steps_equal_grouped_query_attention_over_contiguous_caches(num_k
         layer(torch.randn(1, length, 6, dtype=F64), cache=contiguous[seq_id])
         k, v = contiguous[seq_id].keys[0], contiguous[seq_id].values[0]  # (kv_heads, n, dim)
         paged.add(seq_id)
-        paged.append(seq_id, k.transpose(0, 1), v.transpose(0, 1))
+        paged.update(seq_id, k.transpose(0, 1), v.transpose(0, 1))
     seq_ids = list(prompts)
     for _ in range(6):  # decode steps: every sequence gets one token
         x = torch.randn(len(seq_ids), 1, 6, dtype=F64)
@@ -76,7 +76,7 @@ def test_decode_steps_equal_grouped_query_attention_over_contiguous_caches(num_k
         k = layer.W_key(x).view(-1, num_kv_heads, head_dim)
         v = layer.W_value(x).view(-1, num_kv_heads, head_dim)
         for b, s in enumerate(seq_ids):
-            paged.append(s, k[b : b + 1], v[b : b + 1])
+            paged.update(s, k[b : b + 1], v[b : b + 1])
         context = paged_attention(q, paged, seq_ids)  # (batch, num_heads, 1, head_dim)
         assert context.shape == q.shape
         got = layer.out_proj(context.transpose(1, 2).reshape(-1, 1, d_out))
@@ -91,9 +91,9 @@ def test_each_row_equals_attend_over_its_own_tokens_and_forked_rows_diverge(seed
     seeded(1)
     cache = PagedKVCache(16, 3, 2, 5, dtype=F64)
     cache.add(0)
-    cache.append(0, torch.randn(8, 2, 5, dtype=F64), torch.randn(8, 2, 5, dtype=F64))
+    cache.update(0, torch.randn(8, 2, 5, dtype=F64), torch.randn(8, 2, 5, dtype=F64))
     cache.fork(0, 1)
-    cache.append(1, torch.randn(2, 2, 5, dtype=F64), torch.randn(2, 2, 5, dtype=F64))
+    cache.update(1, torch.randn(2, 2, 5, dtype=F64), torch.randn(2, 2, 5, dtype=F64))
     q = torch.randn(2, 6, 1, 5, dtype=F64)
     out = paged_attention(q, cache, [0, 1])
     for b in range(2):
@@ -187,7 +187,7 @@ def test_matches_transformers_eager_paged_attention_forward(seeded):
         k, v = (torch.randn(1, num_kv_heads, n, head_dim, dtype=F64) for _ in "kv")
         forward([requests[r]], [n], torch.randn(1, num_heads, n, head_dim, dtype=F64), k, v)
         ours.add(seq_id)
-        ours.append(seq_id, k[0].transpose(0, 1), v[0].transpose(0, 1))
+        ours.update(seq_id, k[0].transpose(0, 1), v[0].transpose(0, 1))
     seq_ids = list(range(len(lengths)))
     for _ in range(5):  # decode steps: one packed forward for the three requests
         q = torch.randn(3, num_heads, 1, head_dim, dtype=F64)
@@ -195,7 +195,7 @@ def test_matches_transformers_eager_paged_attention_forward(seeded):
         packed = [x.transpose(0, 1)[None] for x in (k, v)]  # (1, KVH, 3, D)
         expected = forward(list(requests.values()), [1, 1, 1], q.transpose(0, 2), *packed)
         for b in seq_ids:
-            ours.append(b, k[b : b + 1], v[b : b + 1])
+            ours.update(b, k[b : b + 1], v[b : b + 1])
         got = paged_attention(q, ours, seq_ids)  # (3, H, 1, D)
         # transformers takes the softmax in float32 whatever the dtype (softmax(...,
         # dtype=torch.float32)), so float64 inputs agree to float32's precision.
@@ -221,19 +221,19 @@ def test_matches_transformers_eager_paged_attention_forward(seeded):
 def test_fork_allocates_nothing_and_copies_a_shared_partial_block_once():
     cache = PagedKVCache(8, 4, 2, 3, dtype=F64)
     cache.add(0)
-    cache.append(0, tokens([1, 2, 3, 4, 5, 6]), -tokens([1, 2, 3, 4, 5, 6]))
+    cache.update(0, tokens([1, 2, 3, 4, 5, 6]), -tokens([1, 2, 3, 4, 5, 6]))
     cache.fork(0, 1)
     cache.fork(0, 2)
     assert cache.num_free_blocks == 6
-    cache.append(1, tokens([7]), -tokens([7]))  # copies block 1, then writes
+    cache.update(1, tokens([7]), -tokens([7]))  # copies block 1, then writes
     assert cache.num_free_blocks == 5
     assert cache.block_table(1)[0] == cache.block_table(0)[0]  # the full block stays shared
     assert cache.block_table(1)[1] != cache.block_table(0)[1]
-    cache.append(1, tokens([8]), -tokens([8]))  # its own block now: no copy
+    cache.update(1, tokens([8]), -tokens([8]))  # its own block now: no copy
     assert cache.num_free_blocks == 5
-    cache.append(0, tokens([9]), -tokens([9]))  # still shared with 2: copies
+    cache.update(0, tokens([9]), -tokens([9]))  # still shared with 2: copies
     assert cache.num_free_blocks == 4
-    cache.append(2, tokens([10]), -tokens([10]))  # the last reader: writes in place
+    cache.update(2, tokens([10]), -tokens([10]))  # the last reader: writes in place
     assert cache.num_free_blocks == 4
     assert held(cache, 0) == [1, 2, 3, 4, 5, 6, 9]
     assert held(cache, 1) == [1, 2, 3, 4, 5, 6, 7, 8]
@@ -243,9 +243,9 @@ def test_fork_allocates_nothing_and_copies_a_shared_partial_block_once():
 def test_a_full_last_block_is_never_copied():
     cache = PagedKVCache(8, 4, 2, 3, dtype=F64)
     cache.add(0)
-    cache.append(0, tokens([1, 2, 3, 4]), -tokens([1, 2, 3, 4]))
+    cache.update(0, tokens([1, 2, 3, 4]), -tokens([1, 2, 3, 4]))
     cache.fork(0, 1)
-    cache.append(1, tokens([5]), -tokens([5]))
+    cache.update(1, tokens([5]), -tokens([5]))
     assert cache.num_free_blocks == 6  # one new block, no copy
     assert cache.block_table(1)[0] == cache.block_table(0)[0]
 
@@ -253,12 +253,12 @@ def test_a_full_last_block_is_never_copied():
 def test_running_out_counts_the_copy_and_changes_nothing():
     cache = PagedKVCache(3, 4, 2, 3, dtype=F64)
     cache.add(0)
-    cache.append(0, tokens([1, 2, 3, 4, 5]), -tokens([1, 2, 3, 4, 5]))
+    cache.update(0, tokens([1, 2, 3, 4, 5]), -tokens([1, 2, 3, 4, 5]))
     cache.fork(0, 1)
     before = (cache.block_table(1), cache.num_free_blocks, cache.key_blocks.clone())
     # 4 new tokens: a copy of the shared half block (room for 3), then 1 more block.
     with pytest.raises(ValueError, match=re.escape("needs 2 more blocks, 1 free")):
-        cache.append(1, tokens([6, 7, 8, 9]), -tokens([6, 7, 8, 9]))
+        cache.update(1, tokens([6, 7, 8, 9]), -tokens([6, 7, 8, 9]))
     assert (cache.block_table(1), cache.num_free_blocks) == before[:2]
     assert torch.equal(cache.key_blocks, before[2])
     assert held(cache, 1) == [1, 2, 3, 4, 5]
@@ -268,8 +268,8 @@ IDS = st.integers(0, 3)  # few ids, so that operations often meet the same seque
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("add"), IDS),
-        st.tuples(st.just("append"), IDS, st.integers(0, 6)),
-        st.tuples(st.just("append"), IDS, st.integers(0, 6)),  # twice as often
+        st.tuples(st.just("update"), IDS, st.integers(0, 6)),
+        st.tuples(st.just("update"), IDS, st.integers(0, 6)),  # twice as often
         st.tuples(st.just("fork"), IDS, IDS),
         st.tuples(st.just("free"), IDS),
     ),
@@ -297,8 +297,8 @@ def check_pool(cache: PagedKVCache, model: dict[int, list[float]]) -> None:
 
 @settings(max_examples=150)
 @given(OPS, st.integers(1, 4), st.integers(1, 12))
-def test_random_add_append_fork_free_never_lose_or_mix_tokens(ops, block_size, num_blocks):
-    ops = [("add", 0), ("append", 0, 5), *ops]  # a start that gives forks something to share
+def test_random_add_update_fork_free_never_lose_or_mix_tokens(ops, block_size, num_blocks):
+    ops = [("add", 0), ("update", 0, 5), *ops]  # a start that gives forks something to share
     cache = PagedKVCache(num_blocks, block_size, 2, 3, dtype=F64)
     model: dict[int, list[float]] = {}
     counter = 0
@@ -313,12 +313,12 @@ def test_random_add_append_fork_free_never_lose_or_mix_tokens(ops, block_size, n
             else:
                 cache.add(seq_id)
                 model[seq_id] = []
-        elif name == "append":
+        elif name == "update":
             new = [float(counter + i + 1) for i in range(op[2])]
             counter += op[2]
             if seq_id not in model:
                 with pytest.raises(ValueError, match=f"unknown seq_id {seq_id}"):
-                    cache.append(seq_id, tokens(new), -tokens(new))
+                    cache.update(seq_id, tokens(new), -tokens(new))
                 continue
             length = len(model[seq_id])
             room = -length % block_size
@@ -329,10 +329,10 @@ def test_random_add_append_fork_free_never_lose_or_mix_tokens(ops, block_size, n
                 with pytest.raises(
                     ValueError, match=f"needs {needed} more blocks, {free_before} free"
                 ):
-                    cache.append(seq_id, tokens(new), -tokens(new))
+                    cache.update(seq_id, tokens(new), -tokens(new))
                 assert model == snapshot and cache.num_free_blocks == free_before
             else:
-                cache.append(seq_id, tokens(new), -tokens(new))
+                cache.update(seq_id, tokens(new), -tokens(new))
                 model[seq_id] = model[seq_id] + new
                 assert cache.num_free_blocks == free_before - needed
         elif name == "fork":
@@ -388,7 +388,7 @@ def test_bad_ids_and_inputs_name_the_argument():
     with pytest.raises(ValueError, match=re.escape("seq_id 5 is already in the cache")):
         cache.add(5)
     with pytest.raises(ValueError, match=re.escape("unknown seq_id 6 (never added, or freed)")):
-        cache.append(6, tokens([1]), tokens([1]))
+        cache.update(6, tokens([1]), tokens([1]))
     with pytest.raises(ValueError, match=re.escape("unknown parent_id 6")):
         cache.fork(6, 7)
     with pytest.raises(ValueError, match=re.escape("child_id 5 is already in the cache")):
@@ -396,9 +396,9 @@ def test_bad_ids_and_inputs_name_the_argument():
     with pytest.raises(TypeError, match="seq_id must be an int"):
         cache.add("a")
     with pytest.raises(ValueError, match=re.escape("keys must have shape (num_new, num_kv_heads")):
-        cache.append(5, torch.zeros(1, 3, 3, dtype=F64), tokens([1]))
+        cache.update(5, torch.zeros(1, 3, 3, dtype=F64), tokens([1]))
     with pytest.raises(ValueError, match=re.escape("values must be torch.float64")):
-        cache.append(5, tokens([1]), tokens([1]).float())
+        cache.update(5, tokens([1]), tokens([1]).float())
     cache.free(5)
     with pytest.raises(ValueError, match=re.escape("unknown seq_id 5")):
         cache.free(5)
@@ -411,7 +411,7 @@ def test_paged_attention_checks_its_queries():
     cache.add(0)
     with pytest.raises(ValueError, match=re.escape("seq_ids [0] hold no tokens")):
         paged_attention(torch.zeros(1, 2, 1, 3, dtype=F64), cache, [0])
-    cache.append(0, tokens([1]), tokens([1]))
+    cache.update(0, tokens([1]), tokens([1]))
     with pytest.raises(ValueError, match=re.escape("(len(seq_ids), num_heads, 1, head_dim)")):
         paged_attention(torch.zeros(1, 2, 2, 3, dtype=F64), cache, [0])
     with pytest.raises(ValueError, match=re.escape("num_heads=3 (q's dimension 1)")):

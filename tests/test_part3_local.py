@@ -106,7 +106,7 @@ def test_rolling_cache_decoding_equals_one_full_pass(run, rope):
     # keeps every key, rotated at its position, to compare what the rolling one holds.
     everything = KVCache()
     make_gqa(layout, **base)(x, cache=everything)
-    cache, pieces = KVCache(), []
+    cache, pieces = KVCache(**local), []
     size = local.get("window", local.get("chunk"))
     most = x.shape[0] * size * gqa.cache_bytes_per_token  # the bytes of `size` tokens
     for start, stop in itertools.pairwise(cuts):
@@ -127,7 +127,7 @@ def test_decoding_three_windows_one_token_at_a_time_keeps_memory_within_the_wind
     local = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, window=window)
     local.load_state_dict(gqa.state_dict())
     x = torch.randn(1, n, 8)
-    cache, steps = KVCache(), []
+    cache, steps = KVCache(window=window), []
     for i in range(n):
         steps.append(local(x[:, i : i + 1], cache=cache))
         assert cache.nbytes <= window * local.cache_bytes_per_token
@@ -144,7 +144,7 @@ def test_rolling_writes_in_place_within_a_fixed_storage():
     window, per_token = 40, 2 * 1 * 4 * 4  # key and value, 1 head, head_dim 4, float32
     gqa = GroupedQueryAttention(4, 4, 1000, num_heads=1, num_kv_heads=1, window=window).eval()
     x = torch.randn(1, 300, 4)
-    cache = KVCache()
+    cache = KVCache(window=window)
     with torch.no_grad():
         gqa(x[:, :100], cache=cache)  # a prefill of 100 tokens
         storage = cache.keys.untyped_storage()
@@ -159,23 +159,23 @@ def test_rolling_writes_in_place_within_a_fixed_storage():
 
 
 def test_the_kept_keys_are_views_in_token_order_that_the_caller_can_read():
-    cache = KVCache()
+    cache = KVCache(window=4)
     keys = torch.arange(10.0).view(1, 1, 10, 1)
-    returned, _ = cache.update(keys, keys, window=4)
+    returned, _ = cache.update(keys, keys)
     assert torch.equal(returned, keys)  # the whole sequence to attend over
     assert cache.keys.flatten().tolist() == [7.0, 8.0, 9.0]
     for token in range(10, 40):
         new = torch.full((1, 1, 1, 1), float(token))
-        returned, _ = cache.update(new, new, window=4)
+        returned, _ = cache.update(new, new)
         assert returned.flatten().tolist() == [token - 3.0, token - 2.0, token - 1.0, token]
     assert cache.keys.flatten().tolist() == [37.0, 38.0, 39.0] and cache.seen_tokens == 40
 
 
 def test_a_chunks_cache_keeps_only_the_current_chunk():
-    cache, held = KVCache(), []
+    cache, held = KVCache(chunk=4), []
     for token in range(9):
         new = torch.full((1, 1, 1, 1), float(token))
-        cache.update(new, new, chunk=4)
+        cache.update(new, new)
         held.append(cache.keys.flatten().tolist())
     # positions 0-3, 4-7, 8-: after position 3 the next token starts a chunk
     assert held == [
@@ -188,7 +188,7 @@ def test_backward_through_rolling_steps_gives_the_full_pass_gradients():
     torch.manual_seed(0)
     gqa = GroupedQueryAttention(8, 8, 9, num_heads=2, num_kv_heads=1, rope_base=10.0, window=3)
     x = torch.randn(1, 9, 8)
-    cache = KVCache()
+    cache = KVCache(window=3)
     steps = [gqa(x[:, :4], cache=cache), *(gqa(x[:, i : i + 1], cache=cache) for i in range(4, 9))]
     assert len(cache) == 2
     cached = torch.autograd.grad(torch.cat(steps, dim=1).square().sum(), gqa.W_key.weight)[0]
@@ -208,7 +208,7 @@ def test_padding_stays_hidden_while_the_cache_rolls(layout, data):
     allowed = padding_mask(lengths, n).flip(-1)  # left padding: the real tokens last
     full = gqa(x, allowed=allowed)
     prefill = data.draw(st.integers(1, n), label="prefill")
-    cache = KVCache()
+    cache = KVCache(window=window)
     pieces = [gqa(x[:, :prefill], cache=cache, allowed=allowed[:, :prefill])]
     pieces += [
         gqa(x[:, i : i + 1], cache=cache, allowed=allowed[:, : i + 1]) for i in range(prefill, n)
@@ -233,41 +233,59 @@ def test_latent_attention_counts_what_its_cache_has_seen():
 
 
 def test_crop_counts_positions_and_cannot_reach_dropped_tokens():
-    cache = KVCache()
+    cache = KVCache(window=4)
     keys = torch.arange(10.0).view(1, 1, 10, 1)
-    cache.update(keys, keys, window=4)  # holds positions 7, 8, 9
+    cache.update(keys, keys)  # holds positions 7, 8, 9
     with pytest.raises(
         ValueError,
-        match=r"^KVCache: cannot crop to 6 tokens: this rolling cache has seen 10 tokens and "
-        r"dropped the first 7 of them \(it holds the last 3\); start a new KVCache",
+        match=r"^KVCache: cannot crop to 6 tokens: the next token, at position 6, would see "
+        r"the keys from position 3 on \(window=4\), but this rolling cache has seen 10 tokens "
+        r"and dropped the first 7 of them; start a new KVCache",
     ):
         cache.crop(6)
     with pytest.raises(ValueError, match=r"cannot crop to 11 tokens, the cache has seen only 10"):
         cache.crop(11)
-    cache.crop(9)  # forget position 9
-    assert cache.seen_tokens == 9 and cache.keys.flatten().tolist() == [7.0, 8.0]
+    cache.crop(10)  # nothing to forget
+    assert cache.seen_tokens == 10 and cache.keys.flatten().tolist() == [7.0, 8.0, 9.0]
 
 
-def test_a_window_cache_cropped_after_rolling_is_refused():
-    """The next token would miss a key its window sees: the module raises, naming both."""
+def test_a_window_cache_cannot_go_back_once_it_rolled():
+    """Token 9 would see tokens 6 to 9, and the cache dropped 0 to 6: crop refuses,
+    and leaves the cache as it was; before it drops anything, it goes back freely."""
     gqa = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1, window=4)
-    cache = KVCache()
+    cache = KVCache(window=4)
     gqa(torch.randn(1, 10, 8), cache=cache)
-    cache.crop(9)
     with pytest.raises(
         ValueError,
-        match=r"^KVCache: the cache has seen 9 tokens but holds only the last 2, "
-        r"while the next token, at position 9, sees the keys from position 6 on \(window=4\)",
+        match=r"^KVCache: cannot crop to 9 tokens: the next token, at position 9, would see "
+        r"the keys from position 6 on \(window=4\)",
     ):
-        gqa(torch.randn(1, 1, 8), cache=cache)
-    assert cache.seen_tokens == 9 and len(cache) == 2  # unchanged by the refused call
-    # Nor can a module without a window use it (nor update, which appends without one).
+        cache.crop(9)
+    assert cache.seen_tokens == 10 and len(cache) == 3  # unchanged by the refused crop
+    young = KVCache(window=4)
+    gqa(torch.randn(1, 3, 8), cache=young)
+    young.crop(1)
+    assert young.seen_tokens == len(young) == 1
+
+
+def test_a_layer_refuses_a_cache_built_for_another_window():
+    """A rolling cache serves only its own window or chunk; a full one serves any."""
+    local = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1, window=4)
     full = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1)
-    message = r"sees the keys from position 0 on \(no window or chunk\)"
-    with pytest.raises(ValueError, match=message):
-        full(torch.randn(1, 1, 8), cache=cache)
-    with pytest.raises(ValueError, match=message):
-        cache.update(torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4))
+    x = torch.randn(1, 3, 8)
+    for layer, cache, wanted in (
+        (local, KVCache(window=3), r"KVCache\(window=4\)"),
+        (local, KVCache(chunk=4), r"KVCache\(window=4\)"),
+        (full, KVCache(window=4), r"KVCache\(\)"),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"^GroupedQueryAttention: the layer has window=.*give the layer a " + wanted,
+        ):
+            layer(x, cache=cache)
+        assert cache.seen_tokens == 0
+    everything = KVCache()  # keeps every token: the window's mask picks the keys
+    torch.testing.assert_close(local(x, cache=everything), local(x))
 
 
 def test_a_chunk_cache_can_go_back_within_its_chunk():
@@ -275,7 +293,7 @@ def test_a_chunk_cache_can_go_back_within_its_chunk():
     gqa = GroupedQueryAttention(8, 8, 12, num_heads=2, num_kv_heads=1, rope_base=10.0, chunk=4)
     x = torch.randn(1, 12, 8)
     full = gqa(x)
-    cache = KVCache()
+    cache = KVCache(chunk=4)
     gqa(x[:, :10], cache=cache)  # holds positions 8 and 9
     cache.crop(9)
     torch.testing.assert_close(gqa(x[:, 9:11], cache=cache), full[:, 9:11])
@@ -283,14 +301,14 @@ def test_a_chunk_cache_can_go_back_within_its_chunk():
     assert len(cache) == 0
     torch.testing.assert_close(gqa(x[:, 8:], cache=cache), full[:, 8:])
     with pytest.raises(
-        ValueError, match=r"cannot crop to 7 tokens: this rolling cache has seen 12"
+        ValueError, match=r"cannot crop to 7 tokens: .* this rolling cache has seen 12"
     ):
         cache.crop(7)
 
 
 def test_context_length_bounds_the_tokens_seen_not_held():
     gqa = GroupedQueryAttention(8, 8, 5, num_heads=2, num_kv_heads=1, window=2)
-    cache = KVCache()
+    cache = KVCache(window=2)
     for _ in range(5):
         gqa(torch.randn(1, 1, 8), cache=cache)
     assert len(cache) == 1
@@ -357,7 +375,7 @@ def test_rolling_decoding_matches_mistral_with_its_sliding_window_cache(layout, 
     mistral = mistral_attention(gqa, "sdpa")
     config = mistral.config
     x = layout_input(layout)
-    ours, theirs = KVCache(), DynamicCache(config=config)
+    ours, theirs = KVCache(window=window), DynamicCache(config=config)
     assert type(theirs.layers[0]).__name__ == "DynamicSlidingWindowLayer"
     prefill = data.draw(st.integers(1, window), label="prefill")
     for start, stop in decode_splits(n, prefill):
@@ -383,7 +401,7 @@ def test_rolling_decoding_matches_mistral_as_shipped():
     assert isinstance(config, MistralConfig)
     rotary = MistralRotaryEmbedding(config)
     x = layout_input(layout)
-    ours, theirs = KVCache(), DynamicCache(config=config)
+    ours, theirs = KVCache(window=4), DynamicCache(config=config)
     for start, stop in decode_splits(12, 1):
         positions = torch.arange(start, stop)[None]
         new = x[:, start:stop]
@@ -446,7 +464,7 @@ def rotate_float64(xq, xk, freqs_cis):
 
 def llama4_decode(gqa, theirs, x, splits, rotary, tolerance):
     config = theirs.config
-    ours, their_cache = KVCache(), DynamicCache(config=config)
+    ours, their_cache = KVCache(chunk=gqa.chunk), DynamicCache(config=config)
     assert type(their_cache.layers[0]).__name__ == "DynamicSlidingWindowLayer"
     for start, stop in splits:
         positions = torch.arange(start, stop).expand(x.shape[0], -1)
@@ -548,11 +566,9 @@ def test_chunked_mask_rejects_bad_sizes(args, message, error):
         ),
     ],
 )
-def test_update_rejects_a_bad_window_or_chunk(kwargs, message, error):
-    cache = KVCache()
+def test_a_cache_rejects_a_bad_window_or_chunk(kwargs, message, error):
     with pytest.raises(error, match=r"^KVCache: " + message):
-        cache.update(torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2), **kwargs)
-    assert cache.seen_tokens == 0 and cache.keys is None
+        KVCache(**kwargs)
 
 
 def test_defaults_are_unchanged():
@@ -622,7 +638,7 @@ def gpt_oss_sliding_attention(gqa: GroupedQueryAttention):
 def sliding_decode(gqa, theirs, x, splits, tolerance, cos_sin=None):
     """Decode with ours and theirs, each with its own cache and theirs with its own mask."""
     config = theirs.config
-    ours, their_cache = KVCache(), DynamicCache(config=config)
+    ours, their_cache = KVCache(window=gqa.window), DynamicCache(config=config)
     assert type(their_cache.layers[0]).__name__ == "DynamicSlidingWindowLayer"
     for start, stop in splits:
         positions = torch.arange(start, stop).expand(x.shape[0], -1)

@@ -1,0 +1,184 @@
+"""Every per-sequence cache implements attention.Cache, and behaves as it says.
+
+The cache classes are discovered, not listed: every class the package exports whose
+name ends in "Cache" (but the protocol itself) must implement the protocol and have a
+case below, or be the multi-sequence PagedKVCache. So a new cache cannot be forgotten. For each one:
+seen_tokens, len and nbytes after a prefill and a decoding step (nbytes is the bytes
+of the tensors it holds), and crop, or crop's ValueError where it cannot go back.
+No cache subclasses another only to pass a type check: KVCache has no subclass.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import attention
+from attention import (
+    Cache,
+    GatedDeltaNet,
+    GatedDeltaNetCache,
+    GroupedQueryAttention,
+    KVCache,
+    LatentCache,
+    MultiHeadLatentAttention,
+    PagedKVCache,
+    QuantizedKVCache,
+    SparseLatentAttention,
+    SparseLatentCache,
+    StreamingCache,
+)
+
+MULTI_SEQUENCE = {PagedKVCache}  # many sequences by id: update(seq_id, ...), nbytes
+
+
+def discovered() -> list[type]:
+    return sorted(
+        (
+            obj
+            for name in attention.__all__
+            if inspect.isclass(obj := getattr(attention, name))
+            and name.endswith("Cache")
+            and obj is not Cache
+        ),
+        key=lambda cls: cls.__name__,
+    )
+
+
+def gqa(**kwargs) -> GroupedQueryAttention:
+    torch.manual_seed(0)
+    return GroupedQueryAttention(8, 8, 64, num_heads=2, num_kv_heads=1, rope_base=10.0, **kwargs)
+
+
+def mla() -> MultiHeadLatentAttention:
+    torch.manual_seed(0)
+    return MultiHeadLatentAttention(
+        8, 8, 64, num_heads=2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2,
+        v_head_dim=2,
+    )  # fmt: skip
+
+
+def dsa() -> SparseLatentAttention:
+    torch.manual_seed(0)
+    return SparseLatentAttention(
+        8, 8, 64, num_heads=2, q_lora_rank=4, kv_lora_rank=4, qk_nope_head_dim=2,
+        qk_rope_head_dim=2, v_head_dim=2, index_topk=3, index_num_heads=2, index_head_dim=4,
+    )  # fmt: skip
+
+
+def deltanet() -> GatedDeltaNet:
+    torch.manual_seed(0)
+    return GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4, value_head_dim=3)
+
+
+def held_tensors(cache) -> list[torch.Tensor]:
+    """Every tensor the cache holds, by the names each class gives them."""
+    if isinstance(cache, QuantizedKVCache):
+        packed = cache._quantized
+        quantized = [] if packed is None else [getattr(packed, f) for f in QUANTIZED_FIELDS]
+        return [*quantized, cache.residual_keys, cache.residual_values]
+    if isinstance(cache, LatentCache):
+        extra = [cache.index_keys] if isinstance(cache, SparseLatentCache) else []
+        return [cache.latent, cache.rope_keys, *extra]
+    if isinstance(cache, GatedDeltaNetCache):
+        return [cache.conv_state, cache.recurrent_state]
+    return [cache.keys, cache.values]
+
+
+QUANTIZED_FIELDS = ("key_codes", "key_scale", "key_min", "value_codes", "value_scale", "value_min")
+
+# (a layer, a fresh cache, tokens held after n seen, what crop(3) does after 6 seen)
+CASES = {
+    KVCache: [
+        (lambda: gqa(), KVCache, lambda n: n, "crops"),
+        (lambda: gqa(window=4), lambda: KVCache(window=4), lambda n: min(n, 3), "window=4"),
+        (lambda: gqa(chunk=4), lambda: KVCache(chunk=4), lambda n: n % 4, "chunk=4"),
+    ],
+    StreamingCache: [
+        (gqa, lambda: StreamingCache(1, 3), lambda n: min(n, 4), "evicted 2"),
+    ],
+    QuantizedKVCache: [
+        (gqa, lambda: QuantizedKVCache(8, 2, 1), lambda n: n, "crops"),
+    ],
+    LatentCache: [(mla, LatentCache, lambda n: n, "crops")],
+    SparseLatentCache: [(dsa, SparseLatentCache, lambda n: n, "crops")],
+    GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: n, "recurrent state")],
+}
+
+
+def test_every_cache_class_is_discovered_and_has_a_case():
+    found = set(discovered())
+    assert found == set(CASES) | MULTI_SEQUENCE, "a cache class without a test case"
+    assert {KVCache, StreamingCache, GatedDeltaNetCache} <= found  # discovery works
+
+
+@pytest.mark.parametrize("cls", [c for c in discovered() if c not in MULTI_SEQUENCE])
+def test_every_per_sequence_cache_implements_the_protocol(cls):
+    for _, make, _, _ in CASES[cls]:
+        cache = make()
+        assert isinstance(cache, Cache)
+        assert isinstance(cache.reindexes_positions, bool)
+        assert cache.reindexes_positions == (cls is StreamingCache)
+        assert cache.seen_tokens == len(cache) == cache.nbytes == 0
+
+
+def test_no_cache_subclasses_another_to_pass_a_type_check():
+    """KVCache, StreamingCache and QuantizedKVCache share no base but the protocol.
+    SparseLatentCache extends LatentCache with its indexer's keys (shared code)."""
+    for cls in discovered():
+        bases = {base for base in cls.__mro__[1:] if base.__name__.endswith("Cache")}
+        assert bases <= ({LatentCache} if cls is SparseLatentCache else set()), cls
+
+
+@pytest.mark.parametrize(
+    ("cls", "case"),
+    [(cls, i) for cls, cases in CASES.items() for i in range(len(cases))],
+    ids=lambda v: v.__name__ if isinstance(v, type) else str(v),
+)
+def test_seen_len_nbytes_after_updates_and_crop(cls, case):
+    make_layer, make_cache, held_after, crop = CASES[cls][case]
+    layer, cache = make_layer(), make_cache()
+    x = torch.randn(2, 6, 8)
+    with torch.no_grad():
+        layer(x[:, :4], cache=cache)  # prefill
+        assert cache.seen_tokens == 4 and len(cache) == held_after(4)
+        layer(x[:, 4:5], cache=cache)  # two decoding steps
+        layer(x[:, 5:6], cache=cache)
+    assert cache.seen_tokens == 6 and len(cache) == held_after(6)
+    assert cache.nbytes == sum(t.nbytes for t in held_tensors(cache)) > 0
+    if crop == "crops":
+        cache.crop(3)
+        assert cache.seen_tokens == len(cache) == 3
+        assert cache.nbytes == sum(t.nbytes for t in held_tensors(cache))
+        with torch.no_grad():
+            layer(x[:, 3:4], cache=cache)  # goes on from there
+        assert cache.seen_tokens == 4
+    else:
+        with pytest.raises(ValueError, match=rf"^{cls.__name__}: cannot crop to 3 tokens.*{crop}"):
+            cache.crop(3)
+        assert cache.seen_tokens == 6 and len(cache) == held_after(6)  # unchanged
+        cache.crop(6)  # going back to where it is: nothing to forget
+    beyond = cache.seen_tokens + 1
+    with pytest.raises(ValueError, match=rf"^{cls.__name__}: cannot crop to {beyond} tokens"):
+        cache.crop(beyond)
+
+
+def test_a_fixed_state_stands_for_every_token_and_keeps_its_size():
+    layer, cache = deltanet(), GatedDeltaNetCache()
+    with torch.no_grad():
+        layer(torch.randn(1, 5, 8), cache=cache)
+        size = cache.nbytes
+        layer(torch.randn(1, 40, 8), cache=cache)
+    assert len(cache) == cache.seen_tokens == 45 and cache.nbytes == size
+    with pytest.raises(ValueError, match=r"recurrent_state of the held one's shape"):
+        cache.update(cache.conv_state, cache.recurrent_state[:, :1], 1)
+
+
+def test_the_paged_cache_says_update_and_reports_its_pool_bytes():
+    cache = PagedKVCache(num_blocks=4, block_size=2, num_kv_heads=1, head_dim=3)
+    assert cache.nbytes == 2 * 4 * 2 * 1 * 3 * 4  # keys and values, whole pool, float32
+    cache.add(0)
+    cache.update(0, torch.ones(3, 1, 3), torch.ones(3, 1, 3))
+    assert cache.num_tokens(0) == 3 and not hasattr(cache, "append")
