@@ -49,8 +49,12 @@ __all__ = [
     "STAGES",
     "attention_anatomy",
     "decoder_block",
+    "delta_chunks",
+    "delta_rule_step",
+    "dsa_pipeline",
     "gated_deltanet_diagram",
     "head_split",
+    "kv_cache_growth",
     "kv_sources",
     "latent_flow",
     "layer_strips",
@@ -58,7 +62,9 @@ __all__ = [
     "packing_diagram",
     "paged_blocks",
     "roadmap",
+    "rotary_pairs",
     "scaled_dot_product_diagram",
+    "sink_and_gate",
 ]
 
 #: Opaque background, as in attention.plot: the figures read on dark pages too.
@@ -2462,8 +2468,7 @@ def delta_chunks(
         0.1,
         lane - 0.3,
         textwrap.fill(
-            "between chunks, in order: the state S (d_k × d_v per head) carries "
-            "everything before",
+            "between chunks, in order: the state S (d_k × d_v per head) carries everything before",
             int((width - 0.2) / 0.072),
         ),
         ha="left",
@@ -2575,7 +2580,7 @@ def sink_and_gate(
     sinks = torch.tensor([sink], dtype=torch.float64)
     weights = attend(q, one_hot, one_hot, scale=1.0, sinks=sinks)[0, 0, 0]
     output = attend(q, one_hot, values.view(1, 1, n, d_v), scale=1.0, sinks=sinks)[0, 0, 0]
-    sink_weight = 1.0 - float(weights.sum())
+    sink_weight = max(0.0, 1.0 - float(weights.sum()))  # what the keys do not get
     gate = torch.sigmoid(gate_logits)
     gated = output * gate
 
@@ -2630,9 +2635,16 @@ def sink_and_gate(
     from matplotlib.colors import Normalize
 
     _value_cells(
-        ax, left, top, scores, cell, "scores", low=-score_bound, high=score_bound,
+        ax,
+        left,
+        top,
+        scores,
+        cell,
+        "scores",
+        low=-score_bound,
+        high=score_bound,
         hidden=~scores.isfinite(),
-    )  # fmt: skip
+    )
     norm = Normalize(-score_bound, score_bound)
     sink_fill = colormaps[SIGNED_CMAP](norm(sink)) if math.isfinite(sink) else FACECOLOR
     sink_cell(top, sink, "sink logit", sink_fill)
@@ -2642,13 +2654,20 @@ def sink_and_gate(
     sink_cell(top, sink_weight, "sink weight", None, dropped=True)
     _row_label(ax, left - 0.12, top - cell / 2, f"softmax over {n} + 1")
     ax.text(
-        x_sink + cell / 2, top - cell - 0.04, "dropped", ha="center", va="top", fontsize=8,
-        color=INK, fontweight="bold",
-    )  # fmt: skip
+        x_sink + cell / 2,
+        top - cell - 0.04,
+        "dropped",
+        ha="center",
+        va="top",
+        fontsize=8,
+        color=INK,
+        fontweight="bold",
+    )
     ax.text(
         left,
         top - cell - 0.04,
-        f"the keys get {float(weights.sum()):.2f} in all, not 1",
+        f"the keys get {float(weights.sum()):.2f} in all"
+        + (", not 1" if sink_weight >= 0.005 else ""),
         ha="left",
         va="top",
         fontsize=8.5,
@@ -2754,9 +2773,7 @@ def dsa_pipeline(
     fig, ax = _canvas(owner, width, height, title)
     top = height - 0.1
     for j, name in enumerate(names):
-        ax.text(
-            left + (j + 0.5) * cell, top, name, ha="center", va="top", fontsize=8, color=INK
-        )
+        ax.text(left + (j + 0.5) * cell, top, name, ha="center", va="top", fontsize=8, color=INK)
     top -= 0.35
     finite = index_scores[index_scores.isfinite()]
     # Only the order counts: the lowest visible score dark, the highest bright.
@@ -2780,10 +2797,18 @@ def dsa_pipeline(
     for row, (label, sizes) in enumerate(steps):
         if row == 0:
             _value_cells(
-                ax, left, top, index_scores, cell, "scores", cmap="viridis", low=low,
-                high=high, hidden=~index_scores.isfinite(),
+                ax,
+                left,
+                top,
+                index_scores,
+                cell,
+                "scores",
+                cmap="viridis",
+                low=low,
+                high=high,
+                hidden=~index_scores.isfinite(),
                 fmt="{:.2f}" if cell > 0.5 else "{:.1f}",
-            )  # fmt: skip
+            )
         elif row == 1:
             for j in range(n):
                 chosen = bool(picked[j])
@@ -2802,18 +2827,39 @@ def dsa_pipeline(
                 )
                 if chosen:
                     ax.text(
-                        left + (j + 0.5) * cell, top - cell / 2, "✓", ha="center",
-                        va="center", fontsize=10, color="white", gid=f"picked {j}",
-                    )  # fmt: skip
+                        left + (j + 0.5) * cell,
+                        top - cell / 2,
+                        "✓",
+                        ha="center",
+                        va="center",
+                        fontsize=10,
+                        color="white",
+                        gid=f"picked {j}",
+                    )
         else:
             _value_cells(
-                ax, left, top, weights, cell, "weights", cmap="viridis", low=0.0, high=1.0,
-                hidden=~picked, fmt="{:.2f}" if cell > 0.5 else "{:.1f}",
-            )  # fmt: skip
+                ax,
+                left,
+                top,
+                weights,
+                cell,
+                "weights",
+                cmap="viridis",
+                low=0.0,
+                high=1.0,
+                hidden=~picked,
+                fmt="{:.2f}" if cell > 0.5 else "{:.1f}",
+            )
         ax.text(
-            0.12, top - cell / 2 + 0.02, label, ha="left", va="bottom", fontsize=9,
-            color=INK, fontweight="bold",
-        )  # fmt: skip
+            0.12,
+            top - cell / 2 + 0.02,
+            label,
+            ha="left",
+            va="bottom",
+            fontsize=9,
+            color=INK,
+            fontweight="bold",
+        )
         ax.text(
             0.12,
             top - cell / 2 - 0.02,
@@ -2828,4 +2874,300 @@ def dsa_pipeline(
             mid = left + n * cell / 2
             _arrow(ax, (mid, top - cell - 0.08), (mid, top - cell - 0.54), color=MUTED)
         top -= cell + 0.62
+    return fig
+
+
+def kv_cache_growth(
+    prefill: int, num_tokens: int, labels: Sequence[str] | None = None, *, title=None
+) -> Figure:
+    """A KV cache through prefill and decode: one row per step, the cache growing.
+
+    The first row is the prefill: ``prefill`` queries at once, their keys and values
+    written to the cache. Each later row is one decode step: one new query, whose key
+    and value join the cache (dark), and which reads every cached key. The cache's
+    length on each row is ``len(cache)`` of a real :class:`~attention.KVCache` after
+    that step's ``update``.
+
+    Parameters
+    ----------
+    prefill : int
+        Tokens in the prompt, 1 to ``num_tokens``.
+    num_tokens : int
+        Tokens in all, 1 to 10.
+    labels : sequence of str, optional
+        One per token (the words); positions by default.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Row ``s`` (0 the prefill) has query cells with the gid ``"query <s>"`` and cache
+        cells ``"cache <s>"`` labelled ``"new"`` or ``"cached"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = kv_cache_growth(3, 5)
+    >>> rows = [[p for p in fig.axes[0].patches if p.get_gid() == f"cache {s}"] for s in range(3)]
+    >>> [len(r) for r in rows]
+    [3, 4, 5]
+    >>> plt.close(fig)
+    """
+    from attention.kv_cache import KVCache
+
+    owner = "kv_cache_growth"
+    num_tokens = _int_arg(owner, "num_tokens", num_tokens, 1, 10)
+    prefill = _int_arg(owner, "prefill", prefill, 1, num_tokens)
+    names = _labels_arg(owner, labels, num_tokens)
+    # Run a real cache: one (batch, heads, tokens, head_dim) update per step.
+    cache = KVCache()
+    steps = [range(prefill), *(range(t, t + 1) for t in range(prefill, num_tokens))]
+    held = []
+    for step in steps:
+        new = torch.zeros(1, 1, len(step), 2)
+        cache.update(new, new)
+        held.append(len(cache))
+    cell = 0.6 if labels is not None else 0.42
+    row_h = 0.42
+    left = 1.15
+    x_cache = left + prefill * cell + 0.55
+    width = x_cache + num_tokens * cell + 1.25
+    height = 0.45 + len(steps) * (row_h + 0.16) + 0.3
+    fig, ax = _canvas(owner, width, height, title)
+    top = height - 0.12
+    ax.text(left, top, "queries", ha="left", va="top", fontsize=8.5, color=MUTED)
+    ax.text(
+        x_cache,
+        top,
+        "the cache: keys and values, one per token",
+        ha="left",
+        va="top",
+        fontsize=8.5,
+        color=MUTED,
+    )
+    top -= 0.33
+    size = 8 if labels is not None else 7.5
+    for s, (step, length) in enumerate(zip(steps, held, strict=True)):
+        y = top - row_h
+        label = f"prefill, {len(step)}" if s == 0 else f"decode {s}"
+        _row_label(ax, left - 0.12, y + row_h / 2, label)
+        for i, t in enumerate(step):
+            ax.add_patch(
+                Rectangle(
+                    (left + i * cell, y),
+                    cell,
+                    row_h,
+                    facecolor=HEAD_COLORS[1],
+                    edgecolor="white",
+                    linewidth=1,
+                    gid=f"query {s}",
+                )
+            )
+            ax.text(
+                left + (i + 0.5) * cell,
+                y + row_h / 2,
+                names[t],
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=INK,
+            )
+        _arrow(ax, (left + len(step) * cell + 0.08, y + row_h / 2), (x_cache - 0.08, y + row_h / 2))
+        for t in range(length):
+            fresh = t >= length - len(step)
+            ax.add_patch(
+                Rectangle(
+                    (x_cache + t * cell, y),
+                    cell,
+                    row_h,
+                    facecolor=CURRENT if fresh else DONE,
+                    edgecolor="white",
+                    linewidth=1,
+                    gid=f"cache {s}",
+                    label="new" if fresh else "cached",
+                )
+            )
+            ax.text(
+                x_cache + (t + 0.5) * cell,
+                y + row_h / 2,
+                names[t],
+                ha="center",
+                va="center",
+                fontsize=size,
+                color="white" if fresh else INK,
+            )
+        reads = "each reads\nthe keys up to itself" if s == 0 else f"reads {length} keys"
+        ax.text(
+            x_cache + length * cell + 0.1,
+            y + row_h / 2,
+            reads,
+            ha="left",
+            va="center",
+            fontsize=7.5,
+            color=INK,
+            gid=f"reads {s}",
+        )
+        top = y - 0.16
+    return fig
+
+
+def rotary_pairs(
+    head_dim: int = 16,
+    partial_rotary_factor: float = 0.25,
+    base: float = 10000.0,
+    *,
+    title=None,
+) -> Figure:
+    """Which features of a head turn together: proportional RoPE against partial rotary.
+
+    Two strips of a head's ``head_dim`` features. Above, proportional RoPE (Gemma 4's
+    global layers): feature ``j`` pairs with ``j + head_dim/2`` across the whole head,
+    and only the first ``partial_rotary_factor`` of the pairs turn, at the speeds of a
+    head of ``head_dim``; the others have speed 0. Below, partial rotary (GPT-NeoX,
+    Qwen3-Next): the first ``rotary_dim = head_dim × partial_rotary_factor`` features
+    are a head of their own, ``j`` paired with ``j + rotary_dim/2``, and the rest are
+    left unchanged. The speeds are :func:`~attention.rope_frequencies`'.
+
+    Parameters
+    ----------
+    head_dim : int
+        Even, 4 to 32.
+    partial_rotary_factor : float
+        In (0, 1], with ``head_dim × partial_rotary_factor`` a positive even number.
+    base : float
+        RoPE's base.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Each pair's arc has the gid ``"<layout> <j> <partner>"`` (``layout`` is
+        ``"proportional"`` or ``"partial"``) and the label ``"turns"`` or
+        ``"speed 0"``; the features left unchanged ``"partial still <j>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = rotary_pairs(8, 0.5)
+    >>> sorted(p.get_gid() for p in fig.axes[0].patches if p.get_label() == "turns")
+    ['partial 0 2', 'partial 1 3', 'proportional 0 4', 'proportional 1 5']
+    >>> plt.close(fig)
+    """
+    from attention.rope import rope_frequencies
+
+    owner = "rotary_pairs"
+    head_dim = _int_arg(owner, "head_dim", head_dim, 4, 32)
+    factor = _real_arg(owner, "partial_rotary_factor", partial_rotary_factor, 0.0, 1.0)
+    base = _real_arg(owner, "base", base, 1.0, math.inf)
+    rotary_dim = int(head_dim * factor)
+    if head_dim % 2 or rotary_dim < 2 or rotary_dim % 2:
+        raise ValueError(
+            f"{owner}: expected an even head_dim and head_dim × partial_rotary_factor "
+            f"a positive even number, got {head_dim} × {factor:g} = {head_dim * factor:g}"
+        )
+    proportional, _ = rope_frequencies(
+        head_dim, base, {"rope_type": "proportional", "partial_rotary_factor": factor}
+    )
+    partial, _ = rope_frequencies(
+        head_dim, base, {"rope_type": "default", "partial_rotary_factor": factor}
+    )
+    layouts = (
+        (
+            "proportional",
+            f"proportional (Gemma 4's global layers): j with j + {head_dim // 2}, "
+            f"{int((proportional > 0).sum())} of {len(proportional)} pairs turn",
+            proportional,
+            head_dim // 2,
+        ),
+        (
+            "partial",
+            f"partial rotary (Qwen3-Next): j with j + {rotary_dim // 2} in the first "
+            f"{rotary_dim}, {head_dim - rotary_dim} features unchanged",
+            partial,
+            rotary_dim // 2,
+        ),
+    )
+    cell = min(0.36, 7.0 / head_dim)
+    left = 0.3
+    width = left + head_dim * cell + 0.3
+
+    def room(half):  # the height of the highest arc, plus a margin
+        return 0.18 + 0.1 * (half - 1) + 0.08
+
+    height = sum(0.3 + room(half) + cell + 0.35 for *_, half in layouts) + 0.35
+    fig, ax = _canvas(owner, width, height, title)
+    top = height - 0.1
+    fastest = float(proportional.max())
+    from matplotlib import colormaps
+    from matplotlib.path import Path
+
+    speeds_cmap = colormaps["viridis"]
+    for layout, caption, speeds, half in layouts:
+        ax.text(
+            left,
+            top,
+            textwrap.fill(caption, int((width - left) / 0.068)),
+            ha="left",
+            va="top",
+            fontsize=8.5,
+            color=INK,
+            fontweight="bold",
+        )
+        arc_room = room(half)
+        y = top - 0.3 - arc_room - cell
+        for j in range(head_dim):
+            still = layout == "partial" and j >= rotary_dim
+            ax.add_patch(
+                Rectangle(
+                    (left + j * cell, y),
+                    cell,
+                    cell,
+                    facecolor=FACECOLOR if still else DONE,
+                    edgecolor=INK if still else "white",
+                    linewidth=0.6 if still else 1,
+                    linestyle=":" if still else "-",
+                    gid=f"{layout} still {j}" if still else f"{layout} feature {j}",
+                )
+            )
+            ax.text(
+                left + (j + 0.5) * cell,
+                y + cell / 2,
+                str(j),
+                ha="center",
+                va="center",
+                fontsize=7 if cell < 0.3 else 8,
+                color=MUTED if still else INK,
+            )
+        for j, speed in enumerate(speeds.tolist()):
+            partner = j + half
+            turns = speed > 0
+            x0, x1 = left + (j + 0.5) * cell, left + (partner + 0.5) * cell
+            rise = min(arc_room - 0.05, 0.18 + 0.1 * j)
+            path = Path(
+                [(x0, y + cell), (x0, y + cell + rise), (x1, y + cell + rise), (x1, y + cell)],
+                [Path.MOVETO, Path.CURVE4, Path.CURVE4, Path.CURVE4],
+            )
+            # Brighter for faster pairs: the log of the speed, from base⁻¹ up to the fastest.
+            shade = 1 - math.log(fastest / speed) / math.log(base) if turns else 0.0
+            ax.add_patch(
+                FancyArrowPatch(
+                    path=path,
+                    arrowstyle="-",
+                    color=speeds_cmap(0.85 * shade) if turns else MUTED,
+                    linewidth=2.0 if turns else 0.8,
+                    linestyle="-" if turns else "--",
+                    gid=f"{layout} {j} {partner}",
+                    label="turns" if turns else "speed 0",
+                )
+            )
+        top = y - 0.35
+    ax.text(
+        left,
+        0.1,
+        "solid arcs: pairs that turn (brighter: faster); dashed: speed 0",
+        ha="left",
+        va="bottom",
+        fontsize=8,
+        color=INK,
+    )
     return fig
