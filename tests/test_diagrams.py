@@ -467,6 +467,7 @@ def test_packing_diagram_rejects_what_it_cannot_draw(args, error, message):
 
 
 # -- The delta rule, sinks and gates, DSA, the KV cache, rotary pairs ----------------
+import itertools  # noqa: E402
 import math  # noqa: E402
 
 from attention import (  # noqa: E402
@@ -487,7 +488,6 @@ from attention.diagrams import (  # noqa: E402
     rotary_pairs,
     sink_and_gate,
 )
-
 
 X = INPUTS
 
