@@ -613,8 +613,10 @@ def memory_curves(
     from attention.diagrams import LAYER_COLORS
 
     owner = "memory_curves"
-    if isinstance(curves, Curve) or not isinstance(curves, Sequence) or not curves:
-        raise TypeError(f"{owner}: expected a non-empty sequence of Curve, got {curves!r:.60}")
+    if isinstance(curves, Curve) or not isinstance(curves, Sequence):
+        raise TypeError(f"{owner}: expected a sequence of Curve, got {type(curves).__name__}")
+    if not curves:
+        raise ValueError(f"{owner}: expected at least one Curve, got none")
     for curve in curves:
         if not isinstance(curve, Curve):
             raise TypeError(f"{owner}: expected Curve items, got {type(curve).__name__}")

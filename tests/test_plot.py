@@ -439,12 +439,12 @@ def test_memory_curves_colour_a_layer_kind_with_its_palette_colour():
 @pytest.mark.parametrize(
     ("curves", "error", "message"),
     [
-        (Curve("a", [1], [1]), TypeError, "expected a non-empty sequence of Curve"),
-        ([], TypeError, "expected a non-empty sequence of Curve"),
-        ([("a", [1], [1])], TypeError, "expected Curve items, got tuple"),
+        (Curve("a", [1], [1]), TypeError, "a sequence of Curve"),
+        ([], ValueError, "at least one Curve, got none"),
+        ([("a", [1], [1])], TypeError, "Curve items, got tuple"),
         ([Curve("a", [1, 2], [1])], ValueError, "as many values as tokens"),
         ([Curve("a", [0, 2], [1, 1])], ValueError, "positive tokens and values"),
-        ([Curve("a", [1], [1], kind="global")], ValueError, "expected a kind in"),
+        ([Curve("a", [1], [1], kind="global")], ValueError, "a kind in"),
         ([Curve("a", [1], [1], pair=True)], ValueError, "first curve without pair"),
     ],
 )
