@@ -538,7 +538,7 @@ def head_grid(
 class Curve:
     """One line of :func:`memory_curves`: a cost at each number of tokens.
 
-    Parameters
+    Attributes
     ----------
     label : str or None
         The legend's entry; ``None`` adds none (a continuation of the line before).
