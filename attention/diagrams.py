@@ -49,8 +49,12 @@ __all__ = [
     "STAGES",
     "attention_anatomy",
     "decoder_block",
+    "delta_chunks",
+    "delta_rule_step",
+    "dsa_pipeline",
     "gated_deltanet_diagram",
     "head_split",
+    "kv_cache_growth",
     "kv_sources",
     "latent_flow",
     "layer_strips",
@@ -58,7 +62,9 @@ __all__ = [
     "packing_diagram",
     "paged_blocks",
     "roadmap",
+    "rotary_pairs",
     "scaled_dot_product_diagram",
+    "sink_and_gate",
 ]
 
 #: Opaque background, as in attention.plot: the figures read on dark pages too.
@@ -2040,5 +2046,1128 @@ def packing_diagram(
         fontsize=8.5,
         color=INK,
         family="monospace",
+    )
+    return fig
+
+
+# -- Values drawn cell by cell: the delta rule, sinks and gates, DSA ----------------------
+
+#: Signed values (states, errors, scores): a diverging map, 0 white-ish in the middle.
+SIGNED_CMAP = "RdBu_r"
+
+
+def _tensor_arg(owner: str, name: str, x: object, rank: int, most: int = 8) -> torch.Tensor:
+    """``x`` as a float64 tensor of ``rank`` dimensions, each of 1 to ``most`` entries."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{owner}: expected {name} as a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{owner}: expected {name} of a floating dtype, got {x.dtype}")
+    if x.dim() != rank or not all(1 <= n <= most for n in x.shape):
+        raise ValueError(
+            f"{owner}: expected {name} with {rank} dimension(s) of 1 to {most} entries "
+            f"for the drawing to stay readable, got shape {tuple(x.shape)}"
+        )
+    return x.detach().to("cpu", torch.float64)
+
+
+def _real_arg(owner: str, name: str, value: object, low: float, high: float) -> float:
+    """``value`` as a float in ``[low, high]``: TypeError for a non-number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        else:
+            raise TypeError(f"{owner}: expected {name} as a number, got {type(value).__name__}")
+    value = float(value)
+    if not low <= value <= high:
+        raise ValueError(f"{owner}: expected {name} in [{low:g}, {high:g}], got {value:g}")
+    return value
+
+
+def _int_arg(owner: str, name: str, value: object, low: int, high: int) -> int:
+    """``value`` as an int in ``[low, high]``: TypeError for a non-integer."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}: expected {name} as an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(
+            f"{owner}: expected {name} from {low} to {high} for the drawing to stay "
+            f"readable, got {value}"
+        )
+    return value
+
+
+def _labels_arg(owner: str, labels: object, n: int) -> list[str]:
+    """``n`` labels: the given ones, or positions."""
+    if labels is None:
+        return [str(i) for i in range(n)]
+    if isinstance(labels, str) or not isinstance(labels, Sequence):
+        raise TypeError(
+            f"{owner}: expected labels as a sequence of str, got {type(labels).__name__}"
+        )
+    if len(labels) != n:
+        raise ValueError(f"{owner}: expected {n} labels, got {len(labels)}")
+    return [str(label) for label in labels]
+
+
+def _value_cells(
+    ax: Axes,
+    x: float,
+    top: float,
+    values: torch.Tensor,
+    cell: float,
+    gid: str,
+    *,
+    cmap: str = SIGNED_CMAP,
+    low: float = -1.0,
+    high: float = 1.0,
+    hidden: torch.Tensor | None = None,
+    fmt: str = "{:.2f}",
+    size: float = 8,
+) -> None:
+    """A matrix (or a row, for 1-D ``values``), one coloured cell per entry with its number.
+
+    Row ``i`` of the matrix lies ``i`` cells below ``top``. A cell and its number both
+    have the gid ``"<gid> <i> <j>"`` (``"<gid> <j>"`` for a row); ``hidden`` cells are
+    hatched as every masked cell of the site, and get no number.
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+
+    from attention.plot import _ink
+
+    colours, norm = colormaps[cmap], Normalize(low, high)
+    grid = values if values.dim() == 2 else values[None]
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            value = float(grid[i, j])
+            name = f"{gid} {i} {j}" if values.dim() == 2 else f"{gid} {j}"
+            masked = hidden is not None and bool(
+                (hidden if hidden.dim() == 2 else hidden[None])[i, j]
+            )
+            cx, cy = x + j * cell, top - (i + 1) * cell
+            if masked:
+                ax.add_patch(
+                    Rectangle(
+                        (cx, cy),
+                        cell,
+                        cell,
+                        facecolor=MASKED_FILL,
+                        edgecolor=MASKED_EDGE,
+                        hatch=MASKED_HATCH,
+                        linewidth=0,
+                        gid=name,
+                        label="masked",
+                    )
+                )
+                ax.add_patch(
+                    Rectangle((cx, cy), cell, cell, facecolor="none", edgecolor="white", lw=1)
+                )
+                continue
+            fraction = float(min(1.0, max(0.0, norm(value))))
+            ax.add_patch(
+                Rectangle(
+                    (cx, cy),
+                    cell,
+                    cell,
+                    facecolor=colours(fraction),
+                    edgecolor="white",
+                    linewidth=1,
+                    gid=name,
+                )
+            )
+            ax.text(
+                cx + cell / 2,
+                cy + cell / 2,
+                fmt.format(value),
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=_ink(colours, fraction),
+                gid=name,
+            )
+
+
+def _row_label(ax: Axes, x: float, y: float, text: str, size: float = 8.5, **kw) -> None:
+    ax.text(x, y, text, ha="right", va="center", fontsize=size, color=INK, **kw)
+
+
+def delta_rule_step(
+    state: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: float = 1.0, *, title=None
+) -> Figure:
+    """One token of the delta rule: the state, one rank-one write, the corrected state.
+
+    The state ``S`` (``d_k × d_v``) before the token, what it returns for the token's
+    key, ``Sᵀk``, the error ``β (v − Sᵀk)``, the write ``k (β (v − Sᵀk))ᵀ``, which is a
+    column times a row (rank one), and the state after: what
+    :func:`~attention.gated_delta_rule` returns for this one token from ``state``
+    (no decay, ``g = 0``). Under it, what the new state returns for ``k``: ``v`` itself
+    when ``β = 1``. ``k`` is L2-normalised first, as the function does.
+
+    Parameters
+    ----------
+    state : torch.Tensor, shape (d_k, d_v)
+        The state before the token (at most 6 × 6).
+    k : torch.Tensor, shape (d_k,)
+    v : torch.Tensor, shape (d_v,)
+    beta : float
+        The write strength, in [0, 1].
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The cells (and their numbers) have the gids ``"before i j"``, ``"write i j"``,
+        ``"after i j"``, ``"k i"`` (the normalised key), ``"v j"``, ``"stored j"``
+        (``Sᵀk`` before), ``"error j"`` (``β (v − Sᵀk)``) and ``"read j"`` (``Sᵀk``
+        after).
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import torch
+    >>> S = torch.tensor([[1.0, 2.0], [0.0, 0.0]])
+    >>> fig = delta_rule_step(S, torch.tensor([1.0, 0.0]), torch.tensor([5.0, 0.0]))
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["error 0"], texts["error 1"], texts["after 0 0"], texts["after 0 1"]
+    ('4.00', '-2.00', '5.00', '0.00')
+    >>> plt.close(fig)
+    """
+    from attention.delta import gated_delta_rule, l2_normalise
+
+    owner = "delta_rule_step"
+    state = _tensor_arg(owner, "state", state, 2, most=6)
+    d_k, d_v = state.shape
+    k = _tensor_arg(owner, "k", k, 1, most=6)
+    v = _tensor_arg(owner, "v", v, 1, most=6)
+    if k.shape[0] != d_k or v.shape[0] != d_v:
+        raise ValueError(
+            f"{owner}: expected k of {d_k} and v of {d_v} numbers for a state of "
+            f"{d_k} × {d_v}, got {k.shape[0]} and {v.shape[0]}"
+        )
+    beta = _real_arg(owner, "beta", beta, 0.0, 1.0)
+    # The state after the token, from the package's own recurrence.
+    keys = k.view(1, 1, 1, d_k)
+    _, after = gated_delta_rule(
+        keys,
+        keys,
+        v.view(1, 1, 1, d_v),
+        torch.zeros(1, 1, 1, dtype=torch.float64),
+        torch.full((1, 1, 1), beta, dtype=torch.float64),
+        initial_state=state.view(1, 1, d_k, d_v),
+    )
+    after = after[0, 0]
+    unit = l2_normalise(k)
+    stored = state.T @ unit
+    error = beta * (v - stored)
+    write = torch.outer(unit, error)
+    read = after.T @ unit
+    shown = torch.cat([t.flatten() for t in (state, after, write, v, stored, error, read)])
+    bound = max(1e-9, float(shown.abs().max()))
+    cell = 0.5
+    gap = 0.55
+    left = 0.25
+    x_before = left
+    x_k = x_before + d_v * cell + gap
+    x_write = x_k + cell + 0.12
+    x_after = x_write + d_v * cell + gap
+    width = x_after + d_v * cell + 0.3
+    vectors = 3  # v, stored, error: rows above the write
+    main_top = 0.3 + vectors * (cell + 0.1) + 0.15
+    height = main_top + d_k * cell + 0.45 + cell + 0.3
+    fig, ax = _canvas(owner, width, height, title)
+    top = height - 0.3
+
+    def vector_row(i, values, gid, label):
+        y = top - i * (cell + 0.1)
+        _value_cells(ax, x_write, y, values, cell, gid, low=-bound, high=bound)
+        _row_label(ax, x_write - 0.12, y - cell / 2, label)
+
+    vector_row(0, v, "v", "v, the token's value")
+    vector_row(1, stored, "stored", "Sᵀk, what S returns for k now")
+    vector_row(2, error, "error", f"β (v − Sᵀk), with β = {beta:g}")
+    y = height - main_top
+    _value_cells(ax, x_before, y, state, cell, "before", low=-bound, high=bound)
+    _value_cells(ax, x_k, y, unit[:, None], cell, "k", low=-bound, high=bound)
+    for text in ax.texts:  # the key is a column: gids "k i", not "k i 0"
+        if (text.get_gid() or "").startswith("k ") and text.get_gid().endswith(" 0"):
+            text.set_gid(text.get_gid()[:-2])
+    for patch in ax.patches:
+        if (patch.get_gid() or "").startswith("k ") and patch.get_gid().endswith(" 0"):
+            patch.set_gid(patch.get_gid()[:-2])
+    _value_cells(ax, x_write, y, write, cell, "write", low=-bound, high=bound)
+    _value_cells(ax, x_after, y, after, cell, "after", low=-bound, high=bound)
+    middle = y - d_k * cell / 2
+    for x, sign in ((x_before + d_v * cell + gap / 2, "+"), (x_after - gap / 2, "=")):
+        ax.text(x, middle, sign, ha="center", va="center", fontsize=18, color=INK)
+    ax.text(x_k + cell + 0.06, middle, "×", ha="center", va="center", fontsize=9, color=INK)
+    bottom = y - d_k * cell - 0.08
+    captions = (
+        (x_before + d_v * cell / 2, f"S before\n{d_k} × {d_v} ($d_k × d_v$)"),
+        (x_k + cell / 2, "k"),
+        (x_write + d_v * cell / 2, "k (β (v − Sᵀk))ᵀ\none rank-one write"),
+        (x_after + d_v * cell / 2, "S after"),
+    )
+    for x, text in captions:
+        ax.text(x, bottom, text, ha="center", va="top", fontsize=8.5, color=INK)
+    read_top = bottom - 0.45
+    _value_cells(ax, x_after, read_top, read, cell, "read", low=-bound, high=bound)
+    _row_label(ax, x_after - 0.12, read_top - cell / 2, "what S returns for k after")
+    return fig
+
+
+def delta_chunks(
+    num_tokens: int, chunk_size: int, labels: Sequence[str] | None = None, *, title=None
+) -> Figure:
+    """The chunked form of the delta rule: parallel inside a chunk, sequential between.
+
+    The tokens, cut into chunks of ``chunk_size`` as
+    ``gated_delta_rule(..., chunk_size=chunk_size)`` cuts them (the last chunk may be
+    shorter). Under each chunk, its ``size × size`` lower triangle: token ``t`` accounts
+    for the writes of the tokens ``s ≤ t`` of its chunk, all at once, in matrix products
+    and one triangular solve (the cells above the diagonal are masked, hatched as on
+    every page). Along the bottom, the state ``S`` passed from chunk to chunk: the only
+    sequential steps, one per chunk.
+
+    Parameters
+    ----------
+    num_tokens : int
+        1 to 16.
+    chunk_size : int
+        1 to ``num_tokens``.
+    labels : sequence of str, optional
+        One per token (the words); positions by default.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Token cells have the gid ``"token <t>"`` and the label of their chunk; the
+        triangle cells ``"chunk <c> <i> <j>"``, masked ones labelled ``"masked"``; the
+        states' boxes ``"state <c>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = delta_chunks(6, 4)
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "steps"]
+    ['6 tokens in chunks of 4: 2 sequential steps instead of 6']
+    >>> plt.close(fig)
+    """
+    owner = "delta_chunks"
+    num_tokens = _int_arg(owner, "num_tokens", num_tokens, 1, 16)
+    chunk_size = _int_arg(owner, "chunk_size", chunk_size, 1, num_tokens)
+    names = _labels_arg(owner, labels, num_tokens)
+    starts = list(range(0, num_tokens, chunk_size))
+    sizes = [min(chunk_size, num_tokens - s) for s in starts]
+    cell = 0.62 if labels is not None else 0.4
+    gap = 0.7
+    tri = min(0.3, cell * 0.75)
+    xs = [gap + c * gap + s * cell for c, s in enumerate(starts)]
+    width = xs[-1] + sizes[-1] * cell + gap + 0.1
+    tri_h = chunk_size * tri
+    height = 0.35 + cell + 0.3 + tri_h + 0.75 + 0.75 + 0.45
+    fig, ax = _canvas(owner, width, height, title)
+    top = height - 0.35
+    size = 8 if labels is not None else 7.5
+    for c, (x0, start, n) in enumerate(zip(xs, starts, sizes, strict=True)):
+        fill = SEQUENCE_FILLS[c % len(SEQUENCE_FILLS)]
+        for i in range(n):
+            ax.add_patch(
+                Rectangle(
+                    (x0 + i * cell, top - cell),
+                    cell,
+                    cell,
+                    facecolor=fill,
+                    edgecolor="white",
+                    linewidth=1,
+                    gid=f"token {start + i}",
+                    label=f"chunk {c}",
+                )
+            )
+            ax.text(
+                x0 + (i + 0.5) * cell,
+                top - cell / 2,
+                names[start + i],
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=INK,
+            )
+        ax.text(
+            x0 + n * cell / 2,
+            top + 0.05,
+            f"chunk {c + 1}",
+            ha="center",
+            va="bottom",
+            fontsize=8.5,
+            color=INK,
+            fontweight="bold",
+        )
+        # The chunk's triangle, centred under its tokens.
+        tx = x0 + (n * cell - n * tri) / 2
+        ty = top - cell - 0.3
+        for i in range(n):
+            for j in range(n):
+                masked = j > i
+                ax.add_patch(
+                    Rectangle(
+                        (tx + j * tri, ty - (i + 1) * tri),
+                        tri,
+                        tri,
+                        facecolor=MASKED_FILL if masked else fill,
+                        edgecolor=MASKED_EDGE if masked else "white",
+                        hatch=MASKED_HATCH if masked else None,
+                        linewidth=0 if masked else 0.8,
+                        gid=f"chunk {c} {i} {j}",
+                        label="masked" if masked else "",
+                    )
+                )
+    tri_bottom = top - cell - 0.3 - tri_h
+    ax.text(
+        0.1,
+        tri_bottom - 0.12,
+        textwrap.fill(
+            "inside a chunk, all at once: each token's write accounts for the earlier "
+            "writes of its chunk (products and one triangular solve)",
+            int((width - 0.2) / 0.072),
+        ),
+        ha="left",
+        va="top",
+        fontsize=8,
+        color=INK,
+        wrap=False,
+    )
+    # The states, in the gaps, and the sequential arrows through the chunks.
+    lane = tri_bottom - 0.8
+    for c in range(len(starts) + 1):
+        x = xs[c] - gap / 2 if c < len(starts) else xs[-1] + sizes[-1] * cell + gap / 2
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - 0.24, lane - 0.17),
+                0.48,
+                0.34,
+                boxstyle="round,pad=0,rounding_size=0.06",
+                facecolor=DONE,
+                edgecolor=CURRENT,
+                linewidth=1.4,
+                gid=f"state {c}",
+            )
+        )
+        ax.text(x, lane, f"$S_{c}$", ha="center", va="center", fontsize=9.5, color=INK)
+        if c:
+            _arrow(ax, (xs[c - 1] - gap / 2 + 0.26, lane), (x - 0.26, lane), color=CURRENT)
+            ax.text(
+                xs[c - 1] + sizes[c - 1] * cell / 2,
+                lane + 0.05,
+                f"+ chunk {c}",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color=CURRENT,
+            )
+    ax.text(
+        0.1,
+        lane - 0.3,
+        textwrap.fill(
+            "between chunks, in order: the state S (d_k × d_v per head) carries everything before",
+            int((width - 0.2) / 0.072),
+        ),
+        ha="left",
+        va="top",
+        fontsize=8,
+        color=INK,
+    )
+    ax.text(
+        0.1,
+        0.12,
+        f"{num_tokens} tokens in chunks of {chunk_size}: {len(starts)} sequential steps "
+        f"instead of {num_tokens}",
+        ha="left",
+        va="bottom",
+        fontsize=8.5,
+        color=CURRENT,
+        fontweight="bold",
+        gid="steps",
+    )
+    return fig
+
+
+def _contrast(colour: object) -> str:
+    """Black or white, whichever reads better on ``colour`` (as attention.plot's cells)."""
+    from matplotlib.colors import ListedColormap
+
+    from attention.plot import _ink as ink_on
+
+    return ink_on(ListedColormap([colour]), 0.0)
+
+
+def _header(ax: Axes, x: float, y: float, text: str, size: float = 9.5) -> None:
+    ax.text(x, y, text, ha="left", va="bottom", fontsize=size, color=INK, fontweight="bold")
+
+
+def sink_and_gate(
+    scores: torch.Tensor,
+    values: torch.Tensor,
+    sink: float,
+    gate_logits: torch.Tensor,
+    labels: Sequence[str] | None = None,
+    *,
+    title=None,
+) -> Figure:
+    """A sink and an output gate, on one query's row of attention.
+
+    Top: the query's scores over its keys and the head's sink logit, one more column;
+    the softmax over all of them, computed by :func:`~attention.attend` with
+    ``sinks=``; the sink's weight is dropped, so the keys' weights sum to less than 1.
+    Bottom: the head's output ``o`` (those weights times ``values``, from the same
+    call), the gate ``sigmoid(gate_logits)`` and the gated output ``o ⊙ gate``, which
+    goes on to the output projection.
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape (num_keys,)
+        The query's scaled scores, 1 to 8 keys.
+    values : torch.Tensor, shape (num_keys, d_v)
+        The keys' values, ``d_v`` at most 6.
+    sink : float
+        The head's sink logit (gpt-oss's ``sinks``); ``-inf`` is no sink.
+    gate_logits : torch.Tensor, shape (d_v,)
+        ``W_gate x`` for the query, before the sigmoid (Qwen3-Next's gate).
+    labels : sequence of str, optional
+        The keys' tokens; positions by default.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Cells and their numbers have the gids ``"scores j"``, ``"sink logit"``,
+        ``"weights j"``, ``"sink weight"``, ``"output j"``, ``"gate j"``,
+        ``"gated j"``; the keys' total the gid ``"sum"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import torch
+    >>> fig = sink_and_gate(torch.zeros(3), torch.eye(3), 0.0, torch.zeros(3))
+    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts["weights 0"], texts["sink weight"], texts["gate 0"]
+    ('0.25', '0.25', '0.50')
+    >>> plt.close(fig)
+    """
+    from attention.step import attend
+
+    owner = "sink_and_gate"
+    scores = _tensor_arg(owner, "scores", scores, 1, most=8)
+    n = scores.shape[0]
+    values = _tensor_arg(owner, "values", values, 2, most=8)
+    if values.shape[0] != n or values.shape[1] > 6:
+        raise ValueError(
+            f"{owner}: expected values of shape ({n}, d_v ≤ 6), one row per score, "
+            f"got {tuple(values.shape)}"
+        )
+    d_v = values.shape[1]
+    sink = _real_arg(owner, "sink", sink, -math.inf, math.inf)
+    gate_logits = _tensor_arg(owner, "gate_logits", gate_logits, 1, most=6)
+    if gate_logits.shape[0] != d_v:
+        raise ValueError(
+            f"{owner}: expected gate_logits of {d_v} numbers, one per value feature, "
+            f"got {gate_logits.shape[0]}"
+        )
+    names = _labels_arg(owner, labels, n)
+    # The query's scores as q · k with one-hot keys and scale 1; one-hot values give
+    # the weights themselves, the real values the head's output.
+    q = scores.view(1, 1, 1, n)
+    one_hot = torch.eye(n, dtype=torch.float64).view(1, 1, n, n)
+    sinks = torch.tensor([sink], dtype=torch.float64)
+    weights = attend(q, one_hot, one_hot, scale=1.0, sinks=sinks)[0, 0, 0]
+    output = attend(q, one_hot, values.view(1, 1, n, d_v), scale=1.0, sinks=sinks)[0, 0, 0]
+    sink_weight = max(0.0, 1.0 - float(weights.sum()))  # what the keys do not get
+    gate = torch.sigmoid(gate_logits)
+    gated = output * gate
+
+    cell = 0.55
+    left = 2.35
+    width = left + (n + 1) * cell + 0.45 + 0.3
+    height = 5.0
+    fig, ax = _canvas(owner, width, height, title)
+    ink_bound = max(1e-9, float(torch.cat([output, gated]).abs().max()))
+    finite = scores[scores.isfinite()]
+    score_bound = max(1e-9, float(finite.abs().max())) if finite.numel() else 1.0
+    if math.isfinite(sink):
+        score_bound = max(score_bound, abs(sink))
+    x_sink = left + n * cell + 0.45
+    top = height - 0.35
+    sinks_in = ", ".join(_families([m for m in _all_models() if m.sinks]))
+    _header(ax, 0.12, top, f"A sink ({sinks_in}): one more logit, its weight dropped")
+    top -= 0.3
+    for j, name in enumerate(names):
+        ax.text(
+            left + (j + 0.5) * cell, top - 0.02, name, ha="center", va="top", fontsize=8, color=INK
+        )
+    ax.text(x_sink + cell / 2, top - 0.02, "sink", ha="center", va="top", fontsize=8, color=INK)
+    top -= 0.25
+
+    def sink_cell(y, value, gid, colour, dropped=False):
+        ink = INK if dropped or colour == FACECOLOR else _contrast(colour)
+        ax.add_patch(
+            Rectangle(
+                (x_sink, y - cell),
+                cell,
+                cell,
+                facecolor=FACECOLOR if dropped else colour,
+                edgecolor=INK,
+                linestyle="--",
+                linewidth=1.1,
+                gid=gid,
+            )
+        )
+        ax.text(
+            x_sink + cell / 2,
+            y - cell / 2,
+            f"{value:.2f}" if math.isfinite(value) else "−∞",
+            ha="center",
+            va="center",
+            fontsize=8,
+            color=MUTED if dropped else ink,
+            gid=gid,
+        )
+
+    from matplotlib import colormaps
+    from matplotlib.colors import Normalize
+
+    _value_cells(
+        ax,
+        left,
+        top,
+        scores,
+        cell,
+        "scores",
+        low=-score_bound,
+        high=score_bound,
+        hidden=~scores.isfinite(),
+    )
+    norm = Normalize(-score_bound, score_bound)
+    sink_fill = colormaps[SIGNED_CMAP](norm(sink)) if math.isfinite(sink) else FACECOLOR
+    sink_cell(top, sink, "sink logit", sink_fill)
+    _row_label(ax, left - 0.12, top - cell / 2, "scores q · k")
+    top -= cell + 0.12
+    _value_cells(ax, left, top, weights, cell, "weights", cmap="viridis", low=0.0, high=1.0)
+    sink_cell(top, sink_weight, "sink weight", None, dropped=True)
+    _row_label(ax, left - 0.12, top - cell / 2, f"softmax over {n} + 1")
+    ax.text(
+        x_sink + cell / 2,
+        top - cell - 0.04,
+        "dropped",
+        ha="center",
+        va="top",
+        fontsize=8,
+        color=INK,
+        fontweight="bold",
+    )
+    ax.text(
+        left,
+        top - cell - 0.04,
+        f"the keys get {float(weights.sum()):.2f} in all"
+        + (", not 1" if sink_weight >= 0.005 else ""),
+        ha="left",
+        va="top",
+        fontsize=8.5,
+        color=INK,
+        gid="sum",
+    )
+    top -= cell + 0.55
+    gates_in = ", ".join(_families([m for m in _all_models() if m.output_gate]))
+    _header(ax, 0.12, top, f"An output gate ({gates_in}): after the head")
+    top -= 0.12
+    rows = (
+        (output, "output", "o = weights · V", SIGNED_CMAP, -ink_bound, ink_bound),
+        (gate, "gate", "gate = σ(W_gate x)", "viridis", 0.0, 1.0),
+        (gated, "gated", "o ⊙ gate, to W_O", SIGNED_CMAP, -ink_bound, ink_bound),
+    )
+    for vector, gid, label, cmap, low, high in rows:
+        _value_cells(ax, left, top, vector, cell, gid, cmap=cmap, low=low, high=high)
+        _row_label(ax, left - 0.12, top - cell / 2, label)
+        top -= cell + 0.12
+    return fig
+
+
+def _all_models() -> list:
+    from attention.model_facts import MODELS
+
+    return list(MODELS.values())
+
+
+def dsa_pipeline(
+    index_scores: torch.Tensor,
+    top_k: int,
+    weights: torch.Tensor,
+    labels: Sequence[str] | None = None,
+    *,
+    model: object = "DeepSeek-V3.2",
+    title=None,
+) -> Figure:
+    """DeepSeek Sparse Attention for one query: score every key, keep the top k, attend.
+
+    Three rows over the same keys: the lightning indexer's scores (``-inf``, a key the
+    query may not see, is masked); the ``top_k`` keys picked, as
+    :func:`~attention.topk_sparse_attention` picks them; the attention weights, which
+    only the picked keys get. Beside each row, what the step is at a real model's
+    sizes (from ``MODELS``).
+
+    Parameters
+    ----------
+    index_scores : torch.Tensor, shape (num_keys,)
+        The indexer's scores for one query, 1 to 12 keys.
+    top_k : int
+        How many keys the query reads.
+    weights : torch.Tensor, shape (num_keys,)
+        The query's attention weights: 0 off the picked keys, summing to 1 over them.
+    labels : sequence of str, optional
+        The keys' tokens; positions by default.
+    model : str or ModelFacts
+        A model with an indexer, for the sizes beside the rows.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Cells and numbers have the gids ``"scores j"``, ``"picked j"`` (label
+        ``"picked"`` or ``"masked"``) and ``"weights j"``; the sizes ``"sizes <row>"``.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` reads a key the indexer did not pick, or does not sum to 1.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import torch
+    >>> fig = dsa_pipeline(torch.tensor([0.3, -1.0, 2.0]), 1, torch.tensor([0.0, 0.0, 1.0]))
+    >>> [p.get_label() for p in fig.axes[0].patches if (p.get_gid() or "")[:6] == "picked"]
+    ['masked', 'masked', 'picked']
+    >>> plt.close(fig)
+    """
+    from attention.sparse import _chosen
+
+    owner = "dsa_pipeline"
+    index_scores = _tensor_arg(owner, "index_scores", index_scores, 1, most=12)
+    n = index_scores.shape[0]
+    top_k = _int_arg(owner, "top_k", top_k, 1, 10**9)
+    weights = _tensor_arg(owner, "weights", weights, 1, most=12)
+    if weights.shape[0] != n:
+        raise ValueError(f"{owner}: expected {n} weights, one per key, got {weights.shape[0]}")
+    m = _facts(owner, model)
+    if not m.index_topk:
+        raise ValueError(f"{owner}: expected a model with an indexer, got {m.name!r}")
+    names = _labels_arg(owner, labels, n)
+    picked = _chosen(index_scores.view(1, 1, n), top_k)[0, 0]
+    if bool((weights[~picked] != 0).any()) or abs(float(weights.sum()) - 1.0) > 1e-5:
+        raise ValueError(
+            f"{owner}: expected weights that are 0 off the {int(picked.sum())} picked keys "
+            f"and sum to 1, got {[round(w, 4) for w in weights.tolist()]}"
+        )
+    cell = 0.62 if labels is not None else 0.45
+    left = 2.6
+    width = left + n * cell + 0.25
+    height = 0.45 + 3 * cell + 2 * 0.62 + 0.2
+    fig, ax = _canvas(owner, width, height, title)
+    top = height - 0.1
+    for j, name in enumerate(names):
+        ax.text(left + (j + 0.5) * cell, top, name, ha="center", va="top", fontsize=8, color=INK)
+    top -= 0.35
+    finite = index_scores[index_scores.isfinite()]
+    # Only the order counts: the lowest visible score dark, the highest bright.
+    low, high = (float(finite.min()), float(finite.max())) if finite.numel() else (0.0, 1.0)
+    high = max(high, low + 1e-9)
+    steps = (
+        (
+            "1  the indexer scores every key",
+            f"{m.name}: {m.index_n_heads} heads × {m.index_head_dim}, "
+            f"one key of {m.index_head_dim} per token",
+        ),
+        (
+            f"2  keep the top {top_k}",
+            f"{m.name}: the top {m.index_topk:,} of every key",
+        ),
+        (
+            "3  attention over the picks only",
+            f"MLA, {m.num_heads} heads, over ≤ {m.index_topk:,} keys",
+        ),
+    )
+    for row, (label, sizes) in enumerate(steps):
+        if row == 0:
+            _value_cells(
+                ax,
+                left,
+                top,
+                index_scores,
+                cell,
+                "scores",
+                cmap="viridis",
+                low=low,
+                high=high,
+                hidden=~index_scores.isfinite(),
+                fmt="{:.2f}" if cell > 0.5 else "{:.1f}",
+            )
+        elif row == 1:
+            for j in range(n):
+                chosen = bool(picked[j])
+                ax.add_patch(
+                    Rectangle(
+                        (left + j * cell, top - cell),
+                        cell,
+                        cell,
+                        facecolor=CURRENT if chosen else MASKED_FILL,
+                        edgecolor="white" if chosen else MASKED_EDGE,
+                        hatch=None if chosen else MASKED_HATCH,
+                        linewidth=1 if chosen else 0,
+                        gid=f"picked {j}",
+                        label="picked" if chosen else "masked",
+                    )
+                )
+                if chosen:
+                    ax.text(
+                        left + (j + 0.5) * cell,
+                        top - cell / 2,
+                        "✓",
+                        ha="center",
+                        va="center",
+                        fontsize=10,
+                        color="white",
+                        gid=f"picked {j}",
+                    )
+        else:
+            _value_cells(
+                ax,
+                left,
+                top,
+                weights,
+                cell,
+                "weights",
+                cmap="viridis",
+                low=0.0,
+                high=1.0,
+                hidden=~picked,
+                fmt="{:.2f}" if cell > 0.5 else "{:.1f}",
+            )
+        ax.text(
+            0.12,
+            top - cell / 2 + 0.02,
+            label,
+            ha="left",
+            va="bottom",
+            fontsize=9,
+            color=INK,
+            fontweight="bold",
+        )
+        ax.text(
+            0.12,
+            top - cell / 2 - 0.02,
+            textwrap.fill(sizes, int((left - 0.25) / 0.062)),
+            ha="left",
+            va="top",
+            fontsize=7.5,
+            color=CURRENT,
+            gid=f"sizes {row}",
+        )
+        if row < 2:
+            mid = left + n * cell / 2
+            _arrow(ax, (mid, top - cell - 0.08), (mid, top - cell - 0.54), color=MUTED)
+        top -= cell + 0.62
+    return fig
+
+
+def kv_cache_growth(
+    prefill: int, num_tokens: int, labels: Sequence[str] | None = None, *, title=None
+) -> Figure:
+    """A KV cache through prefill and decode: one row per step, the cache growing.
+
+    The first row is the prefill: ``prefill`` queries at once, their keys and values
+    written to the cache. Each later row is one decode step: one new query, whose key
+    and value join the cache (dark), and which reads every cached key. The cache's
+    length on each row is ``len(cache)`` of a real :class:`~attention.KVCache` after
+    that step's ``update``.
+
+    Parameters
+    ----------
+    prefill : int
+        Tokens in the prompt, 1 to ``num_tokens``.
+    num_tokens : int
+        Tokens in all, 1 to 10.
+    labels : sequence of str, optional
+        One per token (the words); positions by default.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Row ``s`` (0 the prefill) has query cells with the gid ``"query <s>"`` and cache
+        cells ``"cache <s>"`` labelled ``"new"`` or ``"cached"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = kv_cache_growth(3, 5)
+    >>> rows = [[p for p in fig.axes[0].patches if p.get_gid() == f"cache {s}"] for s in range(3)]
+    >>> [len(r) for r in rows]
+    [3, 4, 5]
+    >>> plt.close(fig)
+    """
+    from attention.kv_cache import KVCache
+
+    owner = "kv_cache_growth"
+    num_tokens = _int_arg(owner, "num_tokens", num_tokens, 1, 10)
+    prefill = _int_arg(owner, "prefill", prefill, 1, num_tokens)
+    names = _labels_arg(owner, labels, num_tokens)
+    # Run a real cache: one (batch, heads, tokens, head_dim) update per step.
+    cache = KVCache()
+    steps = [range(prefill), *(range(t, t + 1) for t in range(prefill, num_tokens))]
+    held = []
+    for step in steps:
+        new = torch.zeros(1, 1, len(step), 2)
+        cache.update(new, new)
+        held.append(len(cache))
+    cell = 0.6 if labels is not None else 0.42
+    row_h = 0.42
+    left = 1.15
+    x_cache = left + prefill * cell + 0.55
+    width = x_cache + num_tokens * cell + 1.25
+    height = 0.45 + len(steps) * (row_h + 0.16) + 0.3
+    fig, ax = _canvas(owner, width, height, title)
+    top = height - 0.12
+    ax.text(left, top, "queries", ha="left", va="top", fontsize=8.5, color=MUTED)
+    ax.text(
+        x_cache,
+        top,
+        "the cache: keys and values, one per token",
+        ha="left",
+        va="top",
+        fontsize=8.5,
+        color=MUTED,
+    )
+    top -= 0.33
+    size = 8 if labels is not None else 7.5
+    for s, (step, length) in enumerate(zip(steps, held, strict=True)):
+        y = top - row_h
+        label = f"prefill, {len(step)}" if s == 0 else f"decode {s}"
+        _row_label(ax, left - 0.12, y + row_h / 2, label)
+        for i, t in enumerate(step):
+            ax.add_patch(
+                Rectangle(
+                    (left + i * cell, y),
+                    cell,
+                    row_h,
+                    facecolor=HEAD_COLORS[1],
+                    edgecolor="white",
+                    linewidth=1,
+                    gid=f"query {s}",
+                )
+            )
+            ax.text(
+                left + (i + 0.5) * cell,
+                y + row_h / 2,
+                names[t],
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=INK,
+            )
+        _arrow(ax, (left + len(step) * cell + 0.08, y + row_h / 2), (x_cache - 0.08, y + row_h / 2))
+        for t in range(length):
+            fresh = t >= length - len(step)
+            ax.add_patch(
+                Rectangle(
+                    (x_cache + t * cell, y),
+                    cell,
+                    row_h,
+                    facecolor=CURRENT if fresh else DONE,
+                    edgecolor="white",
+                    linewidth=1,
+                    gid=f"cache {s}",
+                    label="new" if fresh else "cached",
+                )
+            )
+            ax.text(
+                x_cache + (t + 0.5) * cell,
+                y + row_h / 2,
+                names[t],
+                ha="center",
+                va="center",
+                fontsize=size,
+                color="white" if fresh else INK,
+            )
+        reads = "each reads\nthe keys up to itself" if s == 0 else f"reads {length} keys"
+        ax.text(
+            x_cache + length * cell + 0.1,
+            y + row_h / 2,
+            reads,
+            ha="left",
+            va="center",
+            fontsize=7.5,
+            color=INK,
+            gid=f"reads {s}",
+        )
+        top = y - 0.16
+    return fig
+
+
+def rotary_pairs(
+    head_dim: int = 16,
+    partial_rotary_factor: float = 0.25,
+    base: float = 10000.0,
+    *,
+    title=None,
+) -> Figure:
+    """Which features of a head turn together: proportional RoPE against partial rotary.
+
+    Two strips of a head's ``head_dim`` features. Above, proportional RoPE (Gemma 4's
+    global layers): feature ``j`` pairs with ``j + head_dim/2`` across the whole head,
+    and only the first ``partial_rotary_factor`` of the pairs turn, at the speeds of a
+    head of ``head_dim``; the others have speed 0. Below, partial rotary (GPT-NeoX,
+    Qwen3-Next): the first ``rotary_dim = head_dim × partial_rotary_factor`` features
+    are a head of their own, ``j`` paired with ``j + rotary_dim/2``, and the rest are
+    left unchanged. The speeds are :func:`~attention.rope_frequencies`'.
+
+    Parameters
+    ----------
+    head_dim : int
+        Even, 4 to 32.
+    partial_rotary_factor : float
+        In (0, 1], with ``head_dim × partial_rotary_factor`` a positive even number.
+    base : float
+        RoPE's base.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Each pair's arc has the gid ``"<layout> <j> <partner>"`` (``layout`` is
+        ``"proportional"`` or ``"partial"``) and the label ``"turns"`` or
+        ``"speed 0"``; the features left unchanged ``"partial still <j>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = rotary_pairs(8, 0.5)
+    >>> sorted(p.get_gid() for p in fig.axes[0].patches if p.get_label() == "turns")
+    ['partial 0 2', 'partial 1 3', 'proportional 0 4', 'proportional 1 5']
+    >>> plt.close(fig)
+    """
+    from attention.rope import rope_frequencies
+
+    owner = "rotary_pairs"
+    head_dim = _int_arg(owner, "head_dim", head_dim, 4, 32)
+    factor = _real_arg(owner, "partial_rotary_factor", partial_rotary_factor, 0.0, 1.0)
+    base = _real_arg(owner, "base", base, 1.0, math.inf)
+    rotary_dim = int(head_dim * factor)
+    if head_dim % 2 or rotary_dim < 2 or rotary_dim % 2:
+        raise ValueError(
+            f"{owner}: expected an even head_dim and head_dim × partial_rotary_factor "
+            f"a positive even number, got {head_dim} × {factor:g} = {head_dim * factor:g}"
+        )
+    proportional, _ = rope_frequencies(
+        head_dim, base, {"rope_type": "proportional", "partial_rotary_factor": factor}
+    )
+    partial, _ = rope_frequencies(
+        head_dim, base, {"rope_type": "default", "partial_rotary_factor": factor}
+    )
+    layouts = (
+        (
+            "proportional",
+            f"proportional (Gemma 4's global layers): j with j + {head_dim // 2}, "
+            f"{int((proportional > 0).sum())} of {len(proportional)} pairs turn",
+            proportional,
+            head_dim // 2,
+        ),
+        (
+            "partial",
+            f"partial rotary (Qwen3-Next): j with j + {rotary_dim // 2} in the first "
+            f"{rotary_dim}, {head_dim - rotary_dim} features unchanged",
+            partial,
+            rotary_dim // 2,
+        ),
+    )
+    cell = min(0.36, 7.0 / head_dim)
+    left = 0.3
+    width = left + head_dim * cell + 0.3
+
+    def room(half):  # the height of the highest arc, plus a margin
+        return 0.18 + 0.1 * (half - 1) + 0.08
+
+    height = sum(0.3 + room(half) + cell + 0.35 for *_, half in layouts) + 0.35
+    fig, ax = _canvas(owner, width, height, title)
+    top = height - 0.1
+    fastest = float(proportional.max())
+    from matplotlib import colormaps
+    from matplotlib.path import Path
+
+    speeds_cmap = colormaps["viridis"]
+    for layout, caption, speeds, half in layouts:
+        ax.text(
+            left,
+            top,
+            textwrap.fill(caption, int((width - left) / 0.068)),
+            ha="left",
+            va="top",
+            fontsize=8.5,
+            color=INK,
+            fontweight="bold",
+        )
+        arc_room = room(half)
+        y = top - 0.3 - arc_room - cell
+        for j in range(head_dim):
+            still = layout == "partial" and j >= rotary_dim
+            ax.add_patch(
+                Rectangle(
+                    (left + j * cell, y),
+                    cell,
+                    cell,
+                    facecolor=FACECOLOR if still else DONE,
+                    edgecolor=INK if still else "white",
+                    linewidth=0.6 if still else 1,
+                    linestyle=":" if still else "-",
+                    gid=f"{layout} still {j}" if still else f"{layout} feature {j}",
+                )
+            )
+            ax.text(
+                left + (j + 0.5) * cell,
+                y + cell / 2,
+                str(j),
+                ha="center",
+                va="center",
+                fontsize=7 if cell < 0.3 else 8,
+                color=MUTED if still else INK,
+            )
+        for j, speed in enumerate(speeds.tolist()):
+            partner = j + half
+            turns = speed > 0
+            x0, x1 = left + (j + 0.5) * cell, left + (partner + 0.5) * cell
+            rise = min(arc_room - 0.05, 0.18 + 0.1 * j)
+            path = Path(
+                [(x0, y + cell), (x0, y + cell + rise), (x1, y + cell + rise), (x1, y + cell)],
+                [Path.MOVETO, Path.CURVE4, Path.CURVE4, Path.CURVE4],
+            )
+            # Brighter for faster pairs: the log of the speed, from base⁻¹ up to the fastest.
+            shade = 1 - math.log(fastest / speed) / math.log(base) if turns else 0.0
+            ax.add_patch(
+                FancyArrowPatch(
+                    path=path,
+                    arrowstyle="-",
+                    color=speeds_cmap(0.85 * shade) if turns else MUTED,
+                    linewidth=2.0 if turns else 0.8,
+                    linestyle="-" if turns else "--",
+                    gid=f"{layout} {j} {partner}",
+                    label="turns" if turns else "speed 0",
+                )
+            )
+        top = y - 0.35
+    ax.text(
+        left,
+        0.1,
+        "solid arcs: pairs that turn (brighter: faster); dashed: speed 0",
+        ha="left",
+        va="bottom",
+        fontsize=8,
+        color=INK,
     )
     return fig

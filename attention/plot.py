@@ -53,7 +53,7 @@ except ModuleNotFoundError as error:  # pragma: no cover - depends on the enviro
         'attention.plot needs matplotlib: pip install "attention-step-by-step[plot]"'
     ) from error
 
-__all__ = ["head_grid", "heatmap"]
+__all__ = ["Curve", "head_grid", "heatmap", "memory_curves"]
 
 #: Background of a figure created here: opaque, so the image reads on dark pages too.
 FACECOLOR = "white"
@@ -528,3 +528,141 @@ def head_grid(
     if hidden.any():
         _legend(fig)
     return fig
+
+
+# -- Memory against context: one style for every log-log cost curve --------------------
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of :func:`memory_curves`: a cost at each number of tokens.
+
+    Attributes
+    ----------
+    label : str or None
+        The legend's entry; ``None`` adds none (a continuation of the line before).
+    tokens, values : sequence of float
+        Where the line is drawn, the same number of each, all positive (log scales).
+    kind : str, optional
+        A layer kind of ``transformers``' ``layer_types`` (``"full_attention"``,
+        ``"sliding_attention"``, ...): the line takes its colour from
+        :data:`attention.diagrams.LAYER_COLORS`, as every per-kind figure does.
+    dashed : bool
+        A dashed line (a bound, a continuation, a "what if").
+    pair : bool
+        Drawn in the colour of the curve before it (a model's line and its variant).
+    marker : str, optional
+        A matplotlib marker for the measured points (``"o"``, ``"s"``, ...).
+    """
+
+    label: str | None
+    tokens: Sequence[float]
+    values: Sequence[float]
+    kind: str | None = None
+    dashed: bool = False
+    pair: bool = False
+    marker: str | None = None
+
+
+def memory_curves(
+    curves: Sequence[Curve],
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+    xlabel: str = "tokens in the cache",
+    ylabel: str = "KV cache of one sequence (GiB)",
+    base: int = 10,
+) -> Axes:
+    """Costs against the number of tokens, on log-log axes, in the site's one style.
+
+    The chapters that count memory (the KV cache per model, local against global
+    layers, each kind of layer's cache or state) all draw the same kind of figure: a
+    line per model or per kind of layer, growing with the context. This draws them
+    alike: white background, log scales on both axes, a light grid, lines of a layer
+    kind in its colour from :data:`attention.diagrams.LAYER_COLORS`, a legend.
+
+    Parameters
+    ----------
+    curves : sequence of Curve
+        The lines, in the legend's order.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; by default a new 7 × 4.5 inch figure.
+    title, xlabel, ylabel : str
+    base : int
+        The base of the token axis' logarithm: 10, or 2 for lengths that are powers
+        of two.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> tokens = [2**p for p in range(4, 12)]
+    >>> ax = memory_curves([
+    ...     Curve("full", tokens, [t * 1.0 for t in tokens], kind="full_attention"),
+    ...     Curve("window 256", tokens, [min(t, 256) for t in tokens],
+    ...           kind="sliding_attention"),
+    ... ], base=2)
+    >>> ax.get_xscale(), ax.get_yscale(), [t.get_text() for t in ax.get_legend().texts]
+    ('log', 'log', ['full', 'window 256'])
+    >>> plt.close(ax.figure)
+    """
+    from attention.diagrams import LAYER_COLORS
+
+    owner = "memory_curves"
+    if isinstance(curves, Curve) or not isinstance(curves, Sequence):
+        raise TypeError(f"{owner}: expected a sequence of Curve, got {type(curves).__name__}")
+    if not curves:
+        raise ValueError(f"{owner}: expected at least one Curve, got none")
+    for curve in curves:
+        if not isinstance(curve, Curve):
+            raise TypeError(f"{owner}: expected Curve items, got {type(curve).__name__}")
+        if len(curve.tokens) != len(curve.values) or not len(curve.tokens):
+            raise ValueError(
+                f"{owner}: expected as many values as tokens (at least one) for "
+                f"{curve.label!r}, got {len(curve.tokens)} and {len(curve.values)}"
+            )
+        if min(map(float, curve.tokens)) <= 0 or min(map(float, curve.values)) <= 0:
+            raise ValueError(
+                f"{owner}: expected positive tokens and values on log scales for "
+                f"{curve.label!r}, got a value <= 0"
+            )
+        if curve.kind is not None and curve.kind not in LAYER_COLORS:
+            raise ValueError(
+                f"{owner}: expected a kind in {sorted(LAYER_COLORS)}, got {curve.kind!r}"
+            )
+    if curves[0].pair:
+        raise ValueError(f"{owner}: expected the first curve without pair=True, got pair=True")
+    if base not in (2, 10):
+        raise ValueError(f"{owner}: expected base 2 or 10, got {base!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5), layout="constrained", facecolor=FACECOLOR)
+    colour = None
+    for curve in curves:
+        if curve.kind is not None:
+            colour = LAYER_COLORS[curve.kind]
+        elif not curve.pair:
+            colour = None  # the next colour of the cycle
+        (line,) = ax.plot(
+            [float(t) for t in curve.tokens],
+            [float(v) for v in curve.values],
+            linestyle="--" if curve.dashed else "-",
+            linewidth=1.4 if curve.dashed else 2.0,
+            marker=curve.marker,
+            markersize=4,
+            color=colour,
+            label=curve.label,
+        )
+        colour = line.get_color()
+    ax.set_xscale("log", base=base)
+    ax.set_yscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    labelled = [c for c in curves if c.label]
+    if labelled:
+        ax.legend(fontsize=8 if len(labelled) > 4 else 9)
+    return ax

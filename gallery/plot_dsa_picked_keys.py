@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import LightningIndexer, topk_sparse_attention
+from attention.plot import heatmap
 
 torch.manual_seed(0)
 tokens, dim, rotated, top_k = 64, 16, 8, 8
@@ -83,12 +84,19 @@ print("same as attention over them:", torch.allclose(out[0, 0, -1], weights @ ke
 # where its turns happen to bring ``c`` back into line.
 
 fig, ax = plt.subplots(figsize=(6.4, 6.0), layout="constrained")
-ax.imshow(picked, cmap="Greys", interpolation="nearest")
-future = torch.ones(tokens, tokens).triu(diagonal=1)
-ax.imshow(future, cmap="Blues", alpha=0.15 * future.numpy(), interpolation="nearest")
+every_8th = [str(i) if i % 8 == 0 else "" for i in range(tokens)]
+heatmap(
+    picked.float(),
+    every_8th,
+    every_8th,
+    ax=ax,
+    allowed=picked,
+    annotate=False,
+    colorbar=False,
+    xlabel="key (coloured: picked; hatched: not read)",
+    ylabel="query",
+)
 for t in MARKED:
     ax.axvline(t, color="tab:red", lw=0.8, alpha=0.5)
-ax.set_xlabel("key (black: picked)")
-ax.set_ylabel("query")
 ax.set_title(f"The {top_k} keys each query picks; red: the marked tokens")
 plt.show()

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import GroupedQueryAttention, StreamingCache
+from attention.plot import heatmap
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -45,9 +46,16 @@ print("the last step = the kept tokens alone:", torch.allclose(last, alone, atol
 # 40 tokens never needs more.
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
-left.imshow(held, cmap="Greys")
-left.set(
-    xlabel="token position in the text",
+every_8th = [str(i) if i % 8 == 0 else "" for i in range(steps)]
+heatmap(
+    held,
+    every_8th,
+    every_8th,
+    ax=left,
+    allowed=held.bool(),
+    annotate=False,
+    colorbar=False,
+    xlabel="token position in the text (coloured: held)",
     ylabel="decoding step",
     title="held by StreamingCache(4, 12)",
 )

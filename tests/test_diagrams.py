@@ -466,3 +466,304 @@ def test_packing_diagram_pads_and_packs_the_requests_cu_seqlens_describes():
 def test_packing_diagram_rejects_what_it_cannot_draw(args, error, message):
     with pytest.raises(error, match=rf"packing_diagram: .*{message}"):
         packing_diagram(*args)
+
+
+# -- The delta rule, sinks and gates, DSA, the KV cache, rotary pairs ----------------
+import itertools  # noqa: E402
+import math  # noqa: E402
+
+from attention import (  # noqa: E402
+    TOKENS,
+    KVCache,
+    LightningIndexer,
+    apply_rope,
+    attend,
+    gated_delta_rule,
+    rope_frequencies,
+    scaled_dot_product_weights,
+)
+from attention.diagrams import (  # noqa: E402
+    delta_chunks,
+    delta_rule_step,
+    dsa_pipeline,
+    kv_cache_growth,
+    rotary_pairs,
+    sink_and_gate,
+)
+
+X = INPUTS
+
+
+def numbers(fig: Figure, prefix: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """The numbers written in the cells with gids ``"<prefix> i j"`` (or ``"<prefix> j"``)."""
+    texts = gid_texts(fig)
+    out = torch.empty(shape, dtype=torch.float64)
+    for index in itertools.product(*map(range, shape)):
+        out[index] = float(texts[" ".join([prefix, *map(str, index)])].replace("−", "-"))
+    return out
+
+
+def running_state(tokens: int, beta: float = 1.0) -> torch.Tensor:
+    x = X.view(1, 6, 1, 3)[:, :tokens]
+    _, state = gated_delta_rule(
+        x, x, x, torch.zeros(1, tokens, 1), torch.full((1, tokens, 1), beta)
+    )
+    return state[0, 0]
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.5])
+def test_delta_rule_step_draws_the_state_gated_delta_rule_computes(beta):
+    state, k, v = running_state(3), X[3], X[4]
+    fig = delta_rule_step(state, k, v, beta)
+    drawn(fig)
+    x = lambda t: t.view(1, 1, 1, -1)  # noqa: E731
+    _, after = gated_delta_rule(
+        x(k),
+        x(k),
+        x(v),
+        torch.zeros(1, 1, 1),
+        torch.full((1, 1, 1), beta),
+        initial_state=state[None, None],
+    )
+    assert torch.allclose(numbers(fig, "before", (3, 3)), state.double(), atol=0.006)
+    assert torch.allclose(numbers(fig, "after", (3, 3)), after[0, 0].double(), atol=0.006)
+    write = numbers(fig, "write", (3, 3))
+    # The write is what turns the state before into the state after, and it is rank one:
+    # the key's column times the error's row.
+    assert torch.allclose(write, (after[0, 0] - state).double(), atol=0.011)
+    unit = k / k.norm()
+    error = numbers(fig, "error", (3,))
+    assert torch.allclose(numbers(fig, "k", (3,)), unit.double(), atol=0.006)
+    assert torch.allclose(error, beta * (v - state.T @ unit).double(), atol=0.006)
+    assert torch.allclose(write, torch.outer(unit.double(), error), atol=0.011)
+    read = numbers(fig, "read", (3,))
+    assert torch.allclose(read, (after[0, 0].T @ unit).double(), atol=0.006)
+    if beta == 1.0:  # the corrected state returns the value for the key
+        assert torch.allclose(read, v.double(), atol=0.006)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((torch.zeros(3, 3), [1.0, 0, 0], torch.zeros(3)), TypeError, "k as a torch.Tensor"),
+        ((torch.zeros(3, 3), torch.zeros(2), torch.zeros(3)), ValueError, "k of 3 and v of 3"),
+        ((torch.zeros(7, 3), torch.zeros(7), torch.zeros(3)), ValueError, "1 to 6 entries"),
+        ((torch.zeros(2, 2), torch.ones(2), torch.ones(2), 1.5), ValueError, r"beta in \[0, 1\]"),
+        ((torch.zeros(2, 2), torch.ones(2), torch.ones(2), "1"), TypeError, "beta as a number"),
+    ],
+)
+def test_delta_rule_step_rejects_what_it_cannot_draw(args, error, message):
+    with pytest.raises(error, match=rf"delta_rule_step: expected .*{message}"):
+        delta_rule_step(*args)
+
+
+@pytest.mark.parametrize(("tokens", "chunk"), [(6, 4), (6, 2), (5, 5), (7, 3)])
+def test_delta_chunks_cuts_where_the_chunked_form_cuts(tokens, chunk):
+    fig = delta_chunks(tokens, chunk)
+    drawn(fig)
+    patches = fig.axes[0].patches
+    starts = list(range(0, tokens, chunk))
+    for c, start in enumerate(starts):
+        members = [
+            int(p.get_gid().split()[1])
+            for p in patches
+            if (p.get_gid() or "").startswith("token ") and p.get_label() == f"chunk {c}"
+        ]
+        assert members == list(range(start, min(start + chunk, tokens)))
+        n = len(members)
+        cells = {
+            tuple(map(int, p.get_gid().split()[2:])): p.get_label() == "masked"
+            for p in patches
+            if (p.get_gid() or "").startswith(f"chunk {c} ")
+        }
+        tril = torch.ones(n, n, dtype=torch.bool).tril()
+        assert cells == {(i, j): not bool(tril[i, j]) for i in range(n) for j in range(n)}
+    states = [p for p in patches if (p.get_gid() or "").startswith("state ")]
+    assert len(states) == len(starts) + 1
+    # The state passed between chunks is all a chunk needs: running the chunks one by
+    # one, each from the state the previous one left, gives the one-pass numbers.
+    x = torch.randn(1, tokens, 1, 3)
+    g, beta = -torch.rand(1, tokens, 1), torch.rand(1, tokens, 1)
+    whole, _ = gated_delta_rule(x, x, x, g, beta, chunk_size=chunk)
+    state, outs = None, []
+    for start in starts:
+        part = slice(start, start + chunk)
+        out, state = gated_delta_rule(
+            x[:, part], x[:, part], x[:, part], g[:, part], beta[:, part], initial_state=state
+        )
+        outs.append(out)
+    assert torch.allclose(torch.cat(outs, dim=1), whole, atol=1e-5)
+    steps = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "steps"]
+    assert steps == [
+        f"{tokens} tokens in chunks of {chunk}: {len(starts)} sequential steps instead of {tokens}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((6, 7), ValueError, "chunk_size from 1 to 6"),
+        ((6.0, 2), TypeError, "num_tokens as an int"),
+        ((17, 2), ValueError, "num_tokens from 1 to 16"),
+        ((3, 2, ["a"]), ValueError, "3 labels"),
+    ],
+)
+def test_delta_chunks_rejects_what_it_cannot_draw(args, error, message):
+    with pytest.raises(error, match=rf"delta_chunks: expected {message}"):
+        delta_chunks(*args)
+
+
+@pytest.mark.parametrize("sink", [0.0, 1.5, -math.inf])
+def test_sink_and_gate_draws_what_attend_computes_with_the_sink(sink):
+    scores = X[5] @ X.T / math.sqrt(3)
+    gate_logits = torch.tensor([2.0, -1.0, 0.0])
+    fig = sink_and_gate(scores, X, sink, gate_logits, TOKENS)
+    drawn(fig)
+    # The same row, as attend computes it for a query whose scores these are.
+    q = X[5].view(1, 1, 1, 3)
+    v = torch.eye(6).view(1, 1, 6, 6)
+    weights = attend(q, X.view(1, 1, 6, 3), v, sinks=torch.tensor([sink]))[0, 0, 0]
+    output = attend(q, X.view(1, 1, 6, 3), X.view(1, 1, 6, 3), sinks=torch.tensor([sink]))
+    assert torch.allclose(numbers(fig, "weights", (6,)), weights.double(), atol=0.006)
+    texts = gid_texts(fig)
+    # The sink's weight is the softmax's last column over the scores and the sink.
+    full = torch.softmax(torch.cat([scores, torch.tensor([sink])]), dim=0)
+    assert float(texts["sink weight"]) == pytest.approx(float(full[-1]), abs=0.006)
+    assert f"{float(weights.sum()):.2f} in all" in texts["sum"]
+    o = output[0, 0, 0].double()
+    assert torch.allclose(numbers(fig, "output", (3,)), o, atol=0.006)
+    gate = torch.sigmoid(gate_logits).double()
+    assert torch.allclose(numbers(fig, "gate", (3,)), gate, atol=0.006)
+    assert torch.allclose(numbers(fig, "gated", (3,)), o * gate, atol=0.006)
+    if sink == -math.inf:
+        assert texts["sink weight"] == "0.00" and "1.00 in all" in texts["sum"]
+
+
+def test_sink_and_gate_rejects_what_it_cannot_draw():
+    with pytest.raises(ValueError, match=r"sink_and_gate: expected values of shape \(3, d_v"):
+        sink_and_gate(torch.zeros(3), torch.zeros(2, 2), 0.0, torch.zeros(2))
+    with pytest.raises(ValueError, match=r"sink_and_gate: expected gate_logits of 2"):
+        sink_and_gate(torch.zeros(3), torch.zeros(3, 2), 0.0, torch.zeros(3))
+    with pytest.raises(TypeError, match=r"sink_and_gate: expected sink as a number"):
+        sink_and_gate(torch.zeros(3), torch.zeros(3, 2), "0", torch.zeros(2))
+    with pytest.raises(TypeError, match=r"sink_and_gate: expected scores of a floating"):
+        sink_and_gate(torch.zeros(3, dtype=torch.long), torch.zeros(3, 2), 0.0, torch.zeros(2))
+
+
+def indexer_row():
+    """The last token's index scores from a real LightningIndexer, and its picks' weights."""
+    from attention.sparse import _chosen
+
+    with torch.random.fork_rng():
+        torch.manual_seed(123)
+        indexer = LightningIndexer(3, 3, num_heads=3, head_dim=4, qk_rope_head_dim=2)
+    with torch.no_grad():
+        scores = indexer(X[None], X[None])[0]  # (6, 6), -inf above the diagonal
+    allowed = _chosen(scores[None], 2)
+    weights = scaled_dot_product_weights(X[None, None], X[None, None], allowed=allowed)
+    return scores, weights[0, 0]
+
+
+@pytest.mark.parametrize("query", [2, 5])
+def test_dsa_pipeline_picks_the_keys_topk_sparse_attention_reads(query):
+    from attention import topk_sparse_attention
+
+    scores, weights = indexer_row()
+    fig = dsa_pipeline(scores[query], 2, weights[query], TOKENS)
+    drawn(fig)
+    m = MODELS["DeepSeek-V3.2"]
+    picked = {
+        int(p.get_gid().split()[1])
+        for p in fig.axes[0].patches
+        if (p.get_gid() or "").startswith("picked") and p.get_label() == "picked"
+    }
+    finite = scores[query].isfinite()
+    assert picked == set(scores[query].masked_fill(~finite, -math.inf).topk(2).indices.tolist())
+    # Those keys, and only those, change the output of topk_sparse_attention.
+    qkv = X.view(1, 1, 6, 3)
+    out = topk_sparse_attention(qkv, qkv, qkv, scores[None], top_k=2)[0, 0, query]
+    chosen = X[sorted(picked)]
+    by_hand = torch.softmax(chosen @ X[query] / math.sqrt(3), dim=-1) @ chosen
+    assert torch.allclose(out, by_hand, atol=1e-6)
+    texts = gid_texts(fig)
+    drawn_weights = {j for j in range(6) if f"weights {j}" in texts}
+    assert drawn_weights == picked
+    assert f"{m.index_n_heads} heads × {m.index_head_dim}" in texts["sizes 0"]
+    assert f"top {m.index_topk:,}" in texts["sizes 1"]
+    masked = [
+        int(p.get_gid().split()[1])
+        for p in fig.axes[0].patches
+        if (p.get_gid() or "").startswith("scores") and p.get_label() == "masked"
+    ]
+    assert masked == [j for j in range(6) if not finite[j]]
+
+
+def test_dsa_pipeline_refuses_weights_on_keys_it_did_not_pick():
+    scores, weights = indexer_row()
+    with pytest.raises(ValueError, match=r"dsa_pipeline: expected weights that are 0 off"):
+        dsa_pipeline(scores[5], 1, weights[5])  # weights of top-2 against a top-1 pick
+    with pytest.raises(ValueError, match=r"dsa_pipeline: expected a model with an indexer"):
+        dsa_pipeline(scores[5], 2, weights[5], model="Llama 3 8B")
+    with pytest.raises(TypeError, match=r"dsa_pipeline: expected top_k as an int"):
+        dsa_pipeline(scores[5], 2.0, weights[5])
+
+
+@pytest.mark.parametrize(("prefill", "tokens"), [(3, 6), (1, 4), (5, 5)])
+def test_kv_cache_growth_rows_are_a_kv_caches_lengths(prefill, tokens):
+    fig = kv_cache_growth(prefill, tokens, TOKENS[:tokens] if tokens <= 6 else None)
+    drawn(fig)
+    patches = fig.axes[0].patches
+    cache = KVCache()
+    steps = [prefill] + [1] * (tokens - prefill)
+    for s, n in enumerate(steps):
+        cache.update(torch.zeros(1, 1, n, 4), torch.zeros(1, 1, n, 4))
+        row = [p for p in patches if p.get_gid() == f"cache {s}"]
+        assert len(row) == len(cache)
+        assert [p.get_label() for p in row] == ["cached"] * (len(cache) - n) + ["new"] * n
+        assert sum(p.get_gid() == f"query {s}" for p in patches) == n
+    with pytest.raises(ValueError, match=r"kv_cache_growth: expected prefill from 1 to 4"):
+        kv_cache_growth(5, 4)
+    with pytest.raises(TypeError, match=r"kv_cache_growth: expected num_tokens as an int"):
+        kv_cache_growth(1, "4")
+
+
+@pytest.mark.parametrize(("head_dim", "factor"), [(16, 0.25), (8, 0.5), (12, 1 / 3)])
+def test_rotary_pairs_pair_the_features_rope_turns_together(head_dim, factor):
+    fig = rotary_pairs(head_dim, factor)
+    drawn(fig)
+    rotary_dim = int(head_dim * factor)
+    arcs = {
+        p.get_gid(): p.get_label()
+        for p in fig.axes[0].patches
+        if p.get_label() in ("turns", "speed 0")
+    }
+
+    def moved(layout_kwargs):
+        """For each feature, the features a turn by position 1 mixes it with."""
+        basis = torch.eye(head_dim, dtype=torch.float64)
+        turned = apply_rope(basis[:, None], positions=[1], **layout_kwargs)[:, 0]
+        return {
+            j: set(torch.nonzero(turned[j].abs() > 1e-12).flatten().tolist()) - {j}
+            for j in range(head_dim)
+        }
+
+    proportional = {"rope_type": "proportional", "partial_rotary_factor": factor}
+    for layout, mixes in (
+        ("proportional", moved({"scaling": proportional})),
+        ("partial", moved({"partial_rotary_factor": factor})),
+    ):
+        turning = {f"{layout} {j} {min(p)}" for j, p in mixes.items() if p and min(p) > j}
+        assert {
+            gid for gid, label in arcs.items() if gid.startswith(layout) and label == "turns"
+        } == turning
+    speeds, _ = rope_frequencies(head_dim, 1e4, proportional)
+    assert sum(label == "speed 0" for label in arcs.values()) == int((speeds == 0).sum())
+    still = [p for p in fig.axes[0].patches if (p.get_gid() or "").startswith("partial still")]
+    assert len(still) == head_dim - rotary_dim
+
+
+def test_rotary_pairs_rejects_what_it_cannot_draw():
+    with pytest.raises(ValueError, match=r"rotary_pairs: expected an even head_dim"):
+        rotary_pairs(16, 0.1)
+    with pytest.raises(TypeError, match=r"rotary_pairs: expected head_dim as an int"):
+        rotary_pairs(16.0)

@@ -398,3 +398,59 @@ def test_heatmap_draws_into_axes_inside_a_subfigure():
     ax = heatmap(torch.rand(4, 4), ax=right.subplots(), allowed="causal")
     assert ax.images and len(ax.texts) == 10  # the 10 visible cells are annotated
     plt.close(fig)
+
+
+# -- memory_curves: one style for the log-log cost figures ----------------------------
+
+from attention.diagrams import LAYER_COLORS  # noqa: E402
+from attention.plot import Curve, memory_curves  # noqa: E402
+
+
+def test_memory_curves_draw_each_models_cache_on_log_log_axes():
+    from attention import MODELS
+
+    names = ["Llama 3 8B", "Mistral 7B"]
+    tokens = [2**p for p in range(4, 14)]
+    curves = [Curve(n, tokens, [MODELS[n].kv_cache_bytes(t) for t in tokens]) for n in names]
+    curves.append(Curve(None, tokens, [2.0 * t for t in tokens], dashed=True, pair=True))
+    ax = memory_curves(curves)
+    lines = ax.get_lines()
+    for line, name in zip(lines, names, strict=False):
+        assert list(line.get_xdata()) == tokens
+        assert list(line.get_ydata()) == [MODELS[name].kv_cache_bytes(t) for t in tokens]
+        assert line.get_linestyle() == "-"
+    # Mistral's cache stops growing at its window: the drawn line is flat past it.
+    flat = [y for x, y in zip(tokens, lines[1].get_ydata(), strict=True) if x >= 4096]
+    assert len(set(flat)) == 1
+    assert to_rgba(lines[0].get_color()) != to_rgba(lines[1].get_color())
+    assert lines[2].get_color() == lines[1].get_color()  # pair: the colour before
+    assert lines[2].get_linestyle() == "--"
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert [t.get_text() for t in ax.get_legend().texts] == names  # None: no entry
+    assert to_rgba(ax.figure.get_facecolor()) == to_rgba(FACECOLOR)
+
+
+def test_memory_curves_colour_a_layer_kind_with_its_palette_colour():
+    tokens = [64, 128, 256]
+    kinds = ["full_attention", "sliding_attention", "linear_attention"]
+    ax = memory_curves([Curve(k, tokens, [1, 2, 3], kind=k) for k in kinds], base=2)
+    for line, kind in zip(ax.get_lines(), kinds, strict=True):
+        assert to_rgba(line.get_color()) == to_rgba(LAYER_COLORS[kind])
+    assert ax.xaxis.get_transform().base == 2
+
+
+@pytest.mark.parametrize(
+    ("curves", "error", "message"),
+    [
+        (Curve("a", [1], [1]), TypeError, "a sequence of Curve"),
+        ([], ValueError, "at least one Curve, got none"),
+        ([("a", [1], [1])], TypeError, "Curve items, got tuple"),
+        ([Curve("a", [1, 2], [1])], ValueError, "as many values as tokens"),
+        ([Curve("a", [0, 2], [1, 1])], ValueError, "positive tokens and values"),
+        ([Curve("a", [1], [1], kind="global")], ValueError, "a kind in"),
+        ([Curve("a", [1], [1], pair=True)], ValueError, "first curve without pair"),
+    ],
+)
+def test_memory_curves_reject_what_they_cannot_draw(curves, error, message):
+    with pytest.raises(error, match=rf"memory_curves: expected.*{message}"):
+        memory_curves(curves)
