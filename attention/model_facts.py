@@ -743,6 +743,37 @@ class ModelFacts:
             _checks.positive_int(f"ModelFacts {self.name!r}", name, getattr(self, name))
         self._check_across_groups()
 
+    @classmethod
+    def from_config(
+        cls, config: object, *, name: str | None = None, checkpoint: str = "", year: int = 0
+    ) -> ModelFacts:
+        """The facts of a model from its ``transformers`` config, a ``config.json`` dict
+        or a path to one: :func:`attention.atlas.facts_from_config`.
+
+        Examples
+        --------
+        >>> ModelFacts.from_config({"model_type": "llama", "num_hidden_layers": 2,
+        ...     "hidden_size": 64, "num_attention_heads": 4}).attention
+        'MHA'
+        """
+        from attention.atlas import facts_from_config
+
+        return facts_from_config(config, name=name, checkpoint=checkpoint, year=year)
+
+    def recipe(self) -> str:
+        """A short summary of the model's attention, each mechanism named as the chapters
+        name it: :func:`attention.atlas.recipe`.
+
+        Examples
+        --------
+        >>> from attention import MODELS
+        >>> print(MODELS["Mistral 7B"].recipe())  # doctest: +ELLIPSIS
+        Mistral 7B: 32 layers, all sliding (window 4,096); GQA, ...
+        """
+        from attention.atlas import recipe
+
+        return recipe(self)
+
     def _check_across_groups(self) -> None:
         """What no group can check alone: how it fits the model's layers and the other
         groups."""
@@ -881,7 +912,10 @@ class ModelFacts:
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind, in ``transformers``' names, ``"full_attention"``,
         ``"sliding_attention"``, ``"chunked_attention"``, ``"linear_attention"`` or
-        ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention)."""
+        ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention);
+        or any kind of ``KINDS`` where the model gives a ``layer_pattern``."""
+        if self.layer_pattern is not None:
+            return self.layer_pattern
         full = INDEXED if self.indexer is not None else FULL
         if self.local is None:
             return (full,) * self.layers
