@@ -57,7 +57,18 @@ from attention.model_facts import (
     TemperatureTuning,
 )
 
-__all__ = ["BITS", "Bill", "bill", "facts_from_config", "layer_strip", "parameter_count"]
+__all__ = [
+    "BITS",
+    "STRIP_LETTERS",
+    "Bill",
+    "bill",
+    "cache_profile",
+    "facts_from_config",
+    "layer_strip",
+    "main",
+    "parameter_count",
+    "recipe",
+]
 
 #: Bits of one number in each type the bill knows (weights or cache).
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
@@ -867,6 +878,8 @@ class Bill:
 
     Attributes
     ----------
+    tokens, batch : int
+        The context length and the number of sequences.
     weights : int or None
         ``parameters * bits / 8`` (``None``: the parameter count is unknown).
     cache : int
