@@ -58,11 +58,13 @@ from attention.latent import latent_cache_bytes_per_token
 
 __all__ = [
     "Chunked",
+    "Compressed",
     "GlobalLayers",
     "Indexer",
     "Latent",
     "LayerParts",
     "LinearAttention",
+    "Mamba",
     "ModelFacts",
     "Rope",
     "Scores",
@@ -75,6 +77,14 @@ __all__ = [
 FULL, SLIDING = "full_attention", "sliding_attention"
 CHUNKED, LINEAR = "chunked_attention", "linear_attention"
 INDEXED = "indexed_attention"  # DeepSeek Sparse Attention: MLA over the keys an indexer picks
+# Kinds a model gives outright, layer by layer (``layer_pattern``): hybrids of three or
+# more kinds, and layers that are not attention at all.
+MAMBA = "mamba"  # a Mamba or Mamba-2 mixer: a state of fixed size (Jamba, Nemotron-H)
+HYBRID = "hybrid"  # attention and a Mamba-2 mixer side by side in one layer (Falcon-H1)
+NO_MIXER = "mlp"  # an MLP or MoE block only: nothing mixes the tokens, nothing is cached
+CSA = "compressed_sparse_attention"  # DeepSeek-V4: a window plus compressed entries, indexed
+HCA = "heavily_compressed_attention"  # DeepSeek-V4: a window plus heavily compressed entries
+KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA)
 QK_NORMS = ("head", "projection", "l2")
 # The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
@@ -285,9 +295,10 @@ class LinearAttention(_LocalLayers):
         ``num_value_heads // num_key_heads`` consecutive value heads).
     key_head_dim, value_head_dim : int
         Their sizes.
-    conv_kernel_dim : int
+    conv_kernel_dim : int or None
         Taps of the short causal convolution over the queries, keys and values
-        (``short_conv_kernel_size`` in Kimi Linear's file).
+        (``short_conv_kernel_size`` in Kimi Linear's file); ``None``: no convolution
+        (MiniMax's lightning attention).
     """
 
     kind: ClassVar[str] = LINEAR
@@ -296,7 +307,7 @@ class LinearAttention(_LocalLayers):
     num_value_heads: int
     key_head_dim: int
     value_head_dim: int
-    conv_kernel_dim: int
+    conv_kernel_dim: int | None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -317,11 +328,17 @@ class LinearAttention(_LocalLayers):
         - the delta rule's state, a ``key_head_dim`` by ``value_head_dim`` matrix per
           value head, in ``state_dtype``.
         """
+        conv, delta = self.state_numbers()
+        return conv * _dtype_bytes("layer_state_bytes", dtype) + delta * _dtype_bytes(
+            "layer_state_bytes", state_dtype
+        )
+
+    def state_numbers(self) -> tuple[int, int]:
+        """Numbers of the two states: ``(convolution window, recurrent state)``."""
         channels = 2 * self.num_key_heads * self.key_head_dim
         channels += self.num_value_heads * self.value_head_dim
-        conv = channels * self.conv_kernel_dim * _dtype_bytes("layer_state_bytes", dtype)
-        delta = self.num_value_heads * self.key_head_dim * self.value_head_dim
-        return conv + delta * _dtype_bytes("layer_state_bytes", state_dtype)
+        conv = channels * (self.conv_kernel_dim or 0)
+        return conv, self.num_value_heads * self.key_head_dim * self.value_head_dim
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -370,6 +387,85 @@ class Indexer(_Group):
     num_heads: int
     head_dim: int
     top_k: int
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Mamba(_Group):
+    """A Mamba mixer's sizes: the layers of ``"mamba"`` (or ``"hybrid"``) kind keep a
+    state of fixed size, as a Gated DeltaNet layer does (Part IV).
+
+    Attributes
+    ----------
+    mixer : str
+        ``"Mamba"`` (Jamba) or ``"Mamba-2"`` (Nemotron-H, Falcon-H1).
+    inner_size : int
+        The channels the mixer works in: ``mamba_expand * hidden_size`` (Mamba), or
+        heads times head size (Mamba-2: ``mamba_num_heads * mamba_head_dim``).
+    state_size : int
+        Numbers of state per channel (``mamba_d_state``, ``ssm_state_size``).
+    conv_kernel_dim : int
+        Taps of the short causal convolution (``mamba_d_conv``, ``conv_kernel``).
+    num_heads : int or None
+        Mamba-2's heads (``mamba_num_heads``, ``mamba_n_heads``).
+    n_groups : int or None
+        Mamba-2's groups of ``B`` and ``C`` projections, which go through the
+        convolution with the inner channels (``n_groups``, ``mamba_n_groups``).
+
+    Examples
+    --------
+    >>> Mamba(mixer="Mamba-2", inner_size=16, state_size=4, conv_kernel_dim=3,
+    ...       num_heads=4, n_groups=2).state_numbers()  # (16 + 2*2*4) * 3, 16 * 4
+    (96, 64)
+    """
+
+    mixer: str = field(metadata={"choices": ("Mamba", "Mamba-2")})
+    inner_size: int
+    state_size: int
+    conv_kernel_dim: int
+    num_heads: int | None = None
+    n_groups: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        two = self.mixer == "Mamba-2"
+        if two != (self.num_heads is not None) or two != (self.n_groups is not None):
+            raise ValueError(
+                f"Mamba: expected num_heads and n_groups with Mamba-2 only, got "
+                f"mixer={self.mixer!r}, num_heads={self.num_heads}, n_groups={self.n_groups}"
+            )
+
+    def state_numbers(self) -> tuple[int, int]:
+        """Numbers of one layer's two states, as ``transformers``' cache holds them
+        (``conv_states`` and ``recurrent_states`` of its ``LinearAttentionLayer``):
+        ``(convolution window, SSM state)``. The window keeps all ``conv_kernel_dim``
+        inputs of ``inner_size + 2 * n_groups * state_size`` channels (one fewer would
+        do); the SSM state is ``inner_size * state_size`` numbers."""
+        channels = self.inner_size + 2 * (self.n_groups or 0) * self.state_size
+        return channels * self.conv_kernel_dim, self.inner_size * self.state_size
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Compressed(_Group):
+    """DeepSeek-V4's compressed attention: every layer attends to a sliding window of
+    uncompressed keys, and its ``"compressed_sparse_attention"`` (CSA) and
+    ``"heavily_compressed_attention"`` (HCA) layers also to compressed entries, one per
+    ``csa_rate`` or ``hca_rate`` tokens (``compress_rates``). A CSA layer's lightning
+    indexer (``indexer``) picks ``top_k`` of its entries, from compressed indexer keys.
+
+    Keys and values are one vector per token (one head, ``num_kv_heads`` of 1, the
+    key serving as the value): the cache keeps it once.
+
+    Attributes
+    ----------
+    csa_rate, hca_rate : int
+        Tokens per compressed entry in the two kinds of layers.
+    rope_theta : float or None
+        RoPE's base for the compressed entries (``compress_rope_theta``).
+    """
+
+    csa_rate: int
+    hca_rate: int
+    rope_theta: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -488,6 +584,15 @@ class Weights(_Group):
             raise ValueError("Weights: expected a source for the count, got ''")
 
 
+def _count(owner: str, name: str, value: object) -> int:
+    """``value`` as a count from 0: TypeError if it is not an int, ValueError if < 0."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}: expected {name} to be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{owner}: expected {name} >= 0, got {value}")
+    return value
+
+
 def _flat(group: str, name: str, absent: object = None) -> property:
     """The config's flat name for ``group.name``: ``absent`` where the model lacks the
     group (or its kind has no such field)."""
@@ -543,7 +648,17 @@ class ModelFacts:
         Multi-head latent attention (DeepSeek, Kimi Linear's full layers).
     indexer : Indexer or None
         DeepSeek Sparse Attention's lightning indexer, which picks the keys each query
-        of the latent attention reads.
+        of the latent attention reads (or the compressed entries of DeepSeek-V4's CSA
+        layers).
+    mamba : Mamba or None
+        The Mamba mixer of the ``"mamba"`` and ``"hybrid"`` layers (Jamba, Nemotron-H,
+        Falcon-H1).
+    compressed : Compressed or None
+        DeepSeek-V4's compressed entries.
+    layer_pattern : tuple of str or None
+        Each layer's kind, given outright where the groups cannot say it: models of
+        three or more kinds, or with layers that are not attention (Mamba, MLP-only,
+        DeepSeek-V4's). ``None``: ``local`` says (see ``layer_types``).
     global_layers : GlobalLayers or None
         The full-attention layers' own sizes (Gemma 4).
     num_kv_shared_layers : int
@@ -583,6 +698,9 @@ class ModelFacts:
     local: Sliding | Chunked | LinearAttention | None = None
     latent: Latent | None = None
     indexer: Indexer | None = None
+    mamba: Mamba | None = None
+    compressed: Compressed | None = None
+    layer_pattern: tuple[str, ...] | None = None
     global_layers: GlobalLayers | None = None
     num_kv_shared_layers: int = 0
     scores: Scores | None = None
@@ -597,6 +715,8 @@ class ModelFacts:
         "local": (Sliding, Chunked, LinearAttention),
         "latent": (Latent,),
         "indexer": (Indexer,),
+        "mamba": (Mamba,),
+        "compressed": (Compressed,),
         "global_layers": (GlobalLayers,),
         "scores": (Scores,),
         "parts": (LayerParts,),
@@ -623,6 +743,37 @@ class ModelFacts:
             _checks.positive_int(f"ModelFacts {self.name!r}", name, getattr(self, name))
         self._check_across_groups()
 
+    @classmethod
+    def from_config(
+        cls, config: object, *, name: str | None = None, checkpoint: str = "", year: int = 0
+    ) -> ModelFacts:
+        """The facts of a model from its ``transformers`` config, a ``config.json`` dict
+        or a path to one: :func:`attention.atlas.facts_from_config`.
+
+        Examples
+        --------
+        >>> ModelFacts.from_config({"model_type": "llama", "num_hidden_layers": 2,
+        ...     "hidden_size": 64, "num_attention_heads": 4}).attention
+        'MHA'
+        """
+        from attention.atlas import facts_from_config
+
+        return facts_from_config(config, name=name, checkpoint=checkpoint, year=year)
+
+    def recipe(self) -> str:
+        """A short summary of the model's attention, each mechanism named as the chapters
+        name it: :func:`attention.atlas.recipe`.
+
+        Examples
+        --------
+        >>> from attention import MODELS
+        >>> print(MODELS["Mistral 7B"].recipe())  # doctest: +ELLIPSIS
+        Mistral 7B: 32 layers, all sliding (window 4,096); GQA, ...
+        """
+        from attention.atlas import recipe
+
+        return recipe(self)
+
     def _check_across_groups(self) -> None:
         """What no group can check alone: how it fits the model's layers and the other
         groups."""
@@ -639,11 +790,12 @@ class ModelFacts:
             raise ValueError(
                 f"{owner}: expected full_attention_layers from 0 to {self.layers - 1}, got {listed}"
             )
-        if self.indexer is not None and self.latent is None:
+        if self.indexer is not None and self.latent is None and self.compressed is None:
             raise ValueError(
                 f"{owner}: expected a latent with the indexer, which selects keys for "
                 f"latent attention, got latent=None"
             )
+        self._check_pattern(owner)
         if self.temperature_tuning is not None and self.nope_every is None:
             raise ValueError(
                 f"{owner}: expected NoPE layers (rope.nope_every) with temperature_tuning, "
@@ -652,6 +804,38 @@ class ModelFacts:
         unknown = [name for name in self.class_defaults if not hasattr(self, name)]
         if unknown:
             raise ValueError(f"{owner}: expected class_defaults to name attributes, got {unknown}")
+
+    def _check_pattern(self, owner: str) -> None:
+        """A ``layer_pattern`` names a known kind for each layer, and each kind it names
+        has the group it needs."""
+        pattern = self.layer_pattern
+        if pattern is None:
+            return
+        if not isinstance(pattern, tuple):
+            raise TypeError(
+                f"{owner}: expected layer_pattern to be a tuple of str, got "
+                f"{type(pattern).__name__}"
+            )
+        unknown = sorted(set(pattern) - set(KINDS))
+        if unknown or len(pattern) != self.layers:
+            raise ValueError(
+                f"{owner}: expected layer_pattern to give one of {KINDS} for each of "
+                f"{self.layers} layers, got {len(pattern)} layers, unknown kinds {unknown}"
+            )
+        needs = {
+            MAMBA: "mamba",
+            HYBRID: "mamba",
+            CSA: "compressed",
+            HCA: "compressed",
+            LINEAR: "local",
+            INDEXED: "indexer",
+            SLIDING: "local",
+            CHUNKED: "local",
+        }
+        for kind in sorted(set(pattern)):
+            group = needs.get(kind)
+            if group is not None and getattr(self, group) is None:
+                raise ValueError(f"{owner}: expected the {group} group for {kind!r} layers")
 
     # -- the config's flat names, read through the groups ----------------------------
 
@@ -728,7 +912,10 @@ class ModelFacts:
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind, in ``transformers``' names, ``"full_attention"``,
         ``"sliding_attention"``, ``"chunked_attention"``, ``"linear_attention"`` or
-        ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention)."""
+        ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention);
+        or any kind of ``KINDS`` where the model gives a ``layer_pattern``."""
+        if self.layer_pattern is not None:
+            return self.layer_pattern
         full = INDEXED if self.indexer is not None else FULL
         if self.local is None:
             return (full,) * self.layers
@@ -776,18 +963,22 @@ class ModelFacts:
 
         ``2 * kv_heads * head_dim * bytes`` (the full-attention layers' own heads and size
         where they differ), or for latent attention ``(kv_lora_rank + qk_rope_head_dim) *
-        bytes``; 0 for a layer that reuses another's keys and values and for a
-        linear-attention layer, whose state is no key/value cache.
+        bytes``; 0 for a layer that reuses another's keys and values and for a layer
+        whose state is no key/value cache (linear attention, Mamba, an MLP-only layer).
+        DeepSeek-V4's layers keep one vector per token, key and value alike:
+        ``kv_heads * head_dim * bytes``.
 
         Gemma 4's ``attention_k_eq_v`` layers count keys and values both: the key
         projection feeds both, but the keys are normalised and rotated and the values
         only normalised, and ``transformers`` caches the two.
         """
+        stateful = (LINEAR, MAMBA, NO_MIXER)
         if self.latent is not None:
             per_layer = self.latent.bytes_per_token(dtype)
-            return tuple(0 if kind == LINEAR else per_layer for kind in self.layer_types)
+            return tuple(0 if kind in stateful else per_layer for kind in self.layer_types)
+        halve = 2 if self.compressed is not None else 1  # one tensor: the key is the value
         return tuple(
-            0 if shared or kind == LINEAR else kv_cache_bytes_per_token(1, *shape, dtype)
+            0 if shared or kind in stateful else kv_cache_bytes_per_token(1, *shape, dtype) // halve
             for kind, shared, shape in zip(
                 self.layer_types, self.kv_shared, self.layer_kv_shapes, strict=True
             )
@@ -804,7 +995,7 @@ class ModelFacts:
         return sum(self.layer_kv_bytes_per_token(dtype))
 
     def kv_cache_bytes(self, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
-        """Bytes of cache for one sequence of ``tokens`` tokens.
+        """Bytes of keys and values for one sequence of ``tokens`` tokens.
 
         A sliding layer keeps at most ``sliding_window`` tokens and a chunked one at most
         ``attention_chunk_size`` (the keys of the current chunk, as the package's
@@ -824,6 +1015,8 @@ class ModelFacts:
 
     def _tokens_kept(self, kind: str, tokens: int) -> int:
         """Of ``tokens`` tokens, those a layer of ``kind`` keeps keys and values of."""
+        if self.compressed is not None and kind in (CSA, HCA):  # a window, then entries
+            return min(tokens, self.local.tokens_kept)
         if self.local is None or kind != self.local.kind or self.local.tokens_kept is None:
             return tokens
         return min(tokens, self.local.tokens_kept)
@@ -837,14 +1030,24 @@ class ModelFacts:
         holds them (:meth:`~attention.model_facts.LinearAttention.state_bytes`): the
         short convolution's window in ``dtype``, the model's, and the delta rule's state
         in ``state_dtype``: ``float32`` in ``transformers``, whose Gated DeltaNet and KDA
-        functions compute in float32 and hand the state back in it.
+        functions compute in float32 and hand the state back in it. A Mamba layer
+        (and Falcon-H1's hybrid layers) likewise keeps a convolution window and an SSM
+        state (:meth:`~attention.model_facts.Mamba.state_numbers`).
 
         Neither grows with the sequence.
         """
-        if not isinstance(self.local, LinearAttention):
-            return (0,) * self.layers
-        per_layer = self.local.state_bytes(dtype, state_dtype)
-        return tuple(per_layer if kind == LINEAR else 0 for kind in self.layer_types)
+        size = _dtype_bytes("layer_state_bytes", dtype)
+        state_size = _dtype_bytes("layer_state_bytes", state_dtype)
+        return tuple(
+            conv * size + state * state_size for conv, state in self._layer_state_numbers()
+        )
+
+    def _layer_state_numbers(self) -> tuple[tuple[int, int], ...]:
+        """Each layer's ``(convolution window, recurrent state)`` numbers."""
+        linear = self.local.state_numbers() if isinstance(self.local, LinearAttention) else None
+        mamba = self.mamba.state_numbers() if self.mamba is not None else None
+        per_kind = {LINEAR: linear, MAMBA: mamba, HYBRID: mamba}
+        return tuple(per_kind.get(kind) or (0, 0) for kind in self.layer_types)
 
     def state_bytes(
         self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
@@ -858,12 +1061,87 @@ class ModelFacts:
 
         Each indexed layer caches one key of ``index_head_dim`` numbers per token, shared
         by the indexer's heads (``transformers``' ``DynamicIndexedLayer.indexer_keys``,
-        in the model's number type); 0 without an indexer.
+        in the model's number type); 0 without an indexer. (DeepSeek-V4's indexer keeps
+        compressed keys instead: :meth:`layer_cache_numbers`.)
         """
         if self.indexer is None:
             return 0
         per_layer = self.indexer.head_dim * _dtype_bytes("indexer_bytes_per_token", dtype)
         return per_layer * self.layer_types.count(INDEXED)
+
+    def _compressed_numbers(self, kind: str, tokens: int) -> int:
+        """Numbers a DeepSeek-V4 layer keeps beside its window, after ``tokens`` tokens,
+        as ``DeepseekV4HCACache`` and ``DeepseekV4CSACache`` hold them: the compressed
+        entries (``compressed_kv``), the tokens waiting for their window to fill, with
+        their gates (``buffer_kv``, ``buffer_gate``: ``tokens % rate`` of them, of twice
+        the width in a CSA layer, whose windows overlap), and in a CSA layer the last
+        full window's first half, with its gates (``overlap_kv``, ``overlap_gate``),
+        for the compressor and for the indexer alike."""
+        if kind not in (CSA, HCA):
+            return 0
+        if kind == HCA:
+            rate, widths = self.compressed.hca_rate, (self.head_dim,)
+        else:
+            rate, widths = self.compressed.csa_rate, (self.head_dim, self.indexer.head_dim)
+        entries, waiting = divmod(tokens, rate)
+        overlap = 2 * rate if kind == CSA and entries else 0
+        wide = 2 if kind == CSA else 1
+        return sum(
+            entries * width + waiting * 2 * wide * width + overlap * width for width in widths
+        )
+
+    def layer_cache_numbers(self, tokens: int) -> tuple[tuple[int, int], ...]:
+        """Numbers each layer's cache holds for one sequence of ``tokens`` tokens, as
+        ``(in the cache's number type, in the state's)``: keys and values (a window's
+        worth at most in a sliding or chunked layer, see :meth:`kv_cache_bytes`), the
+        indexer's keys, the convolution windows and DeepSeek-V4's compressed entries in
+        the first; the recurrent states of linear-attention and Mamba layers in the
+        second (:meth:`layer_state_bytes`).
+
+        A sliding layer counts ``sliding_window`` tokens, the keys a query at the end
+        of the sequence attends to, as the package's :class:`~attention.KVCache` keeps
+        them; between two steps ``transformers`` keeps one fewer (``sliding_window - 1``,
+        ``DynamicSlidingWindowLayer.update``), to which it adds the new token's.
+
+        Examples
+        --------
+        >>> from attention import MODELS
+        >>> MODELS["gpt-oss-20b"].layer_cache_numbers(1000)[:2]  # 8 heads of 64, K and V
+        ((131072, 0), (1024000, 0))
+        """
+        _count("ModelFacts.layer_cache_numbers", "tokens", tokens)
+        index = self.indexer.head_dim if self.indexer is not None else 0
+        rows = []
+        for kind, per_token, (conv, state) in zip(
+            self.layer_types,
+            self.layer_kv_bytes_per_token(1),  # one byte a number: numbers
+            self._layer_state_numbers(),
+            strict=True,
+        ):
+            cached = per_token * self._tokens_kept(kind, tokens) + conv
+            cached += tokens * index if kind == INDEXED else 0
+            cached += self._compressed_numbers(kind, tokens)
+            rows.append((cached, state))
+        return tuple(rows)
+
+    def layer_cache_bytes(
+        self,
+        tokens: int,
+        dtype: torch.dtype = torch.bfloat16,
+        state_dtype: torch.dtype = torch.float32,
+    ) -> tuple[int, ...]:
+        """Bytes each layer's cache holds for one sequence of ``tokens`` tokens: the
+        numbers of :meth:`layer_cache_numbers`, in ``dtype`` and ``state_dtype``.
+
+        Examples
+        --------
+        >>> from attention import MODELS
+        >>> MODELS["Qwen3-Next 80B-A3B"].layer_cache_bytes(10)[:4]  # 3 Gated DeltaNet, 1 full
+        (2162688, 2162688, 2162688, 20480)
+        """
+        size = _dtype_bytes("layer_cache_bytes", dtype)
+        state_size = _dtype_bytes("layer_cache_bytes", state_dtype)
+        return tuple(a * size + b * state_size for a, b in self.layer_cache_numbers(tokens))
 
     def cache_bytes(
         self,
@@ -872,13 +1150,10 @@ class ModelFacts:
         state_dtype: torch.dtype = torch.float32,
     ) -> int:
         """Everything the cache holds for one sequence of ``tokens`` tokens: the keys and
-        values (:meth:`kv_cache_bytes`), the indexer's keys and the linear-attention
-        layers' states."""
-        return (
-            self.kv_cache_bytes(tokens, dtype)
-            + tokens * self.indexer_bytes_per_token(dtype)
-            + self.state_bytes(dtype, state_dtype)
-        )
+        values (:meth:`kv_cache_bytes`), the indexer's keys, the linear-attention and
+        Mamba layers' states and DeepSeek-V4's compressed entries; the sum of
+        :meth:`layer_cache_bytes`, which says how sliding layers are counted."""
+        return sum(self.layer_cache_bytes(tokens, dtype, state_dtype))
 
 
 def __getattr__(name: str) -> object:

@@ -1,0 +1,1028 @@
+"""The atlas: any model's attention from its config, its recipe and its bill.
+
+:func:`facts_from_config` (also :meth:`ModelFacts.from_config
+<attention.model_facts.ModelFacts.from_config>`) reads a ``transformers`` config, a
+``config.json`` as a dict, or a path to one, and gives the :class:`ModelFacts
+<attention.model_facts.ModelFacts>` the table would hold for it; nothing is downloaded.
+:func:`parameter_count` counts the weights by building the model on the meta device,
+and :func:`bill` adds weights and cache for a batch at a context length.
+
+Run it as a command, with a config or a name from :data:`~attention.model_table.MODELS`::
+
+    python -m attention.atlas path/to/config.json --tokens 32768 --batch 4 --cache-dtype fp8
+    python -m attention.atlas "gpt-oss-20b"
+
+>>> from attention.atlas import facts_from_config
+>>> facts = facts_from_config({"model_type": "mistral", "num_hidden_layers": 2,
+...     "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+...     "sliding_window": 16})
+>>> facts.layer_types, facts.kv_bytes_per_token()  # 2 layers * 2 * 2 heads * 16 * 2 bytes
+(('sliding_attention', 'sliding_attention'), 256)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from attention.model_facts import (
+    CHUNKED,
+    CSA,
+    FULL,
+    HCA,
+    HYBRID,
+    INDEXED,
+    LINEAR,
+    MAMBA,
+    NO_MIXER,
+    SLIDING,
+    Chunked,
+    Compressed,
+    GlobalLayers,
+    Indexer,
+    Latent,
+    LayerParts,
+    LinearAttention,
+    Mamba,
+    ModelFacts,
+    Rope,
+    Scores,
+    Sliding,
+    TemperatureTuning,
+)
+
+__all__ = [
+    "BITS",
+    "STRIP_LETTERS",
+    "Bill",
+    "bill",
+    "cache_profile",
+    "facts_from_config",
+    "layer_strip",
+    "main",
+    "parameter_count",
+    "recipe",
+]
+
+#: Bits of one number in each type the bill knows (weights or cache).
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+
+# Each model type's reader, by transformers' model_type. The config class of each is
+# the one transformers registers for it; the attention is its modeling file's.
+_READERS: dict = {}
+
+
+def _reader(*model_types: str):
+    def register(function):
+        for model_type in model_types:
+            _READERS[model_type] = function
+        return function
+
+    return register
+
+
+# -- reading a config ------------------------------------------------------------------
+
+
+def _as_config(config: object):
+    """A transformers config from a config object, a ``config.json`` dict or a path."""
+    import transformers
+
+    owner = "facts_from_config"
+    if isinstance(config, str | Path):
+        path = Path(config)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise ValueError(f"{owner}: expected a config.json file, got {str(config)!r}")
+        config = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(config, dict):
+        if "model_type" not in config:
+            raise ValueError(f"{owner}: expected the config to name its model_type, got none")
+        fields = {key: value for key, value in config.items() if key != "model_type"}
+        try:
+            config = transformers.AutoConfig.for_model(config["model_type"], **fields)
+        except ValueError as error:
+            raise ValueError(
+                f"{owner}: expected a model_type this transformers knows, got "
+                f"{config['model_type']!r} ({error})"
+            ) from None
+    if not isinstance(config, transformers.PretrainedConfig):
+        raise TypeError(
+            f"{owner}: expected a transformers config, a dict or a path, got "
+            f"{type(config).__name__}"
+        )
+    return config.get_text_config(decoder=True)
+
+
+def _unsupported(model_type: str, field: str, value: object, why: str):
+    return ValueError(
+        f"facts_from_config: expected a {model_type} config the atlas can interpret, got "
+        f"{field}={value!r}: {why}"
+    )
+
+
+def facts_from_config(
+    config: object, *, name: str | None = None, checkpoint: str = "", year: int = 0
+) -> ModelFacts:
+    """The :class:`~attention.model_facts.ModelFacts` of a model, from its config.
+
+    Parameters
+    ----------
+    config : transformers.PretrainedConfig, dict, str or Path
+        A config object, a ``config.json`` read as a dict (with its ``model_type``),
+        or the path of one (or of the folder holding it). A multimodal config gives
+        its text model's facts. Nothing is downloaded; ``transformers`` reads the
+        fields, with its config class's defaults for those the file leaves out.
+    name, checkpoint, year : str, str, int
+        What the table would say about the model; a reader's own config needs none
+        (the name defaults to the model type).
+
+    Returns
+    -------
+    ModelFacts
+        ``source`` and ``context_source`` say the facts come from a config;
+        ``trained_context`` is ``max_position_embeddings``, which a config cannot tell
+        apart.
+
+    Raises
+    ------
+    ValueError
+        For a model type the atlas does not read, or a field of it whose value it
+        cannot interpret (a layer kind it does not know, say), naming both.
+
+    Examples
+    --------
+    >>> from attention import MODELS
+    >>> from attention.atlas import facts_from_config
+    >>> facts = facts_from_config({"model_type": "gpt_oss", "num_hidden_layers": 4})
+    >>> facts.local, facts.sinks
+    (Sliding(window=128, global_every=2), True)
+    """
+    config = _as_config(config)
+    model_type = config.model_type
+    reader = _READERS.get(model_type)
+    if reader is None:
+        raise ValueError(
+            f"facts_from_config: expected one of the model types the atlas reads "
+            f"({', '.join(sorted(_READERS))}), got model_type={model_type!r}"
+        )
+    fields = reader(config)
+    if "max_position_embeddings" not in fields:
+        fields["max_position_embeddings"] = config.max_position_embeddings
+    fields.setdefault("trained_context", fields["max_position_embeddings"])
+    return ModelFacts(
+        name=name or model_type,
+        checkpoint=checkpoint,
+        year=year,
+        source=f"a {type(config).__name__} (model_type {model_type!r})",
+        config_class=type(config).__name__,
+        context_source="the config's max_position_embeddings",
+        **fields,
+    )
+
+
+def _get(config, field: str, default=None):
+    value = getattr(config, field, None)
+    return default if value is None else value
+
+
+def _basics(config) -> dict:
+    heads = config.num_attention_heads
+    fields = {
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
+        "num_heads": heads,
+        "num_kv_heads": _get(config, "num_key_value_heads", heads),
+    }
+    head_dim = getattr(config, "head_dim", None)
+    if head_dim is not None and head_dim != config.hidden_size // heads:
+        fields["head_dim"] = head_dim
+    return fields
+
+
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
+
+
+def _rope_from(parameters: dict, model_type: str) -> tuple[float, dict | None, float]:
+    """(theta, scaling, partial_rotary_factor) from one ``rope_parameters`` dict."""
+    rope_type = parameters.get("rope_type", "default")
+    if rope_type not in ROPE_TYPES:
+        raise _unsupported(
+            model_type,
+            "rope_parameters.rope_type",
+            rope_type,
+            f"not a RoPE the chapters teach ({', '.join(ROPE_TYPES)})",
+        )
+    partial = float(parameters.get("partial_rotary_factor") or 1.0)
+    if rope_type == "default":
+        return parameters["rope_theta"], None, partial
+    scaling = {key: value for key, value in parameters.items() if key != "rope_theta"}
+    if rope_type == "proportional":  # Gemma 4 keeps its own partial factor in the scaling
+        return parameters["rope_theta"], scaling, 1.0
+    scaling.pop("partial_rotary_factor", None)
+    return parameters["rope_theta"], scaling, partial
+
+
+def _rope(config, nope_every: int | None = None) -> Rope:
+    """The config's RoPE: one ``rope_parameters`` dict, or one per layer type."""
+    parameters = config.rope_parameters
+    local_theta = None
+    if FULL in parameters or SLIDING in parameters:  # one dict per layer type
+        full = parameters.get(FULL) or parameters[SLIDING]
+        local = parameters.get(SLIDING)
+        if local is not None and local["rope_theta"] != full["rope_theta"]:
+            local_theta = local["rope_theta"]
+        parameters = full
+    theta, scaling, partial = _rope_from(parameters, config.model_type)
+    return Rope(
+        theta=theta,
+        scaling=scaling,
+        local_theta=local_theta,
+        partial_rotary_factor=partial,
+        nope_every=nope_every,
+    )
+
+
+def _layer_types(config) -> list[str]:
+    """Each layer's kind as transformers' cache reads it (``get_layer_types_and_kwargs``):
+    ``layer_types``, else a window or a chunk size for every layer, else full."""
+    kinds = getattr(config, "layer_types", None)
+    if kinds is not None:
+        return list(kinds)
+    if getattr(config, "sliding_window", None) is not None:
+        return [SLIDING] * config.num_hidden_layers
+    if getattr(config, "attention_chunk_size", None) is not None:
+        return [CHUNKED] * config.num_hidden_layers
+    return [FULL] * config.num_hidden_layers
+
+
+def _where_full(kinds: list[str], full: str = FULL) -> dict:
+    """``global_every`` where the full layers recur every so many layers, else the list
+    of them (``full_attention_layers``); neither if there are none."""
+    where = tuple(i for i, kind in enumerate(kinds) if kind == full)
+    if not where:
+        return {}
+    every = where[0] + 1
+    if where == tuple(range(every - 1, len(kinds), every)):
+        return {"global_every": every}
+    return {"full_attention_layers": where}
+
+
+def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING)) -> dict:
+    """The ``local`` group of a model of full and sliding (or chunked) layers."""
+    unknown = sorted(set(kinds) - set(allowed))
+    if unknown:
+        raise _unsupported(
+            config.model_type,
+            "layer_types",
+            unknown[0],
+            f"a layer kind the atlas does not read for this model type ({', '.join(allowed)})",
+        )
+    if SLIDING in kinds:
+        return {"local": Sliding(window=config.sliding_window, **_where_full(kinds))}
+    if CHUNKED in kinds:
+        return {"local": Chunked(size=config.attention_chunk_size, **_where_full(kinds))}
+    return {}
+
+
+def _nope_every(config) -> int | None:
+    """Llama 4 and SmolLM3's NoPE layers, from ``no_rope_layers`` (1: RoPE, 0: none)."""
+    flags = getattr(config, "no_rope_layers", None)
+    if flags is None or all(flags):
+        return None
+    every = list(flags).index(0) + 1
+    if [bool(f) for f in flags] != [(i + 1) % every != 0 for i in range(len(flags))]:
+        raise _unsupported(
+            config.model_type,
+            "no_rope_layers",
+            list(flags),
+            "NoPE layers that do not recur every so many layers",
+        )
+    return every
+
+
+@_reader(
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "olmo2",
+    "olmo3",
+    "smollm3",
+    "cohere2",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gpt_oss",
+    "minimax",
+)
+def _read_attention(config) -> dict:
+    """Models of full and sliding layers, with their score and layer parts."""
+    model_type = config.model_type
+    kinds = _layer_types(config)
+    fields = _basics(config)
+    fields["rope"] = _rope(config, _nope_every(config))
+    if model_type == "minimax":
+        fields |= _read_minimax(config, kinds)
+    else:
+        fields |= _local(config, kinds)
+    scores = {}
+    if model_type in ("gemma2", "gemma3_text"):
+        scores["query_pre_attn_scalar"] = config.query_pre_attn_scalar
+    if getattr(config, "attn_logit_softcapping", None) is not None:
+        scores["softcap"] = config.attn_logit_softcapping
+    if model_type == "gpt_oss":  # GptOssAttention always holds its sinks
+        scores["sinks"] = True
+    if scores:
+        fields["scores"] = Scores(**scores)
+    qk_norm = {
+        "qwen3": "head",
+        "qwen3_moe": "head",
+        "gemma3_text": "head",
+        "olmo2": "projection",
+        "olmo3": "projection",
+    }.get(model_type)
+    if qk_norm:
+        fields["parts"] = LayerParts(qk_norm=qk_norm)
+    if getattr(config, "final_logit_softcapping", None) is not None:
+        fields["final_logit_softcapping"] = config.final_logit_softcapping
+    return fields
+
+
+def _read_minimax(config, kinds: list[str]) -> dict:
+    """MiniMax-01: lightning attention (linear, a state of heads * head_dim**2 numbers
+    per layer, no convolution) and full softmax attention. ``MiniMaxCache`` keeps
+    every token of the full layers, whatever ``sliding_window`` says."""
+    if getattr(config, "sliding_window", None) is not None:
+        raise _unsupported(
+            "minimax",
+            "sliding_window",
+            config.sliding_window,
+            "MiniMaxCache ignores it, so its bill is unclear",
+        )
+    unknown = sorted(set(kinds) - {FULL, LINEAR})
+    if unknown:
+        raise _unsupported("minimax", "layer_types", unknown[0], "not linear or full")
+    head_dim = _get(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    heads = config.num_attention_heads
+    mixer = LinearAttention(
+        mixer="Lightning Attention",
+        num_key_heads=heads,
+        num_value_heads=heads,
+        key_head_dim=head_dim,
+        value_head_dim=head_dim,
+        conv_kernel_dim=None,
+        **_where_full(kinds),
+    )
+    return {"local": mixer}
+
+
+@_reader("gemma4_text")
+def _read_gemma4(config) -> dict:
+    """Gemma 4: sliding and full layers; the full ones with their own head size (and,
+    with ``attention_k_eq_v``, their own key/value heads); shared key/value layers."""
+    kinds = _layer_types(config)
+    layers = config.per_layer_config  # head_dim may differ layer by layer
+    local_layer = layers[kinds.index(SLIDING)] if SLIDING in kinds else layers[0]
+    fields = {
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
+        "num_heads": config.num_attention_heads,
+        "num_kv_heads": local_layer.num_key_value_heads,
+        "head_dim": local_layer.head_dim,
+    }
+    fields |= _local(config, kinds)
+    fields["rope"] = _rope(config)
+    full = [i for i, kind in enumerate(kinds) if kind == FULL]
+    if full:
+        layer = layers[full[0]]
+        head_dim = layer.head_dim if layer.head_dim != local_layer.head_dim else None
+        k_eq_v = bool(config.attention_k_eq_v)
+        kv_heads = layer.num_key_value_heads if k_eq_v else None
+        if head_dim or k_eq_v:
+            fields["global_layers"] = GlobalLayers(
+                head_dim=head_dim, num_kv_heads=kv_heads, k_eq_v=k_eq_v
+            )
+    fields["num_kv_shared_layers"] = config.num_kv_shared_layers or 0
+    fields["parts"] = LayerParts(qk_norm="head", value_norm=True)
+    fields["scores"] = Scores(scale=1.0)  # Gemma4TextAttention: self.scaling = 1.0
+    if config.final_logit_softcapping is not None:
+        fields["final_logit_softcapping"] = config.final_logit_softcapping
+    return fields
+
+
+@_reader("llama4_text")
+def _read_llama4(config) -> dict:
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds, (FULL, CHUNKED))
+    fields["rope"] = _rope(config, _nope_every(config))
+    if config.use_qk_norm:
+        fields["parts"] = LayerParts(qk_norm="l2")
+    if config.attn_temperature_tuning:
+        fields["temperature_tuning"] = TemperatureTuning(
+            floor_scale=config.floor_scale, attn_scale=config.attn_scale
+        )
+    return fields
+
+
+@_reader("gpt2")
+def _read_gpt2(config) -> dict:
+    return {
+        "layers": config.n_layer,
+        "hidden_size": config.n_embd,
+        "num_heads": config.n_head,
+        "num_kv_heads": config.n_head,
+        "max_position_embeddings": config.n_positions,
+        "learned_positions": True,
+    }
+
+
+def _latent(config) -> Latent:
+    return Latent(
+        kv_lora_rank=config.kv_lora_rank,
+        q_lora_rank=config.q_lora_rank,
+        qk_nope_head_dim=config.qk_nope_head_dim,
+        qk_rope_head_dim=config.qk_rope_head_dim,
+        v_head_dim=config.v_head_dim,
+    )
+
+
+@_reader("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+def _read_mla(config) -> dict:
+    """DeepSeek's multi-head latent attention; V3.2 and GLM-5 add the indexer."""
+    fields = _basics(config)
+    fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
+    fields |= {"rope": _rope(config), "latent": _latent(config)}
+    if config.model_type != "deepseek_v3":
+        fields["indexer"] = Indexer(
+            num_heads=config.index_n_heads, head_dim=config.index_head_dim, top_k=config.index_topk
+        )
+    return fields
+
+
+@_reader("kimi_linear")
+def _read_kimi(config) -> dict:
+    """Kimi Linear: Kimi Delta Attention layers and NoPE latent-attention layers."""
+    kinds = _layer_types(config)
+    fields = _basics(config)
+    fields.pop("head_dim", None)
+    unknown = sorted(set(kinds) - {FULL, LINEAR})
+    if unknown:
+        raise _unsupported("kimi_linear", "layer_types", unknown[0], "not linear or full")
+    fields["latent"] = _latent(config)
+    fields["local"] = LinearAttention(
+        mixer="Kimi Delta Attention",
+        num_key_heads=config.linear_num_heads,
+        num_value_heads=config.linear_num_heads,
+        key_head_dim=config.linear_head_dim,
+        value_head_dim=config.linear_head_dim,
+        conv_kernel_dim=config.linear_conv_kernel_dim,
+        **_where_full(kinds),
+    )
+    return fields
+
+
+@_reader("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+def _read_gated_deltanet(config) -> dict:
+    """Qwen3-Next and Qwen3.5: Gated DeltaNet layers and gated full-attention layers."""
+    kinds = _layer_types(config)
+    unknown = sorted(set(kinds) - {FULL, LINEAR})
+    if unknown:
+        raise _unsupported(config.model_type, "layer_types", unknown[0], "not linear or full")
+    fields = _basics(config)
+    fields["rope"] = _rope(config)
+    fields["local"] = LinearAttention(
+        mixer="Gated DeltaNet",
+        num_key_heads=config.linear_num_key_heads,
+        num_value_heads=config.linear_num_value_heads,
+        key_head_dim=config.linear_key_head_dim,
+        value_head_dim=config.linear_value_head_dim,
+        conv_kernel_dim=config.linear_conv_kernel_dim,
+        **_where_full(kinds),
+    )
+    fields["parts"] = LayerParts(qk_norm="head", output_gate=True)
+    return fields
+
+
+@_reader("jamba")
+def _read_jamba(config) -> dict:
+    """Jamba: Mamba layers with an attention layer every ``attn_layer_period``; no
+    position encoding at all (``JambaAttention`` applies no RoPE)."""
+    kinds = [MAMBA if kind == LINEAR else kind for kind in _layer_types(config)]
+    fields = _basics(config)
+    fields["mamba"] = Mamba(
+        mixer="Mamba",
+        inner_size=config.mamba_expand * config.hidden_size,
+        state_size=config.mamba_d_state,
+        conv_kernel_dim=config.mamba_d_conv,
+    )
+    fields["layer_pattern"] = tuple(kinds)
+    return fields
+
+
+@_reader("nemotron_h")
+def _read_nemotron_h(config) -> dict:
+    """Nemotron-H: Mamba-2 layers, a few attention layers (no position encoding:
+    ``NemotronHAttention`` applies no RoPE), and MLP or MoE layers with no mixer."""
+    mixers = {
+        LINEAR: MAMBA,
+        "mamba": MAMBA,
+        FULL: FULL,
+        "attention": FULL,
+        "mlp": NO_MIXER,
+        "moe": NO_MIXER,
+    }
+    kinds = []
+    for kind in config.layer_types:
+        if kind not in mixers:
+            raise _unsupported(
+                "nemotron_h", "layers_block_type", kind, "not mamba, attention, mlp or moe"
+            )
+        kinds.append(mixers[kind])
+    if getattr(config, "sliding_window", None) is not None:
+        raise _unsupported(
+            "nemotron_h",
+            "sliding_window",
+            config.sliding_window,
+            "a window on its attention layers is not read",
+        )
+    fields = _basics(config)
+    fields["mamba"] = Mamba(
+        mixer="Mamba-2",
+        inner_size=config.mamba_num_heads * config.mamba_head_dim,
+        state_size=config.ssm_state_size,
+        conv_kernel_dim=config.conv_kernel,
+        num_heads=config.mamba_num_heads,
+        n_groups=config.n_groups,
+    )
+    fields["layer_pattern"] = tuple(kinds)
+    return fields
+
+
+@_reader("falcon_h1")
+def _read_falcon_h1(config) -> dict:
+    """Falcon-H1: every layer runs attention and a Mamba-2 mixer side by side."""
+    inner = config.mamba_d_ssm or int(config.mamba_expand * config.hidden_size)
+    if inner != config.mamba_n_heads * config.mamba_d_head:
+        raise _unsupported(
+            "falcon_h1",
+            "mamba_d_ssm",
+            inner,
+            "not mamba_n_heads * mamba_d_head, so its SSM state's size is unclear",
+        )
+    fields = _basics(config)
+    fields["rope"] = _rope(config)
+    fields["mamba"] = Mamba(
+        mixer="Mamba-2",
+        inner_size=inner,
+        state_size=config.mamba_d_state,
+        conv_kernel_dim=config.mamba_d_conv,
+        num_heads=config.mamba_n_heads,
+        n_groups=config.mamba_n_groups,
+    )
+    fields["layer_pattern"] = (HYBRID,) * config.num_hidden_layers
+    return fields
+
+
+@_reader("deepseek_v4")
+def _read_deepseek_v4(config) -> dict:
+    """DeepSeek-V4: one key/value head whose key is its value, a sliding window in
+    every layer, and compressed entries in its CSA and HCA layers."""
+    kinds = list(config.layer_types)
+    unknown = sorted(set(kinds) - {SLIDING, CSA, HCA})
+    if unknown:
+        raise _unsupported("deepseek_v4", "layer_types", unknown[0], "not sliding, CSA or HCA")
+    fields = _basics(config)
+    rates = config.compress_rates
+    main = config.rope_parameters.get("main", config.rope_parameters)
+    theta, scaling, partial = _rope_from(main, "deepseek_v4")
+    fields["rope"] = Rope(theta=theta, scaling=scaling, partial_rotary_factor=partial)
+    fields["local"] = Sliding(window=config.sliding_window)
+    fields["compressed"] = Compressed(
+        csa_rate=rates[CSA], hca_rate=rates[HCA], rope_theta=config.compress_rope_theta
+    )
+    fields["indexer"] = Indexer(
+        num_heads=config.index_n_heads, head_dim=config.index_head_dim, top_k=config.index_topk
+    )
+    fields["scores"] = Scores(sinks=True)  # DeepseekV4Attention holds sinks
+    fields["layer_pattern"] = tuple(kinds)
+    return fields
+
+
+# -- the recipe --------------------------------------------------------------------------
+
+
+def _n(value: float) -> str:
+    """A number as the pages write it: 4,096; 0.25; 1e+06 stays 1,000,000."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def _size(size: float) -> str:
+    """Bytes in the largest binary unit that keeps them >= 1, three figures."""
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:,.0f} bytes" if unit == "bytes" else f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _kind_name(facts: ModelFacts, kind: str) -> str:
+    if kind == SLIDING:
+        return f"sliding (window {_n(facts.sliding_window)})"
+    if kind == CHUNKED:
+        return f"chunked (chunk {_n(facts.attention_chunk_size)})"
+    if kind == LINEAR:
+        return facts.linear_attention
+    if kind == INDEXED:
+        return f"DeepSeek Sparse Attention (top {_n(facts.index_topk)})"
+    if kind == MAMBA:
+        return facts.mamba.mixer
+    if kind == HYBRID:
+        return f"attention beside {facts.mamba.mixer}"
+    if kind == NO_MIXER:
+        return "MLP only"
+    if kind in (CSA, HCA):
+        rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
+        label = "compressed sparse" if kind == CSA else "heavily compressed"
+        top = f", top {_n(facts.index_topk)}" if kind == CSA else ""
+        return f"{label} (1 entry per {rate} tokens{top})"
+    return "full"
+
+
+def _layer_mix(facts: ModelFacts) -> str:
+    kinds = facts.layer_types
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    if len(counts) == 1:
+        return f"all {_kind_name(facts, kinds[0])}"
+    parts = [f"{count} {_kind_name(facts, kind)}" for kind, count in counts.items()]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _heads(facts: ModelFacts) -> str:
+    if facts.latent is not None:
+        lat = facts.latent
+        return (
+            f"MLA, {facts.num_heads} heads; each token caches a latent of "
+            f"{lat.kv_lora_rank} and a rotary key of {lat.qk_rope_head_dim}"
+        )
+    if facts.attention == "MHA":
+        text = f"MHA, {facts.num_heads} heads of {facts.head_dim}"
+    else:
+        text = (
+            f"{facts.attention}, {facts.num_heads} query heads and {facts.num_kv_heads} "
+            f"key/value head{'s' if facts.num_kv_heads > 1 else ''} of {facts.head_dim}"
+        )
+    if facts.compressed is not None:
+        text += ", the key serving as the value"
+    if facts.global_layers is not None:
+        extra = []
+        if facts.num_global_kv_heads:
+            extra.append(f"{facts.num_global_kv_heads} key/value heads")
+        if facts.global_head_dim:
+            extra.append(f"heads of {facts.global_head_dim}")
+        if facts.attention_k_eq_v:
+            extra.append("keys as values")
+        text += "; full layers: " + ", ".join(extra)
+    if facts.num_kv_shared_layers:
+        text += (
+            f"; the last {facts.num_kv_shared_layers} layers reuse earlier layers' keys and values"
+        )
+    return text
+
+
+def _positions(facts: ModelFacts) -> str:
+    if facts.positions == "learned":
+        return "learned positions"
+    if facts.positions == "none":
+        return "no position encoding (NoPE)"
+    rope = facts.rope
+    text = f"RoPE (base {_n(rope.theta)}"
+    if rope.local_theta is not None:
+        text += f"; {_n(rope.local_theta)} on sliding layers"
+    text += ")"
+    if rope.partial_rotary_factor != 1.0:
+        text += f" on {rope.partial_rotary_factor:.0%} of each head"
+    scaling = rope.scaling or {}
+    kind = scaling.get("rope_type")
+    names = {
+        "yarn": "YaRN",
+        "llama3": "Llama 3 scaling",
+        "linear": "linear scaling",
+        "dynamic": "dynamic NTK",
+        "longrope": "LongRoPE",
+    }
+    if kind in names:
+        text += f", {names[kind]} ×{_n(scaling['factor'])}"
+        original = scaling.get("original_max_position_embeddings")
+        if original:
+            text += f" from {_n(original)}"
+    if kind == "proportional":
+        share = scaling.get("partial_rotary_factor", 1.0)
+        text += f", proportional on full layers ({share:.0%} of the pairs turn)"
+    if rope.nope_every is not None:
+        text += f"; no RoPE every {rope.nope_every}th layer (NoPE)"
+    return text
+
+
+def _parts(facts: ModelFacts) -> list[str]:
+    notes = []
+    norms = {
+        "head": "QK-norm per head",
+        "projection": "QK-norm over the projection",
+        "l2": "QK-norm without scale, after RoPE",
+    }
+    if facts.qk_norm:
+        notes.append(norms[facts.qk_norm])
+    if facts.value_norm:
+        notes.append("value norm")
+    if facts.output_gate:
+        notes.append("output gate")
+    if facts.sinks:
+        notes.append("sinks")
+    if facts.query_pre_attn_scalar is not None:
+        notes.append(f"scores scaled by {facts.query_pre_attn_scalar}^-0.5")
+    if facts.scale is not None:
+        notes.append(f"score scale {_n(facts.scale)}")
+    if facts.attn_logit_softcapping is not None:
+        notes.append(f"softcapping at {_n(facts.attn_logit_softcapping)}")
+    if facts.attn_temperature_tuning:
+        notes.append("temperature tuning on NoPE layers")
+    return notes
+
+
+def cache_profile(
+    facts: ModelFacts, dtype: str = "bf16", state_dtype: str = "fp32"
+) -> tuple[float, float, float]:
+    """``(growing bytes per token, capped bytes, fixed state bytes)`` of one sequence's
+    cache, once every window is full: what grows with the context, what a window or
+    chunk caps, and what stays the same at any length."""
+    windows = [facts.sliding_window or 0, facts.attention_chunk_size or 0]
+    rates = [facts.compressed.csa_rate, facts.compressed.hca_rate] if facts.compressed else [1]
+    step = math.lcm(*rates)
+    start = step * (max(windows) // step + 1) * 4  # all windows full, no token waiting
+
+    def numbers(tokens: int) -> tuple[int, int]:
+        rows = facts.layer_cache_numbers(tokens)
+        return sum(a for a, _ in rows), sum(b for _, b in rows)
+
+    (a0, state), (a1, _) = numbers(start), numbers(start + step)
+    size, state_size = BITS[dtype] / 8, BITS[state_dtype] / 8
+    growing = (a1 - a0) / step * size
+    conv = sum(c for c, _ in facts._layer_state_numbers()) * size
+    capped = a0 * size - growing * start - conv
+    return growing, capped, conv + state * state_size
+
+
+def recipe(facts: ModelFacts) -> str:
+    """A short summary of a model's attention, a mechanism to a clause, each named as
+    the chapters name it, ending with what its cache costs (in 16-bit numbers, the
+    states in float32).
+
+    Examples
+    --------
+    >>> from attention import MODELS
+    >>> print(recipe(MODELS["gpt-oss-20b"]))
+    gpt-oss-20b: 24 layers, 12 sliding (window 128) and 12 full; GQA, 64 query heads and 8 key/value heads of 64; RoPE (base 150,000), YaRN ×32 from 4,096; sinks; cache per token: 24 KiB growing, 3 MiB capped
+    """  # noqa: E501
+    clauses = [
+        f"{facts.name}: {facts.layers} layers, {_layer_mix(facts)}",
+        _heads(facts),
+        _positions(facts),
+    ]
+    parts = _parts(facts)
+    if parts:
+        clauses.append(", ".join(parts))
+    growing, capped, fixed = cache_profile(facts)
+    cost = f"cache per token: {_size(growing)} growing"
+    if capped:
+        cost += f", {_size(capped)} capped"
+    if fixed:
+        cost += f", {_size(fixed)} of fixed state"
+    clauses.append(cost)
+    return "; ".join(clauses)
+
+
+# -- the layer strip ---------------------------------------------------------------------
+
+#: One letter per layer kind in :func:`layer_strip`; lower case: a layer reusing another's
+#: keys and values.
+STRIP_LETTERS = {
+    FULL: "F",
+    SLIDING: "S",
+    CHUNKED: "C",
+    LINEAR: "L",
+    INDEXED: "I",
+    MAMBA: "M",
+    HYBRID: "H",
+    NO_MIXER: "-",
+    CSA: "K",
+    HCA: "X",
+}
+
+
+def layer_strip(facts: ModelFacts, width: int = 64) -> str:
+    """The layers as a strip of letters, ``width`` a line, then a legend.
+
+    Examples
+    --------
+    >>> from attention import MODELS
+    >>> print(layer_strip(MODELS["Gemma 4 E2B"]))
+    SSSSFSSSSFSSSSFssssfssssfssssfssssf
+    S sliding (window 512), F full; lower case: reuses earlier keys and values
+    """
+    letters = "".join(
+        STRIP_LETTERS[kind].lower() if shared else STRIP_LETTERS[kind]
+        for kind, shared in zip(facts.layer_types, facts.kv_shared, strict=True)
+    )
+    lines = [letters[i : i + width] for i in range(0, len(letters), width)]
+    legend = ", ".join(
+        f"{STRIP_LETTERS[kind]} {_kind_name(facts, kind)}"
+        for kind in dict.fromkeys(facts.layer_types)
+    )
+    if any(facts.kv_shared):
+        legend += "; lower case: reuses earlier keys and values"
+    return "\n".join([*lines, legend])
+
+
+# -- weights and the bill ----------------------------------------------------------------
+
+
+def parameter_count(config: object) -> int:
+    """The exact number of parameters of the model a config describes (its text model,
+    with its output layer), counted on the meta device: nothing is allocated.
+
+    Examples
+    --------
+    >>> parameter_count({"model_type": "gpt2"})  # GPT-2 small, tied embeddings
+    124439808
+    """
+    import transformers
+
+    config = _as_config(config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+@dataclass(frozen=True)
+class Bill:
+    """Memory for serving a model: its weights and a batch's cache, in bytes.
+
+    Attributes
+    ----------
+    tokens, batch : int
+        The context length and the number of sequences.
+    weights : int or None
+        ``parameters * bits / 8`` (``None``: the parameter count is unknown).
+    cache : int
+        All the batch's sequences' caches at ``tokens`` tokens.
+    per_kind : dict of str to int
+        The cache, by layer kind (``transformers``' names).
+    """
+
+    tokens: int
+    batch: int
+    weights: int | None
+    cache: int
+    per_kind: dict
+
+    @property
+    def total(self) -> int | None:
+        return None if self.weights is None else self.weights + self.cache
+
+
+def _bits(owner: str, name: str, value: object) -> int:
+    if not isinstance(value, str):
+        raise TypeError(f"{owner}: expected {name} to be a str, got {type(value).__name__}")
+    if value not in BITS:
+        raise ValueError(f"{owner}: expected {name} to be one of {tuple(BITS)}, got {value!r}")
+    return BITS[value]
+
+
+def bill(
+    facts: ModelFacts,
+    tokens: int,
+    *,
+    batch: int = 1,
+    dtype: str = "bf16",
+    cache_dtype: str = "bf16",
+    state_dtype: str = "fp32",
+    parameters: int | None = None,
+) -> Bill:
+    """What serving ``batch`` sequences of ``tokens`` tokens takes: weights in ``dtype``
+    plus the cache in ``cache_dtype`` (its recurrent states in ``state_dtype``).
+
+    Counts numbers times bits: the scales and zero points a quantized cache or weights
+    also keep (chapter 24) are not counted. ``parameters`` defaults to the count the
+    facts hold (``facts.parameters``).
+
+    Examples
+    --------
+    >>> from attention import MODELS
+    >>> b = bill(MODELS["Llama 2 7B"], 4096, batch=8)
+    >>> b.weights / 2**30, b.cache / 2**30  # 16-bit weights; 32 layers * 2 * 4096 * 2 bytes
+    (12.551277160644531, 16.0)
+    """
+    owner = "bill"
+    weight_bits = _bits(owner, "dtype", dtype)
+    cache_bits = _bits(owner, "cache_dtype", cache_dtype)
+    state_bits = _bits(owner, "state_dtype", state_dtype)
+    for name, value in (("tokens", tokens), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{owner}: expected {name} to be an int, got {type(value).__name__}")
+    if tokens < 0 or batch < 1:
+        raise ValueError(f"{owner}: expected tokens >= 0 and batch >= 1, got {tokens}, {batch}")
+    per_kind: dict[str, int] = {}
+    for kind, (cached, state) in zip(
+        facts.layer_types, facts.layer_cache_numbers(tokens), strict=True
+    ):
+        size = batch * math.ceil((cached * cache_bits + state * state_bits) / 8)
+        per_kind[kind] = per_kind.get(kind, 0) + size
+    parameters = facts.parameters if parameters is None else parameters
+    weights = None if parameters is None else math.ceil(parameters * weight_bits / 8)
+    return Bill(tokens, batch, weights, sum(per_kind.values()), per_kind)
+
+
+# -- the command -------------------------------------------------------------------------
+
+
+def _facts_and_parameters(source: str) -> tuple[ModelFacts, int | None]:
+    from attention.model_table import MODELS
+
+    if source in MODELS:
+        facts = MODELS[source]
+        return facts, facts.parameters
+    path = Path(source)
+    if not path.exists():
+        raise ValueError(
+            f"atlas: expected a config.json path or a name from MODELS "
+            f"({', '.join(MODELS)}), got {source!r}"
+        )
+    try:
+        parameters = parameter_count(path)
+    except Exception:  # a config transformers cannot build a model from: no weights
+        parameters = None
+    return facts_from_config(path), parameters
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m attention.atlas CONFIG_OR_NAME``: the recipe, the strip, the bill."""
+    parser = argparse.ArgumentParser(
+        prog="python -m attention.atlas",
+        description="A model's attention from its config: its recipe, its layer strip "
+        "and its memory bill. Offline.",
+    )
+    parser.add_argument("config", help="a config.json (or its folder) or a name in MODELS")
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        default=None,
+        help="context length (default: the model's trained context)",
+    )
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--dtype", choices=tuple(BITS), default="bf16", help="weights")
+    parser.add_argument("--cache-dtype", choices=tuple(BITS), default="bf16")
+    parser.add_argument("--state-dtype", choices=tuple(BITS), default="fp32")
+    args = parser.parse_args(argv)
+    try:
+        facts, parameters = _facts_and_parameters(args.config)
+    except ValueError as error:
+        parser.exit(2, f"{error}\n")
+    tokens = facts.trained_context if args.tokens is None else args.tokens
+    result = bill(
+        facts,
+        tokens,
+        batch=args.batch,
+        dtype=args.dtype,
+        cache_dtype=args.cache_dtype,
+        state_dtype=args.state_dtype,
+        parameters=parameters,
+    )
+    print(recipe(facts))
+    print()
+    print(layer_strip(facts))
+    print()
+    print(f"Bill for {args.batch} x {_n(tokens)} tokens:")
+    if result.weights is None:
+        print(f"  weights ({args.dtype}): unknown")
+    else:
+        print(f"  weights ({args.dtype}): {_size(result.weights)} ({_n(parameters)} parameters)")
+    print(f"  cache ({args.cache_dtype}, states {args.state_dtype}): {_size(result.cache)}")
+    for kind, size in result.per_kind.items():
+        if size:
+            print(f"    {_kind_name(facts, kind)}: {_size(size)}")
+    if result.total is not None:
+        print(f"  total: {_size(result.total)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,382 @@
+"""The atlas: facts read from a config, checked against what transformers' own cache
+keeps, to the byte; the weights, the recipe, the strip and the command."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+import transformers
+from tiny_configs import BASE, TINY, WINDOW, tiny_config
+
+from attention import MODELS, ModelFacts
+from attention.atlas import (
+    BITS,
+    STRIP_LETTERS,
+    _size,
+    bill,
+    facts_from_config,
+    layer_strip,
+    main,
+    parameter_count,
+    recipe,
+)
+from attention.model_facts import CHUNKED, CSA, HCA, SLIDING
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+# The type transformers keeps each model's recurrent states in, beside the model's own:
+# float32 for Gated DeltaNet, KDA and Mamba (their kernels hand the state back in it;
+# Nemotron-H's mamba_ssm_cache_dtype), the model's type for MiniMax's lightning
+# attention (MiniMaxLightningAttention keeps attn_weights_inter as computed).
+STATE_DTYPE = {"minimax": torch.bfloat16}
+PREFILL, STEPS = 5, 3  # 5, 6, 7 and 8 tokens: below, at and past the window of 7
+
+
+def _floating_tensors(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return [t for item in value for t in _floating_tensors(item)]
+    return []
+
+
+def held_bytes(cache, index: int) -> int:
+    """Bytes of every floating-point tensor one layer of transformers' cache keeps, each
+    view once (DeepSeek-V4's values are its keys: ``self.values = self.keys``).
+    Integer tensors are the cache's bookkeeping (the window's size), not the model's
+    numbers."""
+    tensors = _floating_tensors(vars(cache.layers[index]))
+    linear = getattr(cache, "linear_cache", None)  # MiniMaxCache keeps its states apart
+    if linear is not None and index < len(linear):
+        tensors += _floating_tensors(linear[index])
+    held = {(t.data_ptr(), t.shape, t.stride()): t.numel() * t.element_size() for t in tensors}
+    return sum(held.values())
+
+
+def key_value_memory(cache, index: int) -> int:
+    """Bytes of the memory under one layer's keys and values. A sliding layer's keys
+    are a view of the last ``window - 1`` tokens of the step's concatenation, which
+    stays in memory whole: ``window`` tokens once decoding has filled the window.
+    (DeepSeek-V4's buffers are views too, of the whole call's projections.)"""
+    layer = cache.layers[index]
+    tensors = _floating_tensors([getattr(layer, "keys", None), getattr(layer, "values", None)])
+    held = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(held.values())
+
+
+def rolling_token(facts: ModelFacts, tokens: int) -> tuple[int, ...]:
+    """The one token each full window holds in the site's convention and not in
+    transformers', which keeps ``window - 1`` tokens between steps
+    (``DynamicSlidingWindowLayer.update``: ``full_key_states[:, :, -self.sliding_window
+    + 1 :, :]``, and so ``DeepseekV4HCACache.update``)."""
+    rolling = {SLIDING, CHUNKED, CSA, HCA}
+    window = facts.sliding_window or facts.attention_chunk_size
+    return tuple(
+        per_token if kind in rolling and tokens >= window else 0
+        for kind, per_token in zip(
+            facts.layer_types, facts.layer_kv_bytes_per_token(torch.bfloat16), strict=True
+        )
+    )
+
+
+def value_copies(facts: ModelFacts) -> tuple[int, ...]:
+    """Copies of each layer's cache transformers keeps. 2 in DeepSeek-V4's sliding
+    layers, where the model needs one: ``DeepseekV4Attention.forward`` calls
+    ``past_key_values.update(kv, kv, self.layer_idx)``, and a ``"sliding_attention"``
+    layer's cache is a plain ``DynamicSlidingWindowLayer``, which stores the keys and
+    the values apart, where ``DeepseekV4HCACache.update`` stores one tensor for both
+    (``self.values = self.keys``)."""
+    twice = facts.compressed is not None
+    return tuple(2 if twice and kind == SLIDING else 1 for kind in facts.layer_types)
+
+
+@pytest.mark.parametrize("model_type", list(TINY))
+def test_the_bill_is_what_transformers_caches_after_prefill_and_decoding(model_type) -> None:
+    """Layer by layer, after a prefill and after each decoding step, the bytes the
+    facts count equal those of the tensors transformers' cache keeps, but for the token
+    a full window holds in the site's convention (``rolling_token``); the keys and
+    values the facts count equal the memory under transformers' (the prefill fits in
+    the window; a longer one stays in memory whole until the next step)."""
+    config = tiny_config(model_type)
+    facts = ModelFacts.from_config(config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval()
+    state_dtype = STATE_DTYPE.get(model_type, torch.float32)
+    ids = torch.randint(0, 64, (1, PREFILL))
+    cache = None
+    with torch.no_grad():
+        for step in range(STEPS + 1):
+            chunk = ids if step == 0 else ids[:, :1]
+            cache = model(chunk, past_key_values=cache, use_cache=True).past_key_values
+            tokens = PREFILL + step
+            expected = facts.layer_cache_bytes(tokens, torch.bfloat16, state_dtype)
+            window = rolling_token(facts, tokens)
+            copies = value_copies(facts)
+            held = tuple(held_bytes(cache, i) for i in range(facts.layers))
+            assert held == tuple(
+                c * (e - w) for c, e, w in zip(copies, expected, window, strict=True)
+            ), tokens
+            # In memory, the step's whole concatenation: the window the site counts.
+            memory = tuple(key_value_memory(cache, i) for i in range(facts.layers))
+            assert memory == tuple(
+                c * per_token * facts._tokens_kept(kind, tokens)
+                for c, kind, per_token in zip(
+                    copies, facts.layer_types, facts.layer_kv_bytes_per_token(), strict=True
+                )
+            ), tokens
+    assert len(cache.layers) == facts.layers
+
+
+def test_the_tiny_configs_cross_their_windows() -> None:
+    """The checks above see a window both filling and full."""
+    assert PREFILL < WINDOW <= PREFILL + STEPS
+
+
+# -- from_config -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type", ["mistral", "deepseek_v4"])
+def test_a_dict_a_path_and_a_config_give_the_same_facts(model_type, tmp_path) -> None:
+    config = tiny_config(model_type)
+    as_dict = config.to_dict()
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(as_dict), encoding="utf-8")
+    facts = facts_from_config(config)
+    assert facts_from_config(as_dict) == facts
+    assert facts_from_config(path) == facts == facts_from_config(tmp_path)
+    assert facts.name == model_type and facts.config_class == type(config).__name__
+
+
+def test_a_multimodal_config_gives_its_text_model() -> None:
+    config = transformers.Gemma3Config(text_config=BASE | TINY["gemma3_text"])
+    assert (
+        facts_from_config(config).layer_types
+        == facts_from_config(tiny_config("gemma3_text")).layer_types
+    )
+
+
+@pytest.mark.parametrize(
+    "config, error, message",
+    [
+        ({"model_type": "bert"}, ValueError, "model_type='bert'"),
+        ({"model_type": "no such type"}, ValueError, "model_type this transformers knows"),
+        ({"hidden_size": 8}, ValueError, "name its model_type"),
+        ("/no/such/config.json", ValueError, "expected a config.json file"),
+        (42, TypeError, "got int"),
+        (
+            {"model_type": "smollm3", "num_hidden_layers": 4, "no_rope_layers": [1, 0, 0, 1]},
+            ValueError,
+            "no_rope_layers=[1, 0, 0, 1]",
+        ),
+        (
+            {
+                "model_type": "gpt_oss",
+                "num_hidden_layers": 2,
+                "layer_types": ["sliding_attention", "chunked_attention"],
+            },
+            ValueError,
+            "layer_types='chunked_attention'",
+        ),
+        (
+            {"model_type": "llama", "rope_parameters": {"rope_type": "made_up", "rope_theta": 1.0}},
+            ValueError,
+            None,
+        ),
+    ],
+)
+def test_what_the_atlas_cannot_read_is_refused_by_name(config, error, message) -> None:
+    with pytest.raises(error) as caught:
+        facts_from_config(config)
+    assert str(caught.value).startswith("facts_from_config: expected")
+    if message is not None:
+        assert message in str(caught.value)
+
+
+# -- item 10: each MODELS entry, through the transformers config built from it ------------
+
+COMPARED = [  # every attribute a config determines (not the names and sources)
+    "layers",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "positions",
+    "layer_types",
+    "uses_rope",
+    "kv_shared",
+    "layer_kv_shapes",
+    "rope_theta",
+    "local_rope_theta",
+    "partial_rotary_factor",
+    "nope_every",
+    "sliding_window",
+    "attention_chunk_size",
+    "latent",
+    "indexer",
+    "linear_attention",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "global_layers",
+    "num_kv_shared_layers",
+    "scores",
+    "parts",
+    "temperature_tuning",
+    "final_logit_softcapping",
+]
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_from_config_gives_back_each_entry(facts) -> None:
+    """The config transformers builds from an entry's released fields reads back as the
+    entry: every mechanism, and every byte of its cache."""
+    from test_model_facts import released_config
+
+    read = facts_from_config(released_config(facts), name=facts.name)
+    for name in COMPARED:
+        assert getattr(read, name) == getattr(facts, name), name
+    if facts.rope_scaling is not None:  # transformers may add defaults to the dict
+        assert facts.rope_scaling.items() <= read.rope_scaling.items()
+    else:
+        assert read.rope_scaling is None
+    for tokens in (1, 4096, facts.trained_context):
+        assert read.cache_bytes(tokens) == facts.cache_bytes(tokens)
+
+
+# -- weights and the bill ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3_next", "deepseek_v4"])
+def test_the_parameter_count_is_that_of_the_built_model(model_type) -> None:
+    config = tiny_config(model_type)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    assert parameter_count(config) == sum(p.numel() for p in model.parameters())
+
+
+def test_the_released_gpt2_counts_as_the_table_says() -> None:
+    assert parameter_count({"model_type": "gpt2"}) == MODELS["GPT-2"].parameters
+
+
+def test_the_bill_is_weights_plus_a_batch_of_caches() -> None:
+    qwen = MODELS["Qwen3.5 397B-A17B"]
+    b = bill(qwen, 32768, batch=4, dtype="fp8", cache_dtype="bf16")
+    assert b.weights == qwen.parameters  # one byte a parameter
+    assert b.cache == 4 * qwen.cache_bytes(32768) == sum(b.per_kind.values())
+    assert b.total == b.weights + b.cache
+    int4 = bill(qwen, 32768, batch=4, dtype="int4", cache_dtype="int4", state_dtype="int4")
+    numbers = sum(a + s for a, s in qwen.layer_cache_numbers(32768))
+    assert (int4.weights, int4.cache) == (qwen.parameters // 2, 4 * numbers // 2)
+    assert bill(MODELS["Llama 3 8B"], 10).weights is None  # no count in the table
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"dtype": "bf8"}, ValueError),
+        ({"cache_dtype": torch.bfloat16}, TypeError),
+        ({"batch": 0}, ValueError),
+        ({"batch": 1.5}, TypeError),
+    ],
+)
+def test_the_bill_refuses_what_it_cannot_mean(kwargs, error) -> None:
+    with pytest.raises(error, match=r"^bill: expected"):
+        bill(MODELS["GPT-2"], 10, **kwargs)
+
+
+def test_layer_cache_numbers_refuses_a_negative_or_a_float_length() -> None:
+    with pytest.raises(ValueError, match="expected tokens >= 0"):
+        MODELS["GPT-2"].layer_cache_numbers(-1)
+    with pytest.raises(TypeError, match="expected tokens to be an int"):
+        MODELS["GPT-2"].layer_cache_numbers(1.0)
+
+
+# -- the recipe, the strip, the command ----------------------------------------------------
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
+    text = recipe(facts)
+    assert text == facts.recipe() and text.startswith(f"{facts.name}: {facts.layers} layers")
+    present = {
+        "sliding (window": facts.sliding_window,
+        "chunked (chunk": facts.attention_chunk_size,
+        "MLA": facts.latent,
+        "DeepSeek Sparse Attention": facts.indexer,
+        "sinks": facts.sinks,
+        "output gate": facts.output_gate,
+        "QK-norm": facts.qk_norm,
+        "NoPE": facts.nope_every or facts.positions == "none",
+        "YaRN": (facts.rope_scaling or {}).get("rope_type") == "yarn",
+        "learned positions": facts.learned_positions,
+        "of fixed state": facts.state_bytes(),
+        "capped": facts.sliding_window or facts.attention_chunk_size,
+        "reuse earlier layers' keys": facts.num_kv_shared_layers,
+    }
+    for words, has in present.items():
+        assert (words in text) == bool(has), words
+    if facts.linear_attention:
+        assert facts.linear_attention in text
+
+
+def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:
+    gemma = MODELS["Gemma 2 9B"]  # 21 full layers grow, 21 sliding are capped
+    full_layers = gemma.layer_types.count("full_attention")
+    per_token = full_layers * gemma.layer_kv_bytes_per_token()[1]
+    assert f"cache per token: {_size(per_token)} growing" in gemma.recipe()
+
+
+def test_the_strip_has_a_letter_per_layer_and_a_legend() -> None:
+    gemma = MODELS["Gemma 4 E2B"]
+    letters, legend = layer_strip(gemma).split("\n")
+    assert len(letters) == gemma.layers
+    expected = [
+        STRIP_LETTERS[k].lower() if shared else STRIP_LETTERS[k]
+        for k, shared in zip(gemma.layer_types, gemma.kv_shared, strict=True)
+    ]
+    assert list(letters) == expected
+    assert "lower case" in legend and f"window {gemma.sliding_window}" in legend
+    assert len(layer_strip(MODELS["DeepSeek-V3"], width=10).split("\n")) == 8  # 61 layers
+
+
+def test_the_command_prints_recipe_strip_and_bill_for_a_name(capsys) -> None:
+    facts = MODELS["gpt-oss-20b"]
+    assert main(["gpt-oss-20b", "--tokens", "1000", "--batch", "2", "--cache-dtype", "fp8"]) == 0
+    out = capsys.readouterr().out
+    expected = bill(facts, 1000, batch=2, cache_dtype="fp8")
+    assert out.startswith(recipe(facts) + "\n\n" + layer_strip(facts) + "\n")
+    assert f"cache (fp8, states fp32): {_size(expected.cache)}" in out
+    assert f"total: {_size(expected.total)}" in out
+
+
+def test_the_command_reads_a_config_file_and_counts_its_weights(tmp_path, capsys) -> None:
+    config = tiny_config("llama")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+    assert main([str(path), "--tokens", "64", "--dtype", "int4"]) == 0
+    out = capsys.readouterr().out
+    parameters = parameter_count(config)
+    assert f"({parameters:,} parameters)" in out
+    assert f"weights (int4): {_size(math.ceil(parameters * BITS['int4'] / 8))}" in out
+
+
+def test_the_command_names_what_it_cannot_read(capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["no such model"])
+    assert caught.value.code == 2
+    assert "expected a config.json path or a name from MODELS" in capsys.readouterr().err
+
+
+def test_facts_from_config_takes_the_names_the_table_gives() -> None:
+    facts = facts_from_config(tiny_config("llama"), name="Tiny", checkpoint="me/tiny", year=2026)
+    assert (facts.name, facts.checkpoint, facts.year) == ("Tiny", "me/tiny", 2026)
+    plain = dataclasses.replace(facts, name="llama", checkpoint="", year=0)
+    assert plain == facts_from_config(tiny_config("llama"))

@@ -1,0 +1,180 @@
+"""A tiny config of each model type the atlas reads: few layers, small sizes, built in
+code, so that a test can build the model, run it with a cache and weigh what the cache
+keeps. Windows, chunks and compression rates are small enough that a prefill of 5 tokens
+and 3 decoding steps cross them."""
+
+from __future__ import annotations
+
+WINDOW = 7  # a sliding window or a chunk: 5 tokens fit in it, 8 do not
+
+BASE = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=32,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    max_position_embeddings=256,
+    pad_token_id=0,
+    bos_token_id=0,
+    eos_token_id=0,
+)
+_MLA = dict(
+    kv_lora_rank=16,
+    q_lora_rank=12,
+    qk_rope_head_dim=4,
+    qk_nope_head_dim=8,
+    v_head_dim=8,
+    head_dim=4,
+    num_key_value_heads=4,
+    n_routed_experts=4,
+    n_group=1,
+    topk_group=1,
+    num_experts_per_tok=2,
+    first_k_dense_replace=1,
+    moe_intermediate_size=16,
+)
+_INDEXER = dict(index_n_heads=2, index_head_dim=8, index_topk=4)
+_LINEAR = dict(
+    linear_conv_kernel_dim=3,
+    linear_key_head_dim=8,
+    linear_value_head_dim=6,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    layer_types=["linear_attention", "full_attention"] * 2,
+)
+_MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)
+_SLIDING_3_1 = ["sliding_attention"] * 3 + ["full_attention"]
+
+#: model_type -> the fields that differ from BASE.
+TINY: dict[str, dict] = {
+    "llama": {},
+    "mistral": dict(sliding_window=WINDOW),
+    "qwen3": {},
+    "qwen3_moe": _MOE,
+    "gemma2": dict(sliding_window=WINDOW, query_pre_attn_scalar=8),
+    "gemma3_text": dict(
+        sliding_window=WINDOW,
+        query_pre_attn_scalar=8,
+        layer_types=[
+            "sliding_attention",
+            "sliding_attention",
+            "full_attention",
+            "sliding_attention",
+        ],
+    ),
+    "gemma4_text": dict(
+        sliding_window=WINDOW,
+        vocab_size_per_layer_input=64,
+        hidden_size_per_layer_input=8,
+        global_head_dim=16,
+        num_hidden_layers=6,
+        num_kv_shared_layers=2,
+        layer_types=["sliding_attention", "full_attention"] * 3,
+    ),
+    "gpt_oss": dict(
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=WINDOW,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+    ),
+    "llama4_text": dict(
+        attention_chunk_size=WINDOW,
+        num_local_experts=2,
+        intermediate_size_mlp=32,
+        no_rope_layers=[1, 1, 1, 0],
+    ),
+    "olmo2": {},
+    "olmo3": dict(sliding_window=WINDOW, layer_types=_SLIDING_3_1),
+    "smollm3": dict(no_rope_layer_interval=4),
+    "cohere2": dict(sliding_window=WINDOW, layer_types=_SLIDING_3_1),
+    "gpt2": dict(vocab_size=64, n_embd=32, n_layer=3, n_head=4, n_positions=64),
+    "deepseek_v3": _MLA,
+    "deepseek_v32": _MLA | _INDEXER,
+    "glm_moe_dsa": _MLA | _INDEXER,
+    "kimi_linear": {
+        **_MLA,
+        "q_lora_rank": None,
+        "num_experts": 4,
+        "num_experts_per_token": 2,
+        "linear_attn_config": dict(
+            full_attn_layers=[2, 4],
+            kda_layers=[1, 3],
+            num_heads=2,
+            head_dim=8,
+            short_conv_kernel_size=3,
+        ),
+    },
+    "qwen3_next": _LINEAR | _MOE | dict(shared_expert_intermediate_size=16),
+    "qwen3_5_text": _LINEAR,
+    "minimax": dict(
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        block_size=4,
+        layer_types=["linear_attention", "full_attention"] * 2,
+    ),
+    "falcon_h1": dict(
+        mamba_d_ssm=16,
+        mamba_n_heads=4,
+        mamba_d_head=4,
+        mamba_n_groups=1,
+        mamba_d_state=4,
+        mamba_d_conv=3,
+        mamba_chunk_size=4,
+    ),
+    "nemotron_h": dict(
+        layers_block_type=["mamba", "mlp", "attention", "mamba"],
+        ssm_state_size=4,
+        mamba_num_heads=4,
+        mamba_head_dim=4,
+        n_groups=2,
+        conv_kernel=3,
+        chunk_size=4,
+        n_routed_experts=2,
+        moe_intermediate_size=16,
+        moe_shared_expert_intermediate_size=16,
+    ),
+    "jamba": dict(
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        num_experts=2,
+        mamba_d_state=4,
+        mamba_d_conv=3,
+        mamba_dt_rank=4,
+    ),
+    "deepseek_v4": dict(
+        num_key_value_heads=1,
+        head_dim=16,
+        q_lora_rank=12,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        sliding_window=WINDOW,
+        compress_rates={"compressed_sparse_attention": 2, "heavily_compressed_attention": 4},
+        layer_types=[
+            "sliding_attention",
+            "heavily_compressed_attention",
+            "compressed_sparse_attention",
+            "compressed_sparse_attention",
+        ],
+        o_groups=2,
+        o_lora_rank=8,
+        index_n_heads=2,
+        index_head_dim=8,
+        index_topk=2,
+        qk_rope_head_dim=4,
+        hc_mult=2,
+        num_nextn_predict_layers=0,
+    ),
+}
+
+
+def tiny_config(model_type: str):
+    """The transformers config of ``model_type``'s tiny model."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    fields = TINY[model_type] if model_type == "gpt2" else BASE | TINY[model_type]
+    return CONFIG_MAPPING[model_type](**fields)
