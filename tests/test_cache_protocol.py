@@ -64,7 +64,7 @@ def dsa() -> SparseLatentAttention:
     torch.manual_seed(0)
     return SparseLatentAttention(
         8, 8, 64, num_heads=2, q_lora_rank=4, kv_lora_rank=4, qk_nope_head_dim=2,
-        qk_rope_head_dim=2, v_head_dim=2, index_topk=3, index_num_heads=2, index_head_dim=4,
+        qk_rope_head_dim=2, v_head_dim=2, index_top_k=3, index_num_heads=2, index_head_dim=4,
     )  # fmt: skip
 
 

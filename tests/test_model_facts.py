@@ -891,6 +891,10 @@ def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
 
 # Numbers that equal a model fact by coincidence, page by page, with the reason.
 NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
+    ("docs/chapters/17-longer-contexts.md", 16): "the toy head of 16 features the pairing "
+    "figure draws, small enough to label every feature; no model's head count",
+    ("docs/chapters/17-longer-contexts.md", 4): "a quarter of the toy head's 16 features, "
+    "the ones partial rotary turns in the figure; no model's group size",
     ("docs/chapters/07-efficient-attention.md", 8): "the batch of 8 sequences the page "
     "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
     ("docs/chapters/07-efficient-attention.md", 2048): "the benchmark's reference matrix "
