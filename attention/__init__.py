@@ -67,6 +67,14 @@ each token inside its own sequence's block of :func:`varlen_mask`.
 :class:`StreamingCache` keeps StreamingLLM's first tokens and a window, at positions
 re-indexed inside the cache.
 
+**Part VI, FlashAttention, the whole algorithm.** :func:`tiled_attention` returns the
+log-sum-exp of each query with ``return_lse=True``; :func:`tiled_attention_backward`
+recomputes the weights from it, block by block, and :func:`flash_attention` ties the
+two together under autograd. :func:`merge_attention_states` combines attention over
+disjoint keys: :func:`split_kv_attention` (flash-decoding) and :func:`ring_attention`
+(keys and values passed round a ring of ``torch.distributed`` processes, with
+:func:`ring_positions`, :func:`ring_work` and :func:`simulate_ring_attention`) use it.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -102,6 +110,7 @@ from attention.data import (
     SWITCH_TOKENS,
     TOKENS,
 )
+from attention.flash import flash_attention, tiled_attention_backward
 from attention.delta import GatedDeltaNet, GatedDeltaNetCache, gated_delta_rule
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
@@ -109,11 +118,13 @@ from attention.kv_cache import KVCache, kv_cache_bytes_per_token
 from attention.kv_quant import QuantizedKV, QuantizedKVCache, quantize_kv
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from attention.linear import linear_attention
+from attention.merge import merge_attention_states, split_kv_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import RMSNorm
 from attention.paged import PagedKVCache, paged_attention
+from attention.ring import ring_attention, ring_positions, ring_work, simulate_ring_attention
 from attention.rope import apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
@@ -133,6 +144,7 @@ from attention.sparse import (
     topk_sparse_attention,
 )
 from attention.step import attend
+from attention.tiled import tiled_attention
 from attention.streaming import StreamingCache
 from attention.varlen import varlen_attention, varlen_mask
 
@@ -190,6 +202,15 @@ __all__ = [
     "softmax_naive",
     "softmax_stable",
     "topk_sparse_attention",
+    "flash_attention",
+    "merge_attention_states",
+    "ring_attention",
+    "ring_positions",
+    "ring_work",
+    "simulate_ring_attention",
+    "split_kv_attention",
+    "tiled_attention",
+    "tiled_attention_backward",
     "varlen_attention",
     "varlen_mask",
 ]
