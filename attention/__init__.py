@@ -110,16 +110,16 @@ from attention.data import (
     SWITCH_TOKENS,
     TOKENS,
 )
-from attention.flash import flash_attention, tiled_attention_backward
 from attention.delta import GatedDeltaNet, GatedDeltaNetCache, gated_delta_rule
+from attention.flash import flash_attention, tiled_attention_backward
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
 from attention.kv_quant import QuantizedKV, QuantizedKVCache, quantize_kv
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from attention.linear import linear_attention
-from attention.merge import merge_attention_states, split_kv_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
+from attention.merge import merge_attention_states, split_kv_attention
 from attention.model_facts import MODELS, ModelFacts
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import RMSNorm
@@ -144,8 +144,8 @@ from attention.sparse import (
     topk_sparse_attention,
 )
 from attention.step import attend
-from attention.tiled import tiled_attention
 from attention.streaming import StreamingCache
+from attention.tiled import tiled_attention
 from attention.varlen import varlen_attention, varlen_mask
 
 __all__ = [
@@ -185,32 +185,32 @@ __all__ = [
     "check_version",
     "chunked_mask",
     "context_vectors",
+    "flash_attention",
     "gated_delta_rule",
     "grouped_query_attention",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
     "linear_attention",
+    "merge_attention_states",
     "padding_mask",
     "paged_attention",
     "quantize_kv",
+    "ring_attention",
+    "ring_positions",
+    "ring_work",
     "rope_frequencies",
     "scaled_dot_product_weights",
     "scores_for_all",
     "scores_for_query",
     "simple_self_attention",
+    "simulate_ring_attention",
     "sliding_window_mask",
     "softmax_naive",
     "softmax_stable",
-    "topk_sparse_attention",
-    "flash_attention",
-    "merge_attention_states",
-    "ring_attention",
-    "ring_positions",
-    "ring_work",
-    "simulate_ring_attention",
     "split_kv_attention",
     "tiled_attention",
     "tiled_attention_backward",
+    "topk_sparse_attention",
     "varlen_attention",
     "varlen_mask",
 ]

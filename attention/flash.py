@@ -13,11 +13,18 @@ grow with ``num_tokens * head_dim``, not ``num_tokens ** 2``. Chapter 25 follows
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from attention.tiled import _positive_int, _qkv, _repeat_kv, _tensor, tiled_attention
 
-__all__ = ["TiledAttentionFunction", "flash_attention", "tiled_attention_backward"]
+__all__ = [
+    "TiledAttentionFunction",
+    "flash_attention",
+    "saved_bytes",
+    "tiled_attention_backward",
+]
 
 
 def _backward_inputs(
@@ -229,3 +236,47 @@ def flash_attention(
     _qkv("flash_attention", q, k, v, causal)
     block_size = _positive_int("flash_attention", "block_size", block_size)
     return TiledAttentionFunction.apply(q, k, v, causal, block_size)
+
+
+def saved_bytes(fn: Callable[..., object], *args: object, **kwargs: object) -> int:
+    """How many bytes of tensors autograd saves for the backward pass of ``fn(*args)``.
+
+    Counted with ``torch.autograd.graph.saved_tensors_hooks`` while ``fn`` runs: every
+    tensor an operation (or a ``torch.autograd.Function``) saves, each tensor once.
+    On the ``"meta"`` device the operations run on shapes alone, so the count costs no
+    memory at any length, and it is the count a CPU gives.
+
+    Parameters
+    ----------
+    fn : callable
+        Called as ``fn(*args, **kwargs)``; its inputs should require gradients.
+
+    Returns
+    -------
+    int
+        The bytes saved, ``sum(t.numel() * t.element_size())``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> q, k, v = (torch.randn(4096, 64, device="meta", requires_grad=True) for _ in range(3))
+    >>> def plain(q, k, v):
+    ...     return torch.softmax(q @ k.T / 8, dim=-1) @ v
+    >>> saved_bytes(plain, q, k, v) > 4096 * 4096 * 4  # at least one (T, T) matrix
+    True
+    >>> saved_bytes(flash_attention, q, k, v, block_size=1024)  # q, k, v, out and lse
+    4210688
+    >>> 4 * 4096 * 64 * 4 + 4096 * 4
+    4210688
+    """
+    if not callable(fn):
+        raise TypeError(f"saved_bytes: expected fn to be callable, got {type(fn).__name__}")
+    sizes: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        sizes[id(t)] = t.numel() * t.element_size()  # the graph keeps t alive, so ids stay
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args, **kwargs)
+    return sum(sizes.values())

@@ -80,7 +80,9 @@ def ring_positions(num_tokens: int, world_size: int, *, zigzag: bool = False) ->
     length = num_tokens // world_size
     chunk = length // 2 if zigzag else length
     return [
-        torch.cat([torch.arange(g, g + chunk) for _, g in _chunk_starts(r, world_size, zigzag, length)])
+        torch.cat(
+            [torch.arange(g, g + chunk) for _, g in _chunk_starts(r, world_size, zigzag, length)]
+        )
         for r in range(world_size)
     ]
 
@@ -179,7 +181,9 @@ def ring_work(
     return work
 
 
-def _ring_inputs(owner: str, q: object, k: object, v: object, causal: object, zigzag: object) -> None:
+def _ring_inputs(
+    owner: str, q: object, k: object, v: object, causal: object, zigzag: object
+) -> None:
     _qkv(owner, q, k, v, causal)
     _flag(owner, "zigzag", zigzag)
 
@@ -232,15 +236,15 @@ def simulate_ring_attention(
         )
     _check_layout(owner, q.shape[-2], world_size, zigzag)
     positions = ring_positions(q.shape[-2], world_size, zigzag=zigzag)
-    local = [
-        tuple(t.index_select(-2, p.to(t.device)) for t in (q, k, v)) for p in positions
-    ]
+    local = [tuple(t.index_select(-2, p.to(t.device)) for t in (q, k, v)) for p in positions]
     out = q.new_empty((*q.shape[:-1], v.shape[-1]))
     for r in range(world_size):
         state = None
         for s in range(world_size):
             j = (r - s) % world_size  # the block process r holds at step s
-            part = _ring_step(local[r][0], local[j][1], local[j][2], r, j, world_size, causal, zigzag)
+            part = _ring_step(
+                local[r][0], local[j][1], local[j][2], r, j, world_size, causal, zigzag
+            )
             state = _merge(state, part)
         out[..., positions[r].to(q.device), :] = state[0]
     return out
@@ -253,10 +257,11 @@ def ring_attention(
     *,
     causal: bool = False,
     zigzag: bool = False,
+    group: dist.ProcessGroup | None = None,
 ) -> torch.Tensor:
     """Attention over a sequence spread over the processes of ``torch.distributed``.
 
-    Call it in every process of the default process group (``gloo`` runs on CPUs),
+    Call it in every process of ``group`` (``gloo`` runs on CPUs),
     each with its own block of the sequence, cut as :func:`ring_positions` says. At
     step ``s`` a process attends to the key/value block that started at process
     ``(rank - s) % world_size``; while it computes, it sends that block on to process
@@ -275,6 +280,9 @@ def ring_attention(
         Each token sees itself and the tokens before it in the whole sequence.
     zigzag : bool, default False
         The tokens are held in the zigzag order of :func:`ring_positions`.
+    group : torch.distributed.ProcessGroup, optional
+        The processes that share the sequence, in the order of their ranks in it;
+        default, every process (the default group).
 
     Returns
     -------
@@ -284,7 +292,7 @@ def ring_attention(
     Raises
     ------
     RuntimeError
-        If no default process group is initialized.
+        If no process group is initialized.
     TypeError, ValueError
         For bad arguments, as :func:`~attention.tiled_attention`.
 
@@ -313,7 +321,17 @@ def ring_attention(
             f"{owner}: expected an even number of tokens per process in the zigzag order "
             f"(two equal chunks), got {q.shape[-2]}"
         )
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    if rank < 0:
+        raise ValueError(
+            f"{owner}: expected to be called in a process of group, got process "
+            f"{dist.get_rank()}, which is not in it"
+        )
+
+    def peer(r: int) -> int:  # a rank in the group, as the default group numbers it
+        r %= world_size
+        return r if group is None else dist.get_global_rank(group, r)
+
     kv = torch.cat([k, v], dim=-1).contiguous()  # one message per step: keys and values
     split = k.shape[-1]
     state = None
@@ -322,8 +340,8 @@ def ring_attention(
         if s < world_size - 1:  # pass this block on while computing with it
             incoming = torch.empty_like(kv)
             requests = [
-                dist.isend(kv, (rank + 1) % world_size),
-                dist.irecv(incoming, (rank - 1) % world_size),
+                dist.isend(kv, peer(rank + 1), group=group),
+                dist.irecv(incoming, peer(rank - 1), group=group),
             ]
         j = (rank - s) % world_size  # whose block this is
         part = _ring_step(q, kv[..., :split], kv[..., split:], rank, j, world_size, causal, zigzag)
