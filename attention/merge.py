@@ -167,7 +167,7 @@ def split_kv_attention(
     True
     """
     owner = "split_kv_attention"
-    _qkv(owner, q, k, v, False)
+    group = _qkv(owner, q, k, v, False)
     num_splits = _positive_int(owner, "num_splits", num_splits)
     num_keys = k.shape[-2]
     if num_splits > num_keys:
@@ -175,6 +175,9 @@ def split_kv_attention(
             f"{owner}: expected num_splits of at most num_keys={num_keys} (each part needs "
             f"a key), got {num_splits}"
         )
+    num_queries = q.shape[-2]
+    if group > 1:  # a group's query heads become rows of its one key/value head: no copies
+        q = q.unflatten(-3, (k.shape[-3], group)).flatten(-3, -2)  # (..., kv_heads, g*Tq, d)
     outs, lses = [], []
     for k_part, v_part in zip(
         k.tensor_split(num_splits, dim=-2), v.tensor_split(num_splits, dim=-2), strict=True
@@ -183,4 +186,5 @@ def split_kv_attention(
         out, lse = tiled_attention(q, k_part, v_part, block_size=k_part.shape[-2], return_lse=True)
         outs.append(out)
         lses.append(lse)
-    return merge_attention_states(outs, lses)[0]
+    out = merge_attention_states(outs, lses)[0]
+    return out.unflatten(-2, (group, num_queries)).flatten(-4, -3) if group > 1 else out
