@@ -67,13 +67,14 @@ each token inside its own sequence's block of :func:`varlen_mask`.
 :class:`StreamingCache` keeps StreamingLLM's first tokens and a window, at positions
 re-indexed inside the cache.
 
-**Part VI, FlashAttention, the whole algorithm.** :func:`tiled_attention` returns the
-log-sum-exp of each query with ``return_lse=True``; :func:`tiled_attention_backward`
-recomputes the weights from it, block by block, and :func:`flash_attention` ties the
-two together under autograd. :func:`merge_attention_states` combines attention over
-disjoint keys: :func:`split_kv_attention` (flash-decoding) and :func:`ring_attention`
-(keys and values passed round a ring of ``torch.distributed`` processes, with
-:func:`ring_positions`, :func:`ring_work` and :func:`simulate_ring_attention`) use it.
+**Part VI, FlashAttention, the whole algorithm.**
+:func:`~attention.tiled.tiled_attention` returns the log-sum-exp of each query with
+``return_lse=True``; :func:`~attention.flash.tiled_attention_backward` recomputes the
+weights from it, block by block, and :func:`~attention.flash.flash_attention` ties
+the two together under autograd. :func:`~attention.merge.merge_attention_states`
+combines attention over disjoint keys, as :func:`~attention.merge.split_kv_attention`
+(flash-decoding) and :func:`~attention.ring.ring_attention` (keys and values passed
+round a ring of ``torch.distributed`` processes) do.
 
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every

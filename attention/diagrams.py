@@ -915,7 +915,7 @@ def backward_blocks(
 ) -> Axes:
     """The blocks of FlashAttention's backward pass, as the backward function visits them.
 
-    The loops of :func:`~attention.tiled_attention_backward`, drawn.
+    The loops of :func:`~attention.flash.tiled_attention_backward`, drawn.
 
     A grid of query blocks (rows) by key blocks (columns). Each block the backward pass
     computes is filled, a block on the diagonal is marked "masked", and a block in the
@@ -1109,7 +1109,7 @@ def ring_steps(
     One panel per step. The processes sit on a circle, arrows pointing to the process
     each passes its block to. A process shows which chunks of the sequence its keys and
     values hold at that step and how many blocks of scores it computes with them
-    (:func:`~attention.ring_work`, in units of one chunk by one chunk); one that
+    (:func:`~attention.ring.ring_work`, in units of one chunk by one chunk); one that
     computes nothing is hatched.
 
     Examples

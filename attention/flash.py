@@ -1,6 +1,6 @@
 """FlashAttention's backward pass: gradients from the saved log-sum-exp, block by block.
 
-:func:`~attention.tiled_attention` computes attention without the
+:func:`~attention.tiled.tiled_attention` computes attention without the
 ``(num_queries, num_keys)`` matrix of weights. Autograd through it would still keep
 every block it made, as much as the full matrix, to differentiate later. FlashAttention
 keeps only the output and one number per query, the log-sum-exp ``lse`` of its scores,
@@ -89,7 +89,7 @@ def tiled_attention_backward(
     Parameters
     ----------
     q, k, v : torch.Tensor
-        As for :func:`~attention.tiled_attention`: ``(..., num_heads, num_queries,
+        As for :func:`~attention.tiled.tiled_attention`: ``(..., num_heads, num_queries,
         head_dim)``, ``(..., num_kv_heads, num_keys, head_dim)`` and
         ``(..., num_kv_heads, num_keys, value_dim)``.
     out : torch.Tensor, shape (..., num_heads, num_queries, value_dim)
@@ -111,7 +111,7 @@ def tiled_attention_backward(
     Raises
     ------
     TypeError
-        For an argument of the wrong type (as :func:`~attention.tiled_attention`).
+        For an argument of the wrong type (as :func:`~attention.tiled.tiled_attention`).
     ValueError
         For shapes, dtypes or devices that do not match.
 
@@ -169,7 +169,7 @@ def tiled_attention_backward(
 
 
 class TiledAttentionFunction(torch.autograd.Function):
-    """:func:`~attention.tiled_attention` forward, :func:`tiled_attention_backward` backward.
+    """:func:`~attention.tiled.tiled_attention` forward, :func:`tiled_attention_backward` backward.
 
     The forward pass saves ``q``, ``k``, ``v``, the output and its log-sum-exp, nothing
     of size ``num_queries * num_keys``. Call it through :func:`flash_attention`.
@@ -201,14 +201,14 @@ def flash_attention(
 ) -> torch.Tensor:
     """Tiled attention whose backward pass recomputes the weights: FlashAttention.
 
-    Computes what :func:`~attention.tiled_attention` computes; under autograd it keeps
+    Computes what :func:`~attention.tiled.tiled_attention` computes; under autograd it keeps
     only ``q``, ``k``, ``v``, the output and the log-sum-exp for the backward pass,
     which :func:`tiled_attention_backward` runs block by block.
 
     Parameters
     ----------
     q, k, v, causal, block_size
-        As for :func:`~attention.tiled_attention` (grouped heads allowed).
+        As for :func:`~attention.tiled.tiled_attention` (grouped heads allowed).
 
     Returns
     -------

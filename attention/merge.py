@@ -135,7 +135,7 @@ def split_kv_attention(
     q : torch.Tensor, shape (..., num_heads, num_queries, head_dim)
     k : torch.Tensor, shape (..., num_kv_heads, num_keys, head_dim)
     v : torch.Tensor, shape (..., num_kv_heads, num_keys, value_dim)
-        As for :func:`~attention.tiled_attention`, grouped heads allowed.
+        As for :func:`~attention.tiled.tiled_attention`, grouped heads allowed.
     num_splits : int
         How many parts to cut the keys into, from 1 to ``num_keys``.
 

@@ -3,7 +3,7 @@
 Each of ``world_size`` processes holds one block of the sequence's queries, keys and
 values. In ``world_size`` steps, each process attends with its queries to the key/value
 block it holds, merges the result into its running output with
-:func:`~attention.merge_attention_states`, and passes the block on to the next process
+:func:`~attention.merge.merge_attention_states`, and passes the block on to the next process
 while receiving one from the previous (Liu et al., 2023, "Ring Attention with
 Blockwise Transformers"). After the last step every process has exact attention over
 the whole sequence for its queries, and no process ever held more than two key/value
@@ -206,7 +206,7 @@ def simulate_ring_attention(
     Parameters
     ----------
     q, k, v : torch.Tensor
-        The whole sequence, as for :func:`~attention.tiled_attention`, with as many
+        The whole sequence, as for :func:`~attention.tiled.tiled_attention`, with as many
         queries as keys; the length a multiple of ``world_size`` (``2 * world_size``
         with ``zigzag``).
     world_size : int
@@ -267,7 +267,7 @@ def ring_attention(
     ``(rank - s) % world_size``; while it computes, it sends that block on to process
     ``rank + 1`` and receives the next one from ``rank - 1`` (asynchronously, so
     communication and compute overlap). Each step's partial result is merged with
-    :func:`~attention.merge_attention_states`. Forward pass only.
+    :func:`~attention.merge.merge_attention_states`. Forward pass only.
 
     Parameters
     ----------
@@ -294,7 +294,7 @@ def ring_attention(
     RuntimeError
         If no process group is initialized.
     TypeError, ValueError
-        For bad arguments, as :func:`~attention.tiled_attention`.
+        For bad arguments, as :func:`~attention.tiled.tiled_attention`.
 
     Examples
     --------

@@ -140,7 +140,7 @@ def tiled_attention(
     A real kernel keeps it in fast on-chip memory; this function is slow, a lesson
     rather than a tool: use :class:`~attention.efficient.FastMultiHeadAttention` for
     speed. Gradients flow through it by autograd, which keeps every block; for the
-    backward pass that keeps only the log-sum-exp, use :func:`~attention.flash_attention`.
+    backward pass that keeps only the log-sum-exp, use :func:`~attention.flash.flash_attention`.
 
     Parameters
     ----------
