@@ -72,6 +72,15 @@ each token inside its own sequence's block of :func:`varlen_mask`.
 :class:`StreamingCache` keeps StreamingLLM's first tokens and a window, at positions
 re-indexed inside the cache.
 
+**Part VI, FlashAttention, the whole algorithm.**
+:func:`~attention.tiled.tiled_attention` returns the log-sum-exp of each query with
+``return_lse=True``; :func:`~attention.flash.tiled_attention_backward` recomputes the
+weights from it, block by block, and :func:`~attention.flash.flash_attention` ties
+the two together under autograd. :func:`~attention.merge.merge_attention_states`
+combines attention over disjoint keys, as :func:`~attention.merge.split_kv_attention`
+(flash-decoding) and :func:`~attention.ring.ring_attention` (keys and values passed
+round a ring of ``torch.distributed`` processes) do.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -109,6 +118,7 @@ from attention.data import (
     TOKENS,
 )
 from attention.delta import GatedDeltaNet, GatedDeltaNetCache, gated_delta_rule
+from attention.flash import flash_attention, tiled_attention_backward
 from attention.gqa import GroupedQueryAttention, grouped_query_attention
 from attention.head import Head
 from attention.kv_cache import KVCache, kv_cache_bytes_per_token
@@ -116,12 +126,14 @@ from attention.kv_quant import QuantizedKV, QuantizedKVCache, quantize_kv
 from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache_bytes_per_token
 from attention.linear import linear_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
+from attention.merge import merge_attention_states, split_kv_attention
 from attention.model_facts import ModelFacts
 from attention.model_table import MODELS
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.paged import PagedKVCache, paged_attention
 from attention.recipes import NoPEWithTemperature, SharedKVAttention, layer_for
+from attention.ring import ring_attention, ring_positions, ring_work, simulate_ring_attention
 from attention.rope import Rotary, apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
@@ -142,6 +154,7 @@ from attention.sparse import (
 )
 from attention.step import attend
 from attention.streaming import StreamingCache
+from attention.tiled import tiled_attention
 from attention.varlen import varlen_attention, varlen_mask
 
 __all__ = [
@@ -186,23 +199,32 @@ __all__ = [
     "check_version",
     "chunked_mask",
     "context_vectors",
+    "flash_attention",
     "gated_delta_rule",
     "grouped_query_attention",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
     "layer_for",
     "linear_attention",
+    "merge_attention_states",
     "padding_mask",
     "paged_attention",
     "quantize_kv",
+    "ring_attention",
+    "ring_positions",
+    "ring_work",
     "rope_frequencies",
     "scaled_dot_product_weights",
     "scores_for_all",
     "scores_for_query",
     "simple_self_attention",
+    "simulate_ring_attention",
     "sliding_window_mask",
     "softmax_naive",
     "softmax_stable",
+    "split_kv_attention",
+    "tiled_attention",
+    "tiled_attention_backward",
     "topk_sparse_attention",
     "varlen_attention",
     "varlen_mask",

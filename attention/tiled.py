@@ -2,114 +2,179 @@
 
 :func:`tiled_attention` computes what ``scaled_dot_product_attention`` computes, in
 plain PyTorch, without ever holding the ``(num_tokens, num_tokens)`` score matrix:
-chapter 7 follows it step by step.
+chapter 7 follows it step by step. With ``return_lse=True`` it also returns the
+log-sum-exp of each query's scores, the one number per query from which the backward
+pass (:mod:`attention.flash`, chapter 25) recomputes any block of weights, and with
+which partial results over different keys merge (:mod:`attention.merge`, chapter 26).
 """
 
 from __future__ import annotations
 
-import torch
+import operator
 
-from attention import _checks
+import torch
 
 __all__ = ["tiled_attention"]
 
 
-def _tiled_inputs(
-    queries: object, keys: object, values: object, block_size: object, causal: object
-) -> int:
-    """Check :func:`tiled_attention`'s arguments; return ``block_size`` as an int."""
-    owner = "tiled_attention"
-    tensors = {"queries": queries, "keys": keys, "values": values}
+def _tensor(owner: str, name: str, x: object) -> torch.Tensor:
+    """Raise unless ``x`` is a floating-point tensor of at least two dimensions."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{owner}: expected {name} to be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise ValueError(
+            f"{owner}: expected {name} to be a floating-point tensor, got dtype {x.dtype}; "
+            f"convert it with .float()"
+        )
+    if x.dim() < 2:
+        raise ValueError(
+            f"{owner}: expected {name} of shape (..., num_tokens, features), got a "
+            f"{x.dim()}-D tensor of shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def _flag(owner: str, name: str, value: object) -> bool:
+    """Return ``value`` if it is True or False, else raise a TypeError."""
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{owner}: expected {name} to be True or False, got {value!r} of type "
+            f"{type(value).__name__}"
+        )
+    return value
+
+
+def _positive_int(owner: str, name: str, value: object) -> int:
+    """Return ``value`` as an int >= 1; a TypeError if it is no integer (a bool is none)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{owner}: expected {name} to be a positive integer, got {value!r} of type "
+            f"{type(value).__name__}"
+        ) from None
+    if number < 1:
+        raise ValueError(f"{owner}: expected {name} to be at least 1, got {number}")
+    return number
+
+
+def _qkv(owner: str, q: object, k: object, v: object, causal: object) -> int:
+    """Check queries, keys and values; return the group size (query heads per k/v head).
+
+    Leading dimensions must match, except that ``q`` may have a whole multiple of
+    ``k``'s heads (dimension -3): grouped-query attention.
+    """
+    tensors = {"q": q, "k": k, "v": v}
     for name, tensor in tensors.items():
-        _checks.float_tensor(owner, name, tensor)
-        if tensor.dim() < 2:
-            raise ValueError(
-                f"{owner}: {name} must have shape (..., num_tokens, features), got a "
-                f"{tensor.dim()}-D tensor of shape {tuple(tensor.shape)}"
-            )
+        _tensor(owner, name, tensor)
+    _flag(owner, "causal", causal)
     shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
     if len({(t.dtype, t.device) for t in tensors.values()}) > 1:
         raise ValueError(
-            f"{owner}: queries, keys and values must share one dtype and device, got "
+            f"{owner}: expected q, k and v of one dtype and device, got "
             + ", ".join(f"{name} {t.dtype} on {t.device}" for name, t in tensors.items())
         )
-    if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
+    if k.shape[:-1] != v.shape[:-1]:
         raise ValueError(
-            f"{owner}: queries, keys and values must have the same leading (batch, head) "
-            f"dimensions, got {shapes}"
+            f"{owner}: expected k and v with the same leading dimensions and number of "
+            f"tokens (one value per key), got {shapes}"
         )
-    if queries.shape[-1] != keys.shape[-1]:
+    if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"{owner}: queries and keys must have the same number of features (their dot "
+            f"{owner}: expected q and k with the same number of features (their dot "
             f"products are the scores), got {shapes}"
         )
-    if keys.shape[-2] != values.shape[-2]:
+    group = 1
+    if q.shape[:-2] != k.shape[:-2]:
+        heads, kv_heads = (q.shape[-3], k.shape[-3]) if q.dim() > 2 else (0, 0)
+        same_rest = q.dim() == k.dim() > 2 and q.shape[:-3] == k.shape[:-3]
+        if not (same_rest and kv_heads > 0 and heads % kv_heads == 0):
+            raise ValueError(
+                f"{owner}: expected q, k and v with the same leading (batch, heads) "
+                f"dimensions, or q with a whole multiple of k's heads in dimension -3 "
+                f"(grouped-query attention), got {shapes}"
+            )
+        group = heads // kv_heads
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        raise ValueError(f"{owner}: expected at least one query and one key, got {shapes}")
+    if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(
-            f"{owner}: keys and values must have the same number of tokens (one value per "
-            f"key), got {shapes}"
+            f"{owner}: expected as many queries as keys for causal attention (query i "
+            f"sees keys 0 to i), got {shapes}"
         )
-    if queries.shape[-2] == 0 or keys.shape[-2] == 0:
-        raise ValueError(f"{owner}: needs at least one query and one key, got {shapes}")
-    if not isinstance(causal, bool):
-        raise ValueError(f"{owner}: causal must be True or False, got {causal!r}")
-    if causal and queries.shape[-2] != keys.shape[-2]:
-        raise ValueError(
-            f"{owner}: causal attention needs as many queries as keys (query i sees keys "
-            f"0 to i), got {shapes}"
-        )
-    return _checks.positive_int(owner, "block_size", block_size)
+    return group
+
+
+def _repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
+    """Each key/value head once per query head of its group, as chapter 9 does."""
+    return x if group == 1 else x.repeat_interleave(group, dim=-3)
 
 
 def tiled_attention(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
     block_size: int = 64,
-    causal: bool = True,
-) -> torch.Tensor:
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention computed block by block, as flash-style kernels do.
 
-    The same function as ``scaled_dot_product_attention(queries, keys, values,
-    is_causal=causal)``, written in plain PyTorch to show how the fused kernels avoid
-    the ``(num_tokens, num_tokens)`` score matrix. The queries are taken
-    ``block_size`` at a time; for each block of queries, the keys and values arrive
-    ``block_size`` at a time, and the *online softmax* keeps three running
-    quantities per query: the largest score seen so far ``m``, the softmax
-    denominator ``denom`` (the sum of ``exp(score - m)``) and the weighted sum of
-    values ``acc``. When a block brings a larger score, ``denom`` and ``acc`` are
-    rescaled by ``exp(m_old - m_new)``, as if they had been computed with the new
-    maximum from the start. After the last block, ``acc / denom`` is the context
-    vector. With ``causal=True``, key blocks entirely in the future of a query block
-    are skipped, and a block that straddles the diagonal is masked.
+    The same function as ``scaled_dot_product_attention(q, k, v, is_causal=causal)``,
+    written in plain PyTorch to show how the fused kernels avoid the
+    ``(num_tokens, num_tokens)`` score matrix. The queries are taken ``block_size`` at
+    a time; for each block of queries, the keys and values arrive ``block_size`` at a
+    time, and the *online softmax* keeps three running quantities per query: the
+    largest score seen so far ``m``, the softmax denominator ``denom`` (the sum of
+    ``exp(score - m)``) and the weighted sum of values ``acc``. When a block brings a
+    larger score, ``denom`` and ``acc`` are rescaled by ``exp(m_old - m_new)``, as if
+    they had been computed with the new maximum from the start. After the last block,
+    ``acc / denom`` is the context vector, and ``m + log(denom)`` the log-sum-exp of
+    the query's scores. With ``causal=True``, key blocks entirely in the future of a
+    query block are skipped, and a block that straddles the diagonal is masked.
 
     At any moment only a ``(..., block_size, block_size)`` block of scores exists.
     A real kernel keeps it in fast on-chip memory; this function is slow, a lesson
-    rather than a tool: use :class:`~attention.efficient.FastMultiHeadAttention` for speed.
+    rather than a tool: use :class:`~attention.efficient.FastMultiHeadAttention` for
+    speed. Gradients flow through it by autograd, which keeps every block; for the
+    backward pass that keeps only the log-sum-exp, use :func:`~attention.flash.flash_attention`.
 
     Parameters
     ----------
-    queries : torch.Tensor, shape (..., num_queries, head_dim)
-    keys : torch.Tensor, shape (..., num_keys, head_dim)
-    values : torch.Tensor, shape (..., num_keys, value_dim)
+    q : torch.Tensor, shape (..., num_heads, num_queries, head_dim)
+    k : torch.Tensor, shape (..., num_kv_heads, num_keys, head_dim)
+    v : torch.Tensor, shape (..., num_kv_heads, num_keys, value_dim)
         Floating point, one dtype and device, the same leading dimensions (for
-        example ``(batch, num_heads)``). With ``causal=True``, ``num_queries`` must
-        equal ``num_keys``.
+        example ``(batch, num_heads)``), except that ``num_kv_heads`` may divide
+        ``num_heads`` (grouped-query attention: query head ``h`` reads key/value head
+        ``h // (num_heads // num_kv_heads)``). With ``causal=True``, ``num_queries``
+        must equal ``num_keys``.
+    causal : bool, default False
+        Whether query ``i`` sees only keys ``0`` to ``i``.
     block_size : int, default 64
         Tokens per block, for queries and keys alike; the last block may be shorter.
-    causal : bool, default True
-        Whether query ``i`` sees only keys ``0`` to ``i``.
+    return_lse : bool, default False
+        Also return the log-sum-exp of each query's scaled, masked scores.
 
     Returns
     -------
-    torch.Tensor, shape (..., num_queries, value_dim)
-        ``softmax(queries @ keys^T / sqrt(head_dim)) @ values``, masked if causal.
+    out : torch.Tensor, shape (..., num_heads, num_queries, value_dim)
+        ``softmax(q @ k^T / sqrt(head_dim)) @ v``, masked if causal.
+    lse : torch.Tensor, shape (..., num_heads, num_queries)
+        Only with ``return_lse=True``: ``logsumexp(q @ k^T / sqrt(head_dim))`` over the
+        keys each query sees, so that a weight is ``exp(score - lse)``.
 
     Raises
     ------
+    TypeError
+        For ``q``, ``k`` or ``v`` that are not tensors, a ``causal`` or ``return_lse``
+        that is not a bool, a ``block_size`` that is not an integer.
     ValueError
-        For arguments that are not floating-point tensors of matching shapes, dtypes
-        and devices, no queries or no keys, a ``block_size`` that is not a positive
-        integer, or a ``causal`` that is not a bool.
+        For tensors that are not floating point or whose shapes, dtypes and devices do
+        not match, no queries or no keys, a ``block_size`` below 1.
 
     Examples
     --------
@@ -118,29 +183,38 @@ def tiled_attention(
     >>> import torch
     >>> from torch.nn import functional as F
     >>> from attention import INPUTS
-    >>> tiled = tiled_attention(INPUTS, INPUTS, INPUTS, block_size=2)  # (6, 3)
-    >>> tiled[4]  # the context vector of "one"
+    >>> tiled = tiled_attention(INPUTS, INPUTS, INPUTS, causal=True, block_size=2)
+    >>> tiled[4]  # the context vector of "one", shape (3,)
     tensor([0.5206, 0.5514, 0.5236])
     >>> fused = F.scaled_dot_product_attention(INPUTS, INPUTS, INPUTS, is_causal=True)
     >>> torch.allclose(tiled, fused, atol=1e-6)
     True
+    >>> out, lse = tiled_attention(INPUTS, INPUTS, INPUTS, return_lse=True)
+    >>> lse.shape  # one number per query
+    torch.Size([6])
+    >>> scores = INPUTS @ INPUTS.T / 3**0.5
+    >>> torch.allclose(lse, scores.logsumexp(dim=-1))
+    True
     """
-    block_size = _tiled_inputs(queries, keys, values, block_size, causal)
-    num_queries, num_keys = queries.shape[-2], keys.shape[-2]
-    scale = queries.shape[-1] ** -0.5
-    blocks = []
+    group = _qkv("tiled_attention", q, k, v, causal)
+    block_size = _positive_int("tiled_attention", "block_size", block_size)
+    _flag("tiled_attention", "return_lse", return_lse)
+    keys, values = _repeat_kv(k, group), _repeat_kv(v, group)  # (..., num_heads, Tk, d)
+    num_queries, num_keys = q.shape[-2], k.shape[-2]
+    scale = q.shape[-1] ** -0.5
+    blocks, lses = [], []
     for q_start in range(0, num_queries, block_size):
         q_end = min(q_start + block_size, num_queries)
-        q = queries[..., q_start:q_end, :] * scale  # (..., bq, head_dim)
-        shape = (*q.shape[:-1], 1)  # one running value per query
-        m = torch.full(shape, float("-inf"), dtype=q.dtype, device=q.device)  # max so far
-        denom = torch.zeros(shape, dtype=q.dtype, device=q.device)  # sum of exp(score - m)
-        acc = q.new_zeros((*q.shape[:-1], values.shape[-1]))  # sum of exp(score - m) * value
+        q_block = q[..., q_start:q_end, :] * scale  # (..., bq, head_dim)
+        shape = (*q_block.shape[:-1], 1)  # one running value per query
+        m = q.new_full(shape, float("-inf"))  # max so far
+        denom = q.new_zeros(shape)  # sum of exp(score - m)
+        acc = q.new_zeros((*q_block.shape[:-1], v.shape[-1]))  # sum of exp(score - m) * value
         for k_start in range(0, num_keys, block_size):
             if causal and k_start >= q_end:
                 break  # this key block and every later one lie in the future
             k_end = min(k_start + block_size, num_keys)
-            scores = q @ keys[..., k_start:k_end, :].transpose(-2, -1)  # (..., bq, bk)
+            scores = q_block @ keys[..., k_start:k_end, :].transpose(-2, -1)  # (..., bq, bk)
             if causal and k_end > q_start + 1:  # the block straddles the diagonal
                 q_pos = torch.arange(q_start, q_end, device=q.device).unsqueeze(-1)
                 k_pos = torch.arange(k_start, k_end, device=q.device)
@@ -152,4 +226,6 @@ def tiled_attention(
             acc = acc * rescale + p @ values[..., k_start:k_end, :]
             m = m_new
         blocks.append(acc / denom)
-    return torch.cat(blocks, dim=-2)
+        lses.append((m + torch.log(denom)).squeeze(-1))  # log of sum(exp(score))
+    out = torch.cat(blocks, dim=-2)  # (..., num_queries, value_dim)
+    return (out, torch.cat(lses, dim=-1)) if return_lse else out

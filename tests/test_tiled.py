@@ -1,7 +1,8 @@
 """tiled_attention: the online softmax, block by block, equals the fused kernel.
 
 Compared in float64 with ``scaled_dot_product_attention`` over hypothesis-drawn
-problems and the corner cases of block sizes; bad arguments raise ``ValueError``.
+problems and the corner cases of block sizes, with grouped heads, and its log-sum-exp;
+bad arguments raise ``TypeError`` or ``ValueError``.
 """
 
 from __future__ import annotations
@@ -37,16 +38,16 @@ def tiled_problems(draw: st.DrawFn) -> dict:
         return torch.randn(*leading, *size, generator=generator, dtype=torch.float64)
 
     return {
-        "queries": randn(num_queries, head_dim),
-        "keys": randn(num_keys, head_dim),
-        "values": randn(num_keys, value_dim),
+        "q": randn(num_queries, head_dim),
+        "k": randn(num_keys, head_dim),
+        "v": randn(num_keys, value_dim),
         "block_size": draw(st.integers(1, 24)),
         "causal": causal,
     }
 
 
 def assert_tiled_equals_sdpa(problem: dict) -> None:
-    q, k, v = problem["queries"], problem["keys"], problem["values"]
+    q, k, v = problem["q"], problem["k"], problem["v"]
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=problem["causal"])
     assert_tight(tiled_attention(**problem), expected)
 
@@ -74,9 +75,7 @@ def test_tiled_attention_edge_cases(num_tokens, block_size, causal):
     q, k, v = (
         torch.randn(2, 3, num_tokens, 4, generator=generator, dtype=torch.float64) for _ in range(3)
     )
-    assert_tiled_equals_sdpa(
-        {"queries": q, "keys": k, "values": v, "block_size": block_size, "causal": causal}
-    )
+    assert_tiled_equals_sdpa({"q": q, "k": k, "v": v, "block_size": block_size, "causal": causal})
 
 
 def test_tiled_attention_equals_the_book_weights_and_survives_huge_scores():
@@ -87,14 +86,14 @@ def test_tiled_attention_equals_the_book_weights_and_survives_huge_scores():
     q = q * 100
     future = torch.ones(9, 9, dtype=torch.bool).triu(1)
     naive = scaled_dot_product_weights(q, k, allowed=~future) @ v
-    tiled = tiled_attention(q, k, v, block_size=2)
+    tiled = tiled_attention(q, k, v, causal=True, block_size=2)
     assert tiled.isfinite().all()
     assert_tight(tiled, naive)
 
 
 def test_tiled_attention_keeps_dtype_shape_and_gradients():
     q, k, v = (torch.randn(3, 6, 2, requires_grad=True) for _ in range(3))
-    out = tiled_attention(q, k, v, block_size=4)
+    out = tiled_attention(q, k, v, causal=True, block_size=4)
     assert out.dtype == torch.float32 and out.shape == (3, 6, 2)
     out.sum().backward()
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -107,53 +106,93 @@ def test_tiled_attention_keeps_dtype_shape_and_gradients():
         torch.testing.assert_close(grad, t.grad)
 
 
-GOOD = {"queries": torch.rand(2, 4, 3), "keys": torch.rand(2, 4, 3), "values": torch.rand(2, 4, 5)}
+GOOD = {"q": torch.rand(2, 4, 3), "k": torch.rand(2, 4, 3), "v": torch.rand(2, 4, 5)}
 
 BAD_TILED = {
-    "a list": ({"queries": [[0.1, 0.2]]}, "queries must be a torch.Tensor, got list"),
+    "a list": ({"q": [[0.1, 0.2]]}, TypeError, "expected q to be a torch.Tensor, got list"),
     "integers": (
-        {"keys": torch.ones(2, 4, 3, dtype=torch.int64)},
-        "keys must be a floating-point tensor",
+        {"k": torch.ones(2, 4, 3, dtype=torch.int64)},
+        ValueError,
+        "expected k to be a floating-point tensor",
     ),
-    "1-D": ({"values": torch.rand(5)}, "values must have shape (..., num_tokens, features)"),
+    "1-D": ({"v": torch.rand(5)}, ValueError, "expected v of shape (..., num_tokens, features)"),
     "mixed dtypes": (
-        {"keys": torch.rand(2, 4, 3, dtype=torch.float64)},
-        "must share one dtype and device",
+        {"k": torch.rand(2, 4, 3, dtype=torch.float64)},
+        ValueError,
+        "of one dtype and device",
     ),
-    "other leading dims": ({"keys": torch.rand(3, 4, 3)}, "the same leading (batch, head)"),
-    "head_dim mismatch": ({"keys": torch.rand(2, 4, 2)}, "the same number of features"),
-    "keys and values": ({"values": torch.rand(2, 3, 5)}, "the same number of tokens"),
+    "other leading dims": ({"k": torch.rand(3, 4, 3)}, ValueError, "the same leading"),
+    "heads that do not divide": (
+        {"q": torch.rand(1, 3, 4, 3), "k": torch.rand(1, 2, 4, 3), "v": torch.rand(1, 2, 4, 5)},
+        ValueError,
+        "a whole multiple of k's heads",
+    ),
+    "head_dim mismatch": ({"k": torch.rand(2, 4, 2)}, ValueError, "the same number of features"),
+    "keys and values": ({"v": torch.rand(2, 3, 5)}, ValueError, "one value per key"),
     "no tokens": (
-        {
-            "queries": torch.rand(2, 0, 3),
-            "keys": torch.rand(2, 0, 3),
-            "values": torch.rand(2, 0, 5),
-        },
-        "needs at least one query and one key",
+        {"q": torch.rand(2, 0, 3), "k": torch.rand(2, 0, 3), "v": torch.rand(2, 0, 5)},
+        ValueError,
+        "expected at least one query and one key",
     ),
-    "causal, fewer queries": ({"queries": torch.rand(2, 3, 3)}, "as many queries as keys"),
-    "causal not a bool": ({"causal": 1}, "causal must be True or False, got 1"),
-    "block_size zero": ({"block_size": 0}, "block_size must be at least 1, got 0"),
-    "block_size a float": ({"block_size": 2.0}, "block_size must be a positive integer"),
+    "causal, fewer queries": (
+        {"q": torch.rand(2, 3, 3), "causal": True},
+        ValueError,
+        "as many queries as keys",
+    ),
+    "causal not a bool": ({"causal": 1}, TypeError, "expected causal to be True or False, got 1"),
+    "return_lse not a bool": ({"return_lse": "yes"}, TypeError, "expected return_lse to be True"),
+    "block_size zero": ({"block_size": 0}, ValueError, "expected block_size to be at least 1"),
+    "block_size a float": ({"block_size": 2.0}, TypeError, "expected block_size to be a positive"),
 }
 
 
-#: The rows of BAD_TILED whose argument has the wrong type: a TypeError, not a ValueError.
-WRONG_TYPES = {"a list", "block_size a float"}
-
-
-@pytest.mark.parametrize(
-    ("bad", "match", "error"),
-    [(*row, TypeError if what in WRONG_TYPES else ValueError) for what, row in BAD_TILED.items()],
-    ids=list(BAD_TILED),
-)
-def test_tiled_attention_rejects_bad_arguments(bad, match, error):
+@pytest.mark.parametrize(("bad", "error", "match"), list(BAD_TILED.values()), ids=list(BAD_TILED))
+def test_tiled_attention_rejects_bad_arguments(bad, error, match):
     with pytest.raises(error, match="^tiled_attention: .*" + re.escape(match)):
         tiled_attention(**{**GOOD, **bad})
 
 
+def test_tiled_attention_takes_causal_and_block_size_by_keyword_only():
+    with pytest.raises(TypeError):
+        tiled_attention(GOOD["q"], GOOD["k"], GOOD["v"], 2)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_tiled_attention_returns_the_log_sum_exp_of_each_query(causal):
+    generator = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 11, 4, generator=generator, dtype=torch.float64) for _ in range(3))
+    out, lse = tiled_attention(q, k, v, causal=causal, block_size=3, return_lse=True)
+    scores = q @ k.transpose(-2, -1) / 2.0  # sqrt(head_dim) = 2
+    if causal:
+        scores = scores.masked_fill(torch.ones(11, 11, dtype=torch.bool).triu(1), float("-inf"))
+    assert lse.shape == (2, 11)
+    assert_tight(lse, scores.logsumexp(dim=-1))
+    assert_tight(out, tiled_attention(q, k, v, causal=causal, block_size=3))
+
+
+@given(
+    kv_heads=st.integers(1, 3),
+    group=st.integers(1, 3),
+    num_tokens=st.integers(1, 12),
+    block_size=st.integers(1, 14),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_tiled_attention_with_grouped_heads_equals_sdpa_with_enable_gqa(
+    kv_heads, group, num_tokens, block_size, causal, seed
+):
+    generator = torch.Generator().manual_seed(seed)
+
+    def randn(heads: int) -> torch.Tensor:
+        return torch.randn(2, heads, num_tokens, 4, generator=generator, dtype=torch.float64)
+
+    q, k, v = randn(kv_heads * group), randn(kv_heads), randn(kv_heads)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    assert_tight(tiled_attention(q, k, v, causal=causal, block_size=block_size), expected)
+
+
 def test_tiled_attention_allows_other_query_counts_without_the_mask():
-    out = tiled_attention(**{**GOOD, "queries": torch.rand(2, 3, 3)}, block_size=2, causal=False)
+    out = tiled_attention(**{**GOOD, "q": torch.rand(2, 3, 3)}, block_size=2, causal=False)
     assert out.shape == (2, 3, 5)
 
 
