@@ -3356,7 +3356,8 @@ def merge_picture(
         x = torch.arange(num_keys)[p].tolist()
         heights = (share * torch.softmax(scores[p], 0)).tolist()
         ax.bar(x, heights, color=fill, hatch=hatch, edgecolor=INK)
-    ax.bar(torch.arange(num_keys), full, fill=False, edgecolor=INK, linestyle="--", linewidth=1.2)
+    whole = full.tolist()  # matplotlib takes lists; a tensor warns under NumPy 2
+    ax.bar(range(num_keys), whole, fill=False, edgecolor=INK, linestyle="--", linewidth=1.2)
     shares = ", ".join(f"{torch.exp(p - lse):.4f}" for p in lses)
     ax.set_title(f"merged: shares {shares}, lse = {lse:.4f}", fontsize=9, color=INK)
     for ax in axes:
