@@ -52,7 +52,7 @@ exclude_patterns = [
 if os.environ.get("DOCS_SKIP_GALLERY"):
     extensions.remove("sphinx_gallery.gen_gallery")
     exclude_patterns.append("auto_gallery")
-    suppress_warnings = ["toc.not_readable", "ref.doc"]  # links to the gallery
+    suppress_warnings = ["toc.not_readable", "ref.doc", "ref.ref"]  # links to the gallery
 
 # -- Strictness -----------------------------------------------------------------
 nitpicky = True
