@@ -1082,8 +1082,10 @@ def drawn_alt_cells(path: Path) -> list[tuple[int, int]]:
             if line.strip().startswith("alt:"):
                 indent = len(line) - len(line.lstrip())
                 alt = (number, number)
-            elif alt is not None and alt[1] == number - 1 and (
-                len(line) - len(line.lstrip()) > indent
+            elif (
+                alt is not None
+                and alt[1] == number - 1
+                and (len(line) - len(line.lstrip()) > indent)
             ):
                 alt = (alt[0], number)
             if line.strip() == "alt_drawn: true":

@@ -176,9 +176,7 @@ def test_module_errors_name_what_is_wrong():
     local = GroupedQueryAttention(4, 4, 6, num_heads=1, num_kv_heads=1, window=2)
     with expect("GroupedQueryAttention: a StreamingCache chooses the keys itself"):
         local(torch.randn(1, 1, 4), cache=StreamingCache(1, 3))
-    with expect(
-        "GroupedQueryAttention: the cache holds 7 tokens now, past context_length=6"
-    ):
+    with expect("GroupedQueryAttention: the cache holds 7 tokens now, past context_length=6"):
         full = StreamingCache(3, 4)
         full.update(torch.zeros(1, 1, 3, 4), torch.zeros(1, 1, 3, 4))
         gqa(torch.randn(1, 4, 4), cache=full)
