@@ -152,16 +152,28 @@ def test_crop_before_eviction_only():
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, message, error",
     [
-        ({"num_sinks": -1, "window": 4}, "StreamingCache: num_sinks must be an integer >= 0"),
-        ({"num_sinks": 1.5, "window": 4}, "StreamingCache: num_sinks must be an integer >= 0"),
-        ({"num_sinks": True, "window": 4}, "StreamingCache: num_sinks must be an integer >= 0"),
-        ({"num_sinks": 4, "window": 0}, "StreamingCache: window"),
+        (
+            {"num_sinks": -1, "window": 4},
+            "StreamingCache: num_sinks must be an integer >= 0",
+            ValueError,
+        ),
+        (
+            {"num_sinks": 1.5, "window": 4},
+            "StreamingCache: num_sinks must be an integer >= 0",
+            TypeError,
+        ),
+        (
+            {"num_sinks": True, "window": 4},
+            "StreamingCache: num_sinks must be an integer >= 0",
+            TypeError,
+        ),
+        ({"num_sinks": 4, "window": 0}, "StreamingCache: window", ValueError),
     ],
 )
-def test_bad_sizes_are_rejected_with_their_names(kwargs, message):
-    with expect(message):
+def test_bad_sizes_are_rejected_with_their_names(kwargs, message, error):
+    with expect(message, error):
         StreamingCache(**kwargs)
 
 
