@@ -287,7 +287,7 @@ class GroupedQueryAttention(nn.Module):
 
     @property
     def cache_bytes_per_token(self) -> int:
-        """Bytes its cache grows by per token: a key and a value per key/value head."""
+        """Bytes its cache grows by per token, a key and a value per key/value head."""
         return 2 * self.num_kv_heads * self.head_dim * self.W_key.weight.element_size()
 
     def _heads(self, projected: torch.Tensor, num_heads: int) -> torch.Tensor:

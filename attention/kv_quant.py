@@ -353,7 +353,7 @@ class QuantizedKVCache:
 
     @property
     def seen_tokens(self) -> int:
-        """How many tokens have been appended: ``len(cache)``, as nothing is dropped."""
+        """How many tokens have been appended, ``len(cache)`` (nothing is dropped)."""
         return len(self)
 
     @property

@@ -32,7 +32,7 @@ class StreamingCache:
 
     :meth:`update` appends the new keys and values, then evicts every token that is
     neither among the first ``num_sinks`` nor among the last ``window`` seen, and
-    returns what it keeps (which :attr:`keys` and :attr:`values` then hold), in the
+    returns what it keeps (which ``keys`` and ``values`` then hold), in the
     order of the text. It never holds more than ``num_sinks + window`` tokens.
 
     It implements :class:`~attention.Cache` with ``reindexes_positions = True``: given
