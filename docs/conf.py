@@ -30,7 +30,6 @@ extensions = [
     "verify_outputs",
     "verify_gallery",
     "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
-    "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
 ]
