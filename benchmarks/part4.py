@@ -1,6 +1,6 @@
 """Part IV's costs: decode steps against context length, and the delta rule's prefill.
 
-Three measurements, each in paired alternating rounds (as ``benchmarks/decode.py``),
+Three measurements, each in paired alternating rounds (``benchmarks/harness.py``),
 float32, on 2 threads by default.
 
 **(a) Per-token decode latency** at 1k, 4k, 16k and 64k tokens of context
