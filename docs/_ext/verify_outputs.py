@@ -114,8 +114,8 @@ def check_output(
     for units in other_cpus():
         problem = explain(expected, shifted(actual, units))
         if problem:
-            warn(f"{what} would print something other than its expected output {ANOTHER_CPU}: "
-                 f"{problem}")  # fmt: skip
+            where = f"its expected output {ANOTHER_CPU}"
+            warn(f"{what} would print something other than {where}: {problem}")
             return
 
 
