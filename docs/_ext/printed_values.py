@@ -197,7 +197,8 @@ def shifted(text: str, units: int) -> str:
     Another CPU, BLAS or build computes the same result to within about 1e-7 of its
     size. Printed with 4 or 5 digits, that changes at most the last digit, by one, where
     the value sits on a rounding boundary; and a tensor of whole numbers (``1.``) loses
-    its short form when one of them is 1.0000001. Integers, ``nan`` and ``inf`` and the
+    its short form when one of them is 1.0000001. Integers, ``nan`` and ``inf``, a
+    number beyond float64's range (``-1.8e+308``, finfo's ``min`` to 2 digits) and the
     text around the numbers stay as they are.
 
     >>> shifted("tensor([0.4858, 1., -2.5e-07]) over 6 tokens", 1)
@@ -210,7 +211,7 @@ def shifted(text: str, units: int) -> str:
         whole = match.group(0)
         number = whole.lstrip()
         mantissa, e, exponent = number.lower().partition("e")
-        if not mantissa.replace(".", "").lstrip("+-").isdigit():  # nan, inf
+        if not math.isfinite(float(number)):  # nan, inf, and -1.8e+308 that means finfo.min
             return whole
         step = Decimal(1).scaleb(round(math.log10(last_digit(mantissa))))
         moved = (Decimal(mantissa) + units * step).quantize(step)

@@ -49,9 +49,11 @@ def test_a_whole_number_gets_torchs_four_decimals_as_when_one_value_is_not_whole
     assert matches(whole, other) and matches(whole, shifted(whole, -1))
 
 
-def test_integers_words_nan_and_inf_stay_as_they_are():
-    text = "torch.Size([6, 3]): 1,024 bytes, nan, inf, step 12"
+def test_integers_words_nan_inf_and_the_ends_of_the_float_range_stay_as_they_are():
+    text = "torch.Size([6, 3]): 1,024 bytes, nan, inf, step 12, -1.8e+308 (finfo.min)"
     assert shifted(text, 1) == shifted(text, -1) == text
+    # finfo.min printed with 3 digits reads as -inf: one unit less would be a number.
+    assert float("-1.8e+308") == float("-inf")
 
 
 def test_the_text_around_the_numbers_stays_as_it_is():
@@ -121,11 +123,8 @@ def test_a_wrong_value_is_reported_once_as_on_this_machine(other_cpu):
     assert "expected 0.4950, printed 0.4970" in problem
 
 
-def test_prose_restating_a_value_one_unit_off_fails_on_another_cpu(other_cpu):
+def test_the_prose_is_checked_as_on_this_machine(other_cpu):
     tally = Tally()
     lines = [(3, "The largest is 0.4950, about 0.50."), (7, "The sum is 1.0001.")]
     check_prose(tally, lines, ["tensor([0.4950, 1.])"], lambda line: ("page", line))
-    assert tally.prose == 3
-    (problem,) = tally.problems
-    assert problem.startswith("the prose says 1.0001, but the page would print no value")
-    assert "on another CPU" in problem
+    assert (tally.prose, tally.problems) == (3, [])
