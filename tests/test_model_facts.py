@@ -905,7 +905,7 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "beside DeepSeek's name",
     ("docs/index.md", 20): "chapter 20's number, in its card's title beside DeepSeek's name",
     ("docs/chapters/22-paged-kv-cache.md", 4096): "the serving batch's reservation per "
-    "request, benchmarks/requests.py's MAX_LENGTH; no model's number",
+    "request, benchmarks/workload.py's MAX_LENGTH; no model's number",
 }
 
 
