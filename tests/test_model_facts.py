@@ -979,8 +979,8 @@ def model_names() -> list[str]:
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
 MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi")
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
-# not part of a decimal, a word or an identifier.
-NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
+# not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).
+NUMBER = re.compile(r"(?<![\w.])(?<!\de-)(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
 ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
 YEARS = range(1990, 2031)
 # Importing a model's class from transformers does not make a code block about that model.
@@ -1148,6 +1148,15 @@ def test_no_model_fact_is_typed_into_a_page_or_a_gallery_script() -> None:
         "and print them (or add the number to NOT_MODEL_FACTS with the reason it is "
         "not a model fact):\n" + "\n".join(problems)
     )
+
+
+def test_the_lint_reads_a_tolerance_as_no_model_fact() -> None:
+    """``1e-5`` beside a model's name is a tolerance, not Gemma 4 E2B's 5; a bare 5
+    on the same line still counts."""
+    facts = fact_numbers()
+    assert 5 in facts
+    assert typed_facts("Qwen3-Next's layer, to 1e-5", facts, True) == []
+    assert [v for v, _ in typed_facts("Gemma 4 E2B: 5 to 1", facts, True)] == [5]
 
 
 def test_the_lint_finds_a_typed_fact_in_prose_code_and_alt_text(tmp_path: Path) -> None:
