@@ -1,9 +1,9 @@
 """The atlas: any model's attention from its config, its recipe and its bill.
 
 :func:`facts_from_config` (also :meth:`ModelFacts.from_config
-<attention.model_facts.ModelFacts.from_config>`) reads a ``transformers`` config, a
+<attention.ModelFacts.from_config>`) reads a ``transformers`` config, a
 ``config.json`` as a dict, or a path to one, and gives the :class:`ModelFacts
-<attention.model_facts.ModelFacts>` the table would hold for it; nothing is downloaded.
+<attention.ModelFacts>` the table would hold for it; nothing is downloaded.
 :func:`parameter_count` counts the weights by building the model on the meta device,
 and :func:`bill` adds weights and cache for a batch at a context length.
 
@@ -884,7 +884,7 @@ class Bill:
         ``parameters * bits / 8`` (``None``: the parameter count is unknown).
     cache : int
         All the batch's sequences' caches at ``tokens`` tokens.
-    per_kind : dict of str to int
+    per_kind : dict
         The cache, by layer kind (``transformers``' names).
     """
 

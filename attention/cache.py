@@ -61,7 +61,7 @@ class Cache(Protocol):
 
     @property
     def seen_tokens(self) -> int:
-        """Tokens that have gone through the cache: the next token's position."""
+        """The number of tokens that have gone through the cache, the next token's position."""
 
     def __len__(self) -> int:
         """Tokens the cache holds now (fewer than :attr:`seen_tokens` once it drops some).

@@ -3175,6 +3175,7 @@ def rotary_pairs(
     )
     return fig
 
+
 def backward_blocks(
     num_tokens: int,
     block_size: int,

@@ -48,9 +48,9 @@ __all__ = ["GroupedQueryAttention", "grouped_query_attention"]
 
 
 def grouped_query_attention(
-    queries: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     *,
     allowed: torch.Tensor | None = None,
     dropout: float = 0.0,
@@ -59,7 +59,7 @@ def grouped_query_attention(
 ) -> torch.Tensor:
     """:func:`~attention.attend` under chapter 9's name: query heads that share key/value heads.
 
-    ``attend(queries, keys, values, allowed=allowed, dropout=dropout, scale=scale)``, with
+    ``attend(q, k, v, allowed=allowed, dropout=dropout, scale=scale)``, with
     the same shapes and the same meaning of each argument: query head ``h`` attends with
     key/value head ``h // (num_heads // num_kv_heads)``, as if each key/value head were
     repeated with ``repeat_interleave`` (without making the copies). ``mask=`` is no
@@ -85,8 +85,8 @@ def grouped_query_attention(
     owner = "grouped_query_attention"
     what = "write allowed= (True where a query may attend, as this mask meant)"
     _checks.removed_keyword(owner, "mask", mask, what)
-    _attend_checks(owner, queries, keys, values, allowed, False, scale, dropout, "sdpa")
-    return _attend(queries, keys, values, allowed, scale=scale, dropout=dropout)
+    _attend_checks(owner, q, k, v, allowed, False, scale, dropout, "sdpa")
+    return _attend(q, k, v, allowed, scale=scale, dropout=dropout)
 
 
 #: Part III's former flags, and the part or recipe that replaces each.
@@ -122,11 +122,8 @@ def _check_groups(owner: str, num_heads: int, num_kv_heads: int) -> None:
 
 
 def _check_scale(owner: str, scale: object) -> float | None:
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0
-    ):
-        raise ValueError(f"{owner}: scale must be a positive number or None, got {scale!r}")
-    return None if scale is None else float(scale)
+    what = "scale must be a positive number or None"
+    return None if scale is None else _checks.positive_number(owner, "scale", scale, what)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -181,8 +178,8 @@ class GroupedQueryAttention(nn.Module):
 
     Shapes
     ------
-    Input ``(batch, num_tokens, d_in)``; output ``(batch, num_tokens, d_out)``. With a
-    cache, the new tokens sit at positions ``cache.seen_tokens`` onwards.
+    ``(batch, num_tokens, d_in) -> (batch, num_tokens, d_out)``; with a cache, the new
+    tokens sit at positions ``cache.seen_tokens`` onwards.
 
     Examples
     --------
@@ -290,10 +287,7 @@ class GroupedQueryAttention(nn.Module):
 
     @property
     def cache_bytes_per_token(self) -> int:
-        """Bytes its :class:`~attention.KVCache` grows by per token (without ``W_value`` too).
-
-        ``2 * num_kv_heads * head_dim * bytes per number``: a key and a value per head.
-        """
+        """Bytes its cache grows by per token, a key and a value per key/value head."""
         return 2 * self.num_kv_heads * self.head_dim * self.W_key.weight.element_size()
 
     def _heads(self, projected: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -352,11 +346,7 @@ class GroupedQueryAttention(nn.Module):
     def _rotate_in_cache(
         self, queries: torch.Tensor, keys: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Rotate by the index in the cache (StreamingLLM), the new tokens last.
-
-        The cache holds keys before RoPE, so every held key is rotated anew, at
-        positions ``0 ... held - 1``; returns the new tokens' first position too.
-        """
+        """Rotate at each key's index in the cache (StreamingLLM), new tokens last."""
         held, start = keys.shape[2], keys.shape[2] - queries.shape[2]
         if held > self.context_length:
             raise ValueError(

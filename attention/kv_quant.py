@@ -333,15 +333,9 @@ class QuantizedKVCache:
         owner = type(self).__name__
         self.bits = _bits(owner, bits)
         self.group_size = _checks.positive_int(owner, "group_size", group_size)
-        if (
-            isinstance(residual_length, bool)
-            or not isinstance(residual_length, int)
-            or residual_length < 0
-        ):
-            raise ValueError(
-                f"{owner}: residual_length must be an integer >= 0 (how many of the newest "
-                f"tokens stay exact), got {residual_length!r}"
-            )
+        what = "residual_length must be an integer >= 0 (how many of the newest tokens stay exact)"
+        if _checks.whole_number(owner, residual_length, what) < 0:
+            raise ValueError(f"{owner}: {what}, got {residual_length!r}")
         self.residual_length = residual_length
         self._quantized: QuantizedKV | None = None
         self.residual_keys: torch.Tensor | None = None
@@ -359,7 +353,7 @@ class QuantizedKVCache:
 
     @property
     def seen_tokens(self) -> int:
-        """How many tokens have been appended: ``len(cache)``, as nothing is dropped."""
+        """How many tokens have been appended, ``len(cache)`` (nothing is dropped)."""
         return len(self)
 
     @property

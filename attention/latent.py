@@ -93,7 +93,7 @@ class LatentCache:
 
     @property
     def seen_tokens(self) -> int:
-        """How many tokens have been appended: ``len(cache)``, as nothing is dropped."""
+        """How many tokens have been appended, ``len(cache)`` (nothing is dropped)."""
         return self._storage.length
 
     @property

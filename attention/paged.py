@@ -101,7 +101,9 @@ class PagedKVCache:
         self.block_size = _checks.positive_int(owner, "block_size", block_size)
         self.num_kv_heads = _checks.positive_int(owner, "num_kv_heads", num_kv_heads)
         self.head_dim = _checks.positive_int(owner, "head_dim", head_dim)
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        if not isinstance(dtype, torch.dtype):
+            raise TypeError(f"{owner}: dtype must be a floating-point torch.dtype, got {dtype!r}")
+        if not dtype.is_floating_point:
             raise ValueError(f"{owner}: dtype must be a floating-point torch.dtype, got {dtype!r}")
         self.dtype = dtype
         shape = (self.num_blocks, self.block_size, self.num_kv_heads, self.head_dim)
@@ -226,7 +228,7 @@ class PagedKVCache:
         expected = (None, self.num_kv_heads, self.head_dim)
         for name, x in (("keys", keys), ("values", values)):
             if not isinstance(x, torch.Tensor):
-                raise ValueError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
+                raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
             if x.dim() != 3 or tuple(x.shape[1:]) != expected[1:]:
                 raise ValueError(
                     f"{owner}: {name} must have shape (num_new, num_kv_heads, head_dim) = "

@@ -541,9 +541,9 @@ class Curve:
     ----------
     label : str or None
         The legend's entry; ``None`` adds none (a continuation of the line before).
-    tokens, values : sequence of float
+    tokens, values : list of float
         Where the line is drawn, the same number of each, all positive (log scales).
-    kind : str, optional
+    kind : str or None
         A layer kind of ``transformers``' ``layer_types`` (``"full_attention"``,
         ``"sliding_attention"``, ...): the line takes its colour from
         :data:`attention.diagrams.LAYER_COLORS`, as every per-kind figure does.
@@ -551,7 +551,7 @@ class Curve:
         A dashed line (a bound, a continuation, a "what if").
     pair : bool
         Drawn in the colour of the curve before it (a model's line and its variant).
-    marker : str, optional
+    marker : str or None
         A matplotlib marker for the measured points (``"o"``, ``"s"``, ...).
     """
 

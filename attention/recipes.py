@@ -6,7 +6,8 @@ holds, empty by default: a :class:`~attention.Rotary` scaled for longer contexts
 ``q_norm`` and ``k_norm`` (QK-norm), ``v_norm``, ``W_gate``, or no ``W_value``. A
 *recipe* puts in the parts one model uses, at the sizes of its
 :class:`~attention.ModelFacts`, as ``transformers`` writes one attention class per
-model. :func:`layer_for` builds any layer of a model in :data:`~attention.MODELS`:
+model. :func:`~attention.layer_for` builds any layer of a model in
+:data:`~attention.model_table.MODELS`:
 
 ======================  =============================================================
 family                  layer
@@ -196,7 +197,7 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
     Parameters
     ----------
     facts : ModelFacts
-        An entry of :data:`~attention.MODELS`.
+        An entry of :data:`~attention.model_table.MODELS`.
     layer_index : int
         0-based, below ``facts.layers``.
     **overrides

@@ -32,7 +32,7 @@ class StreamingCache:
 
     :meth:`update` appends the new keys and values, then evicts every token that is
     neither among the first ``num_sinks`` nor among the last ``window`` seen, and
-    returns what it keeps (which :attr:`keys` and :attr:`values` then hold), in the
+    returns what it keeps (which ``keys`` and ``values`` then hold), in the
     order of the text. It never holds more than ``num_sinks + window`` tokens.
 
     It implements :class:`~attention.Cache` with ``reindexes_positions = True``: given
@@ -80,11 +80,9 @@ class StreamingCache:
 
     def __init__(self, num_sinks: int = 4, window: int = 1020) -> None:
         owner = type(self).__name__
-        if isinstance(num_sinks, bool) or not isinstance(num_sinks, int) or num_sinks < 0:
-            raise ValueError(
-                f"{owner}: num_sinks must be an integer >= 0 (how many of the first tokens "
-                f"stay), got {num_sinks!r}"
-            )
+        what = "num_sinks must be an integer >= 0 (how many of the first tokens stay)"
+        if _checks.whole_number(owner, num_sinks, what) < 0:
+            raise ValueError(f"{owner}: {what}, got {num_sinks!r}")
         self.num_sinks = num_sinks
         self.window = _checks.positive_int(owner, "window", window)
         self.keys: torch.Tensor | None = None

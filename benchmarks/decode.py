@@ -66,18 +66,14 @@ A missed target (ratio above 1) is reported, not an error: this is a measurement
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
 import platform
-import resource
 import statistics
-import sys
-import time
 from pathlib import Path
 
+import harness
 import torch
 import transformers
+from harness import page_faults, pooled, quartiles, ratios, say
 from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
 
@@ -155,27 +151,6 @@ def build(args: argparse.Namespace) -> tuple[GroupedQueryAttention, LlamaAttenti
     return ours, theirs, config
 
 
-def quartiles(values: list[float]) -> dict[str, float]:
-    q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
-    return {"median": median, "q1": q1, "q3": q3}
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def page_faults() -> int:
-    """Minor page faults of this process so far (pages the kernel had to map on first touch)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
 def measure(args, ours, theirs, rotary, num_cached: int) -> dict:
     generator = torch.Generator().manual_seed(args.seed + num_cached)
     shape = (1, args.num_kv_heads, num_cached, args.head_dim)
@@ -211,32 +186,16 @@ def measure(args, ours, theirs, rotary, num_cached: int) -> dict:
         }
         memory["equal"] = memory["formula_bytes"] == our_cache.nbytes == their_bytes
         difference = (our_step() - their_step()).abs().max().item()
-        times: dict[str, list[float]] = {"ours": [], "transformers": []}
-        faults: dict[str, list[int]] = {"ours": [], "transformers": []}
-        ratios = []
-        for round_index in range(args.warmup + args.rounds):
-            steps = [("ours", our_step), ("transformers", their_step)]
-            if round_index % 2:
-                steps.reverse()
-            taken, faulted = {}, {}
-            for name, step in steps:
-                before = page_faults()
-                start = time.perf_counter()
-                step()
-                taken[name] = time.perf_counter() - start
-                faulted[name] = page_faults() - before
-            if round_index >= args.warmup:
-                for name, seconds in taken.items():
-                    times[name].append(seconds)
-                    faults[name].append(faulted[name])
-                ratios.append(taken["ours"] / taken["transformers"])
+        steps = {"ours": our_step, "transformers": their_step}
+        timed = harness.paired_rounds(steps, args.rounds, warmup=args.warmup, counter=page_faults)
+    times, faults = timed.times, timed.counts
     return {
         "cached_tokens": num_cached,
         "max_abs_difference": difference,
         "outputs_agree": difference <= 1e-4,
         "memory": memory,
-        "ms_per_token": {name: quartiles([t * 1e3 for t in ts]) for name, ts in times.items()},
-        "ratio_ours_over_transformers": quartiles(ratios),
+        "ms_per_token": harness.ms(times),
+        "ratio_ours_over_transformers": quartiles(ratios(times["ours"], times["transformers"])),
         "page_faults_per_step": {name: statistics.median(f) for name, f in faults.items()},
         "times_s": times,
     }
@@ -246,22 +205,15 @@ def summarize(runs: list[list[dict]]) -> list[dict]:
     """One row per cache length over every run: pooled figures and each run's median ratio."""
     rows = []
     for per_length in zip(*runs, strict=True):
-        first = per_length[0]
-        times = {
-            name: [t for row in per_length for t in row["times_s"][name]]
-            for name in first["times_s"]
-        }
-        ratios = [t / u for t, u in zip(times["ours"], times["transformers"], strict=True)]
+        first, times = per_length[0], pooled(per_length)
         run_medians = [row["ratio_ours_over_transformers"]["median"] for row in per_length]
         rows.append(
-            {
-                "cached_tokens": first["cached_tokens"],
-                "max_abs_difference": max(row["max_abs_difference"] for row in per_length),
-                "outputs_agree": all(row["outputs_agree"] for row in per_length),
-                "memory": first["memory"]
-                | {"equal": all(r["memory"]["equal"] for r in per_length)},
-                "ms_per_token": {n: quartiles([t * 1e3 for t in ts]) for n, ts in times.items()},
-                "ratio_ours_over_transformers": quartiles(ratios),
+            pooled_checks(per_length)
+            | {
+                "ms_per_token": harness.ms(times),
+                "ratio_ours_over_transformers": quartiles(
+                    ratios(times["ours"], times["transformers"])
+                ),
                 "median_ratio_per_run": run_medians,
                 "page_faults_per_step": {
                     name: [row["page_faults_per_step"][name] for row in per_length]
@@ -271,6 +223,17 @@ def summarize(runs: list[list[dict]]) -> list[dict]:
             }
         )
     return rows
+
+
+def pooled_checks(per_length: list[dict]) -> dict:
+    """One cache length's untimed checks over every run: each must hold in all."""
+    first = per_length[0]
+    return {
+        "cached_tokens": first["cached_tokens"],
+        "max_abs_difference": max(row["max_abs_difference"] for row in per_length),
+        "outputs_agree": all(row["outputs_agree"] for row in per_length),
+        "memory": first["memory"] | {"equal": all(r["memory"]["equal"] for r in per_length)},
+    }
 
 
 def build_windowed(args: argparse.Namespace, ours: GroupedQueryAttention) -> GroupedQueryAttention:
@@ -337,29 +300,21 @@ def measure_rolling(args, full, windowed, lengths: list[int]) -> dict:
     every other round, so that the machine's drift hits every length and side alike."""
     with torch.no_grad():
         rows = [rolling_steps(args, full, windowed, n) for n in lengths]
-        order = [(row, side) for row in rows for side in ("full", "windowed")]
-        times = {(row["cached_tokens"], side): [] for row, side in order}
-        for round_index in range(args.warmup + args.rounds):
-            taken = {}
-            for row, side in order[::-1] if round_index % 2 else order:
-                start = time.perf_counter()
-                row["steps"][side]()
-                taken[row["cached_tokens"], side] = time.perf_counter() - start
-            if round_index >= args.warmup:
-                for key, seconds in taken.items():
-                    times[key].append(seconds)
+        steps = {
+            (row["cached_tokens"], side): step
+            for row in rows
+            for side, step in row["steps"].items()
+        }
+        times = harness.paired_rounds(steps, args.rounds, warmup=args.warmup).times
     shortest, longest = lengths[0], lengths[-1]
     growth = {
-        side: [t / u for t, u in zip(times[longest, side], times[shortest, side], strict=True)]
-        for side in ("full", "windowed")
+        side: ratios(times[longest, side], times[shortest, side]) for side in ("full", "windowed")
     }
     for row in rows:
         row["memory"]["windowed_bytes_after"] = row.pop("cache").nbytes
         del row["steps"]
         row["times_s"] = {side: times[row["cached_tokens"], side] for side in ("full", "windowed")}
-        row["ms_per_token"] = {
-            side: quartiles([t * 1e3 for t in ts]) for side, ts in row["times_s"].items()
-        }
+        row["ms_per_token"] = harness.ms(row["times_s"])
     return {"rows": rows, "growth": growth}
 
 
@@ -371,19 +326,11 @@ def summarize_rolling(runs: list[dict]) -> tuple[list[dict], dict]:
     """
     rows = []
     for per_length in zip(*(run["rows"] for run in runs), strict=True):
-        first = per_length[0]
-        times = {
-            name: [t for row in per_length for t in row["times_s"][name]]
-            for name in first["times_s"]
-        }
+        times = pooled(per_length)
         rows.append(
-            {
-                "cached_tokens": first["cached_tokens"],
-                "max_abs_difference": max(row["max_abs_difference"] for row in per_length),
-                "outputs_agree": all(row["outputs_agree"] for row in per_length),
-                "memory": first["memory"]
-                | {"equal": all(row["memory"]["equal"] for row in per_length)},
-                "ms_per_token": {n: quartiles([t * 1e3 for t in ts]) for n, ts in times.items()},
+            pooled_checks(per_length)
+            | {
+                "ms_per_token": harness.ms(times),
                 "median_ms_per_run": {
                     name: [row["ms_per_token"][name]["median"] for row in per_length]
                     for name in times
@@ -416,21 +363,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     ours, theirs, config = build(args)
     rotary = LlamaRotaryEmbedding(config)
-    results = {
-        "benchmark": "decode",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "environment": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "machine": platform.machine(),
-            "processor": platform.processor(),
-            "cpu": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "threads": torch.get_num_threads(),
-        },
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-    }
+    results = harness.header("decode", args, transformers, processor=platform.processor())
     runs = [
         [measure(args, ours, theirs, rotary, n) for n in args.cached] for _ in range(args.repeats)
     ]
@@ -446,39 +379,37 @@ def main(argv: list[str] | None = None) -> dict:
         windowed = build_windowed(args, ours)
         rolling_runs = [measure_rolling(args, ours, windowed, lengths) for _ in range(args.repeats)]
         results["rolling_rows"], results["rolling_target"] = summarize_rolling(rolling_runs)
-    text = json.dumps(results, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    return harness.finish(results, args.out, report)
+
+
+def report(results: dict) -> None:
+    """Each row, the rolling rows and the targets, on stderr."""
     for row in results["rows"]:
         ms, ratio = row["ms_per_token"], row["ratio_ours_over_transformers"]["median"]
         per_run = ", ".join(f"{r:.3f}" for r in row["median_ratio_per_run"])
         faults = row["page_faults_per_step"]
-        print(
+        say(
             f"{row['cached_tokens']:>6} cached: GroupedQueryAttention "
             f"{ms['ours']['median']:.2f} ms, LlamaAttention {ms['transformers']['median']:.2f} ms, "
             f"median ratio {ratio:.3f} (per run: {per_run}); page faults per step "
             f"{faults['ours']} vs {faults['transformers']}; "
-            f"memory == formula: {row['memory']['equal']}",
-            file=sys.stderr,
+            f"memory == formula: {row['memory']['equal']}"
         )
+    window = results["settings"]["window"]
     for row in results.get("rolling_rows", []):
         ms, memory = row["ms_per_token"], row["memory"]
-        print(
+        say(
             f"{row['cached_tokens']:>6} seen: full {ms['full']['median']:.2f} ms "
-            f"({memory['full_bytes'] / 2**20:.1f} MiB cached), window {args.window} "
+            f"({memory['full_bytes'] / 2**20:.1f} MiB cached), window {window} "
             f"{ms['windowed']['median']:.2f} ms ({memory['windowed_bytes'] / 2**20:.1f} MiB); "
-            f"outputs agree: {row['outputs_agree']}; memory == formula: {memory['equal']}",
-            file=sys.stderr,
+            f"outputs agree: {row['outputs_agree']}; memory == formula: {memory['equal']}"
         )
     if "rolling_target" in results:
         rolling = results["rolling_target"]
         verdict = {True: "met", False: "missed", None: "not measured"}[rolling["met"]]
-        print(f"rolling target ({rolling['what']}): {verdict}", file=sys.stderr)
-    target, environment = results["target"], results["environment"]
-    print(f"{environment['cpu']}, {environment['cpu_count']} CPUs", file=sys.stderr)
-    print(f"target ({target['what']}): {'met' if target['met'] else 'missed'}", file=sys.stderr)
-    return results
+        say(f"rolling target ({rolling['what']}): {verdict}")
+    target = results["target"]
+    say(f"target ({target['what']}): {'met' if target['met'] else 'missed'}")
 
 
 if __name__ == "__main__":

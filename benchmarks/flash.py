@@ -41,12 +41,12 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from harness import cpu_model, paired_rounds
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -83,18 +83,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def paired(ways: dict, rounds: int, warmup: int, sync=lambda: None) -> dict[str, list[float]]:
-    """Paired alternating rounds: seconds per way, warm-up rounds dropped."""
-    times = {name: [] for name in ways}
-    order = list(ways)
-    for index in range(warmup + rounds):
-        for name in order[::-1] if index % 2 else order:
-            sync()
-            start = time.perf_counter()
-            ways[name]()
-            sync()
-            if index >= warmup:
-                times[name].append(time.perf_counter() - start)
-    return times
+    """Paired alternating rounds (the harness's): seconds per way, warm-up dropped.
+
+    ``sync`` (a GPU's synchronisation) runs before each call, outside the timed region,
+    and after it, inside, so that a call is timed until its kernels finish.
+    """
+
+    def synced(way):
+        return lambda: (way(), sync())
+
+    calls = {name: synced(way) for name, way in ways.items()}
+    timed = paired_rounds(calls, rounds, warmup=warmup, before=lambda name: sync())
+    return {name: list(times) for name, times in timed.times.items()}
 
 
 def summary(times: dict[str, list[float]], first: str) -> dict:
@@ -278,16 +278,6 @@ def cuda(args: argparse.Namespace) -> list[dict]:
             rows.append(cuda_row(args, dtype, tokens))
             torch.cuda.empty_cache()
     return rows
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv: list[str] | None = None) -> dict:

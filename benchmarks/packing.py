@@ -1,6 +1,6 @@
 """Part V (c): packed against padded prefill attention for the serving batch.
 
-The 32 prompts of ``benchmarks/requests.py``'s :func:`serving_batch` (seed 0 by
+The 32 prompts of ``benchmarks/workload.py``'s :func:`serving_batch` (seed 0 by
 default; the outputs' lengths are not used: this is the prefill) go through one
 attention layer three ways, with the same queries, keys and values:
 
@@ -44,69 +44,26 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.util
-import json
-import os
-import platform
-import statistics
-import sys
-import time
 from itertools import accumulate
-from pathlib import Path
 
+import harness
 import torch
+import workload
+from harness import quartiles, ratios, say
 
 from attention import attend, causal_mask, padding_mask, varlen_attention
-
-
-def _load_requests():
-    """benchmarks/requests.py, by path: on sys.path as ``requests`` it would shadow the
-    well-known HTTP package for anything imported after it."""
-    path = Path(__file__).with_name("requests.py")
-    spec = importlib.util.spec_from_file_location("serving_requests", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 SIDES = ("packed", "padded_mask", "padded_causal")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 timed rounds, 1 warm-up")
-    parser.add_argument("--rounds", type=int, default=10, help="timed rounds")
-    parser.add_argument("--warmup", type=int, default=2, help="rounds dropped before timing")
-    parser.add_argument("--seed", type=int, default=0, help="serving_batch's seed")
-    parser.add_argument(
-        "--length-scale",
-        type=float,
-        default=1.0,
-        help="multiply every prompt length (at least 1 token): small runs for tests",
-    )
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--kv-heads", type=int, default=2)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    parser.add_argument("--out", type=Path, help="also write the JSON results here")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.rounds, args.warmup = 3, 1
-    if args.rounds < 1 or args.warmup < 0:
-        parser.error("--rounds must be >= 1 and --warmup >= 0")
-    if min(args.heads, args.kv_heads, args.head_dim, args.threads) < 1:
-        parser.error("--heads, --kv-heads, --head-dim and --threads must be >= 1")
-    if args.heads % args.kv_heads:
-        parser.error("--kv-heads must divide --heads")
-    if not args.length_scale > 0:
-        parser.error("--length-scale must be positive")
-    return args
+    parser = workload.parser(__doc__.split("\n\n")[0], "prompt length")
+    return workload.parse(parser, argv)
 
 
 def prompt_lengths(seed: int = 0, scale: float = 1.0) -> list[int]:
     """The serving batch's prompt lengths, each times ``scale`` (at least 1)."""
-    batch = _load_requests().serving_batch(seed)
+    batch = workload.serving_batch(seed)
     return [max(1, round(prompt * scale)) for prompt, _ in batch]
 
 
@@ -184,79 +141,35 @@ def check(data: dict, ways: dict) -> dict[str, float]:
 def measure(args: argparse.Namespace, ways: dict) -> dict[str, list[float]]:
     """Paired alternating rounds: each round times every way, the order reversed every
     other round; the warm-up rounds are dropped."""
-    times = {side: [] for side in SIDES}
-    order = list(SIDES)
     with torch.no_grad():
-        for round_index in range(args.warmup + args.rounds):
-            taken = {}
-            for side in order[::-1] if round_index % 2 else order:
-                start = time.perf_counter()
-                ways[side]()
-                taken[side] = time.perf_counter() - start
-            if round_index >= args.warmup:
-                for side, seconds in taken.items():
-                    times[side].append(seconds)
-    return times
-
-
-def quartiles(values: list[float]) -> dict[str, float]:
-    q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
-    return {"median": median, "q1": q1, "q3": q3}
+        return harness.paired_rounds(ways, args.rounds, warmup=args.warmup).times
 
 
 def summarize(times: dict[str, list[float]]) -> dict:
     """Milliseconds per way and the ratios round by round, as quartiles."""
-    ratios = {
-        f"packed_over_{side}": [a / b for a, b in zip(times["packed"], times[side], strict=True)]
-        for side in SIDES[1:]
-    }
+    per_round = {f"packed_over_{side}": ratios(times["packed"], times[side]) for side in SIDES[1:]}
     return {
-        "ms": {side: quartiles([t * 1e3 for t in ts]) for side, ts in times.items()},
-        "ratio": {name: quartiles(values) for name, values in ratios.items()},
-        "ratios": ratios,
-        "packed_faster": all(quartiles(r)["median"] < 1.0 for r in ratios.values()),
+        "ms": harness.ms(times),
+        "ratio": {name: quartiles(values) for name, values in per_round.items()},
+        "ratios": per_round,
+        "packed_faster": all(quartiles(r)["median"] < 1.0 for r in per_round.values()),
     }
-
-
-def load_average() -> list[float] | None:
-    """The 1, 5 and 15-minute load averages, where the system reports them."""
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    load_before = load_average()
+    load_before = harness.load_average()
     lengths = prompt_lengths(args.seed, args.length_scale)
     data = inputs(lengths, args)
     ways = calls(data)
     difference = check(data, ways)
     times = measure(args, ways)
     results = {
-        "benchmark": "packing",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "environment": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "machine": platform.machine(),
-            "cpu": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            # The machine's 1, 5 and 15-minute load averages before and after the run.
-            "load_average": {"before": load_before, "after": load_average()},
-            "threads": torch.get_num_threads(),
-        },
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        # The machine's 1, 5 and 15-minute load averages before and after the run.
+        **harness.header(
+            "packing", args, load_average={"before": load_before, "after": harness.load_average()}
+        ),
         "prompt_lengths": lengths,
         "counts": counts(lengths),
         "max_abs_difference": difference,
@@ -264,20 +177,11 @@ def main(argv: list[str] | None = None) -> dict:
         **summarize(times),
         "times_s": times,
     }
-    text = json.dumps(results, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
-    report(results)
-    return results
+    return harness.finish(results, args.out, report)
 
 
 def report(results: dict) -> None:
     """The summary, on stderr."""
-
-    def say(line: str = "") -> None:
-        print(line, file=sys.stderr)
-
     count = results["counts"]
     tokens, pairs = count["tokens"], count["causal_pairs"]
     say(
@@ -294,17 +198,6 @@ def report(results: dict) -> None:
     for name, entry in results["ratio"].items():
         say(f"  {name}: median {entry['median']:.3f} (q1 {entry['q1']:.3f}, q3 {entry['q3']:.3f})")
     say(f"  outputs agree: {results['outputs_agree']}; packed faster: {results['packed_faster']}")
-    environment = results["environment"]
-    load = environment["load_average"]
-    loads = (
-        f", load {load['before'][0]:.2f} before, {load['after'][0]:.2f} after"
-        if load["before"] and load["after"]
-        else ""
-    )
-    say(
-        f"{environment['cpu']}, {environment['cpu_count']} CPUs, {environment['threads']} "
-        f"threads{loads}; torch {environment['torch']}"
-    )
 
 
 if __name__ == "__main__":

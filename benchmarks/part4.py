@@ -1,6 +1,6 @@
 """Part IV's costs: decode steps against context length, and the delta rule's prefill.
 
-Three measurements, each in paired alternating rounds (as ``benchmarks/decode.py``),
+Three measurements, each in paired alternating rounds (``benchmarks/harness.py``),
 float32, on 2 threads by default.
 
 **(a) Per-token decode latency** at 1k, 4k, 16k and 64k tokens of context
@@ -84,17 +84,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
-import json
-import os
-import platform
 import statistics
-import sys
-import time
 from pathlib import Path
 
+import harness
 import torch
 import transformers
+from harness import pooled, quartiles, ratios, say
 from torch.nn import functional as F
 from transformers.models.qwen3_next.modeling_qwen3_next import torch_chunk_gated_delta_rule
 
@@ -196,31 +192,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.contexts = sorted(set(args.contexts))
     args.parts = sorted(set(args.parts))
     return args
-
-
-def quartiles(values: list[float]) -> dict[str, float]:
-    q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
-    return {"median": median, "q1": q1, "q3": q3}
-
-
-def load_average() -> list[float] | None:
-    """The machine's load average over 1, 5 and 15 minutes (None where unknown): on
-    a shared machine, how busy it was while the timings ran."""
-    try:
-        return [round(load, 2) for load in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # ---------------------------------------------------------------------------------------
@@ -376,9 +347,9 @@ def decode_steps(args, layers, num_cached: int) -> dict:
 
 
 def _copy(cache: KVCache) -> KVCache:
-    copy = KVCache()
-    copy.update(cache.keys.clone(), cache.values.clone())
-    return copy
+    clone = KVCache()
+    clone.update(cache.keys.clone(), cache.values.clone())
+    return clone
 
 
 def measure_decode(args, layers) -> dict:
@@ -387,22 +358,10 @@ def measure_decode(args, layers) -> dict:
     with torch.no_grad():
         rows = [decode_steps(args, layers, n) for n in args.contexts]
         sides = list(rows[0]["steps"])
-        order = [(row, side) for row in rows for side in sides]
-        times = {(row["context"], side): [] for row, side in order}
-        for round_index in range(args.warmup + args.rounds):
-            taken = {}
-            for row, side in order[::-1] if round_index % 2 else order:
-                start = time.perf_counter()
-                row["steps"][side]()
-                taken[row["context"], side] = time.perf_counter() - start
-            if round_index >= args.warmup:
-                for key, seconds in taken.items():
-                    times[key].append(seconds)
+        steps = {(row["context"], side): row["steps"][side] for row in rows for side in sides}
+        times = harness.paired_rounds(steps, args.rounds, warmup=args.warmup).times
     shortest, longest = args.contexts[0], args.contexts[-1]
-    growth = {
-        side: [t / u for t, u in zip(times[longest, side], times[shortest, side], strict=True)]
-        for side in sides
-    }
+    growth = {side: ratios(times[longest, side], times[shortest, side]) for side in sides}
     for row in rows:
         del row["steps"]
         row["times_s"] = {side: times[row["context"], side] for side in sides}
@@ -415,7 +374,7 @@ def summarize_decode(runs: list[dict]) -> tuple[list[dict], dict]:
     for per_context in zip(*(run["rows"] for run in runs), strict=True):
         first = per_context[0]
         sides = list(first["times_s"])
-        times = {side: [t for row in per_context for t in row["times_s"][side]] for side in sides}
+        times = pooled(per_context)
         checks = {name: max(row["checks"][name] for row in per_context) for name in first["checks"]}
         rows.append(
             {
@@ -426,9 +385,7 @@ def summarize_decode(runs: list[dict]) -> tuple[list[dict], dict]:
                 },
                 "max_abs_difference": checks,
                 "outputs_agree": all(value <= 1e-4 for value in checks.values()),
-                "ms_per_token": {
-                    side: quartiles([t * 1e3 for t in ts]) for side, ts in times.items()
-                },
+                "ms_per_token": harness.ms(times),
                 "median_ms_per_run": {
                     side: [statistics.median(row["times_s"][side]) * 1e3 for row in per_context]
                     for side in sides
@@ -490,21 +447,9 @@ PAIRS = {
 }
 
 
-def paired_rounds(calls: dict, names: tuple[str, str], rounds: int) -> dict[str, list[float]]:
-    """Time the two calls ``names`` back to back, ``rounds`` times, the order reversed
-    every other round; return each call's seconds, round by round."""
-    times = {name: [] for name in names}
-    for round_index in range(rounds):
-        for name in names[::-1] if round_index % 2 else names:
-            start = time.perf_counter()
-            calls[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
 def measure_prefill(args) -> dict:
     """One run of (b) and (c), whichever ``--parts`` asks for, each in paired
-    alternating rounds of its own (:func:`paired_rounds`). An untimed call of every
+    alternating rounds of its own (``harness.paired_rounds``). An untimed call of every
     form measured first checks its output against ``transformers``' and warms it up."""
     q, k, v, g, beta = prefill_inputs(args)
     chunk = args.chunk_size
@@ -526,13 +471,13 @@ def measure_prefill(args) -> dict:
             )
             for name in checked
         }
-        times, ratios = {}, {}
+        times, per_round = {}, {}
         for part in parts:
             name, pair = PAIRS[part]
-            times[name] = paired_rounds(calls, pair, rounds[part])
-            first, second = (times[name][side] for side in pair)
-            ratios[name] = [a / b for a, b in zip(first, second, strict=True)]
-    return {"max_abs_difference": difference, "times_s": times, "ratios": ratios}
+            two = {side: calls[side] for side in pair}
+            times[name] = harness.paired_rounds(two, rounds[part]).times
+            per_round[name] = ratios(*(times[name][side] for side in pair))
+    return {"max_abs_difference": difference, "times_s": times, "ratios": per_round}
 
 
 def summarize_prefill(runs: list[dict], tokens: int) -> dict:
@@ -610,19 +555,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     results = {
-        "benchmark": "part4",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "environment": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "machine": platform.machine(),
-            "cpu": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "threads": torch.get_num_threads(),
-            "load_average_before": load_average(),
-        },
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        **harness.header("part4", args, transformers, load_average_before=harness.load_average()),
         "layouts": {
             "attention": f"{MODEL.name} (attention.MODELS): hidden_size {args.d_in}, "
             f"{args.num_heads} query heads, {args.num_kv_heads} key/value heads, head_dim "
@@ -652,13 +585,8 @@ def main(argv: list[str] | None = None) -> dict:
         results["prefill"] = summarize_prefill(prefill_runs, args.prefill_tokens)
     else:
         results["prefill"] = None
-    results["environment"]["load_average_after"] = load_average()
-    text = json.dumps(results, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
-    report(results)
-    return results
+    results["environment"]["load_average_after"] = harness.load_average()
+    return harness.finish(results, args.out, report)
 
 
 def verdict(met: bool | None) -> str:
@@ -667,10 +595,6 @@ def verdict(met: bool | None) -> str:
 
 def report(results: dict) -> None:
     """The table and the targets' verdicts, on stderr."""
-
-    def say(line: str = "") -> None:
-        print(line, file=sys.stderr)
-
     rows = results["decode_rows"]
     if rows:
         sides = list(rows[0]["ms_per_token"])
@@ -714,13 +638,6 @@ def report(results: dict) -> None:
                 f"  ({key}) {name} per run: {per_run} (rounds: {rounds}); target "
                 f"({entry['what']}): {verdict(entry['met'])}"
             )
-    environment = results["environment"]
-    say(
-        f"{environment['cpu']}, {environment['cpu_count']} CPUs, {environment['threads']} "
-        f"threads; torch {environment['torch']}, transformers {environment['transformers']}; "
-        f"load average before {environment['load_average_before']}, after "
-        f"{environment['load_average_after']}"
-    )
 
 
 if __name__ == "__main__":

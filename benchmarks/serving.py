@@ -1,6 +1,6 @@
 """Part V (a) and (b): the paged KV cache's memory and decode step for the serving batch.
 
-The 32 requests of ``benchmarks/requests.py``'s :func:`serving_batch` (seed 0 by
+The 32 requests of ``benchmarks/workload.py``'s :func:`serving_batch` (seed 0 by
 default), side by side in one run:
 
 * (a) **peak cache memory.** The batch is served as a server would: every request is
@@ -48,74 +48,30 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.util
-import json
 import math
-import os
-import platform
-import statistics
-import sys
-import time
-from pathlib import Path
 
+import harness
 import torch
+import workload
+from harness import quartiles, ratios, say
 
 from attention import MODELS, PagedKVCache, attend, padding_mask, paged_attention
 
-
-def _load_requests():
-    """benchmarks/requests.py, by path: on sys.path as ``requests`` it would shadow the
-    well-known HTTP package for anything imported after it."""
-    path = Path(__file__).with_name("requests.py")
-    spec = importlib.util.spec_from_file_location("serving_requests", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-REQUESTS = _load_requests()
 SIDES = ("paged", "padded", "contiguous", "gather")
 MODEL = "Llama 3 8B"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 timed rounds, 1 warm-up")
-    parser.add_argument("--rounds", type=int, default=10, help="timed rounds")
-    parser.add_argument("--warmup", type=int, default=2, help="rounds dropped before timing")
-    parser.add_argument("--seed", type=int, default=0, help="serving_batch's seed")
-    parser.add_argument(
-        "--length-scale",
-        type=float,
-        default=1.0,
-        help="multiply every prompt and answer length (at least 1 token): small runs for tests",
-    )
+    parser = workload.parser(__doc__.split("\n\n")[0], "prompt and answer length")
     parser.add_argument("--block-size", type=int, default=16, help="tokens per block")
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--kv-heads", type=int, default=2)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
-    parser.add_argument("--out", type=Path, help="also write the JSON results here")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.rounds, args.warmup = 3, 1
-    if args.rounds < 1 or args.warmup < 0:
-        parser.error("--rounds must be >= 1 and --warmup >= 0")
-    if min(args.heads, args.kv_heads, args.head_dim, args.threads, args.block_size) < 1:
-        parser.error("--heads, --kv-heads, --head-dim, --threads and --block-size must be >= 1")
-    if args.heads % args.kv_heads:
-        parser.error("--kv-heads must divide --heads")
-    if not args.length_scale > 0:
-        parser.error("--length-scale must be positive")
-    return args
+    return workload.parse(parser, argv, "block_size")
 
 
 def requests(seed: int = 0, scale: float = 1.0) -> list[tuple[int, int]]:
     """The serving batch's (prompt, answer) lengths, each times ``scale`` (at least 1)."""
     return [
         (max(1, round(p * scale)), max(1, round(a * scale)))
-        for p, a in REQUESTS.serving_batch(seed)
+        for p, a in workload.serving_batch(seed)
     ]
 
 
@@ -205,7 +161,7 @@ def decode_inputs(lengths: list[int], args: argparse.Namespace) -> dict:
 
 
 def calls(data: dict) -> dict:
-    """The ways, each a function of no arguments."""
+    """The ways, each a function of no arguments, in the order of ``SIDES``."""
     cache, queries, (keys, values), allowed = (
         data["cache"],
         data["queries"],
@@ -230,8 +186,8 @@ def calls(data: dict) -> dict:
 
     return {
         "paged": lambda: paged_attention(queries, cache, seq_ids),
-        "contiguous": contiguous,
         "padded": lambda: attend(queries, keys, values, allowed=allowed),
+        "contiguous": contiguous,
         "gather": gather,
     }
 
@@ -239,30 +195,14 @@ def calls(data: dict) -> dict:
 def measure(args: argparse.Namespace, ways: dict) -> dict[str, list[float]]:
     """Paired alternating rounds: each round times every way, the order reversed every
     other round; the warm-up rounds are dropped."""
-    times = {side: [] for side in SIDES}
-    order = list(SIDES)
     with torch.no_grad():
-        for round_index in range(args.warmup + args.rounds):
-            taken = {}
-            for side in order[::-1] if round_index % 2 else order:
-                start = time.perf_counter()
-                ways[side]()
-                taken[side] = time.perf_counter() - start
-            if round_index >= args.warmup:
-                for side, seconds in taken.items():
-                    times[side].append(seconds)
-    return times
-
-
-def quartiles(values: list[float]) -> dict[str, float]:
-    q1, median, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
-    return {"median": median, "q1": q1, "q3": q3}
+        return harness.paired_rounds(ways, args.rounds, warmup=args.warmup).times
 
 
 def summarize(times: dict[str, list[float]]) -> dict:
     """Milliseconds per way and the ratios round by round, as quartiles."""
-    ratios = {
-        name: [a / b for a, b in zip(times[top], times[bottom], strict=True)]
+    per_round = {
+        name: ratios(times[top], times[bottom])
         for name, top, bottom in (
             ("paged_over_padded", "paged", "padded"),
             ("paged_over_contiguous", "paged", "contiguous"),
@@ -270,34 +210,18 @@ def summarize(times: dict[str, list[float]]) -> dict:
         )
     }
     return {
-        "ms": {side: quartiles([t * 1e3 for t in ts]) for side, ts in times.items()},
-        "ratio": {name: quartiles(values) for name, values in ratios.items()},
-        "ratios": ratios,
+        "ms": harness.ms(times),
+        "ratio": {name: quartiles(values) for name, values in per_round.items()},
+        "ratios": per_round,
     }
-
-
-def load_average() -> list[float] | None:
-    """The 1, 5 and 15-minute load averages, where the system reports them."""
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    load_before = load_average()
+    load_before = harness.load_average()
     batch = requests(args.seed, args.length_scale)
-    memory = peak_memory(batch, args.block_size, REQUESTS.MAX_LENGTH)
+    memory = peak_memory(batch, args.block_size, workload.MAX_LENGTH)
     memory |= memory_bytes(memory["slots"])
     lengths = [p + a for p, a in batch]
     data = decode_inputs(lengths, args)
@@ -310,21 +234,12 @@ def main(argv: list[str] | None = None) -> dict:
     times = measure(args, ways)
     summary = summarize(times)
     results = {
-        "benchmark": "serving",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "environment": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "machine": platform.machine(),
-            "cpu": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            # The machine's 1, 5 and 15-minute load averages before and after the run.
-            "load_average": {"before": load_before, "after": load_average()},
-            "threads": torch.get_num_threads(),
-        },
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        # The machine's 1, 5 and 15-minute load averages before and after the run.
+        **harness.header(
+            "serving", args, load_average={"before": load_before, "after": harness.load_average()}
+        ),
         "requests": batch,
-        "max_length": REQUESTS.MAX_LENGTH,
+        "max_length": workload.MAX_LENGTH,
         "memory": memory,
         "memory_target_met": memory["paged_over_contiguous"] <= 0.6,
         "decode_lengths": lengths,
@@ -334,20 +249,11 @@ def main(argv: list[str] | None = None) -> dict:
         "decode_target_met": summary["ratio"]["paged_over_padded"]["median"] <= 1.5,
         "times_s": times,
     }
-    text = json.dumps(results, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
-    report(results)
-    return results
+    return harness.finish(results, args.out, report)
 
 
 def report(results: dict) -> None:
     """The summary, on stderr."""
-
-    def say(line: str = "") -> None:
-        print(line, file=sys.stderr)
-
     memory = results["memory"]
     slots, size = memory["slots"], memory["bytes"]
     gib = {way: n / 2**30 for way, n in size.items()}
@@ -375,14 +281,6 @@ def report(results: dict) -> None:
         f"  outputs agree: {results['outputs_agree']}; paged <= 1.5x padded: "
         f"{results['decode_target_met']}"
     )
-    environment = results["environment"]
-    load = environment["load_average"]
-    loads = (
-        f", load {load['before'][0]:.2f} before, {load['after'][0]:.2f} after"
-        if load["before"]
-        else ""
-    )
-    say(f"  {environment['cpu']}, {environment['threads']} threads{loads}")
 
 
 if __name__ == "__main__":

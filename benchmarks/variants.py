@@ -51,14 +51,12 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
-import datetime
 import functools
 import gc
 import json
 import math
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -66,6 +64,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import harness
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -118,10 +117,8 @@ def summarize(times: list[float]) -> dict[str, float]:
     >>> summarize([3.0, 1.0, 2.0, 10.0])
     {'median_s': 2.5, 'q1_s': 1.75, 'q3_s': 4.75, 'min_s': 1.0, 'max_s': 10.0}
     """
-    if len(times) == 1:
-        times = times * 2  # statistics.quantiles needs two points; one time is its own IQR
-    q1, median, q3 = statistics.quantiles(times, n=4, method="inclusive")
-    return {"median_s": median, "q1_s": q1, "q3_s": q3, "min_s": min(times), "max_s": max(times)}
+    spread = harness.quartiles(times, method="inclusive")  # one time is its own IQR
+    return {f"{k}_s": v for k, v in spread.items()} | {"min_s": min(times), "max_s": max(times)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -199,10 +196,17 @@ def _synchronizer(device: torch.device) -> Callable[[], None]:
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
-def _step(row: Row, mode: str, x: torch.Tensor, grad: torch.Tensor) -> Callable[[], None]:
-    """Put ``row`` in ``mode``'s state and return the call to time."""
+def _prepare(row: Row, mode: str, x: torch.Tensor) -> None:
+    """Put ``row`` in ``mode``'s state: train or eval, and no gradients before backward."""
     if row.module is not None:
         row.module.train(mode != "forward")
+    if mode != "forward":
+        _clear_grads(row, x)  # a training step starts with zero_grad(set_to_none=True)
+
+
+def _step(row: Row, mode: str, x: torch.Tensor, grad: torch.Tensor) -> Callable[[], None]:
+    """Put ``row`` in ``mode``'s state and return the call to time."""
+    _prepare(row, mode, x)
     if mode == "forward":
 
         def forward() -> None:
@@ -210,7 +214,6 @@ def _step(row: Row, mode: str, x: torch.Tensor, grad: torch.Tensor) -> Callable[
                 row.call(x)
 
         return forward
-    _clear_grads(row, x)  # a training step starts with zero_grad(set_to_none=True)
     return lambda: row.call(x).backward(grad)
 
 
@@ -250,34 +253,42 @@ def time_rows(
     """
     x, x_train, grad = _inputs(*shape, device, dtype, seed)
     inputs = {"forward": x, "forward+backward": x_train}
-    tasks = [
-        (row.name, mode, functools.partial(_step, row, mode, inputs[mode], grad))
-        for row in rows
-        for mode in MODES
-    ]
+    steps, states = {}, {}
+    for row in rows:
+        for mode in MODES:
+            steps[row.name, mode] = _step(row, mode, inputs[mode], grad)
+            states[row.name, mode] = functools.partial(_prepare, row, mode, inputs[mode])
     for name, call in (extra or {}).items():
-        tasks.append((name, "call", lambda call=call: call))
-    times: dict = {}
-    for name, mode, _ in tasks:
-        times.setdefault(name, {})[mode] = {"times_s": [], "warmup_s": []}
+        steps[name, "call"] = call
     sync = _synchronizer(device)
-    for r in range(warmup + repeats):
-        random.Random(seed + r).shuffle(tasks)
-        gc.collect()
-        gc.disable()  # no collector pause inside a timed call
-        try:
-            for name, mode, prepare in tasks:
-                step = prepare()  # mode switch and zero_grad, outside the timed region
-                sync()
-                start = time.perf_counter()
-                step()
-                sync()
-                elapsed = time.perf_counter() - start
-                times[name][mode]["warmup_s" if r < warmup else "times_s"].append(elapsed)
-        finally:
-            gc.enable()
+
+    def before(key: tuple[str, str]) -> None:  # outside the timed region
+        if key in states:
+            states[key]()  # mode switch and zero_grad
+        sync()
+
+    def synced(step: Callable[[], object]) -> Callable[[], None]:
+        return lambda: (step(), sync())
+
+    def progress_after(r: int) -> None:
         kind = "warm-up" if r < warmup else "timed"
         progress(f"{label}: round {r + 1}/{warmup + repeats} ({kind})")
+
+    timed = harness.paired_rounds(
+        {key: synced(step) for key, step in steps.items()},
+        repeats,
+        warmup=warmup,
+        order=harness.shuffled(seed),
+        before=before,
+        after_round=progress_after,
+        quiet_gc=True,
+    )
+    times: dict = {}
+    for name, mode in steps:
+        times.setdefault(name, {})[mode] = {
+            "times_s": timed.times[name, mode],
+            "warmup_s": timed.warmup[name, mode],
+        }
     return times
 
 
@@ -375,16 +386,9 @@ def measure_memory(spec: dict, progress: Callable[[str], None]) -> dict:
 
 
 def environment(device: torch.device) -> dict:
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        models = [
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ]
-        cpu = models[0] if models else cpu
+    cpu = harness.cpu_model()
     return {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "date": harness.now(),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -394,7 +398,7 @@ def environment(device: torch.device) -> dict:
         "cpu_count": os.cpu_count(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),
-        "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "load_average_at_start": harness.load_average(),
     }
 
 
@@ -686,9 +690,7 @@ def _main(args: argparse.Namespace) -> int:
             run["memory"] = measure_memory(spec, progress)
         run["targets"] = _targets(run)
         results["runs"].append(run)
-    results["environment"]["load_average_at_end"] = (
-        os.getloadavg() if hasattr(os, "getloadavg") else None
-    )
+    results["environment"]["load_average_at_end"] = harness.load_average()
     results["environment"]["seconds"] = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))

@@ -21,6 +21,7 @@ extensions = [
     "myst_nb",
     "execute_ahead",  # pages run beside the gallery scripts: after myst_nb, before the gallery
     "sphinx.ext.autodoc",
+    "sphinx.ext.viewcode",  # the API page links each object to its highlighted source
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.intersphinx",
@@ -30,7 +31,6 @@ extensions = [
     "verify_outputs",
     "verify_gallery",
     "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
-    "perturb_prints",  # only with ATTENTION_PERTURB_PRINTS set: nox -s docs-other-cpu
     "downloads",
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
 ]

@@ -8,23 +8,17 @@ per round. The cache's memory is the formula's.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 import torch
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "decode.py"
+from bench_scripts import load
 
 
 @pytest.fixture(scope="module")
 def decode():
-    spec = importlib.util.spec_from_file_location("decode_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("decode")
 
 
 def test_quick_run_reports_agreeing_outputs_the_formulas_memory_and_its_times_summaries(

@@ -268,6 +268,8 @@ def test_bad_arguments_are_rejected_with_their_names():
         quantize_kv(torch.zeros(1, 1, 4, 2, dtype=torch.long), x)
     with expect("QuantizedKVCache: residual_length must be an integer >= 0"):
         QuantizedKVCache(8, 32, residual_length=-1)
+    with expect("QuantizedKVCache: residual_length must be an integer >= 0", TypeError):
+        QuantizedKVCache(8, 32, residual_length=2.0)
     with expect("QuantizedKVCache: group_size"):
         QuantizedKVCache(8, group_size=0)
     cache = QuantizedKVCache(8, 2, 0)

@@ -905,7 +905,7 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "beside DeepSeek's name",
     ("docs/index.md", 20): "chapter 20's number, in its card's title beside DeepSeek's name",
     ("docs/chapters/22-paged-kv-cache.md", 4096): "the serving batch's reservation per "
-    "request, benchmarks/requests.py's MAX_LENGTH; no model's number",
+    "request, benchmarks/workload.py's MAX_LENGTH; no model's number",
 }
 
 
@@ -979,8 +979,8 @@ def model_names() -> list[str]:
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
 MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi")
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
-# not part of a decimal, a word or an identifier.
-NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
+# not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).
+NUMBER = re.compile(r"(?<![\w.])(?<!\de-)(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
 ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
 YEARS = range(1990, 2031)
 # Importing a model's class from transformers does not make a code block about that model.
@@ -1082,8 +1082,10 @@ def drawn_alt_cells(path: Path) -> list[tuple[int, int]]:
             if line.strip().startswith("alt:"):
                 indent = len(line) - len(line.lstrip())
                 alt = (number, number)
-            elif alt is not None and alt[1] == number - 1 and (
-                len(line) - len(line.lstrip()) > indent
+            elif (
+                alt is not None
+                and alt[1] == number - 1
+                and (len(line) - len(line.lstrip()) > indent)
             ):
                 alt = (alt[0], number)
             if line.strip() == "alt_drawn: true":
@@ -1146,6 +1148,15 @@ def test_no_model_fact_is_typed_into_a_page_or_a_gallery_script() -> None:
         "and print them (or add the number to NOT_MODEL_FACTS with the reason it is "
         "not a model fact):\n" + "\n".join(problems)
     )
+
+
+def test_the_lint_reads_a_tolerance_as_no_model_fact() -> None:
+    """``1e-5`` beside a model's name is a tolerance, not Gemma 4 E2B's 5; a bare 5
+    on the same line still counts."""
+    facts = fact_numbers()
+    assert 5 in facts
+    assert typed_facts("Qwen3-Next's layer, to 1e-5", facts, True) == []
+    assert [v for v, _ in typed_facts("Gemma 4 E2B: 5 to 1", facts, True)] == [5]
 
 
 def test_the_lint_finds_a_typed_fact_in_prose_code_and_alt_text(tmp_path: Path) -> None:

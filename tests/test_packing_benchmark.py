@@ -7,21 +7,11 @@ round-by-round ratios of the raw times the report holds.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from bench_scripts import load
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +20,7 @@ def packing():
 
 
 def test_the_prompts_are_the_serving_batchs(packing):
-    batch = load("requests").serving_batch(0)
+    batch = load("workload").serving_batch(0)
     assert packing.prompt_lengths(0) == [prompt for prompt, _ in batch]
     assert len(batch) == 32
     assert packing.prompt_lengths(0, scale=0.01) == [max(1, round(p * 0.01)) for p, _ in batch]

@@ -374,6 +374,7 @@ def test_random_add_update_fork_free_never_lose_or_mix_tokens(ops, block_size, n
             "PagedKVCache: dtype must be a floating-point torch.dtype",
             ValueError,
         ),
+        ({"dtype": "float"}, "PagedKVCache: dtype must be a floating-point", TypeError),
     ],
 )
 def test_bad_construction_names_the_argument(kwargs, message, error):
@@ -395,6 +396,8 @@ def test_bad_ids_and_inputs_name_the_argument():
         cache.fork(5, 5)
     with pytest.raises(TypeError, match="seq_id must be an int"):
         cache.add("a")
+    with pytest.raises(TypeError, match=re.escape("keys must be a torch.Tensor, got list")):
+        cache.update(5, [[0.0]], tokens([1]))
     with pytest.raises(ValueError, match=re.escape("keys must have shape (num_new, num_kv_heads")):
         cache.update(5, torch.zeros(1, 3, 3, dtype=F64), tokens([1]))
     with pytest.raises(ValueError, match=re.escape("values must be torch.float64")):

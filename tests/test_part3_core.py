@@ -683,7 +683,7 @@ BAD_OPTIONS = [
     ({"sinks": 1}, r"sinks must be True or False .*got 1 of type int", TypeError),
     ({"scale": 0}, r"scale must be a positive number or None, got 0"),
     ({"scale": -0.5}, r"scale must be a positive number or None, got -0.5"),
-    ({"scale": True}, r"scale must be a positive number or None, got True"),
+    ({"scale": True}, r"scale must be a positive number or None, got True", TypeError),
     # Part III's former flags: each says which part or recipe replaces it
     ({"qk_norm": True}, r"qk_norm= is no longer taken; give the parts q_norm= and k_norm="),
     ({"value_norm": True}, r"value_norm= is no longer taken; give the part v_norm="),

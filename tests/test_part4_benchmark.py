@@ -12,16 +12,14 @@ chunked faster than recurrent (below 1.0).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-from pathlib import Path
 
 import pytest
+from bench_scripts import load
 
 import attention
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "part4.py"
 TINY = [
     *("--d-in", "32", "--num-heads", "4", "--num-kv-heads", "2", "--head-dim", "8"),
     *("--linear-key-heads", "2", "--linear-value-heads", "4"),
@@ -33,10 +31,7 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def part4():
-    spec = importlib.util.spec_from_file_location("part4_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("part4")
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:

@@ -7,22 +7,12 @@ the round-by-round ratios of the raw times the report holds.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import statistics
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from bench_scripts import load
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +21,7 @@ def serving():
 
 
 def test_the_requests_are_the_serving_batchs(serving):
-    assert serving.requests(0) == load("requests").serving_batch(0)
+    assert serving.requests(0) == load("workload").serving_batch(0)
 
 
 def test_peak_memory_follows_the_requests_as_they_finish(serving):

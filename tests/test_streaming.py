@@ -152,16 +152,28 @@ def test_crop_before_eviction_only():
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, message, error",
     [
-        ({"num_sinks": -1, "window": 4}, "StreamingCache: num_sinks must be an integer >= 0"),
-        ({"num_sinks": 1.5, "window": 4}, "StreamingCache: num_sinks must be an integer >= 0"),
-        ({"num_sinks": True, "window": 4}, "StreamingCache: num_sinks must be an integer >= 0"),
-        ({"num_sinks": 4, "window": 0}, "StreamingCache: window"),
+        (
+            {"num_sinks": -1, "window": 4},
+            "StreamingCache: num_sinks must be an integer >= 0",
+            ValueError,
+        ),
+        (
+            {"num_sinks": 1.5, "window": 4},
+            "StreamingCache: num_sinks must be an integer >= 0",
+            TypeError,
+        ),
+        (
+            {"num_sinks": True, "window": 4},
+            "StreamingCache: num_sinks must be an integer >= 0",
+            TypeError,
+        ),
+        ({"num_sinks": 4, "window": 0}, "StreamingCache: window", ValueError),
     ],
 )
-def test_bad_sizes_are_rejected_with_their_names(kwargs, message):
-    with expect(message):
+def test_bad_sizes_are_rejected_with_their_names(kwargs, message, error):
+    with expect(message, error):
         StreamingCache(**kwargs)
 
 
@@ -176,9 +188,7 @@ def test_module_errors_name_what_is_wrong():
     local = GroupedQueryAttention(4, 4, 6, num_heads=1, num_kv_heads=1, window=2)
     with expect("GroupedQueryAttention: a StreamingCache chooses the keys itself"):
         local(torch.randn(1, 1, 4), cache=StreamingCache(1, 3))
-    with expect(
-        "GroupedQueryAttention: the cache holds 7 tokens now, past context_length=6"
-    ):
+    with expect("GroupedQueryAttention: the cache holds 7 tokens now, past context_length=6"):
         full = StreamingCache(3, 4)
         full.update(torch.zeros(1, 1, 3, 4), torch.zeros(1, 1, 3, 4))
         gqa(torch.randn(1, 4, 4), cache=full)

@@ -10,28 +10,20 @@ peak memory of the book's module bounded by the size of its attention matrices.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import statistics
 import sys
-from pathlib import Path
 
 import pytest
+from bench_scripts import load
 
 from attention.efficient import VARIANTS, forward_flops
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "variants.py"
 
 
 @pytest.fixture(scope="module")
 def benchmark():
-    spec = importlib.util.spec_from_file_location("variants_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look themselves up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    return load("variants")
 
 
 def assert_summary_of(stats: dict, times: list[float]) -> None:

@@ -35,6 +35,13 @@ execution settings of their own (``mystnb`` or ``execution`` in their metadata, 
 ``nb_execution_excludepatterns`` match), and every page if ``nb_kernel_rgx_aliases`` is
 set, are left to myst-nb.
 
+**On a myst-nb it does not know** (a release other than :data:`KNOWN_MYST_NB`, or one
+without the reader this extension uses), it steps aside with a warning
+(``execute_ahead.unknown_myst_nb``, which ``suppress_warnings`` can silence): the
+pages run as plain myst-nb runs them, when Sphinx reads them, with
+``nb_execution_mode = "force"`` in place of ``"cache"`` so that every page still runs
+(``execute_ahead_keep`` keeps the cache mode, and myst-nb's own use of it).
+
 List this extension after ``myst_nb`` (whose configuration it reads) and before
 ``sphinx_gallery.gen_gallery`` in ``conf.py``: handlers of the same event run in the
 order their extensions were set up, and the pages must start before the scripts.
@@ -43,6 +50,8 @@ order their extensions were set up, and the pages must start before the scripts.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.metadata
 import shutil
 import threading
 import time
@@ -52,13 +61,51 @@ from pathlib import Path, PurePosixPath
 import nbformat
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
-from myst_nb.core.read import create_nb_reader
 from nbclient import NotebookClient
 from sphinx.application import Sphinx
 from sphinx.project import Project
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
+
+#: The myst-nb releases (major.minor) whose reader, environment attributes and cache
+#: mode this extension is written against and tested with.
+KNOWN_MYST_NB = ("1.4",)
+#: The attribute set on the Sphinx application when the extension steps aside.
+ASIDE = "_execute_ahead_aside"
+
+
+def unknown_myst_nb() -> str | None:
+    """Why the installed myst-nb is not one this extension knows; None if it is."""
+    version = importlib.metadata.version("myst-nb")
+    if not version.startswith(tuple(f"{known}." for known in KNOWN_MYST_NB)):
+        return f"myst-nb {version} is not a release it knows ({', '.join(KNOWN_MYST_NB)})"
+    try:
+        reader = importlib.import_module("myst_nb.core.read")
+    except ImportError:
+        reader = None
+    if not hasattr(reader, "create_nb_reader"):
+        return f"myst-nb {version} has no myst_nb.core.read.create_nb_reader"
+    return None
+
+
+def step_aside_if_unknown(app: Sphinx, config) -> None:
+    """On a myst-nb this extension does not know, leave every page to plain myst-nb."""
+    reason = unknown_myst_nb()
+    if reason is None:
+        return
+    setattr(app, ASIDE, True)
+    forced = config.nb_execution_mode == "cache" and not config.execute_ahead_keep
+    if forced:  # an emptied cache was what made every page run: force does it plainly
+        config.nb_execution_mode = "force"
+    logger.warning(
+        "execute_ahead: %s; the pages run as plain myst-nb runs them, when Sphinx reads "
+        "them, not ahead beside the gallery%s",
+        reason,
+        ' (nb_execution_mode = "force")' if forced else "",
+        type="execute_ahead",
+        subtype="unknown_myst_nb",
+    )
 
 
 @dataclass
@@ -86,6 +133,7 @@ def notebook_pages(app: Sphinx) -> list[Page]:
     """Every page myst-nb will execute, read as myst-nb reads it, the longest first."""
     project = Project(app.srcdir, app.config.source_suffix)
     docnames = project.discover(app.config.exclude_patterns, app.config.include_patterns)
+    create_nb_reader = importlib.import_module("myst_nb.core.read").create_nb_reader
     pages = []
     for docname in sorted(docnames):
         path = Path(project.doc2path(docname, absolute=True))
@@ -169,7 +217,7 @@ class Ahead:
 
 def restore_outputs(app: Sphinx, doctree) -> None:
     """Save the outputs myst-nb took from the cache with the notebook it saved."""
-    if app.config.nb_execution_mode != "cache":
+    if app.config.nb_execution_mode != "cache" or getattr(app, ASIDE, False):
         return
     saved = Path(app.outdir).parent / "jupyter_execute" / f"{app.env.docname}.ipynb"
     if not saved.exists():
@@ -189,7 +237,7 @@ AHEAD = "_execute_ahead"
 
 
 def start(app: Sphinx) -> None:
-    if app.config.nb_execution_mode != "cache":
+    if app.config.nb_execution_mode != "cache" or getattr(app, ASIDE, False):
         return  # myst-nb runs the pages itself, when it reads them
     folder = Path(app.env.mystnb_config.execution_cache_path)
     if not app.config.execute_ahead_keep:
@@ -208,6 +256,8 @@ def setup(app: Sphinx) -> dict:
     app.setup_extension("myst_nb")
     # Keep the cache between builds (nox -s docs-live); by default it is emptied first.
     app.add_config_value("execute_ahead_keep", False, "", types=[bool])
+    # Before myst-nb reads its configuration (builder-inited).
+    app.connect("config-inited", step_aside_if_unknown)
     app.connect("builder-inited", start)
     app.connect("env-before-read-docs", finish)
     # Before verify_outputs reads the saved notebook (priority 500).

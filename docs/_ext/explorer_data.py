@@ -31,6 +31,8 @@ loads the data and the explorer's script and stylesheet.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from collections.abc import Callable
@@ -44,14 +46,12 @@ from docutils.parsers.rst import Directive
 from printed_values import explain, normalise
 from sphinx.application import Sphinx
 from sphinx.util import logging
-from torch import nn
-from torch.nn import functional as F
+from sphinx_gallery.py_source_parser import split_code_and_text_blocks
 
 import attention
 from attention import (
     INPUTS,
     TOKENS,
-    Head,
     MultiHeadAttention,
     SelfAttentionV2,
     causal_mask,
@@ -154,90 +154,60 @@ def multi_head_view() -> dict:
     }
 
 
-# The previous-token task of gallery/plot_train_previous_token.py, with its seed, sizes
-# and order of random draws, so that the model here is the one trained there.
-VOCAB, LENGTH = 16, 8
-EXAMPLE = (3, 14, 7, 7, 0, 11, 5, 9)
+def trained_view() -> dict:
+    """The gallery's previous-token head, on its example sequence, before and after training.
 
+    The task, the model and its training are the gallery script's own
+    (gallery/plot_train_previous_token.py): its code blocks run here in order, seed
+    and random draws included, up to the one that trains, so that this is the head the
+    gallery shows. The scores are read as soon as the model exists, before the training
+    block runs, and again once it has its ``checkpoints``; what the script prints is
+    dropped, and torch's print options are restored.
+    """
+    from torch._tensor_str import printoptions
 
-class PreviousTokenModel(nn.Module):
-    """Token and position embeddings, one causal :class:`attention.Head`, a read-out."""
-
-    def __init__(self, n_embd: int = 32, head_size: int = 16):
-        super().__init__()
-        self.token_embedding = nn.Embedding(VOCAB, n_embd)
-        self.position_embedding = nn.Embedding(LENGTH, n_embd)
-        self.head = Head(n_embd, head_size, block_size=LENGTH, dropout=0.0)
-        self.to_logits = nn.Linear(head_size, VOCAB)
-
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, n_embd)
-        positions = torch.arange(tokens.shape[1])
-        return self.token_embedding(tokens) + self.position_embedding(positions)
-
-    def scores(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, T), unscaled
-        x = self.embed(tokens)
-        return self.head.query(x) @ self.head.key(x).transpose(-2, -1)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, VOCAB)
-        return self.to_logits(self.head(self.embed(tokens)))
-
-
-def previous_token_batch(batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random sequences, and as targets the token before each (-100, ignored, at 0)."""
-    tokens = torch.randint(VOCAB, (batch_size, LENGTH))
-    targets = tokens.roll(1, dims=1)
-    targets[:, 0] = -100
-    return tokens, targets
-
-
-def weight_on_previous(model: PreviousTokenModel, tokens: torch.Tensor) -> float:
-    """Mean weight that positions 1..T-1 put on the position just before them."""
-    with torch.no_grad():
-        weights = model.head.attention_weights(model.embed(tokens))  # (B, T, T)
-    return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean().item()
-
-
-def trained_view(steps: int = 100) -> dict:
-    """The gallery's previous-token head, on its example sequence, before and after training."""
-    torch.manual_seed(0)
-    previous_token_batch(2)  # the gallery draws a batch to show first
-    model = PreviousTokenModel()
-    example = torch.tensor([EXAMPLE])
+    _, blocks = split_code_and_text_blocks(str(REPO / GALLERY))
+    script: dict = {"__name__": "plot_train_previous_token"}
     states = []
 
     def snapshot(label: str) -> None:
+        model, example = script["model"], script["example"]
         with torch.no_grad():
-            scores = model.scores(example)[0]  # (T, T)
+            x = model.embed(example)  # (1, T, n_embd)
+            scores = (model.head.query(x) @ model.head.key(x).transpose(-2, -1))[0]  # (T, T)
             scale = model.head.head_size**-0.5
             torch.testing.assert_close(
                 torch.softmax((scores * scale).masked_fill(~model.head.tril, -torch.inf), -1),
-                model.head.attention_weights(model.embed(example))[0],
+                model.attention_weights(example)[0],
             )
         states.append({"label": label, "heads": [{"label": "", "scores": _matrix(scores)}]})
 
-    snapshot("before training")
-    probe, _ = previous_token_batch(256)  # sequences never trained on
-    before = weight_on_previous(model, probe)
-    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-    for _ in range(steps):
-        tokens, targets = previous_token_batch(64)
-        logits = model(tokens)  # (B, T, VOCAB)
-        loss = F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1), ignore_index=-100)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    snapshot("after training")
-    after = weight_on_previous(model, probe)
+    with printoptions(), contextlib.redirect_stdout(io.StringIO()):
+        for block in (block for block in blocks if block.type == "code"):
+            if "model" in script and not states:
+                snapshot("before training")
+            exec(compile(block.content, GALLERY, "exec"), script)
+            if "checkpoints" in script:
+                snapshot("after training")
+                break
+        else:
+            raise RuntimeError(f"{GALLERY} no longer trains a `model` into `checkpoints`")
+    # (step, weight on the previous token over the probe sequences), every 5 steps
+    checkpoints, model = script["checkpoints"], script["model"]
     return {
         "title": "A head trained to attend to the previous token",
         "source": "auto_gallery/plot_train_previous_token",
-        "tokens": [str(token) for token in EXAMPLE],
+        "tokens": script["labels"],
         "query": 3,  # the second 7: content alone cannot tell it from the first
         "scale": model.head.head_size**-0.5,
         "causal": True,
         "causal_toggle": False,
         "states": states,
-        "previous_token_weight": {"before": before, "after": after, "sequences": len(probe)},
+        "previous_token_weight": {
+            "before": checkpoints[0][1],
+            "after": checkpoints[-1][1],
+            "sequences": len(script["probe"]),
+        },
     }
 
 

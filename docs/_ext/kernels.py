@@ -35,7 +35,7 @@ output folder, and writes only what is below into it:
   one thread per process and 116 s without.
   A value set in the environment is kept.
 
-Other extensions add startup files with :func:`add_startup_file` (``perturb_prints``).
+Other extensions may add startup files with :func:`add_startup_file`.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ import doctest
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from pytest_doctestplus.output_checker import FLOAT_CMP, OutputChecker
 
@@ -184,6 +185,39 @@ def explain(expected: str, printed: str) -> str | None:
     return "numbers differ by more than 1.5 units in their last digit:\n" + "\n".join(
         [*lines, diff]
     )
+
+
+# -- Another CPU's last digit -----------------------------------------------------------
+
+
+def shifted(text: str, units: int) -> str:
+    """``text`` as another CPU may print it: every float ``units`` units of its last digit
+    away, and a whole number printed ``1.`` written with torch's 4 decimals.
+
+    Another CPU, BLAS or build computes the same result to within about 1e-7 of its
+    size. Printed with 4 or 5 digits, that changes at most the last digit, by one, where
+    the value sits on a rounding boundary; and a tensor of whole numbers (``1.``) loses
+    its short form when one of them is 1.0000001. Integers, ``nan`` and ``inf``, a
+    number beyond float64's range (``-1.8e+308``, finfo's ``min`` to 2 digits) and the
+    text around the numbers stay as they are.
+
+    >>> shifted("tensor([0.4858, 1., -2.5e-07]) over 6 tokens", 1)
+    'tensor([0.4859, 1.0001, -2.4e-07]) over 6 tokens'
+    >>> shifted("loss 0.0000, nan", -1)
+    'loss -0.0001, nan'
+    """
+
+    def shift(match: re.Match) -> str:
+        whole = match.group(0)
+        number = whole.lstrip()
+        mantissa, e, exponent = number.lower().partition("e")
+        if not math.isfinite(float(number)):  # nan, inf, and -1.8e+308 that means finfo.min
+            return whole
+        step = Decimal(1).scaleb(round(math.log10(last_digit(mantissa))))
+        moved = (Decimal(mantissa) + units * step).quantize(step)
+        return whole[: len(whole) - len(number)] + f"{moved}{e}{exponent}"
+
+    return CHECKER.num_got_rgx.sub(shift, text)
 
 
 # A number written with two or more decimals, as prose restates a printed value:

@@ -32,21 +32,41 @@ runs (a dropout pattern) says why with ``unchecked: <reason>`` instead, and chec
 properties that must hold with ``assert`` in its own code.
 
 The reader sees the real output of the build; the source holds the expected value.
+
+**Another CPU.** With ``ATTENTION_OTHER_CPU`` set (``nox -s docs-other-cpu``), every
+output that matches is compared again as another CPU may print it
+(:func:`printed_values.shifted`): each printed float one unit of its last digit up,
+then down, and a whole number ``1.`` as ``1.0001`` and ``0.9999``. So an expected
+value that passes only because this machine's last digit happens to agree with it is
+reported, while every expectation written as this machine prints it passes. (The
+prose is checked as without it: see docs/contributing.md.)
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 from docutils import nodes
-from printed_values import explain, normalise, numbers, printed_text, unprinted
+from printed_values import explain, normalise, numbers, printed_text, shifted, unprinted
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
+
+#: Set (to anything but the empty string) to check as on another CPU: nox -s docs-other-cpu.
+OTHER_CPU = "ATTENTION_OTHER_CPU"
+#: How another CPU may print what this one printed: its last digits one unit away.
+ANOTHER_CPU = "on another CPU (every printed float one unit up or down in its last digit)"
+
+
+def other_cpus() -> tuple[int, ...]:
+    """The shifts of the last printed digit to check besides none: (1, -1) with
+    ``ATTENTION_OTHER_CPU`` set, else none."""
+    return (1, -1) if os.environ.get(OTHER_CPU) else ()
 
 
 @dataclass
@@ -91,6 +111,13 @@ def check_output(
     problem = explain(expected, actual)
     if problem:
         warn(f"{what} printed something other than its expected output: {problem}")
+        return
+    for units in other_cpus():
+        problem = explain(expected, shifted(actual, units))
+        if problem:
+            where = f"its expected output {ANOTHER_CPU}"
+            warn(f"{what} would print something other than {where}: {problem}")
+            return
 
 
 def check_notebook(docname: str, source: Path, executed: Path) -> Tally:

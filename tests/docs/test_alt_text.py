@@ -18,12 +18,14 @@ import pytest
 import yaml
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([*(ROOT / "docs" / "chapters").glob("*.md"), ROOT / "docs" / "index.md"])
 # 7,168 or 7168 or 0.25; not the digits inside a word such as "W_dkv2" or "Qwen3"
-NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+NUMBER = re.compile(
+    r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])"
+)
 
 
 def drawn_cells(path: Path) -> list[tuple[int, str, str]]:
@@ -58,9 +60,7 @@ def numbers(text: str) -> set[float]:
 def drawn_text(figure: plt.Figure) -> str:
     """Every string the figure shows: texts, titles, tick labels, legends."""
     return "\n".join(
-        artist.get_text()
-        for artist in figure.findobj(matplotlib.text.Text)
-        if artist.get_visible()
+        artist.get_text() for artist in figure.findobj(matplotlib.text.Text) if artist.get_visible()
     )
 
 
