@@ -207,6 +207,11 @@ def _basics(config) -> dict:
     return fields
 
 
+def _with_mamba(config, mamba: Mamba, kinds, **more) -> dict:
+    """A model with Mamba mixers: its :func:`_basics`, ``more``, ``mamba`` and the layers' kinds."""
+    return _basics(config) | more | {"mamba": mamba, "layer_pattern": tuple(kinds)}
+
+
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
 
 
@@ -517,15 +522,13 @@ def _read_jamba(config) -> dict:
     """Jamba: Mamba layers with an attention layer every ``attn_layer_period``; no
     position encoding at all (``JambaAttention`` applies no RoPE)."""
     kinds = [MAMBA if kind == LINEAR else kind for kind in _layer_types(config)]
-    fields = _basics(config)
-    fields["mamba"] = Mamba(
+    mamba = Mamba(
         mixer="Mamba",
         inner_size=config.mamba_expand * config.hidden_size,
         state_size=config.mamba_d_state,
         conv_kernel_dim=config.mamba_d_conv,
     )
-    fields["layer_pattern"] = tuple(kinds)
-    return fields
+    return _with_mamba(config, mamba, kinds)
 
 
 @_reader("nemotron_h")
@@ -554,8 +557,7 @@ def _read_nemotron_h(config) -> dict:
             config.sliding_window,
             "a window on its attention layers is not read",
         )
-    fields = _basics(config)
-    fields["mamba"] = Mamba(
+    mamba = Mamba(
         mixer="Mamba-2",
         inner_size=config.mamba_num_heads * config.mamba_head_dim,
         state_size=config.ssm_state_size,
@@ -563,8 +565,7 @@ def _read_nemotron_h(config) -> dict:
         num_heads=config.mamba_num_heads,
         n_groups=config.n_groups,
     )
-    fields["layer_pattern"] = tuple(kinds)
-    return fields
+    return _with_mamba(config, mamba, kinds)
 
 
 @_reader("falcon_h1")
@@ -578,9 +579,7 @@ def _read_falcon_h1(config) -> dict:
             inner,
             "not mamba_n_heads * mamba_d_head, so its SSM state's size is unclear",
         )
-    fields = _basics(config)
-    fields["rope"] = _rope(config)
-    fields["mamba"] = Mamba(
+    mamba = Mamba(
         mixer="Mamba-2",
         inner_size=inner,
         state_size=config.mamba_d_state,
@@ -588,8 +587,7 @@ def _read_falcon_h1(config) -> dict:
         num_heads=config.mamba_n_heads,
         n_groups=config.mamba_n_groups,
     )
-    fields["layer_pattern"] = (HYBRID,) * config.num_hidden_layers
-    return fields
+    return _with_mamba(config, mamba, [HYBRID] * config.num_hidden_layers, rope=_rope(config))
 
 
 @_reader("deepseek_v4")
