@@ -1228,22 +1228,19 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
             )
             text = "reuses another layer's K, V"
         else:
-            ax.add_patch(
-                Rectangle(
-                    (x, yy - 0.2),
-                    0.2,
-                    0.2,
-                    facecolor=LAYER_COLORS[item],
-                    edgecolor=FACECOLOR,
-                    hatch=LAYER_HATCHES[item] or None,
-                )
-            )
+            _swatch(ax, (x, yy - 0.2), 0.2, item)
             text = LAYER_LABELS[item]
             if item == "linear_attention":
                 mixers = sorted({m.linear_attention for m in facts if m.linear_attention})
                 text = "linear: " + ", ".join(_short_mixer(s) for s in mixers)
         ax.text(x + 0.28, yy - 0.1, text, ha="left", va="center", fontsize=8.5, color=INK)
     return fig
+
+
+def _swatch(ax: Axes, xy: tuple[float, float], side: float, kind: str) -> None:
+    """A square of a layer kind's colour and hatch, as the layer strips draw it."""
+    colour, hatch = LAYER_COLORS[kind], LAYER_HATCHES[kind] or None
+    ax.add_patch(Rectangle(xy, side, side, facecolor=colour, edgecolor=FACECOLOR, hatch=hatch))
 
 
 def _short_mixer(name: str) -> str:
@@ -1469,16 +1466,7 @@ def attention_anatomy(
         for label, text, kind in lines:
             x = note_x
             if kind is not None:
-                ax.add_patch(
-                    Rectangle(
-                        (x, line_y - 0.145),
-                        0.13,
-                        0.13,
-                        facecolor=LAYER_COLORS[kind],
-                        edgecolor=FACECOLOR,
-                        hatch=LAYER_HATCHES[kind] or None,
-                    )
-                )
+                _swatch(ax, (x, line_y - 0.145), 0.13, kind)
                 x += 0.18
             ax.text(
                 x,
