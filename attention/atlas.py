@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,6 +208,11 @@ def _basics(config) -> dict:
     return fields
 
 
+def _with_mamba(config, mamba: Mamba, kinds, **more) -> dict:
+    """A model with Mamba mixers: its :func:`_basics`, ``more``, ``mamba`` and the layers' kinds."""
+    return _basics(config) | more | {"mamba": mamba, "layer_pattern": tuple(kinds)}
+
+
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
 
 
@@ -275,16 +281,17 @@ def _where_full(kinds: list[str], full: str = FULL) -> dict:
     return {"full_attention_layers": where}
 
 
-def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING)) -> dict:
-    """The ``local`` group of a model of full and sliding (or chunked) layers."""
+def _only(model_type: str, kinds: list[str], allowed: Iterable[str], why: str) -> None:
+    """Refuse a model with a layer kind not ``allowed`` (its reader's ``why``)."""
     unknown = sorted(set(kinds) - set(allowed))
     if unknown:
-        raise _unsupported(
-            config.model_type,
-            "layer_types",
-            unknown[0],
-            f"a layer kind the atlas does not read for this model type ({', '.join(allowed)})",
-        )
+        raise _unsupported(model_type, "layer_types", unknown[0], why)
+
+
+def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING)) -> dict:
+    """The ``local`` group of a model of full and sliding (or chunked) layers."""
+    why = f"a layer kind the atlas does not read for this model type ({', '.join(allowed)})"
+    _only(config.model_type, kinds, allowed, why)
     if SLIDING in kinds:
         return {"local": Sliding(window=config.sliding_window, **_where_full(kinds))}
     if CHUNKED in kinds:
@@ -368,9 +375,7 @@ def _read_minimax(config, kinds: list[str]) -> dict:
             config.sliding_window,
             "MiniMaxCache ignores it, so its bill is unclear",
         )
-    unknown = sorted(set(kinds) - {FULL, LINEAR})
-    if unknown:
-        raise _unsupported("minimax", "layer_types", unknown[0], "not linear or full")
+    _only("minimax", kinds, (FULL, LINEAR), "not linear or full")
     head_dim = _get(config, "head_dim", config.hidden_size // config.num_attention_heads)
     heads = config.num_attention_heads
     mixer = LinearAttention(
@@ -474,9 +479,7 @@ def _read_kimi(config) -> dict:
     kinds = _layer_types(config)
     fields = _basics(config)
     fields.pop("head_dim", None)
-    unknown = sorted(set(kinds) - {FULL, LINEAR})
-    if unknown:
-        raise _unsupported("kimi_linear", "layer_types", unknown[0], "not linear or full")
+    _only("kimi_linear", kinds, (FULL, LINEAR), "not linear or full")
     fields["latent"] = _latent(config)
     fields["local"] = LinearAttention(
         mixer="Kimi Delta Attention",
@@ -494,9 +497,7 @@ def _read_kimi(config) -> dict:
 def _read_gated_deltanet(config) -> dict:
     """Qwen3-Next and Qwen3.5: Gated DeltaNet layers and gated full-attention layers."""
     kinds = _layer_types(config)
-    unknown = sorted(set(kinds) - {FULL, LINEAR})
-    if unknown:
-        raise _unsupported(config.model_type, "layer_types", unknown[0], "not linear or full")
+    _only(config.model_type, kinds, (FULL, LINEAR), "not linear or full")
     fields = _basics(config)
     fields["rope"] = _rope(config)
     fields["local"] = LinearAttention(
@@ -517,15 +518,13 @@ def _read_jamba(config) -> dict:
     """Jamba: Mamba layers with an attention layer every ``attn_layer_period``; no
     position encoding at all (``JambaAttention`` applies no RoPE)."""
     kinds = [MAMBA if kind == LINEAR else kind for kind in _layer_types(config)]
-    fields = _basics(config)
-    fields["mamba"] = Mamba(
+    mamba = Mamba(
         mixer="Mamba",
         inner_size=config.mamba_expand * config.hidden_size,
         state_size=config.mamba_d_state,
         conv_kernel_dim=config.mamba_d_conv,
     )
-    fields["layer_pattern"] = tuple(kinds)
-    return fields
+    return _with_mamba(config, mamba, kinds)
 
 
 @_reader("nemotron_h")
@@ -554,8 +553,7 @@ def _read_nemotron_h(config) -> dict:
             config.sliding_window,
             "a window on its attention layers is not read",
         )
-    fields = _basics(config)
-    fields["mamba"] = Mamba(
+    mamba = Mamba(
         mixer="Mamba-2",
         inner_size=config.mamba_num_heads * config.mamba_head_dim,
         state_size=config.ssm_state_size,
@@ -563,8 +561,7 @@ def _read_nemotron_h(config) -> dict:
         num_heads=config.mamba_num_heads,
         n_groups=config.n_groups,
     )
-    fields["layer_pattern"] = tuple(kinds)
-    return fields
+    return _with_mamba(config, mamba, kinds)
 
 
 @_reader("falcon_h1")
@@ -578,9 +575,7 @@ def _read_falcon_h1(config) -> dict:
             inner,
             "not mamba_n_heads * mamba_d_head, so its SSM state's size is unclear",
         )
-    fields = _basics(config)
-    fields["rope"] = _rope(config)
-    fields["mamba"] = Mamba(
+    mamba = Mamba(
         mixer="Mamba-2",
         inner_size=inner,
         state_size=config.mamba_d_state,
@@ -588,8 +583,7 @@ def _read_falcon_h1(config) -> dict:
         num_heads=config.mamba_n_heads,
         n_groups=config.mamba_n_groups,
     )
-    fields["layer_pattern"] = (HYBRID,) * config.num_hidden_layers
-    return fields
+    return _with_mamba(config, mamba, [HYBRID] * config.num_hidden_layers, rope=_rope(config))
 
 
 @_reader("deepseek_v4")
@@ -597,9 +591,7 @@ def _read_deepseek_v4(config) -> dict:
     """DeepSeek-V4: one key/value head whose key is its value, a sliding window in
     every layer, and compressed entries in its CSA and HCA layers."""
     kinds = list(config.layer_types)
-    unknown = sorted(set(kinds) - {SLIDING, CSA, HCA})
-    if unknown:
-        raise _unsupported("deepseek_v4", "layer_types", unknown[0], "not sliding, CSA or HCA")
+    _only("deepseek_v4", kinds, (SLIDING, CSA, HCA), "not sliding, CSA or HCA")
     fields = _basics(config)
     rates = config.compress_rates
     main = config.rope_parameters.get("main", config.rope_parameters)

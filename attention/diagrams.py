@@ -191,6 +191,44 @@ def _arrow(
     )
 
 
+def _cell(
+    ax: Axes,
+    x: float,
+    y: float,
+    w: float,
+    h: float,
+    text: str,
+    *,
+    fill: object,
+    ink: object = INK,
+    size: float = 8,
+    edge: str = "white",
+    linewidth: float = 1,
+    text_gid: str | None = None,
+    **patch: object,
+) -> None:
+    """A square cell with its lower-left corner at (x, y) and centred text.
+
+    ``patch`` goes to the cell's ``Rectangle`` (``gid=``, ``label=``, ``linestyle=``).
+    """
+    ax.add_patch(
+        Rectangle((x, y), w, h, facecolor=fill, edgecolor=edge, linewidth=linewidth, **patch)
+    )
+    ax.text(
+        x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size, color=ink, gid=text_gid
+    )
+
+
+def _masked_or(ax: Axes, xy: tuple[float, float], side: float, masked: bool, **cell) -> None:
+    """A square cell styled by ``cell`` (``facecolor=``, ``gid=``...), or hatched as every
+    masked cell of the site."""
+    style = {"edgecolor": "white", "linewidth": 1} | cell
+    if masked:
+        style |= {"facecolor": MASKED_FILL, "edgecolor": MASKED_EDGE, "linewidth": 0}
+        style |= {"hatch": MASKED_HATCH, "label": "masked"}
+    ax.add_patch(Rectangle(xy, side, side, **style))
+
+
 def roadmap(
     current: int | None = None, *, note: str | None = None, title: str | None = None
 ) -> Figure:
@@ -1190,22 +1228,19 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
             )
             text = "reuses another layer's K, V"
         else:
-            ax.add_patch(
-                Rectangle(
-                    (x, yy - 0.2),
-                    0.2,
-                    0.2,
-                    facecolor=LAYER_COLORS[item],
-                    edgecolor=FACECOLOR,
-                    hatch=LAYER_HATCHES[item] or None,
-                )
-            )
+            _swatch(ax, (x, yy - 0.2), 0.2, item)
             text = LAYER_LABELS[item]
             if item == "linear_attention":
                 mixers = sorted({m.linear_attention for m in facts if m.linear_attention})
                 text = "linear: " + ", ".join(_short_mixer(s) for s in mixers)
         ax.text(x + 0.28, yy - 0.1, text, ha="left", va="center", fontsize=8.5, color=INK)
     return fig
+
+
+def _swatch(ax: Axes, xy: tuple[float, float], side: float, kind: str) -> None:
+    """A square of a layer kind's colour and hatch, as the layer strips draw it."""
+    colour, hatch = LAYER_COLORS[kind], LAYER_HATCHES[kind] or None
+    ax.add_patch(Rectangle(xy, side, side, facecolor=colour, edgecolor=FACECOLOR, hatch=hatch))
 
 
 def _short_mixer(name: str) -> str:
@@ -1431,16 +1466,7 @@ def attention_anatomy(
         for label, text, kind in lines:
             x = note_x
             if kind is not None:
-                ax.add_patch(
-                    Rectangle(
-                        (x, line_y - 0.145),
-                        0.13,
-                        0.13,
-                        facecolor=LAYER_COLORS[kind],
-                        edgecolor=FACECOLOR,
-                        hatch=LAYER_HATCHES[kind] or None,
-                    )
-                )
+                _swatch(ax, (x, line_y - 0.145), 0.13, kind)
                 x += 0.18
             ax.text(
                 x,
@@ -1944,14 +1970,7 @@ def packing_diagram(
             f"{owner}: expected at most 24 tokens in at most {len(SEQUENCE_FILLS)} requests "
             f"for the drawing to stay readable, got {total} in {len(lengths)}"
         )
-    if labels is not None:
-        if isinstance(labels, str) or not isinstance(labels, Sequence):
-            raise TypeError(
-                f"{owner}: expected labels as a sequence of str, got {type(labels).__name__}"
-            )
-        if len(labels) != total:
-            raise ValueError(f"{owner}: expected {total} labels, one per token, got {len(labels)}")
-    names = [str(t) for t in (labels if labels is not None else range(total))]
+    names = _labels_arg(owner, labels, total, ", one per token")
     cell = min(0.62, 7.0 / total) if labels is not None else min(0.45, 7.0 / total)
     left = 1.2
     width = left + max(total, longest) * cell + 0.3
@@ -2098,8 +2117,8 @@ def _int_arg(owner: str, name: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def _labels_arg(owner: str, labels: object, n: int) -> list[str]:
-    """``n`` labels: the given ones, or positions."""
+def _labels_arg(owner: str, labels: object, n: int, each: str = "") -> list[str]:
+    """``n`` labels: the given ones, or positions; ``each`` says what they label."""
     if labels is None:
         return [str(i) for i in range(n)]
     if isinstance(labels, str) or not isinstance(labels, Sequence):
@@ -2107,7 +2126,7 @@ def _labels_arg(owner: str, labels: object, n: int) -> list[str]:
             f"{owner}: expected labels as a sequence of str, got {type(labels).__name__}"
         )
     if len(labels) != n:
-        raise ValueError(f"{owner}: expected {n} labels, got {len(labels)}")
+        raise ValueError(f"{owner}: expected {n} labels{each}, got {len(labels)}")
     return [str(label) for label in labels]
 
 
@@ -2148,44 +2167,16 @@ def _value_cells(
             )
             cx, cy = x + j * cell, top - (i + 1) * cell
             if masked:
-                ax.add_patch(
-                    Rectangle(
-                        (cx, cy),
-                        cell,
-                        cell,
-                        facecolor=MASKED_FILL,
-                        edgecolor=MASKED_EDGE,
-                        hatch=MASKED_HATCH,
-                        linewidth=0,
-                        gid=name,
-                        label="masked",
-                    )
-                )
+                _masked_or(ax, (cx, cy), cell, True, gid=name)
                 ax.add_patch(
                     Rectangle((cx, cy), cell, cell, facecolor="none", edgecolor="white", lw=1)
                 )
                 continue
             fraction = float(min(1.0, max(0.0, norm(value))))
-            ax.add_patch(
-                Rectangle(
-                    (cx, cy),
-                    cell,
-                    cell,
-                    facecolor=colours(fraction),
-                    edgecolor="white",
-                    linewidth=1,
-                    gid=name,
-                )
-            )
-            ax.text(
-                cx + cell / 2,
-                cy + cell / 2,
-                fmt.format(value),
-                ha="center",
-                va="center",
-                fontsize=size,
-                color=_ink(colours, fraction),
-                gid=name,
+            fill, ink = colours(fraction), _ink(colours, fraction)
+            text = fmt.format(value)
+            _cell(
+                ax, cx, cy, cell, cell, text, fill=fill, ink=ink, size=size, gid=name, text_gid=name
             )
 
 
@@ -2374,27 +2365,9 @@ def delta_chunks(
     for c, (x0, start, n) in enumerate(zip(xs, starts, sizes, strict=True)):
         fill = SEQUENCE_FILLS[c % len(SEQUENCE_FILLS)]
         for i in range(n):
-            ax.add_patch(
-                Rectangle(
-                    (x0 + i * cell, top - cell),
-                    cell,
-                    cell,
-                    facecolor=fill,
-                    edgecolor="white",
-                    linewidth=1,
-                    gid=f"token {start + i}",
-                    label=f"chunk {c}",
-                )
-            )
-            ax.text(
-                x0 + (i + 0.5) * cell,
-                top - cell / 2,
-                names[start + i],
-                ha="center",
-                va="center",
-                fontsize=size,
-                color=INK,
-            )
+            x, name = x0 + i * cell, names[start + i]
+            gid, label = f"token {start + i}", f"chunk {c}"
+            _cell(ax, x, top - cell, cell, cell, name, fill=fill, size=size, gid=gid, label=label)
         ax.text(
             x0 + n * cell / 2,
             top + 0.05,
@@ -2410,20 +2383,8 @@ def delta_chunks(
         ty = top - cell - 0.3
         for i in range(n):
             for j in range(n):
-                masked = j > i
-                ax.add_patch(
-                    Rectangle(
-                        (tx + j * tri, ty - (i + 1) * tri),
-                        tri,
-                        tri,
-                        facecolor=MASKED_FILL if masked else fill,
-                        edgecolor=MASKED_EDGE if masked else "white",
-                        hatch=MASKED_HATCH if masked else None,
-                        linewidth=0 if masked else 0.8,
-                        gid=f"chunk {c} {i} {j}",
-                        label="masked" if masked else "",
-                    )
-                )
+                xy, gid = (tx + j * tri, ty - (i + 1) * tri), f"chunk {c} {i} {j}"
+                _masked_or(ax, xy, tri, j > i, facecolor=fill, linewidth=0.8, gid=gid)
     tri_bottom = top - cell - 0.3 - tri_h
     ax.text(
         0.1,
@@ -2611,27 +2572,20 @@ def sink_and_gate(
 
     def sink_cell(y, value, gid, colour, dropped=False):
         ink = INK if dropped or colour == FACECOLOR else _contrast(colour)
-        ax.add_patch(
-            Rectangle(
-                (x_sink, y - cell),
-                cell,
-                cell,
-                facecolor=FACECOLOR if dropped else colour,
-                edgecolor=INK,
-                linestyle="--",
-                linewidth=1.1,
-                gid=gid,
-            )
-        )
-        ax.text(
-            x_sink + cell / 2,
-            y - cell / 2,
+        _cell(
+            ax,
+            x_sink,
+            y - cell,
+            cell,
+            cell,
             f"{value:.2f}" if math.isfinite(value) else "−∞",
-            ha="center",
-            va="center",
-            fontsize=8,
-            color=MUTED if dropped else ink,
+            fill=FACECOLOR if dropped else colour,
+            ink=MUTED if dropped else ink,
+            edge=INK,
+            linewidth=1.1,
+            linestyle="--",
             gid=gid,
+            text_gid=gid,
         )
 
     from matplotlib import colormaps
@@ -2815,19 +2769,8 @@ def dsa_pipeline(
         elif row == 1:
             for j in range(n):
                 chosen = bool(picked[j])
-                ax.add_patch(
-                    Rectangle(
-                        (left + j * cell, top - cell),
-                        cell,
-                        cell,
-                        facecolor=CURRENT if chosen else MASKED_FILL,
-                        edgecolor="white" if chosen else MASKED_EDGE,
-                        hatch=None if chosen else MASKED_HATCH,
-                        linewidth=1 if chosen else 0,
-                        gid=f"picked {j}",
-                        label="picked" if chosen else "masked",
-                    )
-                )
+                xy, gid = (left + j * cell, top - cell), f"picked {j}"
+                _masked_or(ax, xy, cell, not chosen, facecolor=CURRENT, gid=gid, label="picked")
                 if chosen:
                     ax.text(
                         left + (j + 0.5) * cell,
@@ -2955,49 +2898,23 @@ def kv_cache_growth(
         label = f"prefill, {len(step)}" if s == 0 else f"decode {s}"
         _row_label(ax, left - 0.12, y + row_h / 2, label)
         for i, t in enumerate(step):
-            ax.add_patch(
-                Rectangle(
-                    (left + i * cell, y),
-                    cell,
-                    row_h,
-                    facecolor=HEAD_COLORS[1],
-                    edgecolor="white",
-                    linewidth=1,
-                    gid=f"query {s}",
-                )
-            )
-            ax.text(
-                left + (i + 0.5) * cell,
-                y + row_h / 2,
-                names[t],
-                ha="center",
-                va="center",
-                fontsize=size,
-                color=INK,
-            )
+            x = left + i * cell
+            _cell(ax, x, y, cell, row_h, names[t], fill=HEAD_COLORS[1], size=size, gid=f"query {s}")
         _arrow(ax, (left + len(step) * cell + 0.08, y + row_h / 2), (x_cache - 0.08, y + row_h / 2))
         for t in range(length):
             fresh = t >= length - len(step)
-            ax.add_patch(
-                Rectangle(
-                    (x_cache + t * cell, y),
-                    cell,
-                    row_h,
-                    facecolor=CURRENT if fresh else DONE,
-                    edgecolor="white",
-                    linewidth=1,
-                    gid=f"cache {s}",
-                    label="new" if fresh else "cached",
-                )
-            )
-            ax.text(
-                x_cache + (t + 0.5) * cell,
-                y + row_h / 2,
+            _cell(
+                ax,
+                x_cache + t * cell,
+                y,
+                cell,
+                row_h,
                 names[t],
-                ha="center",
-                va="center",
-                fontsize=size,
-                color="white" if fresh else INK,
+                fill=CURRENT if fresh else DONE,
+                ink="white" if fresh else INK,
+                size=size,
+                gid=f"cache {s}",
+                label="new" if fresh else "cached",
             )
         reads = "each reads\nthe keys up to itself" if s == 0 else f"reads {length} keys"
         ax.text(
@@ -3120,26 +3037,20 @@ def rotary_pairs(
         y = top - 0.3 - arc_room - cell
         for j in range(head_dim):
             still = layout == "partial" and j >= rotary_dim
-            ax.add_patch(
-                Rectangle(
-                    (left + j * cell, y),
-                    cell,
-                    cell,
-                    facecolor=FACECOLOR if still else DONE,
-                    edgecolor=INK if still else "white",
-                    linewidth=0.6 if still else 1,
-                    linestyle=":" if still else "-",
-                    gid=f"{layout} still {j}" if still else f"{layout} feature {j}",
-                )
-            )
-            ax.text(
-                left + (j + 0.5) * cell,
-                y + cell / 2,
+            _cell(
+                ax,
+                left + j * cell,
+                y,
+                cell,
+                cell,
                 str(j),
-                ha="center",
-                va="center",
-                fontsize=7 if cell < 0.3 else 8,
-                color=MUTED if still else INK,
+                fill=FACECOLOR if still else DONE,
+                ink=MUTED if still else INK,
+                size=7 if cell < 0.3 else 8,
+                edge=INK if still else "white",
+                linewidth=0.6 if still else 1,
+                linestyle=":" if still else "-",
+                gid=f"{layout} still {j}" if still else f"{layout} feature {j}",
             )
         for j, speed in enumerate(speeds.tolist()):
             partner = j + half

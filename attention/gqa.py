@@ -68,6 +68,7 @@ def grouped_query_attention(
     Returns
     -------
     torch.Tensor, shape (batch, num_heads, num_queries, value_dim)
+        What :func:`~attention.attend` returns for the same arguments.
 
     Examples
     --------

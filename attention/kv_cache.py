@@ -146,12 +146,12 @@ class KVCache:
     @property
     def keys(self) -> torch.Tensor | None:
         """The held tokens' keys, ``(..., len(cache), key_dim)``, or ``None`` while empty."""
-        return None if self._storage.held is None else self._storage.held[0]
+        return self._storage.part(0)
 
     @property
     def values(self) -> torch.Tensor | None:
         """The held tokens' values, ``(..., len(cache), value_dim)``, or ``None``."""
-        return None if self._storage.held is None else self._storage.held[1]
+        return self._storage.part(1)
 
     def __len__(self) -> int:
         """How many tokens the cache holds (fewer than :attr:`seen_tokens` once it rolls)."""
@@ -280,6 +280,10 @@ class _Storage:
     @property
     def nbytes(self) -> int:
         return 0 if self.held is None else sum(t.nbytes for t in self.held)
+
+    def part(self, i: int) -> torch.Tensor | None:
+        """The held tokens' ``i``-th tensor (0: keys, 1: values), or ``None`` while empty."""
+        return None if self.held is None else self.held[i]
 
     def _view(self, start: int, length: int) -> None:
         self.start, self.length = start, length

@@ -80,12 +80,12 @@ class LatentCache:
     @property
     def latent(self) -> torch.Tensor | None:
         """The compressed keys and values, ``(batch, len(cache), kv_lora_rank)``, or ``None``."""
-        return None if self._storage.held is None else self._storage.held[0]
+        return self._storage.part(0)
 
     @property
     def rope_keys(self) -> torch.Tensor | None:
         """The rotated key part shared by all heads, ``(batch, len(cache), qk_rope_head_dim)``."""
-        return None if self._storage.held is None else self._storage.held[1]
+        return self._storage.part(1)
 
     def __len__(self) -> int:
         """How many tokens the cache holds."""

@@ -36,12 +36,17 @@ def _non_negative_int(owner: str, name: str, value: object) -> int:
     return number
 
 
+def _span(owner: str, name: str, value: object, meaning: str) -> int:
+    """Return ``value``, a window or chunk size, as an int >= 1, or raise."""
+    what = f"{name} must be an integer >= 1 ({meaning})"
+    value = _checks.whole_number(owner, value, what)
+    if value < 1:
+        raise ValueError(f"{owner}: {what}, got {name}={value}")
+    return value
+
+
 def _window(owner: str, window: object) -> int:
-    what = "window must be an integer >= 1 (how many positions a query sees, itself included)"
-    window = _checks.whole_number(owner, window, what)
-    if window < 1:
-        raise ValueError(f"{owner}: {what}, got window={window}")
-    return window
+    return _span(owner, "window", window, "how many positions a query sees, itself included")
 
 
 def causal_mask(
@@ -182,10 +187,7 @@ def chunked_mask(num_tokens: int, chunk: int) -> torch.Tensor:
     """
     owner = "chunked_mask"
     num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
-    what = "chunk must be an integer >= 1 (how many positions each chunk spans)"
-    chunk = _checks.whole_number(owner, chunk, what)
-    if chunk < 1:
-        raise ValueError(f"{owner}: {what}, got chunk={chunk}")
+    chunk = _span(owner, "chunk", chunk, "how many positions each chunk spans")
     return _chunked_mask(num_tokens, num_tokens, 0, chunk, None)
 
 

@@ -258,13 +258,19 @@ def _gated_deltanet(facts: ModelFacts, overrides: dict) -> GatedDeltaNet:
     return GatedDeltaNet(**(sizes | own))
 
 
-def _latent(facts: ModelFacts, overrides: dict) -> MultiHeadLatentAttention:
+def _attention_sizes(facts: ModelFacts, overrides: dict) -> dict:
+    """The sizes every attention layer takes: width (``d_in`` may be overridden), length, heads."""
     d_in = overrides.pop("d_in", facts.hidden_size)
-    kwargs = {
+    return {
         "d_in": d_in,
         "d_out": d_in,
         "context_length": facts.max_position_embeddings,
         "num_heads": facts.num_heads,
+    }
+
+
+def _latent(facts: ModelFacts, overrides: dict) -> MultiHeadLatentAttention:
+    kwargs = _attention_sizes(facts, overrides) | {
         "q_lora_rank": facts.q_lora_rank,
         "kv_lora_rank": facts.kv_lora_rank,
         "qk_nope_head_dim": facts.qk_nope_head_dim,
@@ -288,12 +294,7 @@ def _grouped(facts: ModelFacts, index: int, kind: str, overrides: dict) -> nn.Mo
     full = kind == "full_attention"
     num_kv_heads, head_dim = facts.layer_kv_shapes[index]  # Gemma 4: the global's own
     bias = _BIAS.get(facts.config_class, False)
-    d_in = overrides.pop("d_in", facts.hidden_size)
-    kwargs = {
-        "d_in": d_in,
-        "d_out": d_in,
-        "context_length": facts.max_position_embeddings,
-        "num_heads": facts.num_heads,
+    kwargs = _attention_sizes(facts, overrides) | {
         "num_kv_heads": num_kv_heads,
         "head_dim": head_dim,
         "qkv_bias": bias,

@@ -84,6 +84,7 @@ def topk_sparse_attention(
     Returns
     -------
     torch.Tensor, shape (batch, heads, num_queries, dim_v)
+        Each query's attention over its chosen keys; zeros for a query with none.
 
     Examples
     --------
@@ -134,13 +135,10 @@ def _sparse_attend(
 ) -> torch.Tensor:
     """:func:`topk_sparse_attention`, unchecked, with a softmax ``scale`` and dropout."""
     indices, valid = _pick(index_scores, top_k)
-    if indices is None:  # every visible key: a mask
-        return _attend_chosen(q, k, v, valid, scale, dropout)
     num_queries, num_keys = index_scores.shape[-2:]
-    if num_queries * indices.shape[-1] <= num_keys:  # few queries: gather their keys
+    if indices is not None and num_queries * top_k <= num_keys:  # few queries: gather
         return _attend_gathered(q, k, v, indices, valid, scale, dropout)
-    chosen = torch.zeros_like(index_scores, dtype=torch.bool).scatter(-1, indices, valid)
-    return _attend_chosen(q, k, v, chosen, scale, dropout)
+    return _attend_chosen(q, k, v, _as_mask(index_scores, indices, valid), scale, dropout)
 
 
 def _pick(index_scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor | None, torch.Tensor]:
@@ -166,8 +164,14 @@ def _chosen(index_scores: torch.Tensor, top_k: int) -> torch.Tensor:
 
     Unchecked; ``(batch, num_queries, num_keys)`` in and out.
     """
-    indices, valid = _pick(index_scores, top_k)
-    if indices is None:
+    return _as_mask(index_scores, *_pick(index_scores, top_k))
+
+
+def _as_mask(
+    index_scores: torch.Tensor, indices: torch.Tensor | None, valid: torch.Tensor
+) -> torch.Tensor:
+    """:func:`_pick`'s ``(indices, valid)`` as a mask ``(batch, num_queries, num_keys)``."""
+    if indices is None:  # every visible key: already a mask
         return valid
     return torch.zeros_like(index_scores, dtype=torch.bool).scatter(-1, indices, valid)
 
