@@ -21,7 +21,6 @@ extensions = [
     "myst_nb",
     "execute_ahead",  # pages run beside the gallery scripts: after myst_nb, before the gallery
     "sphinx.ext.autodoc",
-    "sphinx.ext.viewcode",  # the API page links each object to its highlighted source
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.intersphinx",
