@@ -32,6 +32,7 @@ extensions = [
     "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
     "downloads",
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
+    "model_cards",  # a page per model of MODELS, written into docs/models/ as the build starts
 ]
 
 exclude_patterns = [

@@ -1,0 +1,942 @@
+"""A page per model of :data:`~attention.model_table.MODELS`, written when the build starts.
+
+Each model's card (``docs/models/<slug>.md``) and the index of the cards
+(``docs/models/index.md``) are generated from the table, never typed: add an entry to
+``MODELS`` and the next build has its card. The pages are plain MyST Markdown, not
+notebooks, so nothing is executed for them: every number on them is computed here,
+by the same functions the package offers a reader (:func:`attention.atlas.bill`,
+:func:`attention.atlas.recipe`, :meth:`~attention.ModelFacts.cache_bytes`), and
+``tests/docs/test_model_cards.py`` regenerates the pages and reads their numbers back
+against those functions. So this module is the computation the build verifies, as a
+chapter's cell is.
+
+A card holds:
+
+* the recipe (:func:`attention.atlas.recipe`), one clause a line, each mechanism
+  linked to the chapter section that builds it;
+* the layer strip (:func:`attention.diagrams.layer_strips`), with alt text computed
+  from the layers, and the strip as text (:func:`attention.atlas.layer_strip`);
+* the cache of one sequence at 8k, 32k and 128k tokens and at the trained context,
+  in bf16 and fp8, with the fixed state, and per kind of layer;
+* the weights, where the table cites a parameter count;
+* the config fields that matter, each linked to the glossary (``docs/glossary.md``);
+* the ``transformers`` classes that run its attention, read from ``transformers``'
+  own source files (nothing is imported);
+* what is unusual about it, computed from its facts and the rest of the table.
+
+The pages and the figures live in ``docs/models/``, which git ignores. A page or a
+figure is rewritten only when its content changes (a figure: when the model's facts,
+``attention/diagrams.py`` or matplotlib's version do), so that a warm build redraws
+nothing and ``sphinx-autobuild`` does not rebuild forever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import re
+from functools import cache
+from pathlib import Path
+
+import torch
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+import attention.diagrams
+from attention.atlas import bill, cache_profile, layer_strip, recipe
+from attention.model_facts import (
+    CHUNKED,
+    CSA,
+    FULL,
+    HCA,
+    HYBRID,
+    INDEXED,
+    LINEAR,
+    MAMBA,
+    NO_MIXER,
+    SLIDING,
+    ModelFacts,
+)
+from attention.model_table import MODELS
+
+logger = logging.getLogger(__name__)
+
+FOLDER = "models"  # under docs/
+STRIPS = "_strips"  # under docs/models/: the figures
+#: The contexts every card gives the cache at, besides the model's trained context.
+CONTEXTS = (8 * 1024, 32 * 1024, 128 * 1024)
+CACHE_DTYPES = ("bf16", "fp8")
+WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+STATE_DTYPE = "fp32"  # transformers keeps the recurrent states in float32
+
+
+def slug(name: str) -> str:
+    """A model's page name: its name in lower case, words joined by hyphens.
+
+    >>> slug("Qwen3.5 397B-A17B"), slug("gpt-oss-20b")
+    ('qwen3-5-397b-a17b', 'gpt-oss-20b')
+    """
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def card_doc(facts: ModelFacts) -> str:
+    """The card's docname, absolute from the docs folder: ``/models/<slug>``."""
+    return f"/{FOLDER}/{slug(facts.name)}"
+
+
+# -- numbers as the cards write them --------------------------------------------------
+
+
+def size(nbytes: int | float) -> str:
+    """Bytes in binary units: 2 decimals from a GiB up, 1 from a KiB, else whole.
+
+    >>> size(3 * 2**30), size(1536), size(100)
+    ('3.00 GiB', '1.5 KiB', '100 bytes')
+    """
+    for unit, power, decimals in (("TiB", 40, 2), ("GiB", 30, 2), ("MiB", 20, 1), ("KiB", 10, 1)):
+        if nbytes >= 2**power:
+            return f"{nbytes / 2**power:,.{decimals}f} {unit}"
+    return f"{nbytes:,.0f} bytes"
+
+
+def tokens_text(tokens: int) -> str:
+    """``131,072 (128k)``: a context in tokens, with its k or M where it is a whole one.
+
+    >>> tokens_text(131072), tokens_text(1048576), tokens_text(1000)
+    ('131,072 (128k)', '1,048,576 (1M)', '1,000')
+    """
+    text = f"{tokens:,}"
+    if tokens % 2**20 == 0:
+        return f"{text} ({tokens // 2**20:,}M)"
+    if tokens % 1024 == 0:
+        return f"{text} ({tokens // 1024:,}k)"
+    return text
+
+
+def number(value: float) -> str:
+    """4,096; 0.25; 1e+06 as 1,000,000."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+# -- links into the chapters ------------------------------------------------------------
+
+
+def ref(label: str, text: str) -> str:
+    return f"{{ref}}`{text} <{label}>`"
+
+
+def doc(name: str, text: str) -> str:
+    return f"{{doc}}`{text} </chapters/{name}>`"
+
+
+def term(field: str, text: str | None = None) -> str:
+    """A config field, linked to its glossary entry (under another name in some configs)."""
+    return f"{{term}}`{text} <{field}>`" if text and text != field else f"{{term}}`{field}`"
+
+
+#: Phrases of :func:`attention.atlas.recipe`, each linked to what explains it: a
+#: section label or a chapter. Tried in this order at each position of the text, so a
+#: longer phrase comes before one it contains.
+RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
+    (r"sliding \(window [\d,]+\)", "ref", "local-global-layers"),
+    (r"chunked \(chunk [\d,]+\)", "ref", "chunks-and-nope"),
+    (r"Gated DeltaNet", "doc", "20-gated-deltanet"),
+    (r"Kimi Delta Attention", "doc", "20-gated-deltanet"),
+    (r"Lightning Attention", "ref", "linear-state"),
+    (r"DeepSeek Sparse Attention \(top [\d,]+\)", "ref", "index-topk"),
+    (r"compressed sparse|heavily compressed", "doc", "22-sparse-attention"),
+    (r"reuse earlier layers' keys and values", "ref", "kv-sharing"),
+    (r"keys as values|the key serving as the value", "ref", "keys-as-values"),
+    (r"MLA", "doc", "13-latent-attention"),
+    (r"a latent of [\d,]+", "ref", "mla-cache"),
+    (r"\b(?:GQA|MQA|MHA)\b", "ref", "gqa"),
+    (r"no position encoding \(NoPE\)", "ref", "chunks-and-nope"),
+    (r"no RoPE every \w+ layer \(NoPE\)", "ref", "chunks-and-nope"),
+    (r"RoPE(?= \(base)", "doc", "11-rope"),
+    (r"YaRN", "ref", "yarn"),
+    (r"Llama 3 scaling", "ref", "llama3-scaling"),
+    (r"linear scaling", "ref", "position-interpolation"),
+    (r"dynamic NTK", "ref", "ntk-scaling"),
+    (r"LongRoPE", "doc", "14-longer-contexts"),
+    (r"proportional on full layers", "ref", "proportional-rope"),
+    (r"on \d+% of each head", "ref", "partial-rotary"),
+    (r"QK-norm[\w ,]*?(?=$|,|;)", "ref", "qk-norm"),
+    (r"value norm", "ref", "keys-as-values"),
+    (r"output gate", "ref", "output-gate"),
+    (r"sinks", "ref", "sinks"),
+    (r"scores scaled by [\d.]+\^-0\.5", "ref", "query-pre-attn-scalar"),
+    (r"softcapping at [\d.,]+", "ref", "softcapping"),
+    (r"temperature tuning on NoPE layers", "ref", "temperature-tuning"),
+    (r"cache per token", "ref", "kv-cache-memory"),
+)
+_RECIPE = re.compile(
+    "|".join(f"(?P<g{i}>{pattern})" for i, (pattern, _, _) in enumerate(RECIPE_LINKS))
+)
+
+
+def link_recipe(text: str) -> str:
+    """The recipe's text with each mechanism it names linked to its chapter section.
+
+    >>> link_recipe("GQA, 8 heads; sinks")
+    '{ref}`GQA <gqa>`, 8 heads; {ref}`sinks <sinks>`'
+    """
+
+    def linked(match: re.Match) -> str:
+        index = int(match.lastgroup[1:])
+        _, kind, target = RECIPE_LINKS[index]
+        phrase = match.group(0)
+        return ref(target, phrase) if kind == "ref" else doc(target, phrase)
+
+    return _RECIPE.sub(linked, text)
+
+
+def recipe_clauses(facts: ModelFacts) -> list[str]:
+    """The recipe, one clause a line (its name left out: the page's title says it)."""
+    text = recipe(facts).removeprefix(f"{facts.name}: ")
+    return [link_recipe(clause) for clause in text.split("; ")]
+
+
+# -- the layers -------------------------------------------------------------------------
+
+KIND_NAMES = {
+    FULL: "full-attention",
+    NO_MIXER: "MLP-only (no token mixing)",
+    CSA: "compressed sparse",
+    HCA: "heavily compressed",
+}
+
+
+def kind_name(facts: ModelFacts, kind: str) -> str:
+    """A kind of layer as the cards name it, with its size: "N {kind_name} layers"."""
+    if kind == SLIDING:
+        return f"sliding-window ({facts.sliding_window:,})"
+    if kind == CHUNKED:
+        return f"chunked ({facts.attention_chunk_size:,})"
+    if kind == LINEAR:
+        return facts.linear_attention
+    if kind == INDEXED:
+        return f"sparse (top {facts.index_topk:,} keys)"
+    if kind == MAMBA:
+        return facts.mamba.mixer
+    if kind == HYBRID:
+        return f"hybrid (attention and {facts.mamba.mixer})"
+    if kind in (CSA, HCA):
+        rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
+        return f"{KIND_NAMES[kind]} (an entry per {rate} tokens)"
+    return KIND_NAMES[kind]
+
+
+def pattern_text(facts: ModelFacts) -> str:
+    """How the kinds of layer alternate, in words."""
+    kinds = facts.layer_types
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    if len(counts) == 1:
+        return f"all {facts.layers} layers are {kind_name(facts, kinds[0])} layers"
+    listed = " and ".join(
+        f"{count} {kind_name(facts, kind)} layer{'s' if count > 1 else ''}"
+        for kind, count in counts.items()
+    )
+    if facts.global_every is not None:
+        return f"{listed}: every {ordinal(facts.global_every)} layer is full attention"
+    full = [i for i, kind in enumerate(kinds) if kind in (FULL, INDEXED)]
+    if facts.full_attention_layers is not None and full:
+        return f"{listed}: full attention at layers {', '.join(map(str, full))}"
+    return listed
+
+
+def ordinal(n: int) -> str:
+    """2nd, 3rd, 4th, 11th, 22nd."""
+    if n == 2:
+        return "other"
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def strip_alt(facts: ModelFacts) -> str:
+    """The strip figure's alt text: the layers, in numbers computed from the facts."""
+    parts = [
+        f"The {facts.layers} layers of {facts.name} as a strip of cells, one per layer "
+        f"from layer 0 on the left, coloured by kind: {pattern_text(facts)}."
+    ]
+    nope = sorted(attention.diagrams._nope_layers(facts))
+    if nope:
+        parts.append(
+            f"{len(nope)} attention layer{'s' if len(nope) > 1 else ''} apply no RoPE "
+            "(a white dot)."
+        )
+    sources = attention.diagrams.kv_sources(facts)
+    reused = sorted({s for s in sources if s is not None})
+    if reused:
+        first = min(i for i, s in enumerate(sources) if s is not None)
+        parts.append(
+            f"Layers {first} to {facts.layers - 1} are hollow: they reuse the keys and "
+            f"values of layer{'s' if len(reused) > 1 else ''} "
+            f"{' and '.join(map(str, reused))}, drawn as arrows."
+        )
+    return " ".join(parts)
+
+
+def can_draw(facts: ModelFacts) -> bool:
+    """Whether :func:`~attention.diagrams.layer_strips` draws every kind of its layers."""
+    return set(facts.layer_types) <= set(attention.diagrams.LAYER_COLORS)
+
+
+def strip_key(facts: ModelFacts) -> str:
+    """What the figure depends on: the facts, the drawing code and matplotlib."""
+    import matplotlib
+
+    parts = (
+        repr(facts),
+        repr((facts.layer_types, facts.kv_shared, facts.uses_rope)),
+        Path(attention.diagrams.__file__).read_text(encoding="utf-8"),
+        matplotlib.__version__,
+    )
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+
+
+def draw_strip(facts: ModelFacts, path: Path) -> bool:
+    """Draw the model's layer strip into ``path`` (PNG) unless it is drawn already;
+    return whether it was drawn."""
+    key_path = path.with_suffix(".key")
+    key = strip_key(facts)
+    if path.is_file() and key_path.is_file() and key_path.read_text() == key:
+        return False
+    import matplotlib.pyplot as plt
+
+    fig = attention.diagrams.layer_strips(facts)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buffer.getvalue())
+    key_path.write_text(key)
+    return True
+
+
+# -- the transformers classes ------------------------------------------------------------
+
+
+@cache
+def _transformers_models() -> Path | None:
+    spec = importlib.util.find_spec("transformers")  # finds it, imports nothing
+    return None if spec is None or spec.origin is None else Path(spec.origin).parent / "models"
+
+
+@cache
+def _config_modules() -> dict[str, str]:
+    """Each config class of ``transformers`` -> the folder of its model."""
+    found: dict[str, str] = {}
+    root = _transformers_models()
+    if root is None:
+        return found
+    for path in sorted(root.glob("*/configuration_*.py")):
+        for name in re.findall(r"^class (\w+)\(", path.read_text(encoding="utf-8"), re.M):
+            found.setdefault(name, path.parent.name)
+    return found
+
+
+NOT_TEXT_ATTENTION = re.compile(r"Vision|Audio|Cross|Encoder|Flash|Sdpa|PreTrained|Pretrained")
+MIXER = re.compile(r"(Attention|DeltaNet|Mixer)$")
+
+
+def attention_classes(config_class: str) -> tuple[str, ...]:
+    """The classes of ``transformers`` that mix tokens in the text model of
+    ``config_class``: those its modeling file defines whose names end in
+    ``Attention``, ``DeltaNet`` or ``Mixer`` (not a vision, audio or cross-attention
+    one), read from the file's source, in its order.
+
+    >>> attention_classes("Qwen3NextConfig")
+    ('Qwen3NextAttention', 'Qwen3NextGatedDeltaNet')
+    """
+    folder = _config_modules().get(config_class)
+    if folder is None:
+        return ()
+    path = _transformers_models() / folder / f"modeling_{folder}.py"
+    if not path.is_file():
+        return ()
+    names = re.findall(r"^class (\w+)\(", path.read_text(encoding="utf-8"), re.M)
+    return tuple(n for n in names if MIXER.search(n) and not NOT_TEXT_ATTENTION.search(n))
+
+
+# -- the config fields -----------------------------------------------------------------
+
+GPT2_NAMES = {
+    "num_hidden_layers": "n_layer",
+    "hidden_size": "n_embd",
+    "num_attention_heads": "n_head",
+    "max_position_embeddings": "n_positions",
+}
+#: The linear-attention sizes, by config class where they are not Qwen3-Next's names:
+#: Kimi Linear gives one head count and one head size for keys and values alike.
+LINEAR_NAMES = {
+    "KimiLinearConfig": {
+        "linear_num_key_heads": "linear_num_heads",
+        "linear_num_value_heads": "linear_num_heads",
+        "linear_key_head_dim": "linear_head_dim",
+        "linear_value_head_dim": "linear_head_dim",
+    },
+}
+#: The Mamba sizes, by config class: (config field, the group's field).
+MAMBA_NAMES = {
+    "JambaConfig": (
+        ("mamba_d_state", "state_size"),
+        ("mamba_d_conv", "conv_kernel_dim"),
+    ),
+    "NemotronHConfig": (
+        ("mamba_num_heads", "num_heads"),
+        ("ssm_state_size", "state_size"),
+        ("conv_kernel", "conv_kernel_dim"),
+        ("n_groups", "n_groups"),
+    ),
+    "FalconH1Config": (
+        ("mamba_d_ssm", "inner_size"),
+        ("mamba_n_heads", "num_heads"),
+        ("mamba_d_state", "state_size"),
+        ("mamba_d_conv", "conv_kernel_dim"),
+        ("mamba_n_groups", "n_groups"),
+    ),
+}
+
+
+def _layer_types_text(facts: ModelFacts) -> str:
+    kinds = facts.layer_types
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    return ", ".join(f"{count} × `{kind}`" for kind, count in counts.items())
+
+
+def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
+    """``(glossary term, field as written, value)`` for each config field that shapes the
+    model's attention, with the value its facts hold."""
+    gpt2 = facts.config_class == "GPT2Config"
+    rows: list[tuple[str, str, str]] = []
+
+    def add(field: str, value: object, written: str | None = None) -> None:
+        """One row: the glossary's name, the name in this config, the value."""
+        if value is None or value is False:
+            return
+        written = written or (GPT2_NAMES.get(field, field) if gpt2 else field)
+        if any(row[1] == written for row in rows):
+            return  # one field of this config holds two of the site's
+        if isinstance(value, bool):
+            text = "true"
+        else:
+            text = value if isinstance(value, str) else number(value)
+        rows.append((field, written, text))
+
+    add("num_hidden_layers", facts.layers)
+    add("hidden_size", facts.hidden_size)
+    add("num_attention_heads", facts.num_heads)
+    if not gpt2:
+        add("num_key_value_heads", facts.num_kv_heads)
+    if facts.latent is None:
+        add("head_dim", facts.head_dim)
+    add("max_position_embeddings", facts.max_position_embeddings)
+    if facts.rope is not None:
+        rope = f"`rope_theta`: {number(facts.rope_theta)}"
+        if facts.local_rope_theta is not None:
+            rope += f" (sliding layers: {number(facts.local_rope_theta)})"
+        if facts.rope_scaling:
+            items = ", ".join(
+                f"`{key}`: {value if isinstance(value, str | bool) else number(value)}"
+                for key, value in facts.rope_scaling.items()
+            )
+            rope += f"; {items}"
+        add("rope_parameters", rope)
+        if facts.partial_rotary_factor != 1.0:
+            add("partial_rotary_factor", facts.partial_rotary_factor)
+    add("sliding_window", facts.sliding_window)
+    add("attention_chunk_size", facts.attention_chunk_size)
+    if len(set(facts.layer_types)) > 1:
+        add("layer_types", _layer_types_text(facts))
+    if facts.nope_every is not None:
+        add("no_rope_layers", f"0 (no RoPE) for every {ordinal(facts.nope_every)} layer")
+    add("query_pre_attn_scalar", facts.query_pre_attn_scalar)
+    add("attn_logit_softcapping", facts.attn_logit_softcapping)
+    add("final_logit_softcapping", facts.final_logit_softcapping)
+    add("num_kv_shared_layers", facts.num_kv_shared_layers or None)
+    add("attention_k_eq_v", facts.attention_k_eq_v)
+    add("global_head_dim", facts.global_head_dim)
+    add("num_global_key_value_heads", facts.num_global_kv_heads)
+    if facts.latent is not None:
+        for field in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim"):
+            add(field, getattr(facts, field))
+        add("v_head_dim", facts.v_head_dim)
+    if facts.indexer is not None:
+        add("index_topk", facts.index_topk)
+        add("index_n_heads", facts.index_n_heads)
+        add("index_head_dim", facts.index_head_dim)
+    if facts.linear_num_key_heads is not None and facts.linear_conv_kernel_dim is not None:
+        names = LINEAR_NAMES.get(facts.config_class, {})
+        for field in (
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_conv_kernel_dim",
+        ):
+            add(field, getattr(facts, field), names.get(field))
+    if facts.mamba is not None:
+        for field, attribute in MAMBA_NAMES.get(facts.config_class, ()):
+            add(field, getattr(facts.mamba, attribute))
+    if facts.compressed is not None:
+        rates = f"{facts.compressed.csa_rate} (CSA), {facts.compressed.hca_rate} (HCA)"
+        add("compress_rates", rates)
+    return rows
+
+
+# -- what is unusual ------------------------------------------------------------------
+
+
+def _models_with(predicate) -> list[ModelFacts]:
+    return [m for m in MODELS.values() if predicate(m)]
+
+
+def _only(facts: ModelFacts, predicate, what: str) -> str:
+    """ " It is the only model of the site's table with ``what``." where it is, else ""."""
+    others = [m for m in _models_with(predicate) if m.name != facts.name]
+    return "" if others else f" It is the only model of the site's table with {what}."
+
+
+def unusual(facts: ModelFacts) -> list[str]:
+    """What sets the model apart, each a sentence computed from its facts, with a link."""
+    notes = []
+    window = facts.sliding_window
+    if window is not None and window * 32 <= facts.trained_context:
+        windows = [m.sliding_window for m in MODELS.values() if m.sliding_window is not None]
+        text = (
+            f"Its sliding window is only {window:,} tokens, 1/{facts.trained_context // window:,} "
+            f"of its trained context of {facts.trained_context:,}"
+        )
+        if window == min(windows):
+            text += ", the smallest window in the site's table"
+        links = [ref("local-global-layers", "local and global layers")]
+        if facts.sinks:
+            text += (
+                "; with a learned sink per head, a query whose window holds nothing "
+                "useful can put its weight on nothing"
+            )
+            links.append(ref("sinks", "sinks"))
+        notes.append(f"{text} ({'; '.join(links)}).")
+    elif facts.sinks:
+        notes.append(
+            f"Each head has a learned sink logit, a share of the weight that goes nowhere "
+            f"({ref('sinks', 'sinks')})." + _only(facts, lambda m: m.sinks, "sinks")
+        )
+    scalar = facts.query_pre_attn_scalar
+    if scalar is not None and scalar != facts.head_dim:
+        notes.append(
+            f"Its scores are scaled by `query_pre_attn_scalar ** -0.5` = {number(scalar)}^-0.5, "
+            f"not by `head_dim ** -0.5` = {facts.head_dim}^-0.5 "
+            f"({ref('query-pre-attn-scalar', 'Gemma’s own scale')})."
+        )
+    if facts.scale is not None:
+        notes.append(
+            f"Its scores are not divided by √head_dim: the score scale is "
+            f"{number(facts.scale)}, and QK-norm keeps the logits in range "
+            f"({ref('qk-norm', 'QK-norm')})."
+        )
+    if facts.latent is not None and facts.positions == "none":
+        full = facts.layer_types.count(FULL)
+        notes.append(
+            f"Its {full} latent-attention (MLA) layers apply no position encoding at all "
+            f"(NoPE): the order of the tokens reaches them only through its "
+            f"{facts.linear_attention or 'recurrent'} layers "
+            f"({ref('chunks-and-nope', 'layers without positions')})."
+        )
+    elif facts.nope_every is not None:
+        notes.append(
+            f"Every {ordinal(facts.nope_every)} layer applies no RoPE (NoPE), "
+            f"{facts.uses_rope.count(False)} of {facts.layers}"
+            + (", with its queries' temperature tuned" if facts.attn_temperature_tuning else "")
+            + f" ({ref('chunks-and-nope', 'layers without positions')})."
+        )
+    if facts.attention_chunk_size is not None:
+        notes.append(
+            f"Its local layers attend within chunks of {facts.attention_chunk_size:,} tokens, "
+            "not a window that slides: the first query of a chunk sees only itself "
+            f"({ref('chunks-and-nope', 'chunked layers')})."
+            + _only(facts, lambda m: m.attention_chunk_size is not None, "chunked layers")
+        )
+    if facts.local_rope_theta is not None:
+        notes.append(
+            f"Two RoPE bases: {number(facts.local_rope_theta)} on its sliding layers, "
+            f"{number(facts.rope_theta)} on its full ones "
+            f"({ref('two-rope-bases', 'two RoPE bases')})."
+        )
+    if facts.num_kv_shared_layers:
+        notes.append(
+            f"Its last {facts.num_kv_shared_layers} of {facts.layers} layers compute no keys "
+            "and values: each reuses those of an earlier layer of its kind, and caches "
+            f"nothing ({ref('kv-sharing', 'shared keys and values')})."
+        )
+    if facts.attention_k_eq_v:
+        notes.append(
+            "Its full-attention layers use their keys as values "
+            f"(`attention_k_eq_v`) ({ref('keys-as-values', 'keys as values')})."
+        )
+    if facts.global_head_dim:
+        notes.append(
+            f"Its full-attention layers have heads of {facts.global_head_dim}, its sliding "
+            f"ones of {facts.head_dim}."
+        )
+    if facts.attn_logit_softcapping is not None:
+        notes.append(
+            f"Its scores are softcapped at {number(facts.attn_logit_softcapping)} "
+            f"({ref('softcapping', 'softcapping')})."
+            + _only(facts, lambda m: m.attn_logit_softcapping is not None, "softcapped scores")
+        )
+    if facts.output_gate:
+        notes.append(
+            "A sigmoid gate, computed from the layer's input, scales each head's output "
+            f"({ref('output-gate', 'the output gate')})."
+        )
+    if facts.indexer is not None and facts.latent is not None:
+        notes.append(
+            f"Each query attends to {facts.index_topk:,} keys that a lightning indexer "
+            f"picks, whatever the context; the indexer keeps a key of "
+            f"{facts.index_head_dim} numbers per token in every layer "
+            f"({ref('lightning-indexer', 'the lightning indexer')})."
+        )
+    kinds = facts.layer_types
+    growing = sum(kind in (FULL, INDEXED, HYBRID) for kind in kinds)
+    stateful = sum(kind in (LINEAR, MAMBA) for kind in kinds)
+    if stateful:
+        fixed = bill(facts, 0).cache
+        notes.append(
+            f"Only {growing} of its {facts.layers} layers keep a cache that grows with the "
+            f"text; the other {stateful} keep a state of fixed size, {size(fixed)} per "
+            f"sequence in all ({ref('linear-state', 'a state of fixed size')})."
+        )
+    if facts.attention == "MQA":
+        notes.append(
+            f"One key/value head serves all {facts.num_heads} query heads (MQA) "
+            f"({ref('gqa', 'MQA')})."
+        )
+    if facts.latent is not None:
+        full_size = facts.num_heads * (facts.head_dim + facts.v_head_dim)
+        latent = facts.kv_lora_rank + facts.qk_rope_head_dim
+        notes.append(
+            f"Each latent-attention layer caches {latent} numbers per token (a latent of "
+            f"{facts.kv_lora_rank} and a rotary key of {facts.qk_rope_head_dim}), where "
+            f"{facts.num_heads} heads of keys of {facts.head_dim} and values of "
+            f"{facts.v_head_dim} would take "
+            f"{full_size:,}: {full_size / latent:.0f} times fewer "
+            f"({doc('13-latent-attention', 'latent attention')})."
+        )
+    if facts.positions == "learned":
+        notes.append(
+            f"Its positions come from a learned table of {facts.max_position_embeddings:,} "
+            "rows: no text can be longer."
+        )
+    if facts.partial_rotary_factor != 1.0 and facts.rope is not None:
+        notes.append(
+            f"RoPE turns only {facts.partial_rotary_factor:.0%} of each head's features "
+            f"({ref('partial-rotary', 'partial rotary')})."
+        )
+    if not notes:
+        notes.append(
+            f"Nothing the other models of the table lack: {facts.attention} with "
+            f"{'RoPE' if facts.rope is not None else 'no RoPE'}, every layer full "
+            "attention: the recipe Parts I and II build."
+        )
+    return notes
+
+
+# -- the cache --------------------------------------------------------------------------
+
+
+def contexts(facts: ModelFacts) -> list[int]:
+    """The contexts of the card's cache table: 8k, 32k, 128k and the trained context, in
+    order, those the config's positions allow."""
+    wanted = sorted({*CONTEXTS, facts.trained_context})
+    return [t for t in wanted if t <= facts.max_position_embeddings]
+
+
+def cache_rows(facts: ModelFacts) -> list[tuple[int, dict[str, int]]]:
+    """``(tokens, {cache dtype: bytes of one sequence's cache})`` for each context."""
+    return [
+        (
+            tokens,
+            {
+                d: bill(facts, tokens, cache_dtype=d, state_dtype=STATE_DTYPE).cache
+                for d in CACHE_DTYPES
+            },
+        )
+        for tokens in contexts(facts)
+    ]
+
+
+def fixed_state(facts: ModelFacts, cache_dtype: str) -> int:
+    """Bytes the cache holds before the first token: the fixed states."""
+    return bill(facts, 0, cache_dtype=cache_dtype, state_dtype=STATE_DTYPE).cache
+
+
+# -- the pages -----------------------------------------------------------------------------
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    lines = [header, ("---",) * len(header), *rows]
+    return ["| " + " | ".join(line) + " |" for line in lines]
+
+
+def card(facts: ModelFacts) -> str:
+    """The Markdown of one model's card."""
+    name = slug(facts.name)
+    lines = [
+        f"({FOLDER}-{name})=",
+        f"# {facts.name}",
+        "",
+        f"*{facts.year}, checkpoint `{facts.checkpoint}`, read by `transformers`' "
+        f"`{facts.config_class}`.* This page is computed from the site's table of models "
+        "({data}`~attention.model_table.MODELS`) each time the site is built; see "
+        f"{{doc}}`index` for every model, and the {{doc}}`calculator </explorer>` for "
+        "another context, batch or number type.",
+        "",
+        "## Its attention",
+        "",
+        "```text",
+        recipe(facts),
+        "```",
+        "",
+        "The recipe above ({func}`attention.atlas.recipe`), clause by clause, each "
+        "mechanism linked to the section that builds it:",
+        "",
+    ]
+    lines += [f"- {clause}" for clause in recipe_clauses(facts)]
+    classes = attention_classes(facts.config_class)
+    if classes:
+        lines += [
+            "",
+            "In `transformers`, its layers mix tokens with "
+            + " and ".join(f"`{c}`" for c in classes)
+            + f" (the modeling file of `{facts.config_class}`).",
+        ]
+    lines += ["", "## Layer by layer", ""]
+    alt = strip_alt(facts)
+    if can_draw(facts):
+        lines += [
+            f":::{{figure}} {STRIPS}/{name}.png",
+            f":alt: {alt}",
+            "",
+            f"The layers of {facts.name} ({{func}}`attention.diagrams.layer_strips`).",
+            ":::",
+            "",
+        ]
+    else:
+        lines += [
+            f"{alt} The figure does not draw these kinds of layer yet; here are the "
+            "layers as text:",
+            "",
+        ]
+    lines += [
+        "As text ({func}`attention.atlas.layer_strip`), one letter per layer:",
+        "",
+        "```text",
+        layer_strip(facts),
+        "```",
+        "",
+        "## Its cache",
+        "",
+    ]
+    growing, capped, _ = cache_profile(facts)
+    parts = [f"{size(growing)} per token in the layers that keep every token"]
+    if capped:
+        parts.append(f"{size(capped)} once its local layers are full, however long the text")
+    state = {d: fixed_state(facts, d) for d in CACHE_DTYPES}
+    if state["bf16"]:
+        parts.append(
+            f"{size(state['bf16'])} of fixed state from the first token on (convolution "
+            "windows in bf16, recurrent states in float32, as `transformers` keeps them)"
+        )
+    lines += [
+        "One sequence's cache, in 16-bit numbers: " + "; ".join(parts) + ". At each context "
+        "(every layer's keys, values, indexer keys and states, as "
+        "{meth}`~attention.ModelFacts.cache_bytes` counts them and "
+        "{func}`attention.atlas.bill` bills them):",
+        "",
+    ]
+    rows = []
+    for tokens, by_dtype in cache_rows(facts):
+        label = tokens_text(tokens)
+        if tokens == facts.trained_context:
+            label += ", its trained context"
+        rows.append((label, *(size(by_dtype[d]) for d in CACHE_DTYPES)))
+    lines += _table(("tokens", "cache, bf16", "cache, fp8"), rows)
+    beyond = [t for t in CONTEXTS if t > facts.max_position_embeddings]
+    notes = []
+    if beyond:
+        notes.append(
+            "Not at "
+            + ", ".join(tokens_text(t) for t in beyond)
+            + f" tokens: its config allows {facts.max_position_embeddings:,} positions."
+        )
+    if state["bf16"]:
+        notes.append(
+            f"Of each, the fixed state is {size(state['bf16'])} (bf16) and "
+            f"{size(state['fp8'])} (fp8: the convolution windows in fp8, the recurrent "
+            "states still in float32)."
+        )
+    if notes:
+        lines += ["", " ".join(notes)]
+    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
+    kinds = {kind: facts.layer_types.count(kind) for kind in dict.fromkeys(facts.layer_types)}
+    if len(kinds) > 1:
+        lines += [
+            "",
+            f"At its trained context, {facts.trained_context:,} tokens, in bf16, by kind of layer:",
+            "",
+        ]
+        lines += _table(
+            ("layers", "how many", "cache"),
+            [
+                (kind_name(facts, kind), str(count), size(trained.per_kind.get(kind, 0)))
+                for kind, count in kinds.items()
+            ],
+        )
+    lines += ["", "## Its weights", ""]
+    if facts.parameters is not None:
+        weights = {d: bill(facts, 0, dtype=d).weights for d in WEIGHT_DTYPES}
+        lines += [
+            f"{facts.parameters:,} parameters, as the table cites them "
+            f"({facts.parameters_source}): "
+            + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
+            + ". With one sequence's cache at its trained context, in bf16: "
+            f"{size(weights['bf16'] + trained.cache)}.",
+        ]
+    else:
+        lines += [
+            "The site's table cites no parameter count for this checkpoint. With "
+            "`transformers` installed, `python -m attention.atlas path/to/config.json` "
+            "counts them exactly from its `config.json` "
+            "({func}`attention.atlas.parameter_count`, on the meta device: nothing is "
+            "allocated) and adds them to the bill.",
+        ]
+    lines += [
+        "",
+        "## The config fields that matter",
+        "",
+        "As `transformers`' config class reads them, each linked to the "
+        "{doc}`glossary </glossary>`:",
+        "",
+    ]
+    lines += _table(
+        ("field", "value"),
+        [(term(key, shown), value) for key, shown, value in config_fields(facts)],
+    )
+    lines += ["", "## What is unusual about it", ""]
+    lines += [f"- {note}" for note in unusual(facts)]
+    lines += [
+        "",
+        "## Sources",
+        "",
+        f"- The config: {facts.source}",
+        f"- The trained context: {facts.context_source}",
+    ]
+    if facts.class_defaults:
+        lines.append(
+            "- Left to the config class's defaults: "
+            + ", ".join(f"`{name}`" for name in facts.class_defaults)
+        )
+    return "\n".join(lines) + "\n"
+
+
+def index_page() -> str:
+    """The index of the cards: one row per model, and the toctree of their pages."""
+    lines = [
+        f"({FOLDER}-index)=",
+        "# Models",
+        "",
+        "A page per model of the site's table ({data}`~attention.model_table.MODELS`): "
+        "its attention in one recipe, its layers, its cache at 8k, 32k and 128k tokens "
+        "and at its trained context, its weights, its config fields and what is unusual "
+        "about it. Every page is computed from the table each time the site is built; "
+        "a model added to the table gets its page. The same numbers for any "
+        "`config.json`, from a terminal:",
+        "",
+        "```console",
+        "$ python -m attention.atlas path/to/config.json --tokens 32768 --cache-dtype fp8",
+        "```",
+        "",
+        "For another context, batch or number type, use the {doc}`calculator </explorer>`; "
+        "for what a config field means, the {doc}`glossary </glossary>`. Below, the cache "
+        "of one sequence at the model's trained context, in bf16, and what it adds per "
+        "token once its local layers are full.",
+        "",
+    ]
+    rows = []
+    for facts in MODELS.values():
+        growing, _, _ = cache_profile(facts)
+        cache_at = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
+        rows.append(
+            (
+                f"{{doc}}`{facts.name} <{slug(facts.name)}>`",
+                str(facts.year),
+                f"{facts.layers}",
+                facts.attention,
+                size(growing) if growing else "–",
+                f"{size(cache_at)} at {facts.trained_context:,}",
+            )
+        )
+    lines += _table(
+        ("model", "year", "layers", "attention", "cache per token", "cache at trained context"),
+        rows,
+    )
+    lines += [
+        "",
+        "```{toctree}",
+        ":hidden:",
+        ":maxdepth: 1",
+        "",
+        *(slug(facts.name) for facts in MODELS.values()),
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def pages() -> dict[str, str]:
+    """Every generated page, by its path under ``docs/models/``."""
+    names = [slug(name) for name in MODELS]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates or "index" in names:
+        raise ValueError(f"model_cards: two models share a page name: {duplicates or ['index']}")
+    found = {"index.md": index_page()}
+    found |= {f"{slug(facts.name)}.md": card(facts) for facts in MODELS.values()}
+    return found
+
+
+def write(docs: Path) -> tuple[int, int]:
+    """Write the pages and figures under ``docs/models/``, each only if it changed, and
+    remove what no model needs any more; return (pages written, figures drawn)."""
+    folder = docs / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    written = drawn = 0
+    wanted = pages()
+    for name, text in wanted.items():
+        path = folder / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            written += 1
+    for path in folder.glob("*.md"):
+        if path.name not in wanted:
+            path.unlink()
+    figures = {f"{slug(f.name)}.png": f for f in MODELS.values() if can_draw(f)}
+    with torch.no_grad():
+        for name, facts in figures.items():
+            drawn += draw_strip(facts, folder / STRIPS / name)
+    for path in (folder / STRIPS).glob("*"):
+        if path.with_suffix(".png").name not in figures:
+            path.unlink()
+    return written, drawn
+
+
+def on_builder_inited(app: Sphinx) -> None:
+    written, drawn = write(Path(app.srcdir))
+    logger.info(
+        "model_cards: %d model pages, %d written, %d figures drawn", len(MODELS) + 1, written, drawn
+    )
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("builder-inited", on_builder_inited)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,290 @@
+"""The model cards (docs/_ext/model_cards.py): generated from MODELS, every number on
+them read back and compared with the package's own bill, every link checked.
+
+The cards are plain Markdown, not notebooks, so the build does not run them; their
+numbers are computed by the generator, and this file is their verification: it
+regenerates the pages and reads each number back against
+:meth:`~attention.ModelFacts.cache_bytes` and :func:`attention.atlas.bill`, computed
+here, at every context a card gives.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from model_cards import (
+    CACHE_DTYPES,
+    FOLDER,
+    STRIPS,
+    WEIGHT_DTYPES,
+    attention_classes,
+    card,
+    config_fields,
+    contexts,
+    link_recipe,
+    pages,
+    size,
+    slug,
+    unusual,
+    write,
+)
+from tiny_configs import TINY, tiny_config
+
+from attention import MODELS
+from attention.atlas import BITS, bill, facts_from_config, recipe
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+TORCH = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp32": torch.float32}
+
+
+@pytest.fixture(scope="module")
+def generated() -> dict[str, str]:
+    return pages()
+
+
+def read_size(text: str) -> tuple[float, float]:
+    """``"3.00 GiB"`` -> (its bytes, half a unit of its last digit, in bytes)."""
+    value, unit = text.replace(",", "").split()
+    decimals = len(value.partition(".")[2])
+    return float(value) * UNITS[unit], 0.5 * 10**-decimals * UNITS[unit]
+
+
+def assert_bytes(text: str, exact: int) -> None:
+    """The printed size is ``exact`` bytes, to the digits it prints."""
+    shown, half = read_size(text)
+    assert abs(shown - exact) <= half * 1.0001, (text, exact)
+
+
+def table(page: str, header: str) -> list[list[str]]:
+    """The rows of the Markdown table whose header line starts with ``header``."""
+    lines = page.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_every_model_has_a_page_and_the_index_lists_them_all(generated):
+    assert set(generated) == {"index.md", *(f"{slug(name)}.md" for name in MODELS)}
+    index = generated["index.md"]
+    toctree = index.split("```{toctree}")[1]
+    assert [line for line in toctree.splitlines()[4:] if line and line != "```"] == [
+        slug(name) for name in MODELS
+    ]
+    for facts in MODELS.values():
+        assert f"{{doc}}`{facts.name} <{slug(facts.name)}>`" in index
+
+
+def test_the_pages_do_not_change_between_two_runs(generated):
+    assert pages() == generated
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_cache_table_is_the_bill_to_the_printed_digit(name, generated):
+    """Each cell, read back, is ModelFacts.cache_bytes in that type, and bill's cache."""
+    facts = MODELS[name]
+    rows = table(generated[f"{slug(name)}.md"], "| tokens |")
+    assert [int(row[0].split()[0].replace(",", "")) for row in rows] == contexts(facts)
+    assert facts.trained_context in contexts(facts)
+    for row in rows:
+        tokens = int(row[0].split()[0].replace(",", ""))
+        for dtype, cell in zip(CACHE_DTYPES, row[1:], strict=True):
+            exact = facts.cache_bytes(tokens, TORCH[dtype], torch.float32)
+            assert bill(facts, tokens, cache_dtype=dtype).cache == exact
+            assert_bytes(cell, exact)
+            assert cell == size(exact)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_cache_by_kind_of_layer_adds_up_to_the_bill(name, generated):
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    kinds = set(facts.layer_types)
+    if len(kinds) == 1:
+        assert "by kind of layer" not in page
+        return
+    rows = table(page, "| layers | how many |")
+    assert sum(int(row[1]) for row in rows) == facts.layers
+    per_layer = facts.layer_cache_bytes(facts.trained_context)
+    for row, kind in zip(rows, dict.fromkeys(facts.layer_types), strict=True):
+        exact = sum(b for k, b in zip(facts.layer_types, per_layer, strict=True) if k == kind)
+        assert int(row[1]) == facts.layer_types.count(kind)
+        assert_bytes(row[2], exact)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_fixed_state_and_the_weights_are_the_facts(name, generated):
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    state = facts.state_bytes(torch.bfloat16, torch.float32)
+    if state:
+        found = re.search(r"the fixed state is ([\d.,]+ \w+) \(bf16\) and ([\d.,]+ \w+)", page)
+        assert found, "no fixed state on a card of a model that keeps one"
+        assert_bytes(found.group(1), state)
+        assert_bytes(found.group(2), facts.state_bytes(TORCH["fp8"], torch.float32))
+    else:
+        assert "fixed state" not in page
+    if facts.parameters is None:
+        assert "cites no parameter count" in page
+        return
+    weights = page.split("## Its weights")[1].split("##")[0]
+    assert f"{facts.parameters:,} parameters" in weights
+    for dtype in WEIGHT_DTYPES:
+        found = re.search(rf"([\d.,]+ \w+) in {dtype}\b", weights)
+        assert_bytes(found.group(1), facts.parameters * BITS[dtype] // 8)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_card_gives_the_recipe_and_links_each_clause(name, generated):
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    assert recipe(facts) in page
+    clauses = re.findall(r"^- (.*)$", page.split("## Layer by layer")[0], re.M)
+    # Unlinked, the clauses give back the recipe.
+    plain = [re.sub(r"\{(?:ref|doc)\}`([^`<]*?) <[^`]*>`", r"\1", c) for c in clauses]
+    assert "; ".join(plain) == recipe(facts).removeprefix(f"{facts.name}: ")
+    assert any("{ref}" in c or "{doc}" in c for c in clauses)
+
+
+def test_the_recipe_links_each_mechanism_once_and_only_its_words():
+    text = "12 sliding (window 128) and 12 full; GQA, 64 query heads; RoPE (base 10)"
+    assert link_recipe(text) == (
+        "12 {ref}`sliding (window 128) <local-global-layers>` and 12 full; "
+        "{ref}`GQA <gqa>`, 64 query heads; {doc}`RoPE </chapters/11-rope>` (base 10)"
+    )
+    assert link_recipe("LongRoPE ×4") == "{doc}`LongRoPE </chapters/14-longer-contexts>` ×4"
+
+
+def labels() -> set[str]:
+    """Every ``(label)=`` of the site's pages."""
+    found = set()
+    for path in DOCS.rglob("*.md"):
+        if FOLDER in path.relative_to(DOCS).parts[:1]:
+            continue
+        found |= set(re.findall(r"^\((\S+)\)=$", path.read_text(encoding="utf-8"), re.M))
+    return found
+
+
+def glossary_terms() -> set[str]:
+    text = (DOCS / "glossary.md").read_text(encoding="utf-8")
+    terms = set()
+    for block in re.findall(r"```\{glossary\}\n(.*?)```", text, re.S):
+        terms |= set(re.findall(r"^(\w+)$", block, re.M))
+    return terms
+
+
+def test_every_link_of_the_cards_has_its_target(generated):
+    """The build checks these too; here without a build: labels, glossary terms, pages."""
+    known, terms = labels(), glossary_terms()
+    for name, page in generated.items():
+        for label in re.findall(r"\{ref\}`[^`<]*<([^>]+)>`", page):
+            assert label in known, (name, label)
+        for term in re.findall(r"\{term\}`(?:[^`<]*<)?(\w+)>?`", page):
+            assert term in terms, (name, term)
+        for doc in re.findall(r"\{doc\}`[^`<]*</([^>]+)>`", page):
+            assert (DOCS / f"{doc}.md").is_file(), (name, doc)
+
+
+def test_the_glossary_has_every_field_the_issue_names():
+    wanted = {
+        "num_key_value_heads",
+        "head_dim",
+        "sliding_window",
+        "layer_types",
+        "rope_parameters",
+        "rope_scaling",
+        "partial_rotary_factor",
+        "query_pre_attn_scalar",
+        "attn_logit_softcapping",
+        "attention_chunk_size",
+        "no_rope_layers",
+        "num_kv_shared_layers",
+        "attention_k_eq_v",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "index_topk",
+        "linear_key_head_dim",
+        "mamba_d_state",
+        "compress_rates",
+    }
+    assert wanted <= glossary_terms()
+    text = (DOCS / "glossary.md").read_text(encoding="utf-8")
+    for label in re.findall(r"\{ref\}`([^`]+)`", text):
+        assert label in labels(), label
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_config_fields_are_the_facts(name):
+    facts = MODELS[name]
+    rows = {field: value for field, _, value in config_fields(facts)}
+    assert rows["num_hidden_layers"] == f"{facts.layers:,}"
+    assert rows["num_attention_heads"] == f"{facts.num_heads:,}"
+    assert rows.get("sliding_window") == (
+        None if facts.sliding_window is None else f"{facts.sliding_window:,}"
+    )
+    assert rows.get("kv_lora_rank") == (
+        None if facts.kv_lora_rank is None else f"{facts.kv_lora_rank:,}"
+    )
+    assert rows.get("index_topk") == (None if facts.index_topk is None else f"{facts.index_topk:,}")
+    assert set(rows) <= glossary_terms()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_attention_classes_named_are_transformers_own(name):
+    facts = MODELS[name]
+    classes = attention_classes(facts.config_class)
+    assert classes, f"no attention class found for {facts.config_class}"
+    config = getattr(transformers, facts.config_class)
+    module = importlib.import_module(config.__module__.replace(".configuration_", ".modeling_"))
+    for cls in classes:
+        assert isinstance(getattr(module, cls), type), cls
+    if facts.linear_attention is not None:
+        assert len(classes) == 2  # the attention layers' and the linear layers'
+
+
+def test_what_is_unusual_says_the_issue_s_three_examples():
+    gpt_oss = " ".join(unusual(MODELS["gpt-oss-20b"]))
+    assert f"only {MODELS['gpt-oss-20b'].sliding_window:,} tokens" in gpt_oss
+    assert "sink" in gpt_oss
+    gemma = " ".join(unusual(MODELS["Gemma 3 27B"]))
+    assert f"{MODELS['Gemma 3 27B'].query_pre_attn_scalar}^-0.5" in gemma
+    kimi = " ".join(unusual(MODELS["Kimi Linear"]))
+    assert "no position encoding at all (NoPE)" in kimi
+
+
+@pytest.mark.parametrize("model_type", sorted(TINY))
+def test_a_card_for_every_model_type_the_atlas_reads(model_type):
+    """A model of any type from_config reads gets a card (the models the table will
+    hold next: Mamba hybrids, DeepSeek-V4's compressed layers), with its bill."""
+    facts = facts_from_config(tiny_config(model_type), name=f"tiny {model_type}")
+    page = card(facts)
+    assert recipe(facts) in page
+    for row in table(page, "| tokens |"):
+        tokens = int(row[0].split()[0].replace(",", ""))
+        assert row[1] == size(facts.cache_bytes(tokens))
+
+
+def test_the_home_tables_link_every_model_to_its_card():
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    for facts in MODELS.values():
+        link = f"[{facts.name}](models/{slug(facts.name)}.md)"
+        assert text.count(link) == 4, (facts.name, text.count(link))
+
+
+def test_writing_twice_rewrites_nothing_and_removes_what_is_gone(tmp_path):
+    stale = tmp_path / FOLDER / "gone.md"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("a model no longer in the table")
+    written, drawn = write(tmp_path)
+    assert written == len(MODELS) + 1 and not stale.exists()
+    assert drawn == len(list((tmp_path / FOLDER / STRIPS).glob("*.png")))
+    assert write(tmp_path) == (0, 0)
