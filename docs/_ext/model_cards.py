@@ -690,7 +690,7 @@ def card(facts: ModelFacts) -> str:
         f"*{facts.year}, checkpoint `{facts.checkpoint}`, read by `transformers`' "
         f"`{facts.config_class}`.* This page is computed from the site's table of models "
         "({data}`~attention.model_table.MODELS`) each time the site is built; see "
-        f"{{doc}}`index` for every model, and the {{doc}}`calculator </explorer>` for "
+        f"{{doc}}`index` for every model, and the {{ref}}`calculator <calculator>` for "
         "another context, batch or number type.",
         "",
         "## Its attention",
@@ -858,7 +858,7 @@ def index_page() -> str:
         "$ python -m attention.atlas path/to/config.json --tokens 32768 --cache-dtype fp8",
         "```",
         "",
-        "For another context, batch or number type, use the {doc}`calculator </explorer>`; "
+        "For another context, batch or number type, use the {ref}`calculator <calculator>`; "
         "for what a config field means, the {doc}`glossary </glossary>`. Below, the cache "
         "of one sequence at the model's trained context, in bf16, and what it adds per "
         "token once its local layers are full.",
