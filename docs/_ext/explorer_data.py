@@ -299,12 +299,140 @@ def masks_view() -> dict:
     }
 
 
+#: The number types the calculator offers, for the cache and for the weights.
+CALCULATOR_DTYPES = ("bf16", "fp8", "int8", "int4")
+CALCULATOR_STATE_DTYPE = "fp32"  # transformers keeps the recurrent states in float32
+#: The contexts the calculator's slider stops at: 1k to 1M tokens, doubling.
+CALCULATOR_CONTEXTS = tuple(2**p for p in range(10, 21))
+
+
+def layer_groups(facts) -> list[dict]:
+    """A model's layers, grouped by what each keeps, in the numbers the bill counts.
+
+    A layer holds, after ``t`` tokens, ``per_token * min(t, cap) + fixed + index * t
+    + compressed(t)`` numbers in the cache's type (keys and values, a window's worth
+    at most where ``cap`` is set; the convolution windows; the indexer's keys;
+    DeepSeek-V4's compressed entries) and ``state`` numbers in the state's type, as
+    :meth:`~attention.ModelFacts.layer_cache_numbers` counts them. Layers alike in
+    all of these form one group, with their ``count``.
+    """
+    from attention.model_facts import CSA, HCA, INDEXED
+
+    index = facts.indexer.head_dim if facts.indexer is not None else 0
+    local = facts.local
+    empty = facts.layer_cache_numbers(0)
+    groups: dict[tuple, dict] = {}
+    for kind, per_token, (fixed, state) in zip(
+        facts.layer_types, facts.layer_kv_bytes_per_token(1), empty, strict=True
+    ):
+        capped = local is not None and local.tokens_kept is not None
+        windowed = kind in (CSA, HCA) and facts.compressed is not None
+        cap = local.tokens_kept if capped and (kind == local.kind or windowed) else None
+        compressed = None
+        if kind in (CSA, HCA):
+            csa = kind == CSA
+            rate = facts.compressed.csa_rate if csa else facts.compressed.hca_rate
+            widths = [facts.head_dim, facts.indexer.head_dim] if csa else [facts.head_dim]
+            compressed = {"rate": rate, "widths": widths, "wide": 2 if csa else 1, "overlap": csa}
+        layer = {
+            "kind": kind,
+            "per_token": per_token,
+            "cap": cap,
+            "fixed": fixed,
+            "index": index if kind == INDEXED else 0,
+            "compressed": compressed,
+            "state": state,
+        }
+        key = json.dumps(layer, sort_keys=True)
+        if key in groups:
+            groups[key]["count"] += 1
+        else:
+            groups[key] = {**layer, "count": 1}
+    return list(groups.values())
+
+
+def calculator_view() -> dict:
+    """The calculator: every model of MODELS as the bill counts it, per group of layers.
+
+    The page computes the bill itself, as :func:`calculator_bill` does here (which the
+    tests compare with :func:`attention.atlas.bill` and
+    :meth:`~attention.ModelFacts.cache_bytes`).
+    """
+    from model_cards import kind_name, slug
+
+    from attention.atlas import BITS
+    from attention.model_table import MODELS
+
+    models = []
+    for facts in MODELS.values():
+        kinds = list(dict.fromkeys(facts.layer_types))
+        models.append(
+            {
+                "name": facts.name,
+                "page": f"models/{slug(facts.name)}.html",
+                "layers": facts.layers,
+                "trained_context": facts.trained_context,
+                "max_position_embeddings": facts.max_position_embeddings,
+                "parameters": facts.parameters,
+                "kinds": [{"kind": k, "label": kind_name(facts, k)} for k in kinds],
+                "groups": layer_groups(facts),
+            }
+        )
+    names = [m["name"] for m in models]
+    return {
+        "kind": "calculator",
+        "title": "What a model's cache and weights take",
+        "source": "models/index",
+        "models": models,
+        "model": names.index("gpt-oss-20b") if "gpt-oss-20b" in names else 0,
+        "bits": {d: BITS[d] for d in (*CALCULATOR_DTYPES, CALCULATOR_STATE_DTYPE)},
+        "dtypes": list(CALCULATOR_DTYPES),
+        "state_dtype": CALCULATOR_STATE_DTYPE,
+        "contexts": list(CALCULATOR_CONTEXTS),
+        "tokens": 128 * 1024,
+        "batch": 1,
+    }
+
+
+def layer_numbers(group: dict, tokens: int) -> int:
+    """Numbers one layer of ``group`` keeps in the cache's type after ``tokens`` tokens."""
+    kept = tokens if group["cap"] is None else min(tokens, group["cap"])
+    numbers = group["per_token"] * kept + group["fixed"] + group["index"] * tokens
+    compressed = group["compressed"]
+    if compressed is not None:
+        entries, waiting = divmod(tokens, compressed["rate"])
+        overlap = 2 * compressed["rate"] if compressed["overlap"] and entries else 0
+        numbers += sum(
+            entries * w + waiting * 2 * compressed["wide"] * w + overlap * w
+            for w in compressed["widths"]
+        )
+    return numbers
+
+
+def calculator_bill(
+    view: dict, model: int, tokens: int, batch: int, cache_dtype: str, weight_dtype: str
+) -> dict:
+    """The bill as the calculator's page computes it, from the exported data alone:
+    ``{"per_kind": {kind: bytes}, "cache": bytes, "weights": bytes or None}``."""
+    data = view["models"][model]
+    bits = view["bits"]
+    per_kind = {k["kind"]: 0 for k in data["kinds"]}
+    for group in data["groups"]:
+        numbers = layer_numbers(group, tokens)
+        layer = -(-(numbers * bits[cache_dtype] + group["state"] * bits[view["state_dtype"]]) // 8)
+        per_kind[group["kind"]] += group["count"] * batch * layer
+    parameters = data["parameters"]
+    weights = None if parameters is None else -(-parameters * bits[weight_dtype] // 8)
+    return {"per_kind": per_kind, "cache": sum(per_kind.values()), "weights": weights}
+
+
 VIEWS: dict[str, Callable[[], dict]] = {
     "weight-free": weight_free_view,
     "trainable": trainable_view,
     "multi-head": multi_head_view,
     "trained": trained_view,
     "masks": masks_view,
+    "calculator": calculator_view,
 }
 
 

@@ -7,6 +7,10 @@
  *   softmax(scale * scores / temperature) over the keys a query may see,
  * so the temperature slider and the causal toggle work live. The site tests check
  * these weights against torch.softmax (tests/site/test_explorer.py).
+ *
+ * The calculator (the view "calculator") bills a model's cache and weights from the
+ * numbers the build exported per group of layers; tests/docs/test_explorer_data.py runs
+ * calculatorBill in Node and compares it with attention.atlas.bill.
  */
 (function () {
   "use strict";
@@ -478,6 +482,201 @@
     render();
   }
 
+  /** Numbers one layer of a group keeps in the cache's type after `tokens` tokens: its
+   * keys and values (a window's worth at most where `cap` is set), its convolution
+   * window, its indexer keys and DeepSeek-V4's compressed entries, as the package's
+   * ModelFacts.layer_cache_numbers counts them. */
+  function layerNumbers(group, tokens) {
+    const kept = group.cap === null ? tokens : Math.min(tokens, group.cap);
+    let numbers = group.per_token * kept + group.fixed + group.index * tokens;
+    const c = group.compressed;
+    if (c) {
+      const entries = Math.floor(tokens / c.rate);
+      const waiting = tokens % c.rate;
+      const overlap = c.overlap && entries ? 2 * c.rate : 0;
+      for (const w of c.widths) numbers += entries * w + waiting * 2 * c.wide * w + overlap * w;
+    }
+    return numbers;
+  }
+
+  /** The bill of `batch` sequences of `tokens` tokens, as attention.atlas.bill computes
+   * it: each layer's numbers times their bits, rounded up to whole bytes, per kind of
+   * layer; the weights, where the table cites the parameters. */
+  function calculatorBill(view, model, tokens, batch, cacheDtype, weightDtype) {
+    const data = view.models[model];
+    const bits = view.bits;
+    const perKind = {};
+    for (const k of data.kinds) perKind[k.kind] = 0;
+    for (const group of data.groups) {
+      const layer = Math.ceil((layerNumbers(group, tokens) * bits[cacheDtype] + group.state * bits[view.state_dtype]) / 8);
+      perKind[group.kind] += group.count * batch * layer;
+    }
+    const cache = Object.values(perKind).reduce((a, b) => a + b, 0);
+    const weights = data.parameters === null ? null : Math.ceil((data.parameters * bits[weightDtype]) / 8);
+    return { per_kind: perKind, cache, weights };
+  }
+
+  /** Bytes as the model pages write them: 2 decimals from a GiB up, 1 from a KiB. */
+  function size(bytes) {
+    const units = [["TiB", 40, 2], ["GiB", 30, 2], ["MiB", 20, 1], ["KiB", 10, 1]];
+    for (const [unit, power, decimals] of units) {
+      if (bytes >= 2 ** power) {
+        const value = bytes / 2 ** power;
+        return `${value.toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals })} ${unit}`;
+      }
+    }
+    return `${bytes.toLocaleString("en-US")} bytes`;
+  }
+
+  /** The calculator: a model, a context and a batch, the cache's and the weights' number
+   * types; the bill per kind of layer, computed here from the numbers the build exported. */
+  function buildCalculator(root, view, name) {
+    const st = { model: view.model, tokens: view.tokens, batch: view.batch, cache: view.dtypes[0], weights: view.dtypes[0] };
+    root.textContent = "";
+    root.classList.add("ae-ready", "ae-calculator");
+    const controls = el("div", { class: "ae-controls" });
+
+    const modelId = `ae-${name}-model`;
+    const modelControl = el("div", { class: "ae-control" });
+    const select = el("select", { id: modelId });
+    view.models.forEach((m, i) => select.append(el("option", { value: String(i) }, m.name)));
+    select.value = String(st.model);
+    const page = el("a", { class: "ae-page" }, "its page");
+    modelControl.append(el("label", { for: modelId }, "model "), select, page);
+    controls.append(modelControl);
+
+    function numberControl(key, label, min, max) {
+      const id = `ae-${name}-${key}`;
+      const wrap = el("div", { class: `ae-control ae-${key}` });
+      const slider = el("input", { type: "range", id: `${id}-slider`, min: String(min), max: String(max), step: "1", "aria-label": `${label} (slider)` });
+      const box = el("input", { type: "number", id, min: "0", step: "1", inputmode: "numeric" });
+      wrap.append(el("label", { for: id }, `${label} `), box, slider);
+      controls.append(wrap);
+      return { slider, box };
+    }
+    const context = numberControl("tokens", "context, tokens", 0, view.contexts.length - 1);
+    const batch = numberControl("batch", "batch", 1, 256);
+    batch.box.min = "1";
+
+    function radios(key, label) {
+      const group = el("div", { class: "ae-control ae-states", role: "radiogroup", "aria-label": label });
+      group.append(el("span", { class: "ae-group-label" }, `${label} `));
+      const inputs = view.dtypes.map((dtype) => {
+        const id = `ae-${name}-${key}-${dtype}`;
+        const input = el("input", { type: "radio", name: `ae-${name}-${key}`, id, value: dtype });
+        input.checked = dtype === st[key];
+        input.addEventListener("change", () => {
+          if (input.checked) {
+            st[key] = dtype;
+            render();
+          }
+        });
+        const item = el("span", { class: "ae-state" });
+        item.append(input, el("label", { for: id }, dtype));
+        group.append(item);
+        return input;
+      });
+      controls.append(group);
+      return inputs;
+    }
+    radios("cache", "cache in");
+    radios("weights", "weights in");
+    root.append(controls);
+
+    const table = el("table", { class: "ae-bill" });
+    const head = el("thead");
+    const headRow = el("tr");
+    for (const text of ["", "layers", "memory"]) headRow.append(el("th", { scope: "col" }, text));
+    head.append(headRow);
+    const body = el("tbody");
+    table.append(head, body);
+    const wrap = el("div", { class: "ae-bill-wrap" });
+    wrap.append(table);
+    root.append(wrap);
+    const summary = el("p", { class: "ae-summary", "aria-live": "polite" });
+    const note = el("p", { class: "ae-note" });
+    root.append(summary, note);
+
+    function row(label, layers, bytes, share, cls) {
+      const tr = el("tr", { class: cls || "" });
+      tr.append(el("th", { scope: "row" }, label), el("td", { class: "ae-count" }, layers));
+      const cell = el("td", { class: "ae-bytes" });
+      if (bytes === null) {
+        cell.textContent = "not cited";
+      } else {
+        cell.dataset.bytes = String(bytes);
+        cell.title = `${bytes.toLocaleString("en-US")} bytes`;
+        cell.textContent = size(bytes);
+        if (share !== null) {
+          const bar = el("span", { class: "ae-bar", "aria-hidden": "true" });
+          bar.style.setProperty("--ae-share", String(share));
+          cell.prepend(bar);
+        }
+      }
+      body.append(tr);
+      return tr;
+    }
+
+    function render() {
+      const m = view.models[st.model];
+      const bill = calculatorBill(view, st.model, st.tokens, st.batch, st.cache, st.weights);
+      root.dataset.model = m.name;
+      root.dataset.tokens = String(st.tokens);
+      root.dataset.batch = String(st.batch);
+      root.dataset.cache = st.cache;
+      root.dataset.weights = st.weights;
+      page.href = m.page;
+      page.textContent = `${m.name}'s page`;
+      context.box.value = String(st.tokens);
+      batch.box.value = String(st.batch);
+      batch.slider.value = String(Math.min(256, st.batch));
+      const stop = view.contexts.findIndex((t) => t >= st.tokens);
+      context.slider.value = String(stop === -1 ? view.contexts.length - 1 : stop);
+      body.replaceChildren();
+      const total = bill.weights === null ? bill.cache : bill.cache + bill.weights;
+      for (const k of m.kinds) {
+        const layers = m.groups.filter((g) => g.kind === k.kind).reduce((a, g) => a + g.count, 0);
+        const bytes = bill.per_kind[k.kind];
+        row(k.label, String(layers), bytes, total ? bytes / total : 0, "ae-kind").dataset.kind = k.kind;
+      }
+      row(`cache, ${st.cache}`, String(m.layers), bill.cache, null, "ae-total ae-cache");
+      row(`weights, ${st.weights}`, "", bill.weights, null, "ae-total ae-weights");
+      row("in all", "", bill.weights === null ? null : total, null, "ae-total ae-all");
+      const sequences = st.batch === 1 ? "one sequence" : `${st.batch} sequences`;
+      summary.textContent =
+        `${m.name}, ${sequences} of ${st.tokens.toLocaleString("en-US")} tokens: the cache takes ${size(bill.cache)} in ${st.cache}` +
+        (bill.weights === null ? "; the site's table cites no parameter count for its weights." : `, the weights ${size(bill.weights)} in ${st.weights}: ${size(total)} in all.`);
+      const notes = [`Recurrent states in ${view.state_dtype}, as transformers keeps them; quantized caches and weights also keep scales, not counted here.`];
+      if (st.tokens > m.max_position_embeddings) notes.unshift(`Beyond the ${m.max_position_embeddings.toLocaleString("en-US")} positions its config allows.`);
+      else if (st.tokens > m.trained_context) notes.unshift(`Beyond its trained context of ${m.trained_context.toLocaleString("en-US")} tokens.`);
+      note.textContent = notes.join(" ");
+    }
+
+    select.addEventListener("change", () => {
+      st.model = Number(select.value);
+      render();
+    });
+    context.slider.addEventListener("input", () => {
+      st.tokens = view.contexts[context.slider.valueAsNumber];
+      render();
+    });
+    context.box.addEventListener("change", () => {
+      const value = Math.floor(context.box.valueAsNumber);
+      if (Number.isFinite(value) && value >= 0) st.tokens = value;
+      render();
+    });
+    batch.slider.addEventListener("input", () => {
+      st.batch = batch.slider.valueAsNumber;
+      render();
+    });
+    batch.box.addEventListener("change", () => {
+      const value = Math.floor(batch.box.valueAsNumber);
+      if (Number.isFinite(value) && value >= 1) st.batch = value;
+      render();
+    });
+    render();
+  }
+
   function start() {
     const data = window.ATTENTION_EXPLORER;
     for (const root of document.querySelectorAll(".attention-explorer[data-view]")) {
@@ -489,11 +688,12 @@
       }
       const view = data.views[name];
       if (view.kind === "masks") buildMasks(root, view, name);
+      else if (view.kind === "calculator") buildCalculator(root, view, name);
       else build(root, view, name);
     }
   }
 
-  window.attentionExplorer = { softmaxRow };
+  window.attentionExplorer = { softmaxRow, calculatorBill };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();

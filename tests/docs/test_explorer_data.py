@@ -17,19 +17,24 @@ from pathlib import Path
 import pytest
 import torch
 from explorer_data import (
+    CALCULATOR_DTYPES,
     CHECKS,
     DATA_JS,
     DATA_JSON,
     GLOBAL,
     REPO,
+    calculator_bill,
     drift,
     export,
+    layer_groups,
     option,
     weights,
 )
+from tiny_configs import TINY, tiny_config
 
 import attention
-from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
+from attention import MODELS, causal_mask, chunked_mask, padding_mask, sliding_window_mask
+from attention.atlas import bill, facts_from_config
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +75,7 @@ def test_the_data_survives_json_exactly(data):
 
 def test_every_view_has_square_scores_for_its_tokens(data):
     for name, view in data["views"].items():
-        if view.get("kind") == "masks":
+        if view.get("kind") in ("masks", "calculator"):
             continue
         n = len(view["tokens"])
         assert 0 <= view["query"] < n, name
@@ -94,6 +99,98 @@ def test_the_trained_head_learns_to_look_at_the_previous_token(data):
     assert (
         view["previous_token_weight"]["before"] < 0.5 < 0.9 < view["previous_token_weight"]["after"]
     )
+
+
+# -- The calculator -----------------------------------------------------------------
+
+
+def calculator_points(facts) -> list[int]:
+    """Contexts to bill a model at: empty, one token, around its window or chunk, the
+    slider's stops, its trained context and past it, and odd lengths."""
+    points = {0, 1, 2, 3, 1000, 4097, 100_003, facts.trained_context, facts.trained_context + 1}
+    points |= {2**p for p in range(10, 21)}
+    for size in (facts.sliding_window, facts.attention_chunk_size):
+        if size is not None:
+            points |= {size - 1, size, size + 1, 2 * size + 1}
+    return sorted(points)
+
+
+@pytest.mark.parametrize("index", range(len(MODELS)))
+def test_the_calculator_bills_each_model_as_the_package_does(data, index):
+    """The page's computation (calculator_bill mirrors explorer.js) from the exported
+    data equals attention.atlas.bill kind by kind, and ModelFacts.cache_bytes in all."""
+    view = data["views"]["calculator"]
+    facts = list(MODELS.values())[index]
+    assert view["models"][index]["name"] == facts.name
+    assert sum(g["count"] for g in view["models"][index]["groups"]) == facts.layers
+    for tokens in calculator_points(facts):
+        for batch in (1, 7):
+            for dtype in CALCULATOR_DTYPES:
+                got = calculator_bill(view, index, tokens, batch, dtype, dtype)
+                want = bill(facts, tokens, batch=batch, cache_dtype=dtype, dtype=dtype)
+                assert got["per_kind"] == want.per_kind, (tokens, batch, dtype)
+                assert got["weights"] == want.weights
+        exact = facts.cache_bytes(tokens, torch.bfloat16, torch.float32)
+        assert calculator_bill(view, index, tokens, 1, "bf16", "bf16")["cache"] == exact
+
+
+@pytest.mark.parametrize("model_type", sorted(TINY))
+def test_the_calculator_groups_any_model_the_atlas_reads(data, model_type):
+    """A model of every type from_config reads (Mamba hybrids, MLP-only layers,
+    DeepSeek-V4's compressed layers), grouped as the calculator groups MODELS' entries,
+    bills as the package does."""
+    facts = facts_from_config(tiny_config(model_type))
+    model = {
+        "kinds": [{"kind": k, "label": k} for k in dict.fromkeys(facts.layer_types)],
+        "groups": layer_groups(facts),
+        "parameters": None,
+    }
+    view = {**data["views"]["calculator"], "models": [model]}
+    for tokens in (0, 1, 5, 6, 7, 8, 9, 31, 100, 1001):
+        for dtype in CALCULATOR_DTYPES:
+            got = calculator_bill(view, 0, tokens, 2, dtype, dtype)
+            assert got["per_kind"] == bill(facts, tokens, batch=2, cache_dtype=dtype).per_kind
+
+
+NODE_BILLS = """
+global.window = {};
+global.document = { readyState: "complete", querySelectorAll: () => [] };
+require(process.argv[1]);
+const view = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const bills = view.points.map(([model, tokens, batch, cache, weights]) =>
+  window.attentionExplorer.calculatorBill(view, model, tokens, batch, cache, weights));
+process.stdout.write(JSON.stringify(bills));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js to run explorer.js")
+def test_the_calculator_page_code_bills_as_the_package_does(data):
+    """explorer.js's own calculatorBill, run in Node, at every model's points: the bill
+    of attention.atlas.bill, byte for byte, kind by kind."""
+    view = dict(data["views"]["calculator"])
+    points = []
+    for index, facts in enumerate(MODELS.values()):
+        for tokens in calculator_points(facts):
+            for batch, cache, weight in (
+                (1, "bf16", "int4"),
+                (3, "fp8", "bf16"),
+                (5, "int4", "int8"),
+            ):
+                points.append((index, tokens, batch, cache, weight))
+    view["points"] = points
+    result = subprocess.run(
+        ["node", "-e", NODE_BILLS, str(REPO / "docs" / "_static" / "explorer.js")],
+        input=json.dumps(view),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    bills = json.loads(result.stdout)
+    models = list(MODELS.values())
+    for (index, tokens, batch, cache, weight), got in zip(points, bills, strict=True):
+        want = bill(models[index], tokens, batch=batch, cache_dtype=cache, dtype=weight)
+        assert got["per_kind"] == want.per_kind, (models[index].name, tokens, batch, cache)
+        assert got["cache"] == want.cache and got["weights"] == want.weights
 
 
 def chunked_by_definition(num_tokens: int, chunk: int) -> torch.Tensor:
