@@ -191,10 +191,25 @@ def link_recipe(text: str) -> str:
     return _RECIPE.sub(linked, text)
 
 
+def clauses(text: str) -> list[str]:
+    """``text`` split at each ``"; "`` outside brackets.
+
+    >>> clauses("RoPE (base 10; 5 on sliding layers); sinks")
+    ['RoPE (base 10; 5 on sliding layers)', 'sinks']
+    """
+    found, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text.startswith("; ", i):
+            found.append(text[start:i])
+            start = i + 2
+    return [*found, text[start:]]
+
+
 def recipe_clauses(facts: ModelFacts) -> list[str]:
     """The recipe, one clause a line (its name left out: the page's title says it)."""
     text = recipe(facts).removeprefix(f"{facts.name}: ")
-    return [link_recipe(clause) for clause in text.split("; ")]
+    return [link_recipe(clause) for clause in clauses(text)]
 
 
 # -- the layers -------------------------------------------------------------------------
@@ -610,8 +625,15 @@ def unusual(facts: ModelFacts) -> list[str]:
         )
     if facts.attention == "MQA":
         notes.append(
-            f"One key/value head serves all {facts.num_heads} query heads (MQA) "
-            f"({ref('gqa', 'MQA')})."
+            f"One key/value head serves all {facts.num_heads} query heads ({ref('gqa', 'MQA')})."
+        )
+    if facts.receptive_field is not None:
+        notes.append(
+            f"Every layer slides: its cache stops growing at {facts.sliding_window:,} tokens "
+            f"a layer, {size(bill(facts, facts.sliding_window).cache)} in bf16 at any length, "
+            f"while through its {facts.layers} layers a token can still draw on text up to "
+            f"{facts.receptive_field:,} positions back "
+            f"({ref('sliding-window-mask', 'sliding windows')})."
         )
     if facts.latent is not None:
         full_size = facts.num_heads * (facts.head_dim + facts.v_head_dim)
@@ -635,10 +657,11 @@ def unusual(facts: ModelFacts) -> list[str]:
             f"({ref('partial-rotary', 'partial rotary')})."
         )
     if not notes:
+        positions = {"rope": "RoPE", "learned": "learned positions", "none": "no positions"}
         notes.append(
             f"Nothing the other models of the table lack: {facts.attention} with "
-            f"{'RoPE' if facts.rope is not None else 'no RoPE'}, every layer full "
-            "attention: the recipe Parts I and II build."
+            f"{positions[facts.positions]}, {pattern_text(facts)}, the recipe Part II "
+            "builds."
         )
     return notes
 
