@@ -613,6 +613,7 @@
           cell.prepend(bar);
         }
       }
+      tr.append(cell);
       body.append(tr);
       return tr;
     }

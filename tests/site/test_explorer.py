@@ -22,12 +22,15 @@ import torch
 from test_site import DESKTOP, PHONE, Recorder, luminance, new_context, open_page, report
 
 import attention
-from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
+from attention import MODELS, causal_mask, chunked_mask, padding_mask, sliding_window_mask
+from attention.atlas import bill
 
 SITE = Path(os.environ["ATTENTION_SITE_DIR"]).resolve()
 PAGE = "explorer.html"
 VIEWS = ("weight-free", "trainable", "multi-head", "trained")  # the views of weights
 MASKS = "masks"  # the view of mask patterns
+CALCULATOR = "calculator"  # the view that bills a model's cache and weights
+OTHERS = 2  # views besides those of weights: the masks and the calculator
 TOLERANCE = 1e-6
 
 STATE_JS = """(root) => ({
@@ -113,7 +116,8 @@ def opened(browser, base_url: str):
     page = context.new_page()
     open_page(page, base_url + PAGE, PAGE, recorder)
     ready = page.locator(".attention-explorer.ae-ready").count()
-    assert ready == len(VIEWS) + 1, f"{ready} of {len(VIEWS) + 1} explorer views were built"
+    built = len(VIEWS) + OTHERS
+    assert ready == built, f"{ready} of {built} explorer views were built"
     yield page
     context.close()
     assert not recorder.problems, report("the explorer's console and requests", recorder.problems)
@@ -578,6 +582,9 @@ def test_screenshots_and_colours_in_light_and_dark(
         view = page.locator(f"#explorer-{name}")
         view.scroll_into_view_if_needed()
         view.screenshot(path=screenshots / f"explorer-{size}-{scheme}-{name}.png")
+    calculator = page.locator(f"#explorer-{CALCULATOR}")
+    calculator.scroll_into_view_if_needed()
+    calculator.screenshot(path=screenshots / f"explorer-{size}-{scheme}-{CALCULATOR}.png")
     masks.scroll_into_view_if_needed()
     for pattern in PATTERNS:
         masks.locator(f"input[type=radio][value={pattern}]").check()
@@ -588,6 +595,67 @@ def test_screenshots_and_colours_in_light_and_dark(
     assert not problems, report(f"the explorer ({size}, {scheme})", problems)
 
 
+# -- The calculator ---------------------------------------------------------------------
+
+CALCULATOR_JS = """(root) => {
+  const bytes = (row) => {
+    const cell = root.querySelector(`tr.${row} td.ae-bytes`);
+    return cell.dataset.bytes === undefined ? null : Number(cell.dataset.bytes);
+  };
+  return {
+    model: root.dataset.model,
+    tokens: Number(root.dataset.tokens),
+    batch: Number(root.dataset.batch),
+    kinds: Object.fromEntries(Array.from(root.querySelectorAll("tr.ae-kind"), (tr) =>
+      [tr.dataset.kind, Number(tr.querySelector("td.ae-bytes").dataset.bytes)])),
+    cache: bytes("ae-cache"),
+    weights: bytes("ae-weights"),
+    summary: root.querySelector(".ae-summary").textContent,
+  };
+}"""
+
+
+def set_number(root, control: str, value: int) -> None:
+    """Type a number into one of the calculator's boxes, as a reader does."""
+    box = root.locator(f"#ae-{CALCULATOR}-{control}")
+    box.fill(str(value))
+    box.press("Enter")
+    box.dispatch_event("change")
+
+
+def test_the_calculator_bills_every_model_as_the_package_does(opened):
+    """Each model, at its trained context and at an odd one, with a batch and every
+    cache and weight type: the bytes the page shows per kind of layer are
+    attention.atlas.bill's."""
+    root = opened.locator(f"#explorer-{CALCULATOR}")
+    problems = []
+    settings = [("bf16", "bf16"), ("fp8", "int4"), ("int8", "fp8"), ("int4", "int8")]
+    for index, facts in enumerate(MODELS.values()):
+        root.locator("select").select_option(str(index))
+        for step, tokens in enumerate((facts.trained_context, 100_003)):
+            cache, weights = settings[(index + step) % len(settings)]
+            batch = 1 + 2 * step
+            set_number(root, "tokens", tokens)
+            set_number(root, "batch", batch)
+            root.locator(f"#ae-{CALCULATOR}-cache-{cache}").check()
+            root.locator(f"#ae-{CALCULATOR}-weights-{weights}").check()
+            state = root.evaluate(CALCULATOR_JS)
+            want = bill(facts, tokens, batch=batch, cache_dtype=cache, dtype=weights)
+            what = f"{facts.name}, {batch} x {tokens} tokens, cache {cache}, weights {weights}"
+            shown_as = (state["model"], state["tokens"], state["batch"])
+            if shown_as != (facts.name, tokens, batch):
+                problems.append(f"{what}: the page shows {shown_as}")
+            if state["kinds"] != want.per_kind or state["cache"] != want.cache:
+                problems.append(f"{what}: the page bills {state['kinds']}, bill {want.per_kind}")
+            if state["weights"] != want.weights:
+                problems.append(f"{what}: weights {state['weights']}, bill {want.weights}")
+    slider = root.locator(f"#ae-{CALCULATOR}-tokens-slider")
+    slider.fill(slider.get_attribute("max"))
+    if root.evaluate(CALCULATOR_JS)["tokens"] != 2**20:
+        problems.append("the context slider's last stop is not 1,048,576 tokens")
+    assert not problems, report("the calculator", problems)
+
+
 def test_the_explorer_works_from_the_file_system(browser, data):
     """A downloaded copy of the site, opened from disk: the data loads without fetch()."""
     recorder = Recorder()
@@ -596,8 +664,8 @@ def test_the_explorer_works_from_the_file_system(browser, data):
     open_page(page, (SITE / PAGE).as_uri(), PAGE, recorder)
     problems = []
     ready = page.locator(".attention-explorer.ae-ready").count()
-    if ready != len(VIEWS) + 1:
-        problems.append(f"{ready} of {len(VIEWS) + 1} views were built from file://")
+    if ready != len(VIEWS) + OTHERS:
+        problems.append(f"{ready} of {len(VIEWS) + OTHERS} views were built from file://")
     else:
         view = data["views"]["weight-free"]
         problems += check_texts("from file://", shown(page, "weight-free"), reference(view, 1))
