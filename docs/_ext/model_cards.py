@@ -718,9 +718,7 @@ def card(facts: ModelFacts) -> str:
         "",
         "## Its attention",
         "",
-        "```text",
-        recipe(facts),
-        "```",
+        f"> {recipe(facts)}",
         "",
         "The recipe above ({func}`attention.atlas.recipe`), clause by clause, each "
         "mechanism linked to the section that builds it:",
