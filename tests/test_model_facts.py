@@ -897,7 +897,9 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "the ones partial rotary turns in the figure; no model's group size",
     ("docs/chapters/07-efficient-attention.md", 8): "the batch of 8 sequences the page "
     "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
-    ("docs/chapters/07-efficient-attention.md", 2048): "the benchmark's reference matrix "
+    ("docs/chapters/measuring-attention.md", 8): "the batch of 8 sequences the page "
+    "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
+    ("docs/chapters/measuring-attention.md", 2048): "the benchmark's reference matrix "
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
     ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
     "model; not DeepSeek-V3's key size",
