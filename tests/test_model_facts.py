@@ -326,7 +326,17 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (
             lambda: ModelFacts(**TOY, rope=Rope(theta=1e4), learned_positions=True),
             ValueError,
-            "RoPE or learned positions, got both",
+            "one of RoPE, learned positions or ALiBi, got RoPE and learned positions",
+        ),
+        (
+            lambda: ModelFacts(**TOY, learned_positions=True, alibi=True),
+            ValueError,
+            "one of RoPE, learned positions or ALiBi, got learned positions and ALiBi",
+        ),
+        (
+            lambda: ModelFacts(**{**TOY, "max_position_embeddings": None}),
+            ValueError,
+            r"expected max_position_embeddings, .*\(only ALiBi needs no limit\), got None",
         ),
         (
             lambda: ModelFacts(
@@ -388,6 +398,8 @@ def test_a_toy_entry_reads_its_groups_by_their_flat_names() -> None:
     assert sparse.positions == "none" and sparse.rope_theta is None
     plain = ModelFacts(**TOY, learned_positions=True)
     assert (plain.positions, plain.sinks, plain.partial_rotary_factor) == ("learned", False, 1.0)
+    alibi = ModelFacts(**{**TOY, "max_position_embeddings": None}, alibi=True)
+    assert (alibi.positions, alibi.rope_theta, alibi.uses_rope) == ("alibi", None, (False,) * 4)
     assert plain.parameters is None and plain.parameters_source == ""
     with pytest.raises(AttributeError):
         plain.sliding_window = 16  # the flat names only read
