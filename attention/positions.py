@@ -211,13 +211,15 @@ def alibi_bias(
     A key ``d`` tokens back costs head ``h`` ``slopes[h] * d`` of score, the same at
     every position and at any length: nothing is learned and nothing runs out past the
     trained length. The query of row ``r`` sits at ``i = num_keys - num_queries + r``,
-    as when a cache holds the earlier tokens. Keys after a query get a positive bias;
-    ALiBi is made for causal attention, whose mask hides them.
+    as when a cache holds the earlier tokens.
 
     BLOOM adds ``slope * j`` instead, which depends on the key alone
     (``build_alibi_tensor``): it differs from this bias by ``slope * i``, the same for
     every key of a row, which the softmax cancels (:func:`~attention.attend`'s
-    example), so under a causal mask the two give the same weights.
+    example), so the two give the same weights under the same mask. Either is the
+    distance penalty ``-slope * |i - j|`` (up to that constant) only on the keys at or
+    before the query: a key after it would get a bonus instead. ALiBi in this form is
+    made for causal attention, whose mask hides those keys.
 
     Parameters
     ----------

@@ -176,17 +176,18 @@ def test_blooms_key_only_bias_differs_by_a_constant_per_query(num_heads, num_que
     num_heads=st.integers(1, 12),
     num_queries=st.integers(1, 6),
     extra_keys=st.integers(0, 6),
+    causal=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_under_a_causal_mask_blooms_bias_gives_the_same_weights(
-    num_heads, num_queries, extra_keys, seed
+def test_blooms_bias_gives_the_same_weights_under_the_same_mask(
+    num_heads, num_queries, extra_keys, causal, seed
 ):
     num_keys = num_queries + extra_keys
     q, k = randn(seed, 2, num_heads, num_queries, 4), randn(seed + 1, 2, num_heads, num_keys, 4)
     with float64_alibi():
         blooms = build_alibi_tensor(torch.ones(2, num_keys), num_heads, F64)
     blooms = blooms.view(2, num_heads, 1, num_keys)
-    allowed = causal_mask(num_queries, num_keys)
+    allowed = causal_mask(num_queries, num_keys) if causal else None
     eye = torch.eye(num_keys, dtype=F64).expand(2, num_heads, -1, -1)  # values: the weights
     ours = attend(
         q, k, eye, allowed=allowed, bias=alibi_bias(num_heads, num_queries, num_keys, dtype=F64)
@@ -241,6 +242,16 @@ def _keep_float64_softmax(x, dim=None, *args, dtype=None, **kwargs):
     if dtype == torch.float32 and x.dtype == F64:
         dtype = F64
     return _softmax(x, dim, *args, dtype=dtype, **kwargs)
+
+
+def test_the_bias_is_the_distance_penalty_on_the_keys_a_causal_mask_keeps():
+    """-slope * |i - j| at and before the query; after it, a bonus of slope * (j - i)."""
+    bias = alibi_bias(4, 3, 7, dtype=F64)  # queries at positions 4, 5 and 6
+    distance = (torch.arange(4, 7)[:, None] - torch.arange(7)).to(F64)  # i - j
+    penalty = -alibi_slopes(4, dtype=F64)[:, None, None] * distance.abs()
+    kept = causal_mask(3, 7)
+    assert torch.equal(bias[:, kept], penalty[:, kept])
+    assert (bias[:, ~kept] > 0).all()
 
 
 # -- T5's relative position bias -------------------------------------------------------------
