@@ -1248,8 +1248,9 @@ def _short_mixer(name: str) -> str:
 
 
 def _nope_layers(facts: object) -> set[int]:
-    """Attention layers that apply no rotation although the model has no learned table."""
-    if facts.positions == "learned":
+    """Attention layers that apply no rotation although the model has no learned table
+    and no ALiBi: NoPE layers."""
+    if facts.positions in ("learned", "alibi"):
         return set()
     return {
         i

@@ -234,7 +234,7 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
             f"{facts.name!r}, got {layer_index}"
         )
     kind = facts.layer_types[index]
-    if facts.positions == "learned" or facts.linear_attention == "Kimi Delta Attention":
+    if facts.positions in ("learned", "alibi") or facts.linear_attention == "Kimi Delta Attention":
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
     if kind == "linear_attention":
         return _gated_deltanet(facts, overrides)

@@ -256,13 +256,14 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         ),
         (lambda: layer_for(MODELS["GPT-2"], 0), ValueError, "no recipe for 'GPT-2'"),
         (lambda: layer_for(MODELS["Kimi Linear"], 0), ValueError, "no recipe for 'Kimi"),
+        (lambda: layer_for(MODELS["BLOOM 176B"], 0), ValueError, "no recipe for 'BLOOM 176B'"),
         (
             lambda: layer_for(MODELS["Llama 3 8B"], 0, num_hedas=2),
             TypeError,
             "unexpected keyword argument 'num_hedas'",
         ),
     ],
-    ids=["not facts", "past the last layer", "learned positions", "KDA", "misspelt"],
+    ids=["not facts", "past the last layer", "learned positions", "KDA", "ALiBi", "misspelt"],
 )
 def test_layer_for_rejects_what_it_cannot_build(call, error, message):
     with pytest.raises(error, match=message):
