@@ -816,7 +816,8 @@ def paged_blocks(
     Returns
     -------
     matplotlib.axes.Axes
-        Its ``texts`` hold the slots' labels and the block tables.
+        Its ``texts`` hold the slots' labels and the block tables. The cell of slot ``s``
+        of block ``b``, and its label, have the gid ``"block <b> slot <s>"``.
 
     Examples
     --------
@@ -877,6 +878,7 @@ def paged_blocks(
         for slot in range(size):
             x = left + slot * cell
             used = seq_id is not None and slot < filled
+            gid = f"block {block} slot {slot}"
             ax.add_patch(
                 Rectangle(
                     (x, y),
@@ -886,13 +888,16 @@ def paged_blocks(
                     edgecolor=INK if used else MUTED,
                     linewidth=0.8,
                     hatch="///" if used and len(owners) > 1 else None,
+                    gid=gid,
                 )
             )
             if used:
                 token = first + slot
                 names = labels.get(seq_id)
                 text = str(names[token]) if names is not None else str(token)
-                _text(ax, x + cell / 2, y + cell / 2, text, size=6.5 if len(text) > 3 else 8)
+                _text(
+                    ax, x + cell / 2, y + cell / 2, text, size=6.5 if len(text) > 3 else 8, gid=gid
+                )
         if len(owners) > 1:
             _text(
                 ax,
@@ -2899,16 +2904,19 @@ def backward_blocks(
     The loops of :func:`~attention.flash.tiled_attention_backward`, drawn.
 
     A grid of query blocks (rows) by key blocks (columns). Each block the backward pass
-    computes is filled, a block on the diagonal is marked "masked", and a block in the
-    future of its queries (skipped) is left blank and hatched. The column of
-    ``key_block`` is the outer loop's current step: its ``dK`` and ``dV`` are summed
-    down the column, while each block also adds to its row's ``dQ``. Beside each row,
-    what the forward pass saved for it: its output ``O`` and its log-sum-exp.
+    computes is filled, a block on the diagonal is marked "masked" (unless it is one
+    token long, with no future to mask), and a block in the future of its queries
+    (skipped) is left blank and hatched. The column of ``key_block`` is the outer loop's
+    current step: its ``dK`` and ``dV`` are summed down the column, while each block
+    also adds to its row's ``dQ``. Beside each row, what the forward pass saved for it:
+    its output ``O`` and its log-sum-exp.
 
     Returns
     -------
     matplotlib.axes.Axes
-        Its ``texts`` hold the labels; a block's label says what is done there.
+        Its ``texts`` hold the labels; a block's label says what is done there. The cell
+        of query block ``i`` and key block ``j`` has the gid ``"block <i> <j>"``, its
+        label ``"label <i> <j>"``.
 
     Examples
     --------
@@ -2943,7 +2951,9 @@ def backward_blocks(
         )
         for j in range(n):
             x = left + j * cell
-            future, diagonal = causal and j > i, causal and j == i
+            # A block straddles the diagonal, and is masked, unless it is one token long.
+            straddles = min((i + 1) * block_size, num_tokens) - i * block_size > 1
+            future, diagonal = causal and j > i, causal and j == i and straddles
             current = j == key_block and not future
             fill = FACECOLOR if future else (CURRENT if current else DONE)
             label = "skipped" if future else ("masked" if diagonal else "P = exp(S - lse)")
@@ -2960,6 +2970,8 @@ def backward_blocks(
                 edge=MUTED if future else INK,
                 linewidth=0.8,
                 hatch="///" if future else None,
+                gid=f"block {i} {j}",
+                text_gid=f"label {i} {j}",
             )
     for j in range(n):
         _text(
@@ -3076,6 +3088,12 @@ def ring_steps(
     (:func:`~attention.ring.ring_work`, in units of one chunk by one chunk); one that
     computes nothing is hatched.
 
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One axes per step. Process ``r``'s box and its label at step ``s`` have the gid
+        ``"step <s> P<r>"``.
+
     Examples
     --------
     >>> import matplotlib.pyplot as plt
@@ -3084,8 +3102,6 @@ def ring_steps(
     4
     >>> plt.close(fig)
     """
-    import math
-
     from attention.ring import ring_work
 
     owner = "ring_steps"
@@ -3130,10 +3146,12 @@ def ring_steps(
             x, y = where[r]
             fill = HEAD_COLORS[r % len(HEAD_COLORS)] if blocks else FACECOLOR
             hatch = None if blocks else "///"
-            style = {"facecolor": fill, "edgecolor": INK, "hatch": hatch}
+            gid = f"step {step} P{r}"
+            style = {"facecolor": fill, "edgecolor": INK, "hatch": hatch, "gid": gid}
             _rounded(ax, x - 0.5, y - 0.38, 1.0, 0.76, rounding=0.1, **style)
             kv = held((r - step) % world_size)
-            _text(ax, x, y, f"P{r}\nK,V {kv}\n{blocks} block{'s' * (blocks != 1)}", size=7)
+            text = f"P{r}\nK,V {kv}\n{blocks} block{'s' * (blocks != 1)}"
+            _text(ax, x, y, text, size=7, gid=gid)
     if title:
         fig.suptitle(title, fontsize=11, color=INK)
     fig.tight_layout()
