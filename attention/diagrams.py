@@ -1349,16 +1349,23 @@ def attention_anatomy(
     if current is not None:
         current = _positive(owner, "current", current, 99)
     steps = _anatomy_steps(facts)
-    box_x, box_w, box_h, gap = 0.2, 1.9, 0.5, 0.2
-    note_x, columns = box_x + box_w + 0.25, 52
+    # Wider than tall: on a phone the site shows it 720 pixels wide, and it must fit the
+    # screen's height there. So each note gets a line of its own, up to 80 characters.
+    box_x, box_w, box_h, gap = 0.2, 1.9, 0.46, 0.16
+    notes = [
+        [(label, f"{label}: " if label else "", families, kind) for label, families, kind in n]
+        for *_, n in steps
+    ]
+    longest = [len(lead + ", ".join(f)) for n in notes for _, lead, f, _ in n if f]
+    note_x, columns = box_x + box_w + 0.25, min(max(longest, default=0), 80)
     # Each step takes the room of its box or of its notes' lines, whichever is taller.
     blocks = []
-    for _, _, _, notes in steps:
+    for step_notes in notes:
         lines = []
-        for label, families, kind in notes:
+        for label, lead, families, kind in step_notes:
             if families:
-                text = f"{label}: " + ", ".join(families) if label else ", ".join(families)
-                lines.append((label, textwrap.fill(text, columns, subsequent_indent="  "), kind))
+                text = textwrap.fill(lead + ", ".join(families), 80, subsequent_indent="  ")
+                lines.append((label, text, kind))
         blocks.append(lines)
     rooms = [
         max(box_h, 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines) + 0.06) for lines in blocks
@@ -1474,47 +1481,34 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     facts = _facts("decoder_block", model)
     numbers = facts.layer_kv_bytes_per_token(torch.float16)
     per_token = max(numbers) // 2  # 16-bit numbers
-    width, height = 5.9, 6.9
+    # Wider than tall: on a phone the site shows it 720 pixels wide, and it must fit the
+    # screen's height there.
+    width, height = 6.5, 5.95
     fig, ax = _canvas("decoder_block", width, height, title)
-    lane, bx, bw, bh = 1.3, 2.0, 1.7, 0.45  # the residual stream's x; the blocks' boxes
-    cx, cw = 4.15, 1.45  # the cache's box
-    _text(
-        ax, lane, 6.82, f"tokens → (tokens, {facts.hidden_size:,})", va="top", size=8.5, color=MUTED
-    )
-    _box(ax, lane - 0.9, 6.05, 1.8, bh, "token embeddings", fill="#eeeeee")
-    # The frame around one block, repeated `layers` times.
+    lane, bx, bw, bh = 1.3, 2.0, 1.7, 0.42  # the residual stream's x; the blocks' boxes
+    cx, cw, ch = 4.3, 1.75, 0.72  # the cache's box
+    frame_top, frame_bottom = 5.0, 1.2  # of the block repeated `layers` times
+    final_y = 0.42  # the final norm's box
+    shape = f"tokens → (tokens, {facts.hidden_size:,})"
+    _text(ax, lane, height - 0.08, shape, va="top", size=8.5, color=MUTED)
+    embed_y = frame_top + 0.2
+    _box(ax, lane - 0.9, embed_y, 1.8, bh, "token embeddings", fill="#eeeeee")
     frame = {"facecolor": "#f6f6f6", "edgecolor": MUTED, "linestyle": "--", "linewidth": 1.2}
-    _rounded(ax, 0.3, 1.35, width - 0.45, 4.35, rounding=0.15, **frame)
-    _text(
-        ax,
-        width - 0.25,
-        1.45,
-        f"× {facts.layers} layers",
-        ha="right",
-        va="bottom",
-        size=11,
-        fontweight="bold",
-        gid="layers",
-    )
-    _text(
-        ax,
-        width - 0.25,
-        5.62,
-        "one decoder block",
-        ha="right",
-        va="top",
-        size=8.5,
-        color=MUTED,
-        style="italic",
-    )
-    _text(ax, lane - 0.08, 2.55, "residual stream", ha="right", size=8, color=MUTED, rotation=90)
+    _rounded(ax, 0.3, frame_bottom, width - 0.45, frame_top - frame_bottom, rounding=0.15, **frame)
+    layers = f"× {facts.layers} layers"
+    right = width - 0.25
+    bold = {"size": 11, "fontweight": "bold", "gid": "layers"}
+    _text(ax, right, frame_bottom + 0.1, layers, ha="right", va="bottom", **bold)
+    muted = {"size": 8.5, "color": MUTED, "style": "italic"}
+    _text(ax, right, frame_top - 0.08, "one decoder block", ha="right", va="top", **muted)
     # The residual stream runs straight down; each half of the block branches off it and
     # is added back onto it.
-    ax.plot([lane, lane], [6.05, 0.95], color=INK, linewidth=1.6)
-    halves = ((4.7, 4.0, 3.6, "attention"), (2.6, 1.9, 1.6, "MLP"))
-    for norm_y, main_y, plus, name in halves:
-        mid = bx + bw / 2
-        branch = norm_y + bh + 0.2
+    ax.plot([lane, lane], [embed_y, final_y + bh], color=INK, linewidth=1.6)
+    branch, mid = frame_top - 0.28, bx + bw / 2
+    for name in ("attention", "MLP"):
+        norm_y = branch - 0.15 - bh
+        main_y = norm_y - 0.2 - bh
+        plus = main_y - 0.3
         ax.plot([lane, mid], [branch, branch], color=INK, linewidth=1.2)
         _arrow(ax, (mid, branch), (mid, norm_y + bh))
         _box(ax, bx, norm_y, bw, bh, "norm")
@@ -1534,25 +1528,31 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
         ax.plot([mid, mid], [main_y, plus], color=INK, linewidth=1.2)
         _arrow(ax, (mid, plus), (lane + 0.11, plus))
         _circle_plus(ax, lane, plus)
-    # The cache beside the attention: written and read at every step.
-    kv = "latent + rotated key" if facts.attention == "MLA" else "keys and values"
-    _box(ax, cx, 3.87, cw, 0.72, "", fill=DONE, edge=CURRENT)
-    _text(ax, cx + cw / 2, 4.42, "KV cache", fontweight="bold")
-    _text(ax, cx + cw / 2, 4.13, f"{kv}:\n{per_token:,} numbers\nper token", size=8, gid="cache")
-    ax.add_patch(
-        FancyArrowPatch(
-            (bx + bw + 0.05, 4.22),
-            (cx - 0.05, 4.22),
-            arrowstyle="<|-|>",
-            mutation_scale=10,
-            color=CURRENT,
-            linewidth=1.2,
-        )
-    )
-    _arrow(ax, (lane, 1.2), (lane, 0.95))
-    _box(ax, lane - 0.9, 0.5, 1.8, bh, "final norm, unembed", fill="#eeeeee")
-    _arrow(ax, (lane, 0.5), (lane, 0.3))
-    _text(ax, lane, 0.26, "logits for the next token", va="top")
+        if attention:
+            # The cache beside the attention: written and read at every step.
+            kv = "latent + rotated key" if facts.attention == "MLA" else "keys and values"
+            level = main_y + bh / 2
+            cy = level - ch / 2
+            _box(ax, cx, cy, cw, ch, "", fill=DONE, edge=CURRENT)
+            _text(ax, cx + cw / 2, cy + 0.55, "KV cache", fontweight="bold")
+            details = f"{kv}:\n{per_token:,} numbers\nper token"
+            _text(ax, cx + cw / 2, cy + 0.26, details, size=8, gid="cache")
+            ax.add_patch(
+                FancyArrowPatch(
+                    (bx + bw + 0.05, level),
+                    (cx - 0.05, level),
+                    arrowstyle="<|-|>",
+                    mutation_scale=10,
+                    color=CURRENT,
+                    linewidth=1.2,
+                )
+            )
+        branch = plus - 0.33
+    _text(ax, lane - 0.08, 2.3, "residual stream", ha="right", size=8, color=MUTED, rotation=90)
+    _arrow(ax, (lane, frame_bottom - 0.15), (lane, final_y + bh))
+    _box(ax, lane - 0.9, final_y, 1.8, bh, "final norm, unembed", fill="#eeeeee")
+    _arrow(ax, (lane, final_y), (lane, final_y - 0.18))
+    _text(ax, lane, final_y - 0.22, "logits for the next token", va="top")
     return fig
 
 

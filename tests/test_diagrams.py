@@ -891,3 +891,98 @@ def test_ring_steps_show_the_blocks_ring_work_counts(causal, zigzag):
             kv = ",".join(map(str, held[(r - step) % world].tolist()))
             assert label.get_text() == f"P{r}\nK,V {kv}\n{blocks} block{'s' * (blocks != 1)}"
             assert bool(box.get_hatch()) == (blocks == 0)
+
+
+# -- Every figure: an opaque image, and the tall ones fit a phone's screen -------------
+
+import io  # noqa: E402
+
+import attention.diagrams as diagrams_module  # noqa: E402
+
+
+def saved(fig: Figure):
+    """The figure as a page of the site holds it: saved as Jupyter's inline backend saves
+    figures (``bbox_inches="tight"``, the figure's own colours), read back as RGBA."""
+    from matplotlib.image import imread
+
+    buffer = io.BytesIO()
+    fig.canvas.print_figure(
+        buffer,
+        format="png",
+        facecolor=fig.get_facecolor(),
+        edgecolor=fig.get_edgecolor(),
+        bbox_inches="tight",
+    )
+    buffer.seek(0)
+    return imread(buffer)
+
+
+def _dsa():
+    scores, weights = indexer_row()
+    return dsa_pipeline(scores[5], 2, weights[5])
+
+
+def _paged():
+    cache = PagedKVCache(num_blocks=4, block_size=2, num_kv_heads=1, head_dim=1)
+    cache.add(0)
+    cache.update(0, torch.zeros(3, 1, 1), torch.zeros(3, 1, 1))
+    return paged_blocks(cache).figure
+
+
+DRAWINGS = {
+    "roadmap": lambda: roadmap(current=2),
+    "matrix_form": lambda: matrix_form(),
+    "head_split": lambda: head_split(),
+    "scaled_dot_product_diagram": lambda: scaled_dot_product_diagram(),
+    "paged_blocks": _paged,
+    "layer_strips": lambda: layer_strips(STRIP_MODELS),
+    "attention_anatomy": lambda: attention_anatomy(current=15),
+    "decoder_block": lambda: decoder_block("Llama 3 8B"),
+    "latent_flow": lambda: latent_flow(),
+    "gated_deltanet_diagram": lambda: gated_deltanet_diagram(),
+    "packing_diagram": lambda: packing_diagram([0, 2, 5, 6]),
+    "delta_rule_step": lambda: delta_rule_step(torch.eye(3), X[3], X[3]),
+    "delta_chunks": lambda: delta_chunks(6, 4),
+    "sink_and_gate": lambda: sink_and_gate(X[5] @ X.T, X, 1.0, torch.zeros(3)),
+    "dsa_pipeline": _dsa,
+    "kv_cache_growth": lambda: kv_cache_growth(3, 6),
+    "rotary_pairs": lambda: rotary_pairs(),
+    "backward_blocks": lambda: backward_blocks(12, 3).figure,
+    "merge_picture": lambda: merge_picture(X[5] @ X.T, 3),
+    "ring_steps": lambda: ring_steps(4, causal=True, zigzag=True),
+}
+
+
+def test_every_drawing_function_is_checked_for_its_background():
+    drawing = {
+        name
+        for name in diagrams_module.__all__
+        if callable(getattr(diagrams_module, name)) and name != "kv_sources"
+    }
+    assert drawing == set(DRAWINGS)
+
+
+@pytest.mark.parametrize("name", sorted(DRAWINGS))
+def test_saved_figures_are_opaque_to_their_edges(name):
+    """On the site's dark theme a transparent pixel shows the dark page through: every
+    pixel of the saved image, its margins included, is opaque, and its corners white."""
+    image = saved(DRAWINGS[name]())
+    assert image[..., 3].min() == 1.0
+    for corner in (image[0, 0], image[0, -1], image[-1, 0], image[-1, -1]):
+        assert tuple(corner) == to_rgba(FACECOLOR)
+
+
+LAYER_DIAGRAMS = {
+    "anatomy": lambda: attention_anatomy(),
+    "anatomy, chapter 14": lambda: attention_anatomy(current=14),
+    **{f"decoder block, {name}": lambda name=name: decoder_block(name) for name in STRIP_MODELS},
+}
+
+
+@pytest.mark.parametrize("name", LAYER_DIAGRAMS)
+def test_the_layer_diagrams_are_wider_than_tall(name):
+    """The site shows them as wide figures, 720 pixels wide on a phone (custom.css).
+    Taller than wide, they were taller there than a phone's screen (844 pixels, less
+    the page's sticky header), and could not be seen whole."""
+    height, width, _ = saved(LAYER_DIAGRAMS[name]()).shape
+    assert height / width <= 0.95
