@@ -310,6 +310,12 @@ def _only(model_type: str, kinds: list[str], allowed: Iterable[str], why: str) -
         raise _unsupported(model_type, "layer_types", unknown[0], why)
 
 
+def _no_window(config, model_type: str, why: str) -> None:
+    """Refuse a ``sliding_window`` that the reader does not read (its ``why``)."""
+    if getattr(config, "sliding_window", None) is not None:
+        raise _unsupported(model_type, "sliding_window", config.sliding_window, why)
+
+
 def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING)) -> dict:
     """The ``local`` group of a model of full and sliding (or chunked) layers."""
     why = f"a layer kind the atlas does not read for this model type ({', '.join(allowed)})"
@@ -390,13 +396,7 @@ def _read_minimax(config, kinds: list[str]) -> dict:
     """MiniMax-01: lightning attention (linear, a state of heads * head_dim**2 numbers
     per layer, no convolution) and full softmax attention. ``MiniMaxCache`` keeps
     every token of the full layers, whatever ``sliding_window`` says."""
-    if getattr(config, "sliding_window", None) is not None:
-        raise _unsupported(
-            "minimax",
-            "sliding_window",
-            config.sliding_window,
-            "MiniMaxCache ignores it, so its bill is unclear",
-        )
+    _no_window(config, "minimax", "MiniMaxCache ignores it, so its bill is unclear")
     _only("minimax", kinds, (FULL, LINEAR), "not linear or full")
     head_dim = _get(config, "head_dim", config.hidden_size // config.num_attention_heads)
     heads = config.num_attention_heads
@@ -508,44 +508,44 @@ def _read_mla(config) -> dict:
     return fields
 
 
-@_reader("kimi_linear")
-def _read_kimi(config) -> dict:
-    """Kimi Linear: Kimi Delta Attention layers and NoPE latent-attention layers."""
+def _linear_layers(
+    config, mixer: str, heads: tuple[int, int], head_dims: tuple[int, int]
+) -> LinearAttention:
+    """The ``local`` group of a model of linear-attention and full layers (Part IV).
+
+    ``heads`` and ``head_dims`` are the (query/)key heads' and the value heads'.
+    """
     kinds = _layer_types(config)
-    fields = _basics(config)
-    fields.pop("head_dim", None)
-    _only("kimi_linear", kinds, (FULL, LINEAR), "not linear or full")
-    fields["latent"] = _latent(config)
-    fields["local"] = LinearAttention(
-        mixer="Kimi Delta Attention",
-        num_key_heads=config.linear_num_heads,
-        num_value_heads=config.linear_num_heads,
-        key_head_dim=config.linear_head_dim,
-        value_head_dim=config.linear_head_dim,
+    _only(config.model_type, kinds, (FULL, LINEAR), "not linear or full")
+    return LinearAttention(
+        mixer=mixer,
+        num_key_heads=heads[0],
+        num_value_heads=heads[1],
+        key_head_dim=head_dims[0],
+        value_head_dim=head_dims[1],
         conv_kernel_dim=config.linear_conv_kernel_dim,
         **_where_full(kinds),
     )
-    return fields
+
+
+@_reader("kimi_linear")
+def _read_kimi(config) -> dict:
+    """Kimi Linear: Kimi Delta Attention layers and NoPE latent-attention layers."""
+    heads, head_dim = config.linear_num_heads, config.linear_head_dim  # keys' and values'
+    local = _linear_layers(config, "Kimi Delta Attention", (heads, heads), (head_dim, head_dim))
+    fields = _basics(config)
+    fields.pop("head_dim", None)
+    return fields | {"latent": _latent(config), "local": local}
 
 
 @_reader("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 def _read_gated_deltanet(config) -> dict:
     """Qwen3-Next and Qwen3.5: Gated DeltaNet layers and gated full-attention layers."""
-    kinds = _layer_types(config)
-    _only(config.model_type, kinds, (FULL, LINEAR), "not linear or full")
-    fields = _basics(config)
-    fields["rope"] = _rope(config)
-    fields["local"] = LinearAttention(
-        mixer="Gated DeltaNet",
-        num_key_heads=config.linear_num_key_heads,
-        num_value_heads=config.linear_num_value_heads,
-        key_head_dim=config.linear_key_head_dim,
-        value_head_dim=config.linear_value_head_dim,
-        conv_kernel_dim=config.linear_conv_kernel_dim,
-        **_where_full(kinds),
-    )
-    fields["parts"] = LayerParts(qk_norm="head", output_gate=True)
-    return fields
+    heads = config.linear_num_key_heads, config.linear_num_value_heads
+    head_dims = config.linear_key_head_dim, config.linear_value_head_dim
+    local = _linear_layers(config, "Gated DeltaNet", heads, head_dims)
+    fields = _basics(config) | {"rope": _rope(config), "local": local}
+    return fields | {"parts": LayerParts(qk_norm="head", output_gate=True)}
 
 
 @_reader("jamba")
@@ -581,13 +581,7 @@ def _read_nemotron_h(config) -> dict:
                 "nemotron_h", "layers_block_type", kind, "not mamba, attention, mlp or moe"
             )
         kinds.append(mixers[kind])
-    if getattr(config, "sliding_window", None) is not None:
-        raise _unsupported(
-            "nemotron_h",
-            "sliding_window",
-            config.sliding_window,
-            "a window on its attention layers is not read",
-        )
+    _no_window(config, "nemotron_h", "a window on its attention layers is not read")
     mamba = Mamba(
         mixer="Mamba-2",
         inner_size=config.mamba_num_heads * config.mamba_head_dim,
