@@ -24,7 +24,7 @@ projection, ``einsum``, ``scaled_dot_product_attention``,
 ``torch.nn.MultiheadAttention`` and ``flex_attention``. :mod:`attention.tiled` computes
 attention block by block with the online softmax, as the fused kernels do.
 
-**Part II, the attention of today's decoders** (chapters 8 to 12). Every module
+**Part II, the attention of today's decoders** (chapters 8 to 13). Every module
 from the fast variants on computes its attention with one function, :func:`attend`,
 and every mask the package takes is ``allowed=``: ``True`` where a query may attend.
 

@@ -1286,14 +1286,14 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
     return [
         (
             "project Q, K, V",
-            (9, 12),
+            (9, 13),
             True,
             [("K, V from a latent (MLA)", users(lambda m: m.kv_lora_rank is not None), None)],
         ),
-        ("QK-norm", (13,), False, [("", users(lambda m: m.qk_norm is not None), None)]),
+        ("QK-norm", (15,), False, [("", users(lambda m: m.qk_norm is not None), None)]),
         (
             "RoPE",
-            (10, 17),
+            (11, 14),
             all(m.positions == "rope" for m in facts),
             [
                 ("scaled", users(lambda m: m.rope_scaling is not None), None),
@@ -1302,7 +1302,7 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
         ),
         (
             "scores q · k",
-            (2, 20),
+            (2, 22),
             True,
             [
                 (
@@ -1314,7 +1314,7 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
         ),
         (
             "scale, softcap",
-            (13,),
+            (15,),
             False,
             [
                 (
@@ -1327,7 +1327,7 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
         ),
         (
             "mask",
-            (3, 11, 15),
+            (3, 12, 17),
             True,
             [
                 ("sliding", users(lambda m: m.sliding_window is not None), "sliding_attention"),
@@ -1338,17 +1338,17 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
                 ),
             ],
         ),
-        ("softmax (+ sink)", (14,), True, [("sink", users(lambda m: m.sinks), None)]),
+        ("softmax (+ sink)", (16,), True, [("sink", users(lambda m: m.sinks), None)]),
         (
             "weights · V",
-            (2, 16),
+            (2, 18),
             True,
             [
                 ("values are the keys", users(lambda m: m.attention_k_eq_v), None),
                 ("K, V of an earlier layer", users(lambda m: m.num_kv_shared_layers > 0), None),
             ],
         ),
-        ("output gate", (14,), False, [("", users(lambda m: m.output_gate), None)]),
+        ("output gate", (16,), False, [("", users(lambda m: m.output_gate), None)]),
         ("output projection", (4,), True, []),
     ]
 

@@ -343,7 +343,7 @@ class LinearAttention(_LocalLayers):
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Latent(_Group):
-    """Multi-head latent attention's sizes (DeepSeek; chapter 12).
+    """Multi-head latent attention's sizes (DeepSeek; chapter 13).
 
     Attributes
     ----------
@@ -371,7 +371,7 @@ class Latent(_Group):
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Indexer(_Group):
-    """DeepSeek Sparse Attention's lightning indexer (chapter 20).
+    """DeepSeek Sparse Attention's lightning indexer (chapter 22).
 
     Attributes
     ----------

@@ -3,7 +3,7 @@
 Xiao et al. ("Efficient Streaming Language Models with Attention Sinks", 2023)
 found that a model decoding with only a sliding window of recent keys breaks down
 as soon as the first tokens leave the window: its heads park unneeded attention on
-the first token (chapter 14's *sink*). Keeping the first ``num_sinks`` tokens
+the first token (chapter 16's *sink*). Keeping the first ``num_sinks`` tokens
 beside the last ``window`` ones holds the cache at a fixed size, for a stream of any
 length, and keeps the model fluent. It does not keep what was said in between:
 a fact that left the window is gone.

@@ -350,7 +350,7 @@ def test_anatomy_names_exactly_the_models_that_use_each_step(gid, test):
 
 
 def test_anatomy_steps_run_in_the_layers_order_and_mark_the_chapter():
-    fig = attention_anatomy(current=14)
+    fig = attention_anatomy(current=16)
     steps = by_gid(fig, "step ")
     names = [t.get_gid()[5:] for t in steps]
     assert names == [
@@ -360,7 +360,7 @@ def test_anatomy_steps_run_in_the_layers_order_and_mark_the_chapter():
     heights = [t.get_position()[1] for t in steps]
     assert heights == sorted(heights, reverse=True)  # top to bottom
     filled = [t.get_gid()[5:] for t in steps if t.get_color() == "white"]
-    assert filled == ["softmax (+ sink)", "output gate"]  # chapter 14's two steps
+    assert filled == ["softmax (+ sink)", "output gate"]  # chapter 16's two steps
 
 
 def test_anatomy_of_models_without_a_step_leaves_its_note_out():

@@ -891,9 +891,9 @@ def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
 
 # Numbers that equal a model fact by coincidence, page by page, with the reason.
 NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
-    ("docs/chapters/17-longer-contexts.md", 16): "the toy head of 16 features the pairing "
+    ("docs/chapters/14-longer-contexts.md", 16): "the toy head of 16 features the pairing "
     "figure draws, small enough to label every feature; no model's head count",
-    ("docs/chapters/17-longer-contexts.md", 4): "a quarter of the toy head's 16 features, "
+    ("docs/chapters/14-longer-contexts.md", 4): "a quarter of the toy head's 16 features, "
     "the ones partial rotary turns in the figure; no model's group size",
     ("docs/chapters/07-efficient-attention.md", 8): "the batch of 8 sequences the page "
     "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
@@ -901,10 +901,7 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
     ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
     "model; not DeepSeek-V3's key size",
-    ("docs/chapters/20-sparse-attention.md", 20): "the chapter's own number, in its title "
-    "beside DeepSeek's name",
-    ("docs/index.md", 20): "chapter 20's number, in its card's title beside DeepSeek's name",
-    ("docs/chapters/22-paged-kv-cache.md", 4096): "the serving batch's reservation per "
+    ("docs/chapters/24-paged-kv-cache.md", 4096): "the serving batch's reservation per "
     "request, benchmarks/workload.py's MAX_LENGTH; no model's number",
 }
 

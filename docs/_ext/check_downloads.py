@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     # One download per core, each with its share of the cores, as the docs build gives
     # its kernels (kernels.py): a reader runs one at a time, but here two torch thread
     # pools on two cores spin against each other and small training loops run ten times
-    # slower (a notebook of chapter 13: 7 s alone, 70 s beside another).
+    # slower (a notebook of chapter 15: 7 s alone, 70 s beside another).
     workers = os.cpu_count() or 1
     env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     print(f"running {len(copies)} downloads in {folder} with {args.python}", flush=True)

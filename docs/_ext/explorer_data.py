@@ -216,7 +216,7 @@ def _mask(allowed: torch.Tensor) -> list[list[bool]]:
 
 
 def masks_view() -> dict:
-    """Chapter 11's masks on the running sentence: causal, sliding, chunked, padded.
+    """Chapter 12's masks on the running sentence: causal, sliding, chunked, padded.
 
     Each pattern holds the mask the package builds for every value of its slider
     (window, chunk, or the length of the short text of a padded batch), ``True`` where
@@ -240,7 +240,7 @@ def masks_view() -> dict:
     return {
         "kind": "masks",
         "title": "Mask patterns",
-        "source": "chapters/11-masks",
+        "source": "chapters/12-masks",
         "tokens": list(TOKENS),
         "query": 4,  # "one"
         "patterns": [
@@ -382,7 +382,7 @@ CH1 = "docs/chapters/01-attention-without-weights.md"
 CH2 = "docs/chapters/02-trainable-weights.md"
 CH3 = "docs/chapters/03-causal-attention.md"
 CH4 = "docs/chapters/04-multi-head-attention.md"
-CH11 = "docs/chapters/11-masks.md"
+CH11 = "docs/chapters/12-masks.md"
 GALLERY = "gallery/plot_train_previous_token.py"
 
 

@@ -4,7 +4,7 @@
 the newest transformers the ``transformers`` extra allows, so that what a reader's
 downloaded notebook meets there is seen here first::
 
-    python docs/_ext/run_chapters.py docs/chapters/12-latent-attention.md ...
+    python docs/_ext/run_chapters.py docs/chapters/13-latent-attention.md ...
 
 A chapter fails where ``nox -s docs`` would fail it: a cell that raises, that writes
 to stderr (a ``FutureWarning`` about a renamed argument, say: ``nb_output_stderr`` in

@@ -181,7 +181,7 @@ def test_a_changed_exported_mask_is_reported_at_chapter_11(data):
     option(changed["views"]["masks"], "sliding", 3)["allowed"][3][0] = True
     [(location, message)] = drift(changed)
     path, line = location.rsplit(":", 1)
-    assert path == "docs/chapters/11-masks.md"
+    assert path == "docs/chapters/12-masks.md"
     text = (REPO / path).read_text(encoding="utf-8").splitlines()[int(line) - 1 :]
     assert any("window = sliding_window_mask(6, 3)" in t for t in text[:12])
     assert "False" in message and "True" in message
