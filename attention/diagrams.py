@@ -974,6 +974,7 @@ LAYER_COLORS = {
     "chunked_attention": "#cc79a7",
     "linear_attention": "#009e73",
     "indexed_attention": "#56b4e9",
+    "cross_attention": "#d55e00",
 }
 #: The hatching of each kind of layer (white lines on its colour).
 LAYER_HATCHES = {
@@ -982,6 +983,7 @@ LAYER_HATCHES = {
     "chunked_attention": "\\\\\\\\",
     "linear_attention": "....",
     "indexed_attention": "xxx",
+    "cross_attention": "ooo",
 }
 #: Short names of the kinds of layer, for legends.
 LAYER_LABELS = {
@@ -990,6 +992,7 @@ LAYER_LABELS = {
     "chunked_attention": "chunked",
     "linear_attention": "linear (delta rule)",
     "indexed_attention": "sparse (indexer's top-k)",
+    "cross_attention": "cross-attention (to an image)",
 }
 #: What a masked cell looks like in every figure: :mod:`attention.plot`'s hatching.
 MASKED_FILL, MASKED_EDGE, MASKED_HATCH = "#e4e4e4", "#9a9a9a", "///"
@@ -1405,7 +1408,15 @@ def attention_anatomy(
         for label, families, kind in notes:
             if families:
                 text = f"{label}: " + ", ".join(families) if label else ", ".join(families)
-                lines.append((label, textwrap.fill(text, columns, subsequent_indent="  "), kind))
+                lines.append(
+                    (
+                        label,
+                        textwrap.fill(
+                            text, columns, subsequent_indent="  ", break_on_hyphens=False
+                        ),
+                        kind,
+                    )
+                )
         blocks.append(lines)
     rooms = [
         max(box_h, 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines) + 0.06) for lines in blocks

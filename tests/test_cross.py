@@ -24,7 +24,15 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.mllama.modeling_mllama import MllamaTextCrossAttention
 from transformers.models.whisper.modeling_whisper import WhisperAttention
 
-from attention import Cache, CrossAttention, CrossAttentionCache, RMSNorm, padding_mask
+from attention import (
+    MODELS,
+    Cache,
+    CrossAttention,
+    CrossAttentionCache,
+    RMSNorm,
+    layer_for,
+    padding_mask,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -192,6 +200,23 @@ def test_mllama_cross_attention_decodes_from_its_cache(sizes):
             expected, _ = theirs(chunk, cross_attention_states=states, past_key_values=their_cache)
             torch.testing.assert_close(ours(chunk, states, cache=cache), expected, **EXACT)
     torch.testing.assert_close(cache.keys, their_cache.layers[0].keys, **EXACT)
+
+
+def test_the_llama_32_vision_recipe_is_mllama_text_cross_attention():
+    """layer_for's cross-attention layer of Llama 3.2 Vision, at a small width."""
+    facts = MODELS["Llama 3.2 11B Vision"]
+    small = {"d_in": 16, "num_heads": 4, "num_kv_heads": 2}  # 4 heads of 4, 2 key/value heads
+    torch.manual_seed(0)
+    ours = layer_for(facts, facts.layer_types.index("cross_attention"), **small)
+    ours = ours.to(F64).eval()
+    assert (ours.num_kv_heads, ours.out_proj.bias, ours.q_norm.eps) == (2, None, 1e-5)
+    sizes = {"num_kv_heads": 2, "group": 2, "head_dim": 4, "seed": 0}
+    mine, theirs = mllama_pair(sizes)
+    ours.load_state_dict(mine.state_dict())
+    x, image = randn(2, 3, 16), randn(2, 5, 16, seed=2)
+    with float64_softmax():
+        expected, _ = theirs(x, cross_attention_states=image)
+    torch.testing.assert_close(ours(x, image), expected, **EXACT)
 
 
 # -- properties -------------------------------------------------------------------------
