@@ -476,8 +476,9 @@ def _read_whisper(config) -> dict:
 def _read_mllama(config) -> dict:
     """Llama 3.2 Vision's text model: Llama's layers, some replaced by cross-attention
     to the image (``cross_attention_layers``)."""
-    layers = tuple(config.cross_attention_layers)
-    return _basics(config) | {"rope": _rope(config), "cross": Cross(layers=layers)}
+    layers = tuple(config.cross_attention_layers)  # MllamaTextCrossAttention: QK-norm
+    cross = Cross(layers=layers, qk_norm="head")
+    return _basics(config) | {"rope": _rope(config), "cross": cross}
 
 
 @_reader("gpt2")
@@ -857,6 +858,8 @@ def recipe(facts: ModelFacts) -> str:
 
 def _cross(facts: ModelFacts) -> str:
     where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
+    if facts.cross_qk_norm == "head":
+        where += " (QK-norm per head)"
     if facts.max_source_positions is None:
         return f"cross-attention in {where}, to a context of the input's length"
     size = _size(facts.cross_cache_bytes())

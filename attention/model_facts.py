@@ -489,6 +489,11 @@ class Cross(_Group):
         (Whisper's ``max_source_positions``, its encoder's output for 30 seconds of
         audio); ``None`` where they depend on the input (how many images, of how many
         tiles).
+    qk_norm : str or None
+        The cross-attention's own QK-norm, as ``LayerParts.qk_norm`` names it:
+        ``"head"`` in Llama 3.2 Vision's cross-attention layers
+        (``MllamaTextCrossAttention`` always holds it, no config field), whose
+        self-attention layers have none.
 
     Examples
     --------
@@ -498,6 +503,7 @@ class Cross(_Group):
 
     layers: tuple[int, ...] | None = None
     context_tokens: int | None = None
+    qk_norm: str | None = field(default=None, metadata={"choices": QK_NORMS})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -960,6 +966,7 @@ class ModelFacts:
     parameters_source = _flat("weights", "source", "")
     cross_attention_layers = _flat("cross", "layers")
     max_source_positions = _flat("cross", "context_tokens")
+    cross_qk_norm = _flat("cross", "qk_norm")
 
     @property
     def attn_temperature_tuning(self) -> bool:

@@ -644,7 +644,8 @@ _ENTRIES = (
         checkpoint="meta-llama/Llama-3.2-11B-Vision",
         year=2024,
         source=_hf("meta-llama/Llama-3.2-11B-Vision") + " (text_config, with its "
-        "cross_attention_layers)",
+        "cross_attention_layers; their QK-norm per head from MllamaTextCrossAttention, "
+        "which always holds it)",
         config_class="MllamaTextConfig",
         layers=40,
         hidden_size=4096,
@@ -663,7 +664,7 @@ _ENTRIES = (
                 "original_max_position_embeddings": 8192,
             },
         ),
-        cross=Cross(layers=(3, 8, 13, 18, 23, 28, 33, 38)),
+        cross=Cross(layers=(3, 8, 13, 18, 23, 28, 33, 38), qk_norm="head"),
     ),
 )
 

@@ -288,7 +288,7 @@ def _attention_sizes(facts: ModelFacts, overrides: dict) -> dict:
 def _cross(facts: ModelFacts, overrides: dict) -> CrossAttention:
     """Llama 3.2 Vision's cross-attention layer (``MllamaTextCrossAttention``): the image
     (projected to the text's width) as the context, no bias, an RMSNorm per head on the
-    queries and the keys. Its ``head_dim`` is ``d_in // num_heads``."""
+    queries and the keys (``cross.qk_norm``). Its ``head_dim`` is ``d_in // num_heads``."""
     d_in = overrides.pop("d_in", facts.hidden_size)
     num_heads = overrides.pop("num_heads", facts.num_heads)
     head_dim = overrides.pop("head_dim", d_in // num_heads)
@@ -299,7 +299,9 @@ def _cross(facts: ModelFacts, overrides: dict) -> CrossAttention:
             f"d_in={d_in}, num_heads={num_heads} and head_dim={head_dim}"
         )
     eps = _NORM_EPS.get(facts.config_class, 1e-6)
-    norms = {"q_norm": RMSNorm(head_dim, eps), "k_norm": RMSNorm(head_dim, eps)}
+    norms = {}
+    if facts.cross_qk_norm == "head":
+        norms = {"q_norm": RMSNorm(head_dim, eps), "k_norm": RMSNorm(head_dim, eps)}
     kwargs = {"num_kv_heads": facts.num_kv_heads, "out_bias": False} | overrides
     return CrossAttention(d_in, d_in, d_in, num_heads=num_heads, **kwargs, **norms)
 

@@ -4,7 +4,7 @@
 flat ``ModelFacts`` of commit 5a74127, before its fields moved into typed groups;
 ``test_model_facts.py`` recomputes the records from today's table and requires them
 equal, so that the move changed no attribute and no figure of any model. It was written
-again when Part VII added its encoders and cross-attention models, with their three
+again when Part VII added its encoders and cross-attention models, with their four
 attributes and ``cross_cache_bytes`` (the records of the other models only gained those
 keys). Run it again only to record a deliberate change to the table::
 
@@ -87,6 +87,7 @@ ATTRIBUTES = [
     "bidirectional",
     "cross_attention_layers",
     "max_source_positions",
+    "cross_qk_norm",
 ]
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)

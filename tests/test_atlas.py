@@ -328,7 +328,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "DeepSeek Sparse Attention": facts.indexer,
         "sinks": facts.sinks,
         "output gate": facts.output_gate,
-        "QK-norm": facts.qk_norm,
+        "QK-norm": facts.qk_norm or facts.cross_qk_norm,
         "NoPE": facts.nope_every or facts.positions == "none",
         "YaRN": (facts.rope_scaling or {}).get("rope_type") == "yarn",
         "learned positions": facts.learned_positions,
