@@ -31,7 +31,6 @@ import torch
 from torch.nn import functional as F
 
 from attention import _checks
-from attention.scaled import _scaled_dot_product_weights
 
 __all__ = ["attend"]
 
@@ -226,21 +225,11 @@ def _attend(
     batch, num_heads, num_queries, head_dim = q.shape
     num_kv_heads = k.shape[1]
     group = num_heads // num_kv_heads
-    if softcap is not None or sinks is not None:  # beyond what SDPA computes
-        if group > 1:
+    if implementation == "eager" or softcap is not None or sinks is not None:
+        # The book's way, and the only one with a cap or sinks (beyond what SDPA computes)
+        if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
             v = v.repeat_interleave(group, dim=1)
         weights = _weights(q, k, allowed, causal, scale, softcap, sinks)
-        if dropout > 0:
-            weights = F.dropout(weights, dropout, training=True)
-        return weights @ v  # (b, num_heads, num_queries, value_dim)
-    if implementation == "eager":
-        if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
-            k = k.repeat_interleave(group, dim=1)
-            v = v.repeat_interleave(group, dim=1)
-        if causal:
-            allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=q.device)
-            allowed = allowed.tril()
-        weights = _scaled_dot_product_weights(q, k, allowed, scale)
         if dropout > 0:
             weights = F.dropout(weights, dropout, training=True)
         return weights @ v  # (b, num_heads, num_queries, value_dim)

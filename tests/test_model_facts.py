@@ -990,7 +990,9 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "the ones partial rotary turns in the figure; no model's group size",
     ("docs/chapters/07-efficient-attention.md", 8): "the batch of 8 sequences the page "
     "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
-    ("docs/chapters/07-efficient-attention.md", 2048): "the benchmark's reference matrix "
+    ("docs/chapters/measuring-attention.md", 8): "the batch of 8 sequences the page "
+    "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
+    ("docs/chapters/measuring-attention.md", 2048): "the benchmark's reference matrix "
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
     ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
     "model; not DeepSeek-V3's key size",
@@ -1079,6 +1081,9 @@ MODEL_WORDS = re.compile(
 # not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).
 NUMBER = re.compile(r"(?<![\w.])(?<!\de-)(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
 ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
+# A chapter's own number, in its title or its card on the home page ("# 21. Qwen3-Next's
+# layer ..."), is no model's number even where the title names a model.
+CHAPTER_NUMBER = re.compile(r"^(?:# |:::\{grid-item-card\} )\d+\. ")
 YEARS = range(1990, 2031)
 # Importing a model's class from transformers does not make a code block about that model.
 IMPORT = re.compile(r"\s*(from|import)\s")
@@ -1096,7 +1101,7 @@ def typed_facts(line: str, facts: dict[int, str], about_a_model: bool) -> list[t
     there (keys and values, 2 bytes), and toy examples are full of small numbers.
     """
     named = bool(MODEL_WORDS.search(line))
-    line = NAMES.sub(" ", ROLES.sub(" ", line))
+    line = NAMES.sub(" ", ROLES.sub(" ", CHAPTER_NUMBER.sub(" ", line)))
     found = []
     for match in NUMBER.finditer(line):
         value = int(re.sub(r"\D", "", match.group(1)))
@@ -1254,6 +1259,18 @@ def test_the_lint_reads_a_tolerance_as_no_model_fact() -> None:
     assert 5 in facts
     assert typed_facts("Qwen3-Next's layer, to 1e-5", facts, True) == []
     assert [v for v, _ in typed_facts("Gemma 4 E2B: 5 to 1", facts, True)] == [5]
+
+
+def test_the_lint_reads_a_chapter_number_in_a_title_as_no_model_fact() -> None:
+    """A chapter's title or home-page card that names a model keeps its number; the
+    same number later in the line still counts."""
+    facts = fact_numbers()
+    assert 21 in facts  # Gemma 2 9B's sliding layers
+    title = "# 21. Qwen3-Next's layer and Kimi's variant"
+    assert typed_facts(title, facts, True) == []
+    card = ":::{grid-item-card} 21. Qwen3-Next's layer and Kimi's variant"
+    assert typed_facts(card, facts, True) == []
+    assert [v for v, _ in typed_facts("# 21. Gemma 2 9B: 21 layers", facts, True)] == [21]
 
 
 def test_the_lint_finds_a_typed_fact_in_prose_code_and_alt_text(tmp_path: Path) -> None:
