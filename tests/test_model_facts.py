@@ -998,9 +998,6 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "model; not DeepSeek-V3's key size",
     ("docs/chapters/24-paged-kv-cache.md", 4096): "the serving batch's reservation per "
     "request, benchmarks/workload.py's MAX_LENGTH; no model's number",
-    ("docs/chapters/22-sparse-attention.md", 22): "the chapter's own number, in its "
-    "title; not ModernBERT's layers",
-    ("docs/index.md", 22): "chapter 22's number on its card; not ModernBERT's layers",
     ("docs/chapters/22-sparse-attention.md", 448): "float8_e4m3's largest finite number; "
     "not Whisper's decoder positions",
 }
