@@ -35,6 +35,7 @@ import torch
 from attention import _checks
 from attention.model_facts import (
     CHUNKED,
+    CROSS,
     CSA,
     FULL,
     HCA,
@@ -46,6 +47,7 @@ from attention.model_facts import (
     SLIDING,
     Chunked,
     Compressed,
+    Cross,
     GlobalLayers,
     Indexer,
     Latent,
@@ -460,6 +462,47 @@ def _read_llama4(config) -> dict:
     return fields
 
 
+@_reader("bert")
+def _read_bert(config) -> dict:
+    """BERT: an encoder of full layers that attend both ways; a learned position table."""
+    return _basics(config) | {"learned_positions": True, "bidirectional": True}
+
+
+@_reader("modernbert")
+def _read_modernbert(config) -> dict:
+    """ModernBERT: an encoder, global layers among local ones that see ``sliding_window``
+    positions on each side (``local_attention // 2``), RoPE of one base in each kind."""
+    kinds = _layer_types(config)
+    return _basics(config) | _local(config, kinds) | {"rope": _rope(config), "bidirectional": True}
+
+
+@_reader("whisper")
+def _read_whisper(config) -> dict:
+    """Whisper: the decoder, which cross-attends in every layer to the encoder's output.
+
+    ``get_text_config(decoder=True)`` moved the decoder's layers and heads under the
+    generic names (``num_hidden_layers``, ``num_attention_heads``)."""
+    heads = config.num_attention_heads
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.d_model,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "max_position_embeddings": config.max_target_positions,
+        "learned_positions": True,
+        "cross": Cross(context_tokens=config.max_source_positions),
+    }
+
+
+@_reader("mllama_text_model")
+def _read_mllama(config) -> dict:
+    """Llama 3.2 Vision's text model: Llama's layers, some replaced by cross-attention
+    to the image (``cross_attention_layers``)."""
+    layers = tuple(config.cross_attention_layers)  # MllamaTextCrossAttention: QK-norm
+    cross = Cross(layers=layers, qk_norm="head")
+    return _basics(config) | {"rope": _rope(config), "cross": cross}
+
+
 @_reader("gpt2")
 def _read_gpt2(config) -> dict:
     return {
@@ -656,8 +699,12 @@ def _size(size: float) -> str:
 
 
 def _kind_name(facts: ModelFacts, kind: str) -> str:
+    if kind == SLIDING and facts.bidirectional:
+        return f"local ({_n(facts.sliding_window)} positions each side)"
     if kind == SLIDING:
         return f"sliding (window {_n(facts.sliding_window)})"
+    if kind == CROSS:
+        return "cross-attention"
     if kind == CHUNKED:
         return f"chunked (chunk {_n(facts.attention_chunk_size)})"
     if kind == LINEAR:
@@ -729,7 +776,9 @@ def _positions(facts: ModelFacts) -> str:
     rope = facts.rope
     text = f"RoPE (base {_n(rope.theta)}"
     if rope.local_theta is not None:
-        text += f"; {_n(rope.local_theta)} on sliding layers"
+        text += (
+            f"; {_n(rope.local_theta)} on {'local' if facts.bidirectional else 'sliding'} layers"
+        )
     text += ")"
     if rope.partial_rotary_factor != 1.0:
         text += f" on {rope.partial_rotary_factor:.0%} of each head"
@@ -823,6 +872,11 @@ def recipe(facts: ModelFacts) -> str:
     parts = _parts(facts)
     if parts:
         clauses.append(", ".join(parts))
+    if facts.bidirectional:
+        clauses.append("an encoder: attends both ways, no cache")
+        return "; ".join(clauses)
+    if facts.cross is not None:
+        clauses.append(_cross(facts))
     growing, capped, fixed = cache_profile(facts)
     cost = f"cache per token: {_size(growing)} growing"
     if capped:
@@ -831,6 +885,19 @@ def recipe(facts: ModelFacts) -> str:
         cost += f", {_size(fixed)} of fixed state"
     clauses.append(cost)
     return "; ".join(clauses)
+
+
+def _cross(facts: ModelFacts) -> str:
+    where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
+    if facts.cross_qk_norm == "head":
+        where += " (QK-norm per head)"
+    if facts.max_source_positions is None:
+        return f"cross-attention in {where}, to a context of the input's length"
+    size = _size(facts.cross_cache_bytes())
+    return (
+        f"cross-attention in {where} to {_n(facts.max_source_positions)} encoded tokens "
+        f"({size} of their keys and values, cached once)"
+    )
 
 
 # -- the layer strip ---------------------------------------------------------------------
@@ -848,6 +915,7 @@ STRIP_LETTERS = {
     NO_MIXER: "-",
     CSA: "K",
     HCA: "X",
+    CROSS: "E",
 }
 
 

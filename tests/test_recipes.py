@@ -33,6 +33,7 @@ from transformers.models.llama4 import modeling_llama4
 
 from attention import (
     MODELS,
+    CrossAttention,
     GatedDeltaNet,
     GroupedQueryAttention,
     MultiHeadLatentAttention,
@@ -191,7 +192,14 @@ def small_overrides(facts) -> dict:
     return SMALL
 
 
-BUILT = [name for name, facts in MODELS.items() if facts.positions == "rope"]
+BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds them)
+    name for name, facts in MODELS.items() if facts.positions == "rope" and not facts.bidirectional
+]
+
+
+def test_an_encoder_has_no_causal_recipe():
+    with pytest.raises(ValueError, match=r"^layer_for: no recipe for 'ModernBERT base': an enc"):
+        layer_for(MODELS["ModernBERT base"], 0)
 
 
 @pytest.mark.parametrize("name", BUILT)
@@ -201,6 +209,11 @@ def test_every_layer_of_every_model_has_its_kind(name):
         layer = layer_for(facts, i, **small_overrides(facts))
         if kind == "linear_attention":
             assert isinstance(layer, GatedDeltaNet)
+            continue
+        if kind == "cross_attention":  # Llama 3.2 Vision: queries from x, keys from an image
+            assert isinstance(layer, CrossAttention) and layer.q_norm is not None
+            x, image = torch.randn(1, 3, layer.d_in), torch.randn(1, 5, layer.d_context)
+            assert layer(x, image).shape == (1, 3, layer.d_out)
             continue
         if facts.kv_lora_rank is not None:
             sparse = kind == "indexed_attention"
