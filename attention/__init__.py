@@ -34,6 +34,10 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
   :class:`Cache` (tokens seen and held, bytes, roll-back).
 * :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
+* :func:`sinusoidal_positions`, :func:`alibi_bias` (with :func:`alibi_slopes`) and
+  :class:`RelativePositionBias` (with :func:`relative_position_bucket`): the positions
+  of the original Transformer, of BLOOM and of T5, the last two a bias that
+  :func:`attend` adds to the scores (``bias=``).
 * :func:`apply_rope` and :func:`apply_rope_interleaved`: rotary position embeddings
   in both layouts, scaled for longer contexts with :func:`rope_frequencies`.
 * :func:`causal_mask`, :func:`sliding_window_mask`, :func:`chunked_mask` and
@@ -81,6 +85,14 @@ combines attention over disjoint keys, as :func:`~attention.merge.split_kv_atten
 (flash-decoding) and :func:`~attention.ring.ring_attention` (keys and values passed
 round a ring of ``torch.distributed`` processes) do.
 
+**Part VII, attention that is not decoder-only.** An encoder attends both ways:
+:func:`attend` with no causal mask and ``allowed=`` a padding mask (BERT), or a
+:func:`sliding_window_mask` with ``causal=False`` (ModernBERT's local layers).
+:class:`CrossAttention` takes its queries from one sequence and its keys and values
+from another (an encoder–decoder's decoder, Whisper; Llama 3.2 Vision's image
+layers), and :class:`CrossAttentionCache` keeps the context's keys and values from the
+first decoding step on.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -109,6 +121,7 @@ from attention._version import __version__ as __version__
 from attention._version import check_version
 from attention.cache import Cache
 from attention.causal import CausalAttention
+from attention.cross import CrossAttention, CrossAttentionCache
 from attention.data import (
     INPUTS,
     SENTENCE,
@@ -132,6 +145,13 @@ from attention.model_table import MODELS
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.paged import PagedKVCache, paged_attention
+from attention.positions import (
+    RelativePositionBias,
+    alibi_bias,
+    alibi_slopes,
+    relative_position_bucket,
+    sinusoidal_positions,
+)
 from attention.recipes import NoPEWithTemperature, SharedKVAttention, layer_for
 from attention.ring import ring_attention, ring_positions, ring_work, simulate_ring_attention
 from attention.rope import Rotary, apply_rope, apply_rope_interleaved, rope_frequencies
@@ -167,6 +187,8 @@ __all__ = [
     "TOKENS",
     "Cache",
     "CausalAttention",
+    "CrossAttention",
+    "CrossAttentionCache",
     "GatedDeltaNet",
     "GatedDeltaNetCache",
     "GroupedQueryAttention",
@@ -184,6 +206,7 @@ __all__ = [
     "QuantizedKV",
     "QuantizedKVCache",
     "RMSNorm",
+    "RelativePositionBias",
     "Rotary",
     "SelfAttentionV1",
     "SelfAttentionV2",
@@ -191,6 +214,8 @@ __all__ = [
     "SparseLatentAttention",
     "SparseLatentCache",
     "StreamingCache",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rope",
     "apply_rope_interleaved",
     "attend",
@@ -210,6 +235,7 @@ __all__ = [
     "padding_mask",
     "paged_attention",
     "quantize_kv",
+    "relative_position_bucket",
     "ring_attention",
     "ring_positions",
     "ring_work",
@@ -219,6 +245,7 @@ __all__ = [
     "scores_for_query",
     "simple_self_attention",
     "simulate_ring_attention",
+    "sinusoidal_positions",
     "sliding_window_mask",
     "softmax_naive",
     "softmax_stable",

@@ -32,8 +32,10 @@ from pathlib import Path
 
 import torch
 
+from attention import _checks
 from attention.model_facts import (
     CHUNKED,
+    CROSS,
     CSA,
     FULL,
     HCA,
@@ -45,6 +47,7 @@ from attention.model_facts import (
     SLIDING,
     Chunked,
     Compressed,
+    Cross,
     GlobalLayers,
     Indexer,
     Latent,
@@ -130,7 +133,12 @@ def _unsupported(model_type: str, field: str, value: object, why: str):
 
 
 def facts_from_config(
-    config: object, *, name: str | None = None, checkpoint: str = "", year: int = 0
+    config: object,
+    *,
+    name: str | None = None,
+    checkpoint: str = "",
+    year: int = 0,
+    trained_context: int | None = None,
 ) -> ModelFacts:
     """The :class:`~attention.model_facts.ModelFacts` of a model, from its config.
 
@@ -144,13 +152,17 @@ def facts_from_config(
     name, checkpoint, year : str, str, int
         What the table would say about the model; a reader's own config needs none
         (the name defaults to the model type).
+    trained_context : int, optional
+        The context the model was trained with, which a config does not hold; by
+        default its ``max_position_embeddings``. Required where the config sets no
+        position limit (BLOOM's, whose ALiBi needs none).
 
     Returns
     -------
     ModelFacts
         ``source`` and ``context_source`` say the facts come from a config;
-        ``trained_context`` is ``max_position_embeddings``, which a config cannot tell
-        apart.
+        ``trained_context`` is ``max_position_embeddings`` unless given, which a
+        config cannot tell apart.
 
     Raises
     ------
@@ -177,14 +189,26 @@ def facts_from_config(
     fields = reader(config)
     if "max_position_embeddings" not in fields:
         fields["max_position_embeddings"] = config.max_position_embeddings
-    fields.setdefault("trained_context", fields["max_position_embeddings"])
+    context_source = "the config's max_position_embeddings"
+    if trained_context is not None:
+        fields["trained_context"] = _checks.positive_int(
+            "facts_from_config", "trained_context", trained_context
+        )
+        context_source = "given"
+    elif fields["max_position_embeddings"] is None:
+        raise ValueError(
+            f"facts_from_config: expected trained_context= for a {model_type} config, which "
+            f"sets no position limit to take the context from, got none"
+        )
+    else:
+        fields["trained_context"] = fields["max_position_embeddings"]
     return ModelFacts(
         name=name or model_type,
         checkpoint=checkpoint,
         year=year,
         source=f"a {type(config).__name__} (model_type {model_type!r})",
         config_class=type(config).__name__,
-        context_source="the config's max_position_embeddings",
+        context_source=context_source,
         **fields,
     )
 
@@ -288,6 +312,12 @@ def _only(model_type: str, kinds: list[str], allowed: Iterable[str], why: str) -
         raise _unsupported(model_type, "layer_types", unknown[0], why)
 
 
+def _no_window(config, model_type: str, why: str) -> None:
+    """Refuse a ``sliding_window`` that the reader does not read (its ``why``)."""
+    if getattr(config, "sliding_window", None) is not None:
+        raise _unsupported(model_type, "sliding_window", config.sliding_window, why)
+
+
 def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING)) -> dict:
     """The ``local`` group of a model of full and sliding (or chunked) layers."""
     why = f"a layer kind the atlas does not read for this model type ({', '.join(allowed)})"
@@ -368,13 +398,7 @@ def _read_minimax(config, kinds: list[str]) -> dict:
     """MiniMax-01: lightning attention (linear, a state of heads * head_dim**2 numbers
     per layer, no convolution) and full softmax attention. ``MiniMaxCache`` keeps
     every token of the full layers, whatever ``sliding_window`` says."""
-    if getattr(config, "sliding_window", None) is not None:
-        raise _unsupported(
-            "minimax",
-            "sliding_window",
-            config.sliding_window,
-            "MiniMaxCache ignores it, so its bill is unclear",
-        )
+    _no_window(config, "minimax", "MiniMaxCache ignores it, so its bill is unclear")
     _only("minimax", kinds, (FULL, LINEAR), "not linear or full")
     head_dim = _get(config, "head_dim", config.hidden_size // config.num_attention_heads)
     heads = config.num_attention_heads
@@ -438,6 +462,47 @@ def _read_llama4(config) -> dict:
     return fields
 
 
+@_reader("bert")
+def _read_bert(config) -> dict:
+    """BERT: an encoder of full layers that attend both ways; a learned position table."""
+    return _basics(config) | {"learned_positions": True, "bidirectional": True}
+
+
+@_reader("modernbert")
+def _read_modernbert(config) -> dict:
+    """ModernBERT: an encoder, global layers among local ones that see ``sliding_window``
+    positions on each side (``local_attention // 2``), RoPE of one base in each kind."""
+    kinds = _layer_types(config)
+    return _basics(config) | _local(config, kinds) | {"rope": _rope(config), "bidirectional": True}
+
+
+@_reader("whisper")
+def _read_whisper(config) -> dict:
+    """Whisper: the decoder, which cross-attends in every layer to the encoder's output.
+
+    ``get_text_config(decoder=True)`` moved the decoder's layers and heads under the
+    generic names (``num_hidden_layers``, ``num_attention_heads``)."""
+    heads = config.num_attention_heads
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.d_model,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "max_position_embeddings": config.max_target_positions,
+        "learned_positions": True,
+        "cross": Cross(context_tokens=config.max_source_positions),
+    }
+
+
+@_reader("mllama_text_model")
+def _read_mllama(config) -> dict:
+    """Llama 3.2 Vision's text model: Llama's layers, some replaced by cross-attention
+    to the image (``cross_attention_layers``)."""
+    layers = tuple(config.cross_attention_layers)  # MllamaTextCrossAttention: QK-norm
+    cross = Cross(layers=layers, qk_norm="head")
+    return _basics(config) | {"rope": _rope(config), "cross": cross}
+
+
 @_reader("gpt2")
 def _read_gpt2(config) -> dict:
     return {
@@ -447,6 +512,19 @@ def _read_gpt2(config) -> dict:
         "num_kv_heads": config.n_head,
         "max_position_embeddings": config.n_positions,
         "learned_positions": True,
+    }
+
+
+@_reader("bloom")
+def _read_bloom(config) -> dict:
+    # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
+    return {
+        "layers": config.n_layer,
+        "hidden_size": config.hidden_size,
+        "num_heads": config.n_head,
+        "num_kv_heads": config.n_head,
+        "max_position_embeddings": None,
+        "alibi": True,
     }
 
 
@@ -473,44 +551,44 @@ def _read_mla(config) -> dict:
     return fields
 
 
-@_reader("kimi_linear")
-def _read_kimi(config) -> dict:
-    """Kimi Linear: Kimi Delta Attention layers and NoPE latent-attention layers."""
+def _linear_layers(
+    config, mixer: str, heads: tuple[int, int], head_dims: tuple[int, int]
+) -> LinearAttention:
+    """The ``local`` group of a model of linear-attention and full layers (Part IV).
+
+    ``heads`` and ``head_dims`` are the (query/)key heads' and the value heads'.
+    """
     kinds = _layer_types(config)
-    fields = _basics(config)
-    fields.pop("head_dim", None)
-    _only("kimi_linear", kinds, (FULL, LINEAR), "not linear or full")
-    fields["latent"] = _latent(config)
-    fields["local"] = LinearAttention(
-        mixer="Kimi Delta Attention",
-        num_key_heads=config.linear_num_heads,
-        num_value_heads=config.linear_num_heads,
-        key_head_dim=config.linear_head_dim,
-        value_head_dim=config.linear_head_dim,
+    _only(config.model_type, kinds, (FULL, LINEAR), "not linear or full")
+    return LinearAttention(
+        mixer=mixer,
+        num_key_heads=heads[0],
+        num_value_heads=heads[1],
+        key_head_dim=head_dims[0],
+        value_head_dim=head_dims[1],
         conv_kernel_dim=config.linear_conv_kernel_dim,
         **_where_full(kinds),
     )
-    return fields
+
+
+@_reader("kimi_linear")
+def _read_kimi(config) -> dict:
+    """Kimi Linear: Kimi Delta Attention layers and NoPE latent-attention layers."""
+    heads, head_dim = config.linear_num_heads, config.linear_head_dim  # keys' and values'
+    local = _linear_layers(config, "Kimi Delta Attention", (heads, heads), (head_dim, head_dim))
+    fields = _basics(config)
+    fields.pop("head_dim", None)
+    return fields | {"latent": _latent(config), "local": local}
 
 
 @_reader("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 def _read_gated_deltanet(config) -> dict:
     """Qwen3-Next and Qwen3.5: Gated DeltaNet layers and gated full-attention layers."""
-    kinds = _layer_types(config)
-    _only(config.model_type, kinds, (FULL, LINEAR), "not linear or full")
-    fields = _basics(config)
-    fields["rope"] = _rope(config)
-    fields["local"] = LinearAttention(
-        mixer="Gated DeltaNet",
-        num_key_heads=config.linear_num_key_heads,
-        num_value_heads=config.linear_num_value_heads,
-        key_head_dim=config.linear_key_head_dim,
-        value_head_dim=config.linear_value_head_dim,
-        conv_kernel_dim=config.linear_conv_kernel_dim,
-        **_where_full(kinds),
-    )
-    fields["parts"] = LayerParts(qk_norm="head", output_gate=True)
-    return fields
+    heads = config.linear_num_key_heads, config.linear_num_value_heads
+    head_dims = config.linear_key_head_dim, config.linear_value_head_dim
+    local = _linear_layers(config, "Gated DeltaNet", heads, head_dims)
+    fields = _basics(config) | {"rope": _rope(config), "local": local}
+    return fields | {"parts": LayerParts(qk_norm="head", output_gate=True)}
 
 
 @_reader("jamba")
@@ -546,13 +624,7 @@ def _read_nemotron_h(config) -> dict:
                 "nemotron_h", "layers_block_type", kind, "not mamba, attention, mlp or moe"
             )
         kinds.append(mixers[kind])
-    if getattr(config, "sliding_window", None) is not None:
-        raise _unsupported(
-            "nemotron_h",
-            "sliding_window",
-            config.sliding_window,
-            "a window on its attention layers is not read",
-        )
+    _no_window(config, "nemotron_h", "a window on its attention layers is not read")
     mamba = Mamba(
         mixer="Mamba-2",
         inner_size=config.mamba_num_heads * config.mamba_head_dim,
@@ -627,8 +699,12 @@ def _size(size: float) -> str:
 
 
 def _kind_name(facts: ModelFacts, kind: str) -> str:
+    if kind == SLIDING and facts.bidirectional:
+        return f"local ({_n(facts.sliding_window)} positions each side)"
     if kind == SLIDING:
         return f"sliding (window {_n(facts.sliding_window)})"
+    if kind == CROSS:
+        return "cross-attention"
     if kind == CHUNKED:
         return f"chunked (chunk {_n(facts.attention_chunk_size)})"
     if kind == LINEAR:
@@ -693,12 +769,16 @@ def _heads(facts: ModelFacts) -> str:
 def _positions(facts: ModelFacts) -> str:
     if facts.positions == "learned":
         return "learned positions"
+    if facts.positions == "alibi":
+        return "ALiBi (a bias on the scores, no position embedding)"
     if facts.positions == "none":
         return "no position encoding (NoPE)"
     rope = facts.rope
     text = f"RoPE (base {_n(rope.theta)}"
     if rope.local_theta is not None:
-        text += f"; {_n(rope.local_theta)} on sliding layers"
+        text += (
+            f"; {_n(rope.local_theta)} on {'local' if facts.bidirectional else 'sliding'} layers"
+        )
     text += ")"
     if rope.partial_rotary_factor != 1.0:
         text += f" on {rope.partial_rotary_factor:.0%} of each head"
@@ -792,6 +872,11 @@ def recipe(facts: ModelFacts) -> str:
     parts = _parts(facts)
     if parts:
         clauses.append(", ".join(parts))
+    if facts.bidirectional:
+        clauses.append("an encoder: attends both ways, no cache")
+        return "; ".join(clauses)
+    if facts.cross is not None:
+        clauses.append(_cross(facts))
     growing, capped, fixed = cache_profile(facts)
     cost = f"cache per token: {_size(growing)} growing"
     if capped:
@@ -800,6 +885,19 @@ def recipe(facts: ModelFacts) -> str:
         cost += f", {_size(fixed)} of fixed state"
     clauses.append(cost)
     return "; ".join(clauses)
+
+
+def _cross(facts: ModelFacts) -> str:
+    where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
+    if facts.cross_qk_norm == "head":
+        where += " (QK-norm per head)"
+    if facts.max_source_positions is None:
+        return f"cross-attention in {where}, to a context of the input's length"
+    size = _size(facts.cross_cache_bytes())
+    return (
+        f"cross-attention in {where} to {_n(facts.max_source_positions)} encoded tokens "
+        f"({size} of their keys and values, cached once)"
+    )
 
 
 # -- the layer strip ---------------------------------------------------------------------
@@ -817,6 +915,7 @@ STRIP_LETTERS = {
     NO_MIXER: "-",
     CSA: "K",
     HCA: "X",
+    CROSS: "E",
 }
 
 
@@ -946,7 +1045,7 @@ def bill(
 # -- the command -------------------------------------------------------------------------
 
 
-def _facts_and_parameters(source: str) -> tuple[ModelFacts, int | None]:
+def _facts_and_parameters(source: str, tokens: int | None) -> tuple[ModelFacts, int | None]:
     from attention.model_table import MODELS
 
     if source in MODELS:
@@ -962,7 +1061,7 @@ def _facts_and_parameters(source: str) -> tuple[ModelFacts, int | None]:
         parameters = parameter_count(path)
     except Exception:  # a config transformers cannot build a model from: no weights
         parameters = None
-    return facts_from_config(path), parameters
+    return facts_from_config(path, trained_context=tokens), parameters
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -977,7 +1076,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tokens",
         type=int,
         default=None,
-        help="context length (default: the model's trained context)",
+        help="context length (default: the model's trained context; needed for a config "
+        "that sets no position limit, as BLOOM's)",
     )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--dtype", choices=tuple(BITS), default="bf16", help="weights")
@@ -985,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dtype", choices=tuple(BITS), default="fp32")
     args = parser.parse_args(argv)
     try:
-        facts, parameters = _facts_and_parameters(args.config)
+        facts, parameters = _facts_and_parameters(args.config, args.tokens)
     except ValueError as error:
         parser.exit(2, f"{error}\n")
     tokens = facts.trained_context if args.tokens is None else args.tokens

@@ -176,7 +176,7 @@ def test_a_multimodal_config_gives_its_text_model() -> None:
 @pytest.mark.parametrize(
     "config, error, message",
     [
-        ({"model_type": "bert"}, ValueError, "model_type='bert'"),
+        ({"model_type": "roberta"}, ValueError, "model_type='roberta'"),
         ({"model_type": "no such type"}, ValueError, "model_type this transformers knows"),
         ({"hidden_size": 8}, ValueError, "name its model_type"),
         ("/no/such/config.json", ValueError, "expected a config.json file"),
@@ -200,6 +200,7 @@ def test_a_multimodal_config_gives_its_text_model() -> None:
             ValueError,
             None,
         ),
+        ({"model_type": "bloom"}, ValueError, "trained_context= for a bloom config"),
     ],
 )
 def test_what_the_atlas_cannot_read_is_refused_by_name(config, error, message) -> None:
@@ -208,6 +209,19 @@ def test_what_the_atlas_cannot_read_is_refused_by_name(config, error, message) -
     assert str(caught.value).startswith("facts_from_config: expected")
     if message is not None:
         assert message in str(caught.value)
+
+
+def test_a_bloom_config_reads_as_alibi_with_the_context_it_is_given() -> None:
+    config = {"model_type": "bloom", "n_layer": 2, "n_head": 3, "hidden_size": 12}
+    facts = facts_from_config(config, trained_context=64)
+    assert (facts.positions, facts.max_position_embeddings, facts.trained_context) == (
+        "alibi",
+        None,
+        64,
+    )
+    assert (facts.layers, facts.num_heads, facts.num_kv_heads, facts.head_dim) == (2, 3, 3, 4)
+    assert "ALiBi" in facts.recipe() and "RoPE" not in facts.recipe()
+    assert facts.context_source == "given"
 
 
 # -- item 10: each MODELS entry, through the transformers config built from it ------------
@@ -244,6 +258,8 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
     "parts",
     "temperature_tuning",
     "final_logit_softcapping",
+    "bidirectional",
+    "cross",
 ]
 
 
@@ -253,7 +269,9 @@ def test_from_config_gives_back_each_entry(facts) -> None:
     entry: every mechanism, and every byte of its cache."""
     from test_model_facts import released_config
 
-    read = facts_from_config(released_config(facts), name=facts.name)
+    # A config that sets no position limit (BLOOM's) cannot say the context: the entry's.
+    given = facts.trained_context if facts.max_position_embeddings is None else None
+    read = facts_from_config(released_config(facts), name=facts.name, trained_context=given)
     for name in COMPARED:
         assert getattr(read, name) == getattr(facts, name), name
     if facts.rope_scaling is not None:  # transformers may add defaults to the dict
@@ -319,18 +337,22 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
     text = recipe(facts)
     assert text == facts.recipe() and text.startswith(f"{facts.name}: {facts.layers} layers")
     present = {
-        "sliding (window": facts.sliding_window,
+        "sliding (window": facts.sliding_window and not facts.bidirectional,
+        "positions each side": facts.sliding_window and facts.bidirectional,
         "chunked (chunk": facts.attention_chunk_size,
         "MLA": facts.latent,
         "DeepSeek Sparse Attention": facts.indexer,
         "sinks": facts.sinks,
         "output gate": facts.output_gate,
-        "QK-norm": facts.qk_norm,
+        "QK-norm": facts.qk_norm or facts.cross_qk_norm,
         "NoPE": facts.nope_every or facts.positions == "none",
         "YaRN": (facts.rope_scaling or {}).get("rope_type") == "yarn",
         "learned positions": facts.learned_positions,
+        "ALiBi": facts.alibi,
         "of fixed state": facts.state_bytes(),
-        "capped": facts.sliding_window or facts.attention_chunk_size,
+        "capped": (facts.sliding_window or facts.attention_chunk_size) and not facts.bidirectional,
+        "an encoder: attends both ways, no cache": facts.bidirectional,
+        "cross-attention in": facts.cross,
         "reuse earlier layers' keys": facts.num_kv_shared_layers,
     }
     for words, has in present.items():

@@ -25,6 +25,7 @@ from model_facts_snapshot import snapshot
 from attention import MODELS, ModelFacts
 from attention.model_facts import (
     CHUNKED,
+    CROSS,
     FULL,
     INDEXED,
     INDEXER_SIZES,
@@ -58,6 +59,8 @@ UNIFORM = [  # every layer caches the same heads and head size
     if len(set(facts.layer_kv_shapes)) == 1
     and facts.num_kv_shared_layers == 0
     and facts.linear_attention is None
+    and not facts.bidirectional  # an encoder caches nothing
+    and facts.cross_attention_layers is None  # their cross layers cache nothing per token
 ]
 
 
@@ -84,6 +87,58 @@ def test_cache_of_a_sequence_counts_what_each_layer_keeps(facts: ModelFacts) -> 
 
 
 K = 1024  # a 128k context is 128 * K tokens
+
+
+def test_encoders_cache_nothing_and_cross_attention_is_cached_once() -> None:
+    """Part VII: an encoder generates nothing; a cross-attention layer keeps the
+    context's keys and values, the same however many tokens follow."""
+    for name in ("BERT base", "ModernBERT base"):
+        bert = MODELS[name]
+        assert bert.bidirectional and bert.kv_bytes_per_token() == bert.cache_bytes(512) == 0
+    modern = MODELS["ModernBERT base"]
+    assert modern.layer_types[:4] == (FULL, SLIDING, SLIDING, FULL)  # layer 0 global
+    assert (modern.sliding_window, modern.rope_theta, modern.local_rope_theta) == (
+        64,
+        160_000,
+        10_000,
+    )
+    whisper = MODELS["Whisper large-v3"]
+    per_layer = 2 * 20 * 64 * 2  # keys and values, 20 heads of 64, 16-bit
+    assert whisper.kv_bytes_per_token() == 32 * per_layer
+    assert whisper.cross_cache_bytes() == 32 * per_layer * 1500  # 1,500 encoder tokens
+    assert whisper.cross_cache_bytes(torch.float32) == 2 * whisper.cross_cache_bytes()
+    vision = MODELS["Llama 3.2 11B Vision"]
+    assert vision.layer_types.count(CROSS) == 8 and vision.layer_types[3] == CROSS
+    assert vision.kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2  # the 32 text layers
+    assert vision.cross_cache_bytes() is None  # it depends on the images
+    assert MODELS["Llama 3 8B"].cross_cache_bytes() == 0
+
+
+def test_transformers_caches_whisper_s_self_and_cross_attention_as_the_table_counts() -> None:
+    """WhisperAttention at the released sizes (on the meta device: no weights in memory)
+    with an EncoderDecoderCache: its self-attention layer grows by the table's bytes per
+    token and layer, its cross-attention layer holds the table's cross cache, once."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+    from transformers.models.whisper.modeling_whisper import WhisperAttention
+
+    facts = MODELS["Whisper large-v3"]
+    config = released_config(facts)
+    dims = (config.d_model, config.decoder_attention_heads)
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    with torch.device("meta"):
+        self_attn = WhisperAttention(*dims, is_decoder=True, layer_idx=0, config=config)
+        cross_attn = WhisperAttention(*dims, is_decoder=True, layer_idx=0, config=config)
+        encoded = torch.empty(1, config.max_source_positions, config.d_model)
+        for tokens in (3, 1, 1):  # a prompt, then two steps
+            x = torch.empty(1, tokens, config.d_model)
+            self_attn(x, past_key_values=cache)
+            cross_attn(x, key_value_states=encoded, past_key_values=cache)
+    held = cache.self_attention_cache.layers[0]
+    cross = cache.cross_attention_cache.layers[0]
+    per_token = facts.kv_bytes_per_token(torch.float32) // facts.layers
+    assert held.keys.nbytes + held.values.nbytes == 5 * per_token
+    cross_bytes = cross.keys.nbytes + cross.values.nbytes
+    assert cross_bytes * facts.layers == facts.cross_cache_bytes(torch.float32)
 
 
 def test_the_caches_of_part_iii_models_by_hand() -> None:
@@ -326,7 +381,17 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (
             lambda: ModelFacts(**TOY, rope=Rope(theta=1e4), learned_positions=True),
             ValueError,
-            "RoPE or learned positions, got both",
+            "one of RoPE, learned positions or ALiBi, got RoPE and learned positions",
+        ),
+        (
+            lambda: ModelFacts(**TOY, learned_positions=True, alibi=True),
+            ValueError,
+            "one of RoPE, learned positions or ALiBi, got learned positions and ALiBi",
+        ),
+        (
+            lambda: ModelFacts(**{**TOY, "max_position_embeddings": None}),
+            ValueError,
+            r"expected max_position_embeddings, .*\(only ALiBi needs no limit\), got None",
         ),
         (
             lambda: ModelFacts(
@@ -388,6 +453,8 @@ def test_a_toy_entry_reads_its_groups_by_their_flat_names() -> None:
     assert sparse.positions == "none" and sparse.rope_theta is None
     plain = ModelFacts(**TOY, learned_positions=True)
     assert (plain.positions, plain.sinks, plain.partial_rotary_factor) == ("learned", False, 1.0)
+    alibi = ModelFacts(**{**TOY, "max_position_embeddings": None}, alibi=True)
+    assert (alibi.positions, alibi.rope_theta, alibi.uses_rope) == ("alibi", None, (False,) * 4)
     assert plain.parameters is None and plain.parameters_source == ""
     with pytest.raises(AttributeError):
         plain.sliding_window = 16  # the flat names only read
@@ -437,7 +504,8 @@ def test_every_entry_names_its_checkpoint_and_sources(facts: ModelFacts) -> None
     assert re.fullmatch(r"[\w.-]+/[\w.-]+", facts.checkpoint)
     assert f"huggingface.co/{facts.checkpoint}/" in facts.source
     assert facts.context_source
-    assert facts.trained_context <= facts.max_position_embeddings
+    limit = facts.max_position_embeddings  # None: the config sets none (ALiBi)
+    assert limit is None or facts.trained_context <= limit
     # A weight count with its source, and RoPE with its base, are groups (Weights, Rope):
     # one cannot be given without the other.
 
@@ -530,6 +598,18 @@ GPT2_FIELDS = {
     "num_heads": "n_head",
     "max_position_embeddings": "n_positions",
 }
+BLOOM_FIELDS = {  # no position limit: ALiBi needs none
+    "layers": "n_layer",
+    "hidden_size": "hidden_size",
+    "num_heads": "n_head",
+}
+WHISPER_FIELDS = {  # the decoder's, and the encoder's output it cross-attends to
+    "layers": "decoder_layers",
+    "hidden_size": "d_model",
+    "num_heads": "decoder_attention_heads",
+    "max_position_embeddings": "max_target_positions",
+    "max_source_positions": "max_source_positions",
+}
 
 
 def released_config(facts: ModelFacts):
@@ -538,7 +618,11 @@ def released_config(facts: ModelFacts):
     Attributes listed in ``class_defaults`` are left out, so that the config class
     supplies them, as it does when it reads the released file.
     """
-    fields = GPT2_FIELDS if facts.config_class == "GPT2Config" else FIELDS
+    fields = {
+        "GPT2Config": GPT2_FIELDS,
+        "BloomConfig": BLOOM_FIELDS,
+        "WhisperConfig": WHISPER_FIELDS,
+    }.get(facts.config_class, FIELDS)
     if facts.config_class == "KimiLinearConfig":  # its file nests them: _linear_as_released
         fields = {key: name for key, name in fields.items() if key not in LINEAR_SIZES}
     kwargs = {
@@ -554,6 +638,8 @@ def released_config(facts: ModelFacts):
     if "head_dim" in _explicit(facts):
         kwargs["head_dim"] = facts.head_dim
     kwargs |= _pattern_as_released(facts)
+    if "local_attention" in kwargs:  # ModernBERT's file holds the whole span instead
+        del kwargs["sliding_window"]
     if facts.rope_theta is not None and "rope_theta" not in facts.class_defaults:
         full = {
             "rope_type": "default",
@@ -586,6 +672,12 @@ def _pattern_as_released(facts: ModelFacts) -> dict:
         kwargs["partial_rotary_factor"] = facts.partial_rotary_factor
     if facts.qk_norm == "l2":  # Llama 4
         kwargs["use_qk_norm"] = True
+    if facts.cross_attention_layers is not None:  # Llama 3.2 Vision: a list in its file
+        kwargs["cross_attention_layers"] = list(facts.cross_attention_layers)
+    if facts.config_class == "ModernBertConfig":  # its file's fields, which it reads so
+        full = facts.full_attention_layers
+        kwargs["global_attn_every_n_layers"] = full[1] - full[0]
+        kwargs["local_attention"] = 2 * facts.sliding_window  # its half is sliding_window
     return kwargs
 
 
@@ -657,6 +749,26 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
             facts.head_dim,
         )
         return
+    if facts.config_class == "BloomConfig":  # ALiBi: no RoPE and no position limit
+        assert (config.n_layer, config.n_head, config.hidden_size // config.n_head) == (
+            facts.layers,
+            facts.num_heads,
+            facts.head_dim,
+        )
+        assert facts.max_position_embeddings is None
+        assert getattr(config, "max_position_embeddings", None) is None
+        return
+    if facts.config_class == "WhisperConfig":  # the decoder's, as WhisperDecoder reads them
+        heads = config.decoder_attention_heads
+        read = (config.decoder_layers, heads, config.d_model // heads, config.max_target_positions)
+        assert read == (
+            facts.layers,
+            facts.num_heads,
+            facts.head_dim,
+            facts.max_position_embeddings,
+        )
+        assert config.max_source_positions == facts.max_source_positions
+        return
     assert config.num_hidden_layers == facts.layers
     assert config.max_position_embeddings == facts.max_position_embeddings
     if facts.kv_lora_rank is None:
@@ -680,7 +792,9 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         assert linear_sizes(config) == {name: getattr(facts, name) for name in LINEAR_SIZES}
     for name in INDEXER_SIZES:
         assert getattr(config, name, None) == getattr(facts, name), name
-    if facts.positions == "none":  # Kimi Linear: the config holds no RoPE to compare
+    if facts.cross_attention_layers is not None:
+        assert tuple(config.cross_attention_layers) == facts.cross_attention_layers
+    if facts.positions != "rope":  # Kimi Linear's NoPE, BERT's table: no RoPE to compare
         return
     full = rope_of(config, FULL)
     assert full["rope_theta"] == facts.rope_theta
@@ -694,19 +808,27 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         assert rope_of(config, SLIDING)["rope_theta"] == facts.local_rope_theta
 
 
-@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+# An encoder generates nothing and keeps no cache; Whisper's EncoderDecoderCache is the
+# model's, layer by decoder layer (the config's layer count is the encoder's): its own test.
+DECODERS = [f for f in MODELS.values() if not f.bidirectional and f.name != "Whisper large-v3"]
+
+
+@pytest.mark.parametrize("facts", DECODERS, ids=[facts.name for facts in DECODERS])
 def test_transformers_caches_what_the_table_counts(facts: ModelFacts) -> None:
     """Layer by layer, transformers' cache for the released config stores keys and values
     where the table counts bytes, and caps the same layers at the same number of tokens:
     sliding layers at the window, chunked layers at the chunk; shared layers are
-    "dummy" layers that store nothing; linear-attention layers keep a state instead."""
+    "dummy" layers that store nothing; linear-attention layers keep a state instead;
+    cross-attention layers keep the image's keys and values, which the table counts
+    apart (``cross_cache_bytes``), not per token."""
     cache_utils = pytest.importorskip("transformers.cache_utils")
     layout = getattr(cache_utils, "get_layer_types_and_kwargs", None)
     if layout is None:
         pytest.skip("this transformers has no get_layer_types_and_kwargs")
     kinds, kwargs = layout(released_config(facts))
     stores = [kind not in ("dummy", LINEAR) for kind in kinds]
-    assert stores == [size > 0 for size in facts.layer_kv_bytes_per_token()]
+    counted = zip(facts.layer_kv_bytes_per_token(), facts.layer_types, strict=True)
+    assert stores == [size > 0 or kind == CROSS for size, kind in counted]
     limits = {SLIDING: facts.sliding_window, CHUNKED: facts.attention_chunk_size}
     assert [kw.get("sliding_window") for kw in kwargs] == [
         limits.get(kind) if store else None
@@ -897,12 +1019,16 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "the ones partial rotary turns in the figure; no model's group size",
     ("docs/chapters/07-efficient-attention.md", 8): "the batch of 8 sequences the page "
     "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
-    ("docs/chapters/07-efficient-attention.md", 2048): "the benchmark's reference matrix "
+    ("docs/chapters/measuring-attention.md", 8): "the batch of 8 sequences the page "
+    "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
+    ("docs/chapters/measuring-attention.md", 2048): "the benchmark's reference matrix "
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
     ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
     "model; not DeepSeek-V3's key size",
     ("docs/chapters/24-paged-kv-cache.md", 4096): "the serving batch's reservation per "
     "request, benchmarks/workload.py's MAX_LENGTH; no model's number",
+    ("docs/chapters/22-sparse-attention.md", 448): "float8_e4m3's largest finite number; "
+    "not Whisper's decoder positions",
 }
 
 
@@ -947,7 +1073,8 @@ def fact_numbers() -> dict[int, str]:
             add(per_token, f"{facts.name} cache bytes per token")
             add(per_token // facts.layers, f"{facts.name} cache bytes per token and layer")
         for tokens in (facts.trained_context, facts.max_position_embeddings):
-            add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
+            if tokens is not None:
+                add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
         for kind in (SLIDING, CHUNKED, LINEAR, FULL, INDEXED):
             add(facts.layer_types.count(kind), f"{facts.name} {kind} layers")
         for dtype in (torch.bfloat16, torch.float32):  # Part IV: state and indexer
@@ -974,11 +1101,16 @@ def model_names() -> list[str]:
 
 
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
-MODEL_WORDS = re.compile(r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi")
+MODEL_WORDS = re.compile(
+    r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|BLOOM|BERT|Whisper"
+)
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
 # not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).
 NUMBER = re.compile(r"(?<![\w.])(?<!\de-)(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
 ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
+# A chapter's own number, in its title or its card on the home page ("# 21. Qwen3-Next's
+# layer ..."), is no model's number even where the title names a model.
+CHAPTER_NUMBER = re.compile(r"^(?:# |:::\{grid-item-card\} )\d+\. ")
 YEARS = range(1990, 2031)
 # Importing a model's class from transformers does not make a code block about that model.
 IMPORT = re.compile(r"\s*(from|import)\s")
@@ -996,7 +1128,7 @@ def typed_facts(line: str, facts: dict[int, str], about_a_model: bool) -> list[t
     there (keys and values, 2 bytes), and toy examples are full of small numbers.
     """
     named = bool(MODEL_WORDS.search(line))
-    line = NAMES.sub(" ", ROLES.sub(" ", line))
+    line = NAMES.sub(" ", ROLES.sub(" ", CHAPTER_NUMBER.sub(" ", line)))
     found = []
     for match in NUMBER.finditer(line):
         value = int(re.sub(r"\D", "", match.group(1)))
@@ -1154,6 +1286,18 @@ def test_the_lint_reads_a_tolerance_as_no_model_fact() -> None:
     assert 5 in facts
     assert typed_facts("Qwen3-Next's layer, to 1e-5", facts, True) == []
     assert [v for v, _ in typed_facts("Gemma 4 E2B: 5 to 1", facts, True)] == [5]
+
+
+def test_the_lint_reads_a_chapter_number_in_a_title_as_no_model_fact() -> None:
+    """A chapter's title or home-page card that names a model keeps its number; the
+    same number later in the line still counts."""
+    facts = fact_numbers()
+    assert 21 in facts  # Gemma 2 9B's sliding layers
+    title = "# 21. Qwen3-Next's layer and Kimi's variant"
+    assert typed_facts(title, facts, True) == []
+    card = ":::{grid-item-card} 21. Qwen3-Next's layer and Kimi's variant"
+    assert typed_facts(card, facts, True) == []
+    assert [v for v, _ in typed_facts("# 21. Gemma 2 9B: 21 layers", facts, True)] == [21]
 
 
 def test_the_lint_finds_a_typed_fact_in_prose_code_and_alt_text(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from transformers.models.llama4 import modeling_llama4
 
 from attention import (
     MODELS,
+    CrossAttention,
     GatedDeltaNet,
     GroupedQueryAttention,
     MultiHeadLatentAttention,
@@ -191,7 +192,14 @@ def small_overrides(facts) -> dict:
     return SMALL
 
 
-BUILT = [name for name, facts in MODELS.items() if facts.positions == "rope"]
+BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds them)
+    name for name, facts in MODELS.items() if facts.positions == "rope" and not facts.bidirectional
+]
+
+
+def test_an_encoder_has_no_causal_recipe():
+    with pytest.raises(ValueError, match=r"^layer_for: no recipe for 'ModernBERT base': an enc"):
+        layer_for(MODELS["ModernBERT base"], 0)
 
 
 @pytest.mark.parametrize("name", BUILT)
@@ -201,6 +209,11 @@ def test_every_layer_of_every_model_has_its_kind(name):
         layer = layer_for(facts, i, **small_overrides(facts))
         if kind == "linear_attention":
             assert isinstance(layer, GatedDeltaNet)
+            continue
+        if kind == "cross_attention":  # Llama 3.2 Vision: queries from x, keys from an image
+            assert isinstance(layer, CrossAttention) and layer.q_norm is not None
+            x, image = torch.randn(1, 3, layer.d_in), torch.randn(1, 5, layer.d_context)
+            assert layer(x, image).shape == (1, 3, layer.d_out)
             continue
         if facts.kv_lora_rank is not None:
             sparse = kind == "indexed_attention"
@@ -256,13 +269,14 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         ),
         (lambda: layer_for(MODELS["GPT-2"], 0), ValueError, "no recipe for 'GPT-2'"),
         (lambda: layer_for(MODELS["Kimi Linear"], 0), ValueError, "no recipe for 'Kimi"),
+        (lambda: layer_for(MODELS["BLOOM 176B"], 0), ValueError, "no recipe for 'BLOOM 176B'"),
         (
             lambda: layer_for(MODELS["Llama 3 8B"], 0, num_hedas=2),
             TypeError,
             "unexpected keyword argument 'num_hedas'",
         ),
     ],
-    ids=["not facts", "past the last layer", "learned positions", "KDA", "misspelt"],
+    ids=["not facts", "past the last layer", "learned positions", "KDA", "ALiBi", "misspelt"],
 )
 def test_layer_for_rejects_what_it_cannot_build(call, error, message):
     with pytest.raises(error, match=message):

@@ -374,6 +374,8 @@ def calculator_view() -> dict:
                 "trained_context": facts.trained_context,
                 "max_position_embeddings": facts.max_position_embeddings,
                 "parameters": facts.parameters,
+                "encoder": facts.bidirectional,
+                "cross": facts.cross is not None,
                 "kinds": [{"kind": k, "label": kind_name(facts, k)} for k in kinds],
                 "groups": layer_groups(facts),
             }

@@ -47,6 +47,7 @@ import attention.diagrams
 from attention.atlas import bill, cache_profile, layer_strip, recipe
 from attention.model_facts import (
     CHUNKED,
+    CROSS,
     CSA,
     FULL,
     HCA,
@@ -141,8 +142,9 @@ def term(field: str, text: str | None = None) -> str:
 RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"sliding \(window [\d,]+\)", "ref", "local-global-layers"),
     (r"chunked \(chunk [\d,]+\)", "ref", "chunks-and-nope"),
+    (r"local \([\d,]+ positions each side\)", "ref", "bidirectional-local"),
     (r"Gated DeltaNet", "doc", "20-gated-deltanet"),
-    (r"Kimi Delta Attention", "doc", "20-gated-deltanet"),
+    (r"Kimi Delta Attention", "ref", "kimi-delta-attention"),
     (r"Lightning Attention", "ref", "linear-state"),
     (r"DeepSeek Sparse Attention \(top [\d,]+\)", "ref", "index-topk"),
     (r"compressed sparse|heavily compressed", "doc", "22-sparse-attention"),
@@ -152,6 +154,11 @@ RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"a latent of [\d,]+", "ref", "mla-cache"),
     (r"\b(?:GQA|MQA|MHA)\b", "ref", "gqa"),
     (r"no position encoding \(NoPE\)", "ref", "chunks-and-nope"),
+    (r"learned positions", "ref", "learned-positions"),
+    (r"ALiBi", "ref", "alibi"),
+    (r"an encoder: attends both ways, no cache", "ref", "encoder-attention"),
+    (r"cross-attention in every layer", "ref", "cross-attention-cache"),
+    (r"cross-attention in [\d,]+ layers|cross-attention$", "ref", "cross-attention-layers"),
     (r"no RoPE every \w+ layer \(NoPE\)", "ref", "chunks-and-nope"),
     (r"RoPE(?= \(base)", "doc", "11-rope"),
     (r"YaRN", "ref", "yarn"),
@@ -216,6 +223,7 @@ def recipe_clauses(facts: ModelFacts) -> list[str]:
 
 KIND_NAMES = {
     FULL: "full-attention",
+    CROSS: "cross-attention",
     NO_MIXER: "MLP-only (no token mixing)",
     CSA: "compressed sparse",
     HCA: "heavily compressed",
@@ -224,6 +232,8 @@ KIND_NAMES = {
 
 def kind_name(facts: ModelFacts, kind: str) -> str:
     """A kind of layer as the cards name it, with its size: "N {kind_name} layers"."""
+    if kind == SLIDING and facts.bidirectional:
+        return f"local ({facts.sliding_window:,} positions each side)"
     if kind == SLIDING:
         return f"sliding-window ({facts.sliding_window:,})"
     if kind == CHUNKED:
@@ -351,15 +361,15 @@ def _config_modules() -> dict[str, str]:
     return found
 
 
-NOT_TEXT_ATTENTION = re.compile(r"Vision|Audio|Cross|Encoder|Flash|Sdpa|PreTrained|Pretrained")
+NOT_TEXT_ATTENTION = re.compile(r"Vision|Audio|Encoder|Flash|Sdpa|PreTrained|Pretrained")
 MIXER = re.compile(r"(Attention|DeltaNet|Mixer)$")
 
 
-def attention_classes(config_class: str) -> tuple[str, ...]:
+def attention_classes(config_class: str, cross: bool = False) -> tuple[str, ...]:
     """The classes of ``transformers`` that mix tokens in the text model of
     ``config_class``: those its modeling file defines whose names end in
-    ``Attention``, ``DeltaNet`` or ``Mixer`` (not a vision, audio or cross-attention
-    one), read from the file's source, in its order.
+    ``Attention``, ``DeltaNet`` or ``Mixer`` (not a vision or audio one, nor a
+    cross-attention one unless ``cross``), read from the file's source, in its order.
 
     >>> attention_classes("Qwen3NextConfig")
     ('Qwen3NextAttention', 'Qwen3NextGatedDeltaNet')
@@ -371,17 +381,45 @@ def attention_classes(config_class: str) -> tuple[str, ...]:
     if not path.is_file():
         return ()
     names = re.findall(r"^class (\w+)\(", path.read_text(encoding="utf-8"), re.M)
-    return tuple(n for n in names if MIXER.search(n) and not NOT_TEXT_ATTENTION.search(n))
+    return tuple(
+        n
+        for n in names
+        if MIXER.search(n)
+        and not NOT_TEXT_ATTENTION.search(n)
+        and (cross or "CrossAttention" not in n)
+    )
 
 
 # -- the config fields -----------------------------------------------------------------
 
-GPT2_NAMES = {
-    "num_hidden_layers": "n_layer",
-    "hidden_size": "n_embd",
-    "num_attention_heads": "n_head",
-    "max_position_embeddings": "n_positions",
+#: The generic names of a few fields, as the older configs write them.
+CONFIG_NAMES = {
+    "GPT2Config": {
+        "num_hidden_layers": "n_layer",
+        "hidden_size": "n_embd",
+        "num_attention_heads": "n_head",
+        "max_position_embeddings": "n_positions",
+    },
+    "BloomConfig": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head"},
+    "WhisperConfig": {
+        "num_hidden_layers": "decoder_layers",
+        "hidden_size": "d_model",
+        "num_attention_heads": "decoder_attention_heads",
+        "max_position_embeddings": "max_target_positions",
+    },
 }
+
+
+@cache
+def config_has(config_class: str, field: str) -> bool:
+    """Whether ``transformers``' source of ``config_class`` names ``field`` at all."""
+    folder = _config_modules().get(config_class)
+    if folder is None:
+        return True
+    paths = (_transformers_models() / folder).glob("configuration_*.py")
+    return any(field in path.read_text(encoding="utf-8") for path in paths)
+
+
 #: The linear-attention sizes, by config class where they are not Qwen3-Next's names:
 #: Kimi Linear gives one head count and one head size for keys and values alike.
 LINEAR_NAMES = {
@@ -423,14 +461,14 @@ def _layer_types_text(facts: ModelFacts) -> str:
 def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
     """``(glossary term, field as written, value)`` for each config field that shapes the
     model's attention, with the value its facts hold."""
-    gpt2 = facts.config_class == "GPT2Config"
+    names = CONFIG_NAMES.get(facts.config_class, {})
     rows: list[tuple[str, str, str]] = []
 
     def add(field: str, value: object, written: str | None = None) -> None:
         """One row: the glossary's name, the name in this config, the value."""
         if value is None or value is False:
             return
-        written = written or (GPT2_NAMES.get(field, field) if gpt2 else field)
+        written = written or names.get(field, field)
         if any(row[1] == written for row in rows):
             return  # one field of this config holds two of the site's
         if isinstance(value, bool):
@@ -442,7 +480,7 @@ def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
     add("num_hidden_layers", facts.layers)
     add("hidden_size", facts.hidden_size)
     add("num_attention_heads", facts.num_heads)
-    if not gpt2:
+    if config_has(facts.config_class, "num_key_value_heads"):
         add("num_key_value_heads", facts.num_kv_heads)
     if facts.latent is None:
         add("head_dim", facts.head_dim)
@@ -497,6 +535,9 @@ def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
     if facts.compressed is not None:
         rates = f"{facts.compressed.csa_rate} (CSA), {facts.compressed.hca_rate} (HCA)"
         add("compress_rates", rates)
+    if facts.cross_attention_layers is not None:
+        add("cross_attention_layers", ", ".join(map(str, facts.cross_attention_layers)))
+    add("max_source_positions", facts.max_source_positions)
     return rows
 
 
@@ -516,8 +557,38 @@ def _only(facts: ModelFacts, predicate, what: str) -> str:
 def unusual(facts: ModelFacts) -> list[str]:
     """What sets the model apart, each a sentence computed from its facts, with a link."""
     notes = []
+    if facts.bidirectional:
+        local = ""
+        if facts.sliding_window is not None:
+            local = (
+                f"; its local layers see {facts.sliding_window:,} positions on each side "
+                f"({ref('bidirectional-local', 'local, both ways')})"
+            )
+        notes.append(
+            "An encoder: every layer attends both ways, with no causal mask, and it "
+            f"generates nothing, so it keeps no cache{local} "
+            f"({ref('encoder-attention', 'an encoder')})."
+        )
+    if facts.alibi:
+        notes.append(
+            "No position embedding at all: each head subtracts its own slope times the "
+            "distance from its scores (ALiBi), and its config sets no position limit "
+            f"({ref('alibi', 'ALiBi')})."
+        )
+    if facts.cross is not None and facts.cross.layers is None:
+        notes.append(
+            f"Every layer of its decoder cross-attends, after its self-attention, to the "
+            f"{facts.max_source_positions:,} tokens of the encoder's output "
+            f"({ref('cross-attention-cache', 'cross-attention')})."
+        )
+    elif facts.cross is not None:
+        notes.append(
+            f"{len(facts.cross.layers)} of its {facts.layers} layers cross-attend to the "
+            "image in place of self-attention: they keep nothing per token of the text "
+            f"({ref('cross-attention-layers', 'cross-attention layers')})."
+        )
     window = facts.sliding_window
-    if window is not None and window * 32 <= facts.trained_context:
+    if window is not None and window * 32 <= facts.trained_context and not facts.bidirectional:
         windows = [m.sliding_window for m in MODELS.values() if m.sliding_window is not None]
         text = (
             f"Its sliding window is only {window:,} tokens, 1/{facts.trained_context // window:,} "
@@ -657,7 +728,12 @@ def unusual(facts: ModelFacts) -> list[str]:
             f"({ref('partial-rotary', 'partial rotary')})."
         )
     if not notes:
-        positions = {"rope": "RoPE", "learned": "learned positions", "none": "no positions"}
+        positions = {
+            "rope": "RoPE",
+            "learned": "learned positions",
+            "alibi": "ALiBi",
+            "none": "no positions",
+        }
         notes.append(
             f"Nothing the other models of the table lack: {facts.attention} with "
             f"{positions[facts.positions]}, {pattern_text(facts)}, the recipe Part II "
@@ -673,7 +749,8 @@ def contexts(facts: ModelFacts) -> list[int]:
     """The contexts of the card's cache table: 8k, 32k, 128k and the trained context, in
     order, those the config's positions allow."""
     wanted = sorted({*CONTEXTS, facts.trained_context})
-    return [t for t in wanted if t <= facts.max_position_embeddings]
+    limit = facts.max_position_embeddings  # None: ALiBi, no limit
+    return [t for t in wanted if limit is None or t <= limit]
 
 
 def cache_rows(facts: ModelFacts) -> list[tuple[int, dict[str, int]]]:
@@ -703,6 +780,104 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     return ["| " + " | ".join(line) + " |" for line in lines]
 
 
+def cross_note(facts: ModelFacts) -> str | None:
+    """What the cross-attention keeps beside the cache, which the bill does not count."""
+    if facts.cross is None:
+        return None
+    link = "cross-attention-cache" if facts.cross.layers is None else "cross-attention-layers"
+    cross = facts.cross_cache_bytes(torch.bfloat16)
+    if cross is None:
+        return (
+            f"Besides, its {len(facts.cross.layers)} cross-attention layers keep the keys "
+            "and values of the encoded context (the image's tiles), as many as the input "
+            "has: computed once per sequence, not counted above "
+            f"({ref(link, 'cross-attention')})."
+        )
+    return (
+        f"Besides, its cross-attention keeps the keys and values of the "
+        f"{facts.max_source_positions:,} encoded tokens in every layer that cross-attends: "
+        f"{size(cross)} in bf16, computed once per sequence and not counted above "
+        f"({ref(link, 'the cross-attention cache')})."
+    )
+
+
+def cache_section(facts: ModelFacts) -> list[str]:
+    """The card's cache: per token, capped and fixed, at each context, by kind of layer."""
+    if facts.bidirectional:
+        return [
+            "None: an encoder attends both ways and generates no tokens, so it keeps no "
+            f"cache ({ref('encoder-attention', 'an encoder')}). Its memory is its weights "
+            "and, while it runs, one pass's activations."
+        ]
+    lines = []
+    growing, capped, _ = cache_profile(facts)
+    parts = [f"{size(growing)} per token in the layers that keep every token"]
+    if capped:
+        parts.append(f"{size(capped)} once its local layers are full, however long the text")
+    state = {d: fixed_state(facts, d) for d in CACHE_DTYPES}
+    if state["bf16"]:
+        parts.append(
+            f"{size(state['bf16'])} of fixed state from the first token on (convolution "
+            "windows in bf16, recurrent states in float32, as `transformers` keeps them)"
+        )
+    lines += [
+        "One sequence's cache, in 16-bit numbers: " + "; ".join(parts) + ". At each context "
+        "(every layer's keys, values, indexer keys and states, as "
+        "{meth}`~attention.ModelFacts.cache_bytes` counts them and "
+        "{func}`attention.atlas.bill` bills them):",
+        "",
+    ]
+    rows = []
+    for tokens, by_dtype in cache_rows(facts):
+        label = tokens_text(tokens)
+        if tokens == facts.trained_context:
+            label += ", its trained context"
+        rows.append((label, *(size(by_dtype[d]) for d in CACHE_DTYPES)))
+    lines += _table(("tokens", "cache, bf16", "cache, fp8"), rows)
+    limit = facts.max_position_embeddings
+    beyond = [t for t in CONTEXTS if limit is not None and t > limit]
+    notes = []
+    past = [t for t in contexts(facts) if t > facts.trained_context]
+    if past:
+        notes.append(
+            f"Past its trained context of {facts.trained_context:,} tokens, a row gives "
+            "what the cache would hold, not what the model was trained to read."
+        )
+    if beyond:
+        notes.append(
+            "Not at "
+            + ", ".join(tokens_text(t) for t in beyond)
+            + f" tokens: its config allows {facts.max_position_embeddings:,} positions."
+        )
+    if state["bf16"]:
+        notes.append(
+            f"Of each, the fixed state is {size(state['bf16'])} (bf16) and "
+            f"{size(state['fp8'])} (fp8: the convolution windows in fp8, the recurrent "
+            "states still in float32)."
+        )
+    cross = cross_note(facts)
+    if cross:
+        notes.append(cross)
+    if notes:
+        lines += ["", " ".join(notes)]
+    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
+    kinds = {kind: facts.layer_types.count(kind) for kind in dict.fromkeys(facts.layer_types)}
+    if len(kinds) > 1:
+        lines += [
+            "",
+            f"At its trained context, {facts.trained_context:,} tokens, in bf16, by kind of layer:",
+            "",
+        ]
+        lines += _table(
+            ("layers", "how many", "cache"),
+            [
+                (kind_name(facts, kind), str(count), size(trained.per_kind.get(kind, 0)))
+                for kind, count in kinds.items()
+            ],
+        )
+    return lines
+
+
 def card(facts: ModelFacts) -> str:
     """The Markdown of one model's card."""
     name = slug(facts.name)
@@ -725,7 +900,7 @@ def card(facts: ModelFacts) -> str:
         "",
     ]
     lines += [f"- {clause}" for clause in recipe_clauses(facts)]
-    classes = attention_classes(facts.config_class)
+    classes = attention_classes(facts.config_class, cross=facts.cross is not None)
     if classes:
         lines += [
             "",
@@ -759,62 +934,9 @@ def card(facts: ModelFacts) -> str:
         "",
         "## Its cache",
         "",
+        *cache_section(facts),
     ]
-    growing, capped, _ = cache_profile(facts)
-    parts = [f"{size(growing)} per token in the layers that keep every token"]
-    if capped:
-        parts.append(f"{size(capped)} once its local layers are full, however long the text")
-    state = {d: fixed_state(facts, d) for d in CACHE_DTYPES}
-    if state["bf16"]:
-        parts.append(
-            f"{size(state['bf16'])} of fixed state from the first token on (convolution "
-            "windows in bf16, recurrent states in float32, as `transformers` keeps them)"
-        )
-    lines += [
-        "One sequence's cache, in 16-bit numbers: " + "; ".join(parts) + ". At each context "
-        "(every layer's keys, values, indexer keys and states, as "
-        "{meth}`~attention.ModelFacts.cache_bytes` counts them and "
-        "{func}`attention.atlas.bill` bills them):",
-        "",
-    ]
-    rows = []
-    for tokens, by_dtype in cache_rows(facts):
-        label = tokens_text(tokens)
-        if tokens == facts.trained_context:
-            label += ", its trained context"
-        rows.append((label, *(size(by_dtype[d]) for d in CACHE_DTYPES)))
-    lines += _table(("tokens", "cache, bf16", "cache, fp8"), rows)
-    beyond = [t for t in CONTEXTS if t > facts.max_position_embeddings]
-    notes = []
-    if beyond:
-        notes.append(
-            "Not at "
-            + ", ".join(tokens_text(t) for t in beyond)
-            + f" tokens: its config allows {facts.max_position_embeddings:,} positions."
-        )
-    if state["bf16"]:
-        notes.append(
-            f"Of each, the fixed state is {size(state['bf16'])} (bf16) and "
-            f"{size(state['fp8'])} (fp8: the convolution windows in fp8, the recurrent "
-            "states still in float32)."
-        )
-    if notes:
-        lines += ["", " ".join(notes)]
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
-    kinds = {kind: facts.layer_types.count(kind) for kind in dict.fromkeys(facts.layer_types)}
-    if len(kinds) > 1:
-        lines += [
-            "",
-            f"At its trained context, {facts.trained_context:,} tokens, in bf16, by kind of layer:",
-            "",
-        ]
-        lines += _table(
-            ("layers", "how many", "cache"),
-            [
-                (kind_name(facts, kind), str(count), size(trained.per_kind.get(kind, 0)))
-                for kind, count in kinds.items()
-            ],
-        )
     lines += ["", "## Its weights", ""]
     if facts.parameters is not None:
         weights = {d: bill(facts, 0, dtype=d).weights for d in WEIGHT_DTYPES}
@@ -889,6 +1011,7 @@ def index_page() -> str:
     for facts in MODELS.values():
         growing, _, _ = cache_profile(facts)
         cache_at = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
+        at = f"{size(cache_at)} at {facts.trained_context:,}"
         rows.append(
             (
                 f"{{doc}}`{facts.name} <{slug(facts.name)}>`",
@@ -896,7 +1019,7 @@ def index_page() -> str:
                 f"{facts.layers}",
                 facts.attention,
                 size(growing) if growing else "–",
-                f"{size(cache_at)} at {facts.trained_context:,}",
+                "none: an encoder" if facts.bidirectional else at,
             )
         )
     lines += _table(

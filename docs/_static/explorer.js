@@ -648,7 +648,10 @@
         `${m.name}, ${sequences} of ${st.tokens.toLocaleString("en-US")} tokens: the cache takes ${size(bill.cache)} in ${st.cache}` +
         (bill.weights === null ? "; the site's table cites no parameter count for its weights." : `, the weights ${size(bill.weights)} in ${st.weights}: ${size(total)} in all.`);
       const notes = [`Recurrent states in ${view.state_dtype}, as transformers keeps them; quantized caches and weights also keep scales, not counted here.`];
-      if (st.tokens > m.max_position_embeddings) notes.unshift(`Beyond the ${m.max_position_embeddings.toLocaleString("en-US")} positions its config allows.`);
+      if (m.cross) notes.unshift("Its cross-attention's keys and values of the encoded context are cached once beside this and not counted here: see its page.");
+      if (m.encoder) notes.unshift("An encoder attends both ways and generates nothing: it keeps no cache.");
+      const limit = m.max_position_embeddings; // null: ALiBi, no limit
+      if (limit !== null && st.tokens > limit) notes.unshift(`Beyond the ${limit.toLocaleString("en-US")} positions its config allows.`);
       else if (st.tokens > m.trained_context) notes.unshift(`Beyond its trained context of ${m.trained_context.toLocaleString("en-US")} tokens.`);
       note.textContent = notes.join(" ");
     }
