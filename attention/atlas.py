@@ -330,17 +330,21 @@ def _nope_every(config) -> int | None:
     "gemma3_text",
     "gpt_oss",
     "minimax",
+    "minimax_m2",
+    "phi3",
 )
 def _read_attention(config) -> dict:
     """Models of full and sliding layers, with their score and layer parts."""
     model_type = config.model_type
     kinds = _layer_types(config)
     fields = _basics(config)
-    fields["rope"] = _rope(config, _nope_every(config))
     if model_type == "minimax":
         fields |= _read_minimax(config, kinds)
     else:
         fields |= _local(config, kinds)
+    nope_every = _cohere2_nope_every(kinds) if model_type == "cohere2" else _nope_every(config)
+    if nope_every != 1:
+        fields["rope"] = _rope(config, nope_every)
     scores = {}
     if model_type in ("gemma2", "gemma3_text"):
         scores["query_pre_attn_scalar"] = config.query_pre_attn_scalar
@@ -356,12 +360,30 @@ def _read_attention(config) -> dict:
         "gemma3_text": "head",
         "olmo2": "projection",
         "olmo3": "projection",
+        "minimax_m2": "projection",  # MiniMaxM2Attention: q_norm over heads * head_dim
     }.get(model_type)
     if qk_norm:
         fields["parts"] = LayerParts(qk_norm=qk_norm)
     if getattr(config, "final_logit_softcapping", None) is not None:
         fields["final_logit_softcapping"] = config.final_logit_softcapping
     return fields
+
+
+def _cohere2_nope_every(kinds: list[str]) -> int | None:
+    """Cohere 2 (Command R7B, Command A) rotates queries and keys in its sliding layers
+    only (``Cohere2Attention``: ``if self.sliding_window is not None``): its full layers
+    are NoPE layers. ``None``: none is full; 1: all are (no RoPE anywhere)."""
+    where = _where_full(kinds)
+    if not where:
+        return None
+    if "global_every" not in where:
+        raise _unsupported(
+            "cohere2",
+            "layer_types",
+            kinds,
+            "full (NoPE) layers that do not recur every so many layers",
+        )
+    return where["global_every"]
 
 
 def _read_minimax(config, kinds: list[str]) -> dict:

@@ -165,6 +165,27 @@ def test_a_dict_a_path_and_a_config_give_the_same_facts(model_type, tmp_path) ->
     assert facts.name == model_type and facts.config_class == type(config).__name__
 
 
+def test_cohere2_rotates_in_its_sliding_layers_only() -> None:
+    """Command A's full layers are NoPE layers: each layer of the tiny Cohere 2 model
+    gives the same output whatever rotation it is handed exactly where the facts say
+    it applies no RoPE (``uses_rope``)."""
+    config = tiny_config("cohere2")
+    config._attn_implementation = "eager"
+    facts = facts_from_config(config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    hidden = torch.randn(1, 3, config.hidden_size)
+    mask = torch.full((3, 3), float("-inf")).triu(1)[None, None]
+    angles = torch.randn(1, 3, config.head_dim)
+    rotations = [(angles.cos(), angles.sin()), (torch.ones_like(angles), torch.zeros_like(angles))]
+    rotates = []
+    with torch.no_grad():
+        for layer in model.model.layers:
+            out = [layer.self_attn(hidden, rotation, mask)[0] for rotation in rotations]
+            rotates.append(not torch.equal(*out))
+    assert tuple(rotates) == facts.uses_rope == (True, True, True, False)
+
+
 def test_a_multimodal_config_gives_its_text_model() -> None:
     config = transformers.Gemma3Config(text_config=BASE | TINY["gemma3_text"])
     assert (
