@@ -822,20 +822,20 @@ class ModelFacts:
                 f"{owner}: expected layer_pattern to give one of {KINDS} for each of "
                 f"{self.layers} layers, got {len(pattern)} layers, unknown kinds {unknown}"
             )
-        needs = {
-            MAMBA: "mamba",
-            HYBRID: "mamba",
-            CSA: "compressed",
-            HCA: "compressed",
-            LINEAR: "local",
-            INDEXED: "indexer",
-            SLIDING: "local",
-            CHUNKED: "local",
+        needs = {  # a CSA layer's indexer reads compressed indexer keys
+            MAMBA: ("mamba",),
+            HYBRID: ("mamba",),
+            CSA: ("compressed", "indexer"),
+            HCA: ("compressed",),
+            LINEAR: ("local",),
+            INDEXED: ("indexer",),
+            SLIDING: ("local",),
+            CHUNKED: ("local",),
         }
         for kind in sorted(set(pattern)):
-            group = needs.get(kind)
-            if group is not None and getattr(self, group) is None:
-                raise ValueError(f"{owner}: expected the {group} group for {kind!r} layers")
+            for group in needs.get(kind, ()):
+                if getattr(self, group) is None:
+                    raise ValueError(f"{owner}: expected the {group} group for {kind!r} layers")
 
     # -- the config's flat names, read through the groups ----------------------------
 
@@ -862,6 +862,7 @@ class ModelFacts:
     index_n_heads = _flat("indexer", "num_heads")
     index_head_dim = _flat("indexer", "head_dim")
     index_topk = _flat("indexer", "top_k")
+    compress_rope_theta = _flat("compressed", "rope_theta")
     global_head_dim = _flat("global_layers", "head_dim")
     num_global_kv_heads = _flat("global_layers", "num_kv_heads")
     attention_k_eq_v = _flat("global_layers", "k_eq_v", False)
