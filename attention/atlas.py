@@ -230,6 +230,8 @@ def _rope_from(parameters: dict, model_type: str) -> tuple[float, dict | None, f
     if rope_type == "default":
         return parameters["rope_theta"], None, partial
     scaling = {key: value for key, value in parameters.items() if key != "rope_theta"}
+    if scaling.get("type") == rope_type:  # the old name transformers keeps beside rope_type
+        del scaling["type"]
     if rope_type == "proportional":  # Gemma 4 keeps its own partial factor in the scaling
         return parameters["rope_theta"], scaling, 1.0
     scaling.pop("partial_rotary_factor", None)
