@@ -1405,7 +1405,15 @@ def attention_anatomy(
         for label, families, kind in notes:
             if families:
                 text = f"{label}: " + ", ".join(families) if label else ", ".join(families)
-                lines.append((label, textwrap.fill(text, columns, subsequent_indent="  "), kind))
+                lines.append(
+                    (
+                        label,
+                        textwrap.fill(
+                            text, columns, subsequent_indent="  ", break_on_hyphens=False
+                        ),
+                        kind,
+                    )
+                )
         blocks.append(lines)
     rooms = [
         max(box_h, 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines) + 0.06) for lines in blocks
