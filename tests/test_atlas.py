@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 import transformers
+from released_configs import LOADED_AS, RELEASED
 from tiny_configs import BASE, TINY, WINDOW, tiny_config
 
 from attention import MODELS, ModelFacts
@@ -25,7 +26,7 @@ from attention.atlas import (
     parameter_count,
     recipe,
 )
-from attention.model_facts import CHUNKED, CSA, HCA, SLIDING
+from attention.model_facts import CHUNKED, CSA, HCA, INDEXED, SLIDING
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -260,6 +261,8 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
     "linear_value_head_dim",
     "linear_conv_kernel_dim",
     "global_layers",
+    "mamba",
+    "compressed",
     "num_kv_shared_layers",
     "scores",
     "parts",
@@ -283,6 +286,25 @@ def test_from_config_gives_back_each_entry(facts) -> None:
         assert read.rope_scaling is None
     for tokens in (1, 4096, facts.trained_context):
         assert read.cache_bytes(tokens) == facts.cache_bytes(tokens)
+
+
+@pytest.mark.parametrize("name", list(RELEASED))
+def test_the_released_file_reads_as_the_entry_typed_by_hand(name) -> None:
+    """A second implementation of each entry added with the atlas: the fields of its
+    released config.json, through ``facts_from_config``, give the entry the table types
+    by hand, every fact of it; only what a config cannot tell (the sources, the weights'
+    count, the trained context) comes from the entry."""
+    facts = MODELS[name]
+    released = dict(RELEASED[name])
+    released["model_type"] = LOADED_AS.get(released["model_type"], released["model_type"])
+    read = facts_from_config(released, name=name, checkpoint=facts.checkpoint, year=facts.year)
+    given = ("source", "context_source", "trained_context", "weights")
+    assert dataclasses.replace(read, **{f: getattr(facts, f) for f in given}) == facts
+    assert read.trained_context == read.max_position_embeddings >= facts.trained_context
+
+
+def test_every_entry_added_with_the_atlas_has_its_released_file() -> None:
+    assert list(RELEASED) == list(MODELS)[-len(RELEASED) :]
 
 
 # -- weights and the bill ------------------------------------------------------------------
@@ -343,7 +365,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "sliding (window": facts.sliding_window,
         "chunked (chunk": facts.attention_chunk_size,
         "MLA": facts.latent,
-        "DeepSeek Sparse Attention": facts.indexer,
+        "DeepSeek Sparse Attention": INDEXED in facts.layer_types,  # not V4's CSA layers
         "sinks": facts.sinks,
         "output gate": facts.output_gate,
         "QK-norm": facts.qk_norm,

@@ -191,7 +191,9 @@ def small_overrides(facts) -> dict:
     return SMALL
 
 
-BUILT = [name for name, facts in MODELS.items() if facts.positions == "rope"]
+BUILT = [  # DeepSeek-V4's compressed layers have no recipe yet
+    name for name, facts in MODELS.items() if facts.positions == "rope" and facts.compressed is None
+]
 
 
 @pytest.mark.parametrize("name", BUILT)
@@ -256,13 +258,27 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         ),
         (lambda: layer_for(MODELS["GPT-2"], 0), ValueError, "no recipe for 'GPT-2'"),
         (lambda: layer_for(MODELS["Kimi Linear"], 0), ValueError, "no recipe for 'Kimi"),
+        (lambda: layer_for(MODELS["DeepSeek-V4-Flash"], 0), ValueError, "no recipe for 'Deep"),
+        (
+            lambda: layer_for(MODELS["Nemotron-H 47B"], 0),
+            ValueError,
+            "no recipe for layer 0 of 'Nemotron-H 47B' yet, a 'mamba' layer",
+        ),
         (
             lambda: layer_for(MODELS["Llama 3 8B"], 0, num_hedas=2),
             TypeError,
             "unexpected keyword argument 'num_hedas'",
         ),
     ],
-    ids=["not facts", "past the last layer", "learned positions", "KDA", "misspelt"],
+    ids=[
+        "not facts",
+        "past the last layer",
+        "learned positions",
+        "KDA",
+        "compressed",
+        "Mamba",
+        "misspelt",
+    ],
 )
 def test_layer_for_rejects_what_it_cannot_build(call, error, message):
     with pytest.raises(error, match=message):
