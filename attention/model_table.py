@@ -863,7 +863,9 @@ _ENTRIES = (
         "layer, 4 compressed sparse attention, 128 heavily compressed; sliding_window, "
         "compress_rope_theta, qk_rope_head_dim 64 of head_dim 512, the indexer's "
         "index_n_heads, index_head_dim and index_topk); the sinks and the key serving as "
-        "the value from DeepseekV4Attention in transformers",
+        "the value from DeepseekV4Attention in transformers. Its rope_scaling (YaRN, factor "
+        "16 from 65,536) turns the compressed entries' rotation only, which the table "
+        "does not hold",
         config_class="DeepseekV4Config",
         layers=43,
         hidden_size=4096,
