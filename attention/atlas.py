@@ -725,7 +725,7 @@ def _positions(facts: ModelFacts) -> str:
         text += f"; {_n(rope.local_theta)} on sliding layers"
     text += ")"
     if rope.partial_rotary_factor != 1.0:
-        text += f" on {rope.partial_rotary_factor:.0%} of each head"
+        text += f" on {rope.partial_rotary_factor * 100:g}% of each head"  # 12.5%, not 12%
     scaling = rope.scaling or {}
     kind = scaling.get("rope_type")
     names = {
