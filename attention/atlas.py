@@ -91,6 +91,14 @@ def _reader(*model_types: str):
 # -- reading a config ------------------------------------------------------------------
 
 
+#: Model types a released file names that ``transformers`` may not know, and the type
+#: whose code runs the model: Kimi K2 writes ``"model_type": "kimi_k2"`` in its
+#: config.json, for inference engines to tell it apart, and its ``architectures`` is
+#: ``DeepseekV3ForCausalLM`` (its README: change the type to ``deepseek_v3`` where a
+#: framework does not know ``kimi_k2``).
+LOADED_AS = {"kimi_k2": "deepseek_v3"}
+
+
 def _as_config(config: object):
     """A transformers config from a config object, a ``config.json`` dict or a path."""
     import transformers
@@ -107,8 +115,11 @@ def _as_config(config: object):
         if "model_type" not in config:
             raise ValueError(f"{owner}: expected the config to name its model_type, got none")
         fields = {key: value for key, value in config.items() if key != "model_type"}
+        model_type = config["model_type"]
+        if model_type in LOADED_AS and model_type not in transformers.CONFIG_MAPPING:
+            model_type = LOADED_AS[model_type]
         try:
-            config = transformers.AutoConfig.for_model(config["model_type"], **fields)
+            config = transformers.AutoConfig.for_model(model_type, **fields)
         except ValueError as error:
             raise ValueError(
                 f"{owner}: expected a model_type this transformers knows, got "

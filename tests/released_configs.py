@@ -219,8 +219,3 @@ RELEASED: dict[str, dict] = {
         "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0],
     },
 }
-
-#: Model types a released file names that this transformers does not know, and the
-#: type its code loads it as (Kimi K2's README: change it to deepseek_v3 where a
-#: framework does not know kimi_k2; its architectures field is DeepseekV3ForCausalLM).
-LOADED_AS = {"kimi_k2": "deepseek_v3"}
