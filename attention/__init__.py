@@ -34,6 +34,10 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
   :class:`Cache` (tokens seen and held, bytes, roll-back).
 * :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
+* :func:`sinusoidal_positions`, :func:`alibi_bias` (with :func:`alibi_slopes`) and
+  :class:`RelativePositionBias` (with :func:`relative_position_bucket`): the positions
+  of the original Transformer, of BLOOM and of T5, the last two a bias that
+  :func:`attend` adds to the scores (``bias=``).
 * :func:`apply_rope` and :func:`apply_rope_interleaved`: rotary position embeddings
   in both layouts, scaled for longer contexts with :func:`rope_frequencies`.
 * :func:`causal_mask`, :func:`sliding_window_mask`, :func:`chunked_mask` and
@@ -132,6 +136,13 @@ from attention.model_table import MODELS
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.paged import PagedKVCache, paged_attention
+from attention.positions import (
+    RelativePositionBias,
+    alibi_bias,
+    alibi_slopes,
+    relative_position_bucket,
+    sinusoidal_positions,
+)
 from attention.recipes import NoPEWithTemperature, SharedKVAttention, layer_for
 from attention.ring import ring_attention, ring_positions, ring_work, simulate_ring_attention
 from attention.rope import Rotary, apply_rope, apply_rope_interleaved, rope_frequencies
@@ -184,6 +195,7 @@ __all__ = [
     "QuantizedKV",
     "QuantizedKVCache",
     "RMSNorm",
+    "RelativePositionBias",
     "Rotary",
     "SelfAttentionV1",
     "SelfAttentionV2",
@@ -191,6 +203,8 @@ __all__ = [
     "SparseLatentAttention",
     "SparseLatentCache",
     "StreamingCache",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rope",
     "apply_rope_interleaved",
     "attend",
@@ -210,6 +224,7 @@ __all__ = [
     "padding_mask",
     "paged_attention",
     "quantize_kv",
+    "relative_position_bucket",
     "ring_attention",
     "ring_positions",
     "ring_work",
@@ -219,6 +234,7 @@ __all__ = [
     "scores_for_query",
     "simple_self_attention",
     "simulate_ring_attention",
+    "sinusoidal_positions",
     "sliding_window_mask",
     "softmax_naive",
     "softmax_stable",

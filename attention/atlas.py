@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from attention import _checks
 from attention.model_facts import (
     CHUNKED,
     CSA,
@@ -141,7 +142,12 @@ def _unsupported(model_type: str, field: str, value: object, why: str):
 
 
 def facts_from_config(
-    config: object, *, name: str | None = None, checkpoint: str = "", year: int = 0
+    config: object,
+    *,
+    name: str | None = None,
+    checkpoint: str = "",
+    year: int = 0,
+    trained_context: int | None = None,
 ) -> ModelFacts:
     """The :class:`~attention.model_facts.ModelFacts` of a model, from its config.
 
@@ -155,13 +161,17 @@ def facts_from_config(
     name, checkpoint, year : str, str, int
         What the table would say about the model; a reader's own config needs none
         (the name defaults to the model type).
+    trained_context : int, optional
+        The context the model was trained with, which a config does not hold; by
+        default its ``max_position_embeddings``. Required where the config sets no
+        position limit (BLOOM's, whose ALiBi needs none).
 
     Returns
     -------
     ModelFacts
         ``source`` and ``context_source`` say the facts come from a config;
-        ``trained_context`` is ``max_position_embeddings``, which a config cannot tell
-        apart.
+        ``trained_context`` is ``max_position_embeddings`` unless given, which a
+        config cannot tell apart.
 
     Raises
     ------
@@ -188,14 +198,26 @@ def facts_from_config(
     fields = reader(config)
     if "max_position_embeddings" not in fields:
         fields["max_position_embeddings"] = config.max_position_embeddings
-    fields.setdefault("trained_context", fields["max_position_embeddings"])
+    context_source = "the config's max_position_embeddings"
+    if trained_context is not None:
+        fields["trained_context"] = _checks.positive_int(
+            "facts_from_config", "trained_context", trained_context
+        )
+        context_source = "given"
+    elif fields["max_position_embeddings"] is None:
+        raise ValueError(
+            f"facts_from_config: expected trained_context= for a {model_type} config, which "
+            f"sets no position limit to take the context from, got none"
+        )
+    else:
+        fields["trained_context"] = fields["max_position_embeddings"]
     return ModelFacts(
         name=name or model_type,
         checkpoint=checkpoint,
         year=year,
         source=f"a {type(config).__name__} (model_type {model_type!r})",
         config_class=type(config).__name__,
-        context_source="the config's max_position_embeddings",
+        context_source=context_source,
         **fields,
     )
 
@@ -485,6 +507,19 @@ def _read_gpt2(config) -> dict:
     }
 
 
+@_reader("bloom")
+def _read_bloom(config) -> dict:
+    # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
+    return {
+        "layers": config.n_layer,
+        "hidden_size": config.hidden_size,
+        "num_heads": config.n_head,
+        "num_kv_heads": config.n_head,
+        "max_position_embeddings": None,
+        "alibi": True,
+    }
+
+
 def _latent(config) -> Latent:
     return Latent(
         kv_lora_rank=config.kv_lora_rank,
@@ -728,6 +763,8 @@ def _heads(facts: ModelFacts) -> str:
 def _positions(facts: ModelFacts) -> str:
     if facts.positions == "learned":
         return "learned positions"
+    if facts.positions == "alibi":
+        return "ALiBi (a bias on the scores, no position embedding)"
     if facts.positions == "none":
         return "no position encoding (NoPE)"
     rope = facts.rope
@@ -981,7 +1018,7 @@ def bill(
 # -- the command -------------------------------------------------------------------------
 
 
-def _facts_and_parameters(source: str) -> tuple[ModelFacts, int | None]:
+def _facts_and_parameters(source: str, tokens: int | None) -> tuple[ModelFacts, int | None]:
     from attention.model_table import MODELS
 
     if source in MODELS:
@@ -997,7 +1034,7 @@ def _facts_and_parameters(source: str) -> tuple[ModelFacts, int | None]:
         parameters = parameter_count(path)
     except Exception:  # a config transformers cannot build a model from: no weights
         parameters = None
-    return facts_from_config(path), parameters
+    return facts_from_config(path, trained_context=tokens), parameters
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1012,7 +1049,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tokens",
         type=int,
         default=None,
-        help="context length (default: the model's trained context)",
+        help="context length (default: the model's trained context; needed for a config "
+        "that sets no position limit, as BLOOM's)",
     )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--dtype", choices=tuple(BITS), default="bf16", help="weights")
@@ -1020,7 +1058,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dtype", choices=tuple(BITS), default="fp32")
     args = parser.parse_args(argv)
     try:
-        facts, parameters = _facts_and_parameters(args.config)
+        facts, parameters = _facts_and_parameters(args.config, args.tokens)
     except ValueError as error:
         parser.exit(2, f"{error}\n")
     tokens = facts.trained_context if args.tokens is None else args.tokens

@@ -36,11 +36,18 @@ try:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+    from matplotlib.text import Text
 except ModuleNotFoundError as error:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
         "attention.diagrams needs matplotlib; install it with "
         "pip install 'attention-step-by-step[plot]'"
     ) from error
+
+# One look for every figure of the site: the opaque background (the figures read on
+# dark pages too) and the hatched masked cell of attention.plot's heatmaps.
+from attention.plot import FACECOLOR, MASKED_HATCH
+from attention.plot import MASKED_COLOR as MASKED_FILL
+from attention.plot import MASKED_HATCH_COLOR as MASKED_EDGE
 
 __all__ = [
     "LAYER_COLORS",
@@ -70,8 +77,6 @@ __all__ = [
     "sink_and_gate",
 ]
 
-#: Opaque background, as in attention.plot: the figures read on dark pages too.
-FACECOLOR = "white"
 INK = "#222222"
 MUTED = "#8a8a8a"
 #: The stage a page is about: a dark fill with white text.
@@ -132,6 +137,33 @@ def _canvas(
     return fig, ax
 
 
+def _text(
+    ax: Axes,
+    x: float,
+    y: float,
+    text: str,
+    *,
+    ha: str = "center",
+    va: str = "center",
+    size: float = 9,
+    color: object = INK,
+    **style: object,
+) -> Text:
+    """``text`` at (x, y), in inches on a :func:`_canvas`: in ink, 9 points, centred on
+    the point unless ``ha`` and ``va`` say otherwise; ``style`` goes to ``ax.text``
+    (``fontweight=``, ``gid=``, ``rotation=``...)."""
+    return ax.text(x, y, text, ha=ha, va=va, fontsize=size, color=color, **style)
+
+
+def _rounded(
+    ax: Axes, x: float, y: float, w: float, h: float, *, rounding: float = 0.08, **style: object
+) -> None:
+    """A rectangle with rounded corners and its lower-left corner at (x, y); ``style``
+    goes to its ``FancyBboxPatch`` (``facecolor=``, ``edgecolor=``, ``gid=``...)."""
+    box = f"round,pad=0,rounding_size={rounding}"
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle=box, **style))
+
+
 def _box(
     ax: Axes,
     x: float,
@@ -149,29 +181,8 @@ def _box(
     weight: str = "normal",
 ) -> None:
     """A rounded box with its lower-left corner at (x, y) and centred text."""
-    ax.add_patch(
-        FancyBboxPatch(
-            (x, y),
-            w,
-            h,
-            boxstyle="round,pad=0,rounding_size=0.08",
-            facecolor=fill,
-            edgecolor=edge,
-            linestyle=style,
-            linewidth=width,
-        )
-    )
-    ax.text(
-        x + w / 2,
-        y + h / 2,
-        text,
-        ha="center",
-        va="center",
-        color=ink,
-        fontsize=size,
-        fontweight=weight,
-        linespacing=1.15,
-    )
+    _rounded(ax, x, y, w, h, facecolor=fill, edgecolor=edge, linestyle=style, linewidth=width)
+    _text(ax, x + w / 2, y + h / 2, text, color=ink, size=size, fontweight=weight, linespacing=1.15)
 
 
 def _arrow(
@@ -214,9 +225,7 @@ def _cell(
     ax.add_patch(
         Rectangle((x, y), w, h, facecolor=fill, edgecolor=edge, linewidth=linewidth, **patch)
     )
-    ax.text(
-        x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size, color=ink, gid=text_gid
-    )
+    _text(ax, x + w / 2, y + h / 2, text, size=size, color=ink, gid=text_gid)
 
 
 def _masked_or(ax: Axes, xy: tuple[float, float], side: float, masked: bool, **cell) -> None:
@@ -294,14 +303,14 @@ def roadmap(
                 weight="bold",
                 size=size,
             )
-            ax.text(
+            _text(
+                ax,
                 x + box_w / 2,
                 y + box_h + 0.12,
                 "you are here",
-                ha="center",
                 va="bottom",
                 color=CURRENT,
-                fontsize=12,
+                size=12,
                 fontweight="bold",
             )
         elif current is not None and number < current:
@@ -311,21 +320,19 @@ def roadmap(
         else:
             _box(ax, x, y, box_w, box_h, name, fill=DONE, edge=CURRENT, size=size)
         done = current is not None and number < current
-        ax.text(
+        _text(
+            ax,
             x + box_w / 2,
             y - 0.1,
             ("✓ " if done else "") + chapter,
-            ha="center",
             va="top",
-            fontsize=11,
+            size=11,
             color=INK if number == current else MUTED,
         )
         if number < len(STAGES):
             _arrow(ax, (x + box_w + 0.08, y + box_h / 2), (x + box_w + gap - 0.08, y + box_h / 2))
     if note:
-        ax.text(
-            width / 2, 0.15, note, ha="center", va="bottom", fontsize=11, color=INK, style="italic"
-        )
+        _text(ax, width / 2, 0.15, note, va="bottom", size=11, style="italic")
     return fig
 
 
@@ -365,7 +372,7 @@ def _matrix(
             (left, bottom), right - left, top - bottom, fill=False, edgecolor=INK, linewidth=1.0
         )
     )
-    ax.text((left + right) / 2, bottom - 0.08, name, ha="center", va="top", fontsize=10, color=INK)
+    _text(ax, (left + right) / 2, bottom - 0.08, name, va="top", size=10)
     return left, bottom, right, top
 
 
@@ -380,14 +387,13 @@ def _labelled_arrow(
     """An arrow with a label at its middle, above or below it."""
     _arrow(ax, start, end)
     mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
-    ax.text(
+    _text(
+        ax,
         mx,
         my + (0.07 if above else -0.07),
         label,
-        ha="center",
         va="bottom" if above else "top",
-        fontsize=8.5,
-        color=INK,
+        size=8.5,
         bbox={"facecolor": FACECOLOR, "edgecolor": "none", "pad": 0.5},
     )
 
@@ -617,7 +623,7 @@ def head_split(
     x0 = 0.3
     for row, (text, tensor) in enumerate(steps):
         top = height - 0.2 - row * row_h
-        ax.text(x0, top, text, ha="left", va="top", fontsize=8.5, color=INK, family="monospace")
+        _text(ax, x0, top, text, ha="left", va="top", size=8.5, family="monospace")
         y = top - 0.68
         for slot, (value, order) in enumerate(_memory_order(tensor)):
             token, feature = divmod(value, d_out)
@@ -633,25 +639,23 @@ def head_split(
                     linewidth=0.8,
                 )
             )
-            ax.text(
+            _text(
+                ax,
                 x0 + (slot + 0.5) * cell,
                 y + cell * 0.45,
                 str(token),
-                ha="center",
-                va="center",
-                fontsize=8,
-                color=INK,
+                size=8,
                 fontweight="bold",
                 bbox={"facecolor": HEAD_COLORS[head], "edgecolor": "none", "pad": 0.2},
             )
             jump = order != slot
-            ax.text(
+            _text(
+                ax,
                 x0 + (slot + 0.5) * cell,
                 y + cell * 0.9 + 0.03,
                 str(order),
-                ha="center",
                 va="bottom",
-                fontsize=6.5,
+                size=6.5,
                 color="#b2182b" if jump else MUTED,
                 fontweight="bold" if jump else "normal",
             )
@@ -669,14 +673,15 @@ def head_split(
                 hatch=HEAD_HATCHES[head] or None,
             )
         )
-        ax.text(x + 0.32, key_y + 0.1, f"head {head + 1}", va="center", fontsize=8.5, color=INK)
-    ax.text(
+        _text(ax, x + 0.32, key_y + 0.1, f"head {head + 1}", ha="left", size=8.5)
+    _text(
+        ax,
         x0,
         key_y + 0.32,
         "In a cell: its token. Above it: when the shape reads it (red: out of memory order).",
+        ha="left",
         va="bottom",
-        fontsize=8.5,
-        color=INK,
+        size=8.5,
     )
     return fig
 
@@ -736,66 +741,44 @@ def scaled_dot_product_diagram(
     for i, (name, fill, style, what) in enumerate(chain):
         y = bottom + i * step
         _box(ax, cx - box_w / 2, y, box_w, box_h, name, fill=fill, style=style)
-        ax.text(
-            cx + box_w / 2 + 0.08,
-            y + box_h / 2,
-            what,
-            ha="left",
-            va="center",
-            fontsize=8.5,
-            color=INK,
-        )
+        _text(ax, cx + box_w / 2 + 0.08, y + box_h / 2, what, ha="left", size=8.5)
         # Every arrow up the chain carries one score per pair of tokens.
         end_x = cx if i < len(chain) - 1 else cx + 0.3
         _arrow(ax, (cx, y + box_h), (end_x, y + step))
         if t is not None:
-            ax.text(
+            _text(
+                ax,
                 cx - 0.08,
                 y + box_h + (step - box_h) / 2,
                 f"({t}, {t})",
                 ha="right",
-                va="center",
-                fontsize=8,
+                size=8,
                 color=MUTED,
             )
     last_x = cx + 0.3 - box_w / 2  # the last MatMul sits a little to the right, towards V
     _box(ax, last_x, top, box_w, box_h, "MatMul", fill="#c7c1e0")
-    ax.text(
-        last_x - 0.08,
-        top + box_h / 2,
-        "weights V",
-        ha="right",
-        va="center",
-        fontsize=8.5,
-        color=INK,
-    )
+    _text(ax, last_x - 0.08, top + box_h / 2, "weights V", ha="right", size=8.5)
 
     # The inputs: Q and K feed the first MatMul; V rises past the side notes to the last.
     inputs_y = 0.42 if t is not None else 0.3
     v_x = cx + box_w / 2 + 1.25
     for name, x, size in (("Q", cx - 0.4, d_k), ("K", cx + 0.4, d_k), ("V", v_x, d_v)):
-        ax.text(
-            x, inputs_y, name, ha="center", va="center", fontsize=12, color=INK, fontweight="bold"
-        )
+        _text(ax, x, inputs_y, name, size=12, fontweight="bold")
         if name == "V":
             ax.plot([v_x, v_x], [inputs_y + 0.16, top + box_h / 2], color=INK, linewidth=1.2)
             _arrow(ax, (v_x, top + box_h / 2), (last_x + box_w, top + box_h / 2))
         else:
             _arrow(ax, (x, inputs_y + 0.16), (cx + (x - cx) / 2, bottom))
         if t is not None:
-            ax.text(
-                x, inputs_y - 0.16, f"({t}, {size})", ha="center", va="top", fontsize=8, color=MUTED
-            )
+            _text(ax, x, inputs_y - 0.16, f"({t}, {size})", va="top", size=8, color=MUTED)
     out_x = last_x + box_w / 2
     _arrow(ax, (out_x, top + box_h), (out_x, top + box_h + 0.3))
-    ax.text(
+    _text(
+        ax,
         out_x,
         top + box_h + 0.34,
         "output" + (f" ({t}, {d_v})" if t is not None else ""),
-        ha="center",
         va="bottom",
-        fontsize=9,
-        color=INK,
     )
     return fig
 
@@ -833,7 +816,8 @@ def paged_blocks(
     Returns
     -------
     matplotlib.axes.Axes
-        Its ``texts`` hold the slots' labels and the block tables.
+        Its ``texts`` hold the slots' labels and the block tables. The cell of slot ``s``
+        of block ``b``, and its label, have the gid ``"block <b> slot <s>"``.
 
     Examples
     --------
@@ -875,13 +859,13 @@ def paged_blocks(
     left = 0.9
     for block in range(num_blocks):
         y = height - 0.15 - (block + 1) * cell  # block 0 at the top
-        ax.text(
+        _text(
+            ax,
             left - 0.08,
             y + cell / 2,
             f"block {block}",
             ha="right",
-            va="center",
-            fontsize=8,
+            size=8,
             color=INK if block in readers else MUTED,
         )
         owners = readers.get(block, [])
@@ -894,6 +878,7 @@ def paged_blocks(
         for slot in range(size):
             x = left + slot * cell
             used = seq_id is not None and slot < filled
+            gid = f"block {block} slot {slot}"
             ax.add_patch(
                 Rectangle(
                     (x, y),
@@ -903,60 +888,46 @@ def paged_blocks(
                     edgecolor=INK if used else MUTED,
                     linewidth=0.8,
                     hatch="///" if used and len(owners) > 1 else None,
+                    gid=gid,
                 )
             )
             if used:
                 token = first + slot
                 names = labels.get(seq_id)
                 text = str(names[token]) if names is not None else str(token)
-                ax.text(
-                    x + cell / 2,
-                    y + cell / 2,
-                    text,
-                    ha="center",
-                    va="center",
-                    fontsize=6.5 if len(text) > 3 else 8,
-                    color=INK,
+                _text(
+                    ax, x + cell / 2, y + cell / 2, text, size=6.5 if len(text) > 3 else 8, gid=gid
                 )
         if len(owners) > 1:
-            ax.text(
+            _text(
+                ax,
                 left + size * cell + 0.08,
                 y + cell / 2,
                 "shared: " + ", ".join(map(str, owners)),
                 ha="left",
-                va="center",
-                fontsize=7.5,
-                color=INK,
+                size=7.5,
             )
     x_tables = left + size * cell + 1.0
-    ax.text(
-        x_tables,
-        height - 0.15,
-        "block tables",
-        ha="left",
-        va="top",
-        fontsize=9,
-        color=INK,
-        fontweight="bold",
-    )
+    _text(ax, x_tables, height - 0.15, "block tables", ha="left", va="top", fontweight="bold")
     for i, seq_id in enumerate(cache.seq_ids):
-        ax.text(
+        _text(
+            ax,
             x_tables,
             height - 0.15 - (i + 1) * cell,
             f"seq {seq_id}: {cache.block_table(seq_id)}",
             ha="left",
             va="top",
-            fontsize=8.5,
-            color=INK,
+            size=8.5,
             bbox={"facecolor": fills[seq_id], "edgecolor": "none", "pad": 1.5},
         )
-    ax.text(
+    _text(
+        ax,
         x_tables,
         height - 0.15 - (len(cache.seq_ids) + 1.3) * cell,
         f"{cache.num_free_blocks} of {num_blocks} blocks free",
         ha="left",
         va="top",
-        fontsize=8.5,
+        size=8.5,
         color=MUTED,
     )
     return ax
@@ -991,8 +962,6 @@ LAYER_LABELS = {
     "linear_attention": "linear (delta rule)",
     "indexed_attention": "sparse (indexer's top-k)",
 }
-#: What a masked cell looks like in every figure: :mod:`attention.plot`'s hatching.
-MASKED_FILL, MASKED_EDGE, MASKED_HATCH = "#e4e4e4", "#9a9a9a", "///"
 
 
 def _facts(owner: str, model: object) -> object:
@@ -1110,34 +1079,18 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
     # Layer numbers above the first row, every 10 layers (every 5 in short stacks).
     step = 5 if most <= 30 else 10
     for i in range(0, most, step):
-        ax.text(
-            label_w + (i + 0.5) * cell,
-            y + 0.02,
-            str(i),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-            color=MUTED,
-        )
+        _text(ax, label_w + (i + 0.5) * cell, y + 0.02, str(i), va="bottom", size=7, color=MUTED)
     for m, under in zip(facts, unders, strict=True):
         top = y - 0.05
         bottom = top - row_h
-        ax.text(
-            label_w - 0.1,
-            bottom + row_h / 2,
-            m.name,
-            ha="right",
-            va="center",
-            fontsize=9,
-            color=INK,
-        )
-        ax.text(
+        _text(ax, label_w - 0.1, bottom + row_h / 2, m.name, ha="right")
+        _text(
+            ax,
             label_w + m.layers * cell + 0.08,
             bottom + row_h / 2,
             f"{m.layers} layers",
             ha="left",
-            va="center",
-            fontsize=8,
+            size=8,
             color=MUTED,
         )
         nope = _nope_layers(m)
@@ -1189,15 +1142,15 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
             )
         if targets:
             first = min(i for i, s in enumerate(sources) if s is not None)
-            ax.text(
+            _text(
+                ax,
                 label_w + (first + 0.5) * cell + 0.05,
                 bottom - 0.16 * len(targets) - 0.08,
                 f"layers {first}–{m.layers - 1} reuse the keys and values of layers "
                 + " and ".join(map(str, targets)),
                 ha="left",
                 va="top",
-                fontsize=7.5,
-                color=INK,
+                size=7.5,
             )
         y = bottom - under
 
@@ -1233,7 +1186,7 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
             if item == "linear_attention":
                 mixers = sorted({m.linear_attention for m in facts if m.linear_attention})
                 text = "linear: " + ", ".join(_short_mixer(s) for s in mixers)
-        ax.text(x + 0.28, yy - 0.1, text, ha="left", va="center", fontsize=8.5, color=INK)
+        _text(ax, x + 0.28, yy - 0.1, text, ha="left", size=8.5)
     return fig
 
 
@@ -1248,8 +1201,9 @@ def _short_mixer(name: str) -> str:
 
 
 def _nope_layers(facts: object) -> set[int]:
-    """Attention layers that apply no rotation although the model has no learned table."""
-    if facts.positions == "learned":
+    """Attention layers that apply no rotation although the model has no learned table
+    and no ALiBi: NoPE layers."""
+    if facts.positions in ("learned", "alibi"):
         return set()
     return {
         i
@@ -1396,24 +1350,25 @@ def attention_anatomy(
     if current is not None:
         current = _positive(owner, "current", current, 99)
     steps = _anatomy_steps(facts)
-    box_x, box_w, box_h, gap = 0.2, 1.9, 0.5, 0.2
-    note_x, columns = box_x + box_w + 0.25, 52
+    # Wider than tall: on a phone the site shows it 720 pixels wide, and it must fit the
+    # screen's height there. So each note gets a line of its own, up to 80 characters.
+    box_x, box_w, box_h, gap = 0.2, 1.9, 0.46, 0.16
+    notes = [
+        [(label, f"{label}: " if label else "", families, kind) for label, families, kind in n]
+        for *_, n in steps
+    ]
+    longest = [len(lead + ", ".join(f)) for n in notes for _, lead, f, _ in n if f]
+    note_x, columns = box_x + box_w + 0.25, min(max(longest, default=0), 80)
     # Each step takes the room of its box or of its notes' lines, whichever is taller.
     blocks = []
-    for _, _, _, notes in steps:
+    for step_notes in notes:
         lines = []
-        for label, families, kind in notes:
+        for label, lead, families, kind in step_notes:
             if families:
-                text = f"{label}: " + ", ".join(families) if label else ", ".join(families)
-                lines.append(
-                    (
-                        label,
-                        textwrap.fill(
-                            text, columns, subsequent_indent="  ", break_on_hyphens=False
-                        ),
-                        kind,
-                    )
+                text = textwrap.fill(
+                    lead + ", ".join(families), 80, subsequent_indent="  ", break_on_hyphens=False
                 )
+                lines.append((label, text, kind))
         blocks.append(lines)
     rooms = [
         max(box_h, 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines) + 0.06) for lines in blocks
@@ -1421,15 +1376,7 @@ def attention_anatomy(
     width = note_x + columns * 0.072 + 0.1
     height = sum(rooms) + gap * (len(steps) - 1) + 0.9
     fig, ax = _canvas(owner, width, height, title)
-    ax.text(
-        box_x + box_w / 2,
-        height - 0.08,
-        "hidden states x",
-        ha="center",
-        va="top",
-        fontsize=9,
-        color=INK,
-    )
+    _text(ax, box_x + box_w / 2, height - 0.08, "hidden states x", va="top")
     y = height - 0.45
     _arrow(ax, (box_x + box_w / 2, y + 0.17), (box_x + box_w / 2, y))
     for (name, chapters, everywhere, _), lines, room in zip(steps, blocks, rooms, strict=True):
@@ -1450,24 +1397,22 @@ def attention_anatomy(
             width=2.0 if here else 1.2,
         )
         ink = "white" if here else INK
-        ax.text(
+        _text(
+            ax,
             box_x + box_w / 2,
             by + box_h * 0.63,
             name,
-            ha="center",
-            va="center",
-            fontsize=10,
+            size=10,
             color=ink,
             fontweight="bold" if here else "normal",
             gid=f"step {name}",
         )
-        ax.text(
+        _text(
+            ax,
             box_x + box_w / 2,
             by + box_h * 0.24,
             chapter,
-            ha="center",
-            va="center",
-            fontsize=7.5,
+            size=7.5,
             color="white" if here else MUTED,
         )
         line_y = top - (room - 0.17 * sum(t.count("\n") + 1 for _, t, _ in lines)) / 2
@@ -1476,14 +1421,14 @@ def attention_anatomy(
             if kind is not None:
                 _swatch(ax, (x, line_y - 0.145), 0.13, kind)
                 x += 0.18
-            ax.text(
+            _text(
+                ax,
                 x,
                 line_y,
                 text,
                 ha="left",
                 va="top",
-                fontsize=8.5,
-                color=INK,
+                size=8.5,
                 linespacing=1.1,
                 gid=f"note {name}: {label}",
             )
@@ -1495,15 +1440,7 @@ def attention_anatomy(
             )
             y -= gap
     _arrow(ax, (box_x + box_w / 2, by), (box_x + box_w / 2, by - 0.2))
-    ax.text(
-        box_x + box_w / 2,
-        by - 0.24,
-        "back to the residual stream",
-        ha="center",
-        va="top",
-        fontsize=9,
-        color=INK,
-    )
+    _text(ax, box_x + box_w / 2, by - 0.24, "back to the residual stream", va="top")
     return fig
 
 
@@ -1547,71 +1484,34 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     facts = _facts("decoder_block", model)
     numbers = facts.layer_kv_bytes_per_token(torch.float16)
     per_token = max(numbers) // 2  # 16-bit numbers
-    width, height = 5.9, 6.9
+    # Wider than tall: on a phone the site shows it 720 pixels wide, and it must fit the
+    # screen's height there.
+    width, height = 6.5, 5.95
     fig, ax = _canvas("decoder_block", width, height, title)
-    lane, bx, bw, bh = 1.3, 2.0, 1.7, 0.45  # the residual stream's x; the blocks' boxes
-    cx, cw = 4.15, 1.45  # the cache's box
-    ax.text(
-        lane,
-        6.82,
-        f"tokens → (tokens, {facts.hidden_size:,})",
-        ha="center",
-        va="top",
-        fontsize=8.5,
-        color=MUTED,
-    )
-    _box(ax, lane - 0.9, 6.05, 1.8, bh, "token embeddings", fill="#eeeeee")
-    # The frame around one block, repeated `layers` times.
-    ax.add_patch(
-        FancyBboxPatch(
-            (0.3, 1.35),
-            width - 0.45,
-            4.35,
-            boxstyle="round,pad=0,rounding_size=0.15",
-            facecolor="#f6f6f6",
-            edgecolor=MUTED,
-            linestyle="--",
-            linewidth=1.2,
-        )
-    )
-    ax.text(
-        width - 0.25,
-        1.45,
-        f"× {facts.layers} layers",
-        ha="right",
-        va="bottom",
-        fontsize=11,
-        color=INK,
-        fontweight="bold",
-        gid="layers",
-    )
-    ax.text(
-        width - 0.25,
-        5.62,
-        "one decoder block",
-        ha="right",
-        va="top",
-        fontsize=8.5,
-        color=MUTED,
-        style="italic",
-    )
-    ax.text(
-        lane - 0.08,
-        2.55,
-        "residual stream",
-        ha="right",
-        va="center",
-        fontsize=8,
-        color=MUTED,
-        rotation=90,
-    )
+    lane, bx, bw, bh = 1.3, 2.0, 1.7, 0.42  # the residual stream's x; the blocks' boxes
+    cx, cw, ch = 4.3, 1.75, 0.72  # the cache's box
+    frame_top, frame_bottom = 5.0, 1.2  # of the block repeated `layers` times
+    final_y = 0.42  # the final norm's box
+    shape = f"tokens → (tokens, {facts.hidden_size:,})"
+    _text(ax, lane, height - 0.08, shape, va="top", size=8.5, color=MUTED)
+    embed_y = frame_top + 0.2
+    _box(ax, lane - 0.9, embed_y, 1.8, bh, "token embeddings", fill="#eeeeee")
+    frame = {"facecolor": "#f6f6f6", "edgecolor": MUTED, "linestyle": "--", "linewidth": 1.2}
+    _rounded(ax, 0.3, frame_bottom, width - 0.45, frame_top - frame_bottom, rounding=0.15, **frame)
+    layers = f"× {facts.layers} layers"
+    right = width - 0.25
+    bold = {"size": 11, "fontweight": "bold", "gid": "layers"}
+    _text(ax, right, frame_bottom + 0.1, layers, ha="right", va="bottom", **bold)
+    muted = {"size": 8.5, "color": MUTED, "style": "italic"}
+    _text(ax, right, frame_top - 0.08, "one decoder block", ha="right", va="top", **muted)
     # The residual stream runs straight down; each half of the block branches off it and
     # is added back onto it.
-    ax.plot([lane, lane], [6.05, 0.95], color=INK, linewidth=1.6)
-    halves = ((4.7, 4.0, 3.6, "attention"), (2.6, 1.9, 1.6, "MLP"))
-    for norm_y, main_y, plus, name in halves:
-        mid = bx + bw / 2
-        branch = norm_y + bh + 0.2
+    ax.plot([lane, lane], [embed_y, final_y + bh], color=INK, linewidth=1.6)
+    branch, mid = frame_top - 0.28, bx + bw / 2
+    for name in ("attention", "MLP"):
+        norm_y = branch - 0.15 - bh
+        main_y = norm_y - 0.2 - bh
+        plus = main_y - 0.3
         ax.plot([lane, mid], [branch, branch], color=INK, linewidth=1.2)
         _arrow(ax, (mid, branch), (mid, norm_y + bh))
         _box(ax, bx, norm_y, bw, bh, "norm")
@@ -1631,57 +1531,51 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
         ax.plot([mid, mid], [main_y, plus], color=INK, linewidth=1.2)
         _arrow(ax, (mid, plus), (lane + 0.11, plus))
         _circle_plus(ax, lane, plus)
-    # The cache beside the attention: written and read at every step.
-    kv = "latent + rotated key" if facts.attention == "MLA" else "keys and values"
-    _box(ax, cx, 3.87, cw, 0.72, "", fill=DONE, edge=CURRENT)
-    ax.text(
-        cx + cw / 2,
-        4.42,
-        "KV cache",
-        ha="center",
-        va="center",
-        fontsize=9,
-        color=INK,
-        fontweight="bold",
-    )
-    ax.text(
-        cx + cw / 2,
-        4.13,
-        f"{kv}:\n{per_token:,} numbers\nper token",
-        ha="center",
-        va="center",
-        fontsize=8,
-        color=INK,
-        gid="cache",
-    )
-    ax.add_patch(
-        FancyArrowPatch(
-            (bx + bw + 0.05, 4.22),
-            (cx - 0.05, 4.22),
-            arrowstyle="<|-|>",
-            mutation_scale=10,
-            color=CURRENT,
-            linewidth=1.2,
-        )
-    )
-    _arrow(ax, (lane, 1.2), (lane, 0.95))
-    _box(ax, lane - 0.9, 0.5, 1.8, bh, "final norm, unembed", fill="#eeeeee")
-    _arrow(ax, (lane, 0.5), (lane, 0.3))
-    ax.text(lane, 0.26, "logits for the next token", ha="center", va="top", fontsize=9, color=INK)
+        if attention:
+            # The cache beside the attention: written and read at every step.
+            kv = "latent + rotated key" if facts.attention == "MLA" else "keys and values"
+            level = main_y + bh / 2
+            cy = level - ch / 2
+            _box(ax, cx, cy, cw, ch, "", fill=DONE, edge=CURRENT)
+            _text(ax, cx + cw / 2, cy + 0.55, "KV cache", fontweight="bold")
+            details = f"{kv}:\n{per_token:,} numbers\nper token"
+            _text(ax, cx + cw / 2, cy + 0.26, details, size=8, gid="cache")
+            ax.add_patch(
+                FancyArrowPatch(
+                    (bx + bw + 0.05, level),
+                    (cx - 0.05, level),
+                    arrowstyle="<|-|>",
+                    mutation_scale=10,
+                    color=CURRENT,
+                    linewidth=1.2,
+                )
+            )
+        branch = plus - 0.33
+    _text(ax, lane - 0.08, 2.3, "residual stream", ha="right", size=8, color=MUTED, rotation=90)
+    _arrow(ax, (lane, frame_bottom - 0.15), (lane, final_y + bh))
+    _box(ax, lane - 0.9, final_y, 1.8, bh, "final norm, unembed", fill="#eeeeee")
+    _arrow(ax, (lane, final_y), (lane, final_y - 0.18))
+    _text(ax, lane, final_y - 0.22, "logits for the next token", va="top")
     return fig
 
 
 def _cached(ax: Axes, x: float, y: float, w: float, h: float, text: str, gid: str) -> None:
     """A box the cache keeps: pale blue, a thick border, "cached" above it."""
     _box(ax, x, y, w, h, "", fill=DONE, edge=CURRENT, width=2.2)
-    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9, color=INK, gid=gid)
-    ax.text(
-        x + w - 0.05,
-        y + h + 0.04,
+    _text(ax, x + w / 2, y + h / 2, text, gid=gid)
+    _cached_tag(ax, x + w - 0.05, y + h + 0.04)
+
+
+def _cached_tag(ax: Axes, right: float, bottom: float) -> None:
+    """The word "cached", bold in the current stage's blue, its lower right at the point."""
+    _text(
+        ax,
+        right,
+        bottom,
         "cached",
         ha="right",
         va="bottom",
-        fontsize=7.5,
+        size=7.5,
         color=CURRENT,
         fontweight="bold",
     )
@@ -1783,7 +1677,7 @@ def latent_flow(
         weight="bold",
         size=9.5,
     )
-    ax.text(0.15, 0.12, note, ha="left", va="bottom", fontsize=8, color=INK, gid="note")
+    _text(ax, 0.15, 0.12, note, ha="left", va="bottom", size=8, gid="note")
     return fig
 
 
@@ -1834,16 +1728,7 @@ def gated_deltanet_diagram(
     b_x, b_w = 3.15, 2.0  # b and a, the gates' logits
     c_x, c_w = 5.4, 1.25  # z, the output gate
     mid = {"a": a_x + a_w / 2, "b": b_x + b_w / 2, "c": c_x + c_w / 2}
-    ax.text(
-        width / 2,
-        6.55,
-        f"x: (tokens, {m.hidden_size:,})",
-        ha="center",
-        va="top",
-        fontsize=9,
-        color=INK,
-        gid="io",
-    )
+    _text(ax, width / 2, 6.55, f"x: (tokens, {m.hidden_size:,})", va="top", gid="io")
     _arrow(ax, (width / 2, 6.3), (width / 2, 6.1))
     _box(ax, a_x, 5.6, c_x + c_w - a_x, 0.5, "1  project: six linear maps, no bias", fill="#eeeeee")
     row = 4.65
@@ -1877,61 +1762,41 @@ def gated_deltanet_diagram(
     _arrow(ax, (mid["b"], row), (mid["b"], 4.25))
     # The delta rule: the one box that keeps something between tokens.
     _box(ax, a_x, 2.05, b_x + b_w - a_x, 1.1, "", fill=DONE, edge=CURRENT, width=2.2)
-    ax.text(
+    _text(
+        ax,
         a_x + 0.15,
         2.95,
         "4  gated delta rule, per value head",
         ha="left",
-        va="center",
-        fontsize=9.5,
-        color=INK,
+        size=9.5,
         fontweight="bold",
     )
-    ax.text(
+    _text(
+        ax,
         a_x + 0.15,
         2.6,
         r"$S \leftarrow e^{g}(I - \beta k k^\top) S + \beta k v^\top$,"
         r"   $o = S^\top q$",
         ha="left",
-        va="center",
-        fontsize=9.5,
-        color=INK,
+        size=9.5,
     )
-    ax.text(
+    _text(
+        ax,
         a_x + 0.15,
         2.25,
         f"state S: {hv} heads × {dk} × {dv}",
         ha="left",
-        va="center",
-        fontsize=9,
         color=CURRENT,
         gid="state",
     )
-    ax.text(
-        b_x + b_w - 0.05,
-        3.19,
-        "cached",
-        ha="right",
-        va="bottom",
-        fontsize=7.5,
-        color=CURRENT,
-        fontweight="bold",
-    )
+    _cached_tag(ax, b_x + b_w - 0.05, 3.19)
     _arrow(ax, (mid["a"], 3.65), (mid["a"], 3.15))
     _arrow(ax, (mid["b"], 3.65), (mid["b"], 3.15))
     _box(ax, a_x, 1.05, c_x + c_w - a_x, 0.5, "5  gated RMSNorm: norm(o) · w · silu(z)")
     _arrow(ax, (mid["a"], 2.05), (mid["a"], 1.55))
     _arrow(ax, (mid["c"], row), (mid["c"], 1.55))
     _arrow(ax, (width / 2, 1.05), (width / 2, 0.75))
-    ax.text(
-        width / 2,
-        0.7,
-        f"6  output projection: {hv} × {dv} → {m.hidden_size:,}",
-        ha="center",
-        va="top",
-        fontsize=9,
-        color=INK,
-    )
+    _text(ax, width / 2, 0.7, f"6  output projection: {hv} × {dv} → {m.hidden_size:,}", va="top")
     return fig
 
 
@@ -2001,53 +1866,34 @@ def packing_diagram(
             )
         )
         if text:
-            ax.text(
-                x + cell / 2,
-                y + cell / 2,
-                text,
-                ha="center",
-                va="center",
-                fontsize=size,
-                color=INK,
-                rotation=0,
-            )
+            _text(ax, x + cell / 2, y + cell / 2, text, size=size, rotation=0)
 
     top = height - 0.4
-    ax.text(
+    _text(
+        ax,
         0.15,
         top + 0.05,
         f"padded: {rows} × {longest} slots, {rows * longest - total} of them padding",
         ha="left",
         va="bottom",
-        fontsize=9,
-        color=INK,
         fontweight="bold",
     )
     for i, n in enumerate(lengths):
         y = top - (i + 1) * cell
-        ax.text(
-            left - 0.1,
-            y + cell / 2,
-            f"request {i}",
-            ha="right",
-            va="center",
-            fontsize=8.5,
-            color=INK,
-        )
+        _text(ax, left - 0.1, y + cell / 2, f"request {i}", ha="right", size=8.5)
         for j in range(longest):
             if j < n:
                 slot(left + j * cell, y, SEQUENCE_FILLS[i], names[bounds[i] + j], f"padded {i}")
             else:
                 slot(left + j * cell, y, MASKED_FILL, "", "pad", hatch=MASKED_HATCH)
     y = top - rows * cell - 0.65 - cell
-    ax.text(
+    _text(
+        ax,
         0.15,
         y + cell + 0.05,
         f"packed: 1 × {total}, no padding",
         ha="left",
         va="bottom",
-        fontsize=9,
-        color=INK,
         fontweight="bold",
     )
     for i, (start, end) in enumerate(itertools.pairwise(bounds)):
@@ -2056,26 +1902,9 @@ def packing_diagram(
     for b in bounds:
         x = left + b * cell
         ax.plot([x, x], [y - 0.12, y + cell + 0.05], color=INK, linewidth=1.6)
-        ax.text(
-            x,
-            y - 0.14,
-            str(b),
-            ha="center",
-            va="top",
-            fontsize=9,
-            color=INK,
-            fontweight="bold",
-            gid="cu_seqlens",
-        )
-    ax.text(
-        left - 0.1,
-        y - 0.14,
-        "cu_seqlens",
-        ha="right",
-        va="top",
-        fontsize=8.5,
-        color=INK,
-        family="monospace",
+        _text(ax, x, y - 0.14, str(b), va="top", fontweight="bold", gid="cu_seqlens")
+    _text(
+        ax, left - 0.1, y - 0.14, "cu_seqlens", ha="right", va="top", size=8.5, family="monospace"
     )
     return fig
 
@@ -2189,7 +2018,7 @@ def _value_cells(
 
 
 def _row_label(ax: Axes, x: float, y: float, text: str, size: float = 8.5, **kw) -> None:
-    ax.text(x, y, text, ha="right", va="center", fontsize=size, color=INK, **kw)
+    _text(ax, x, y, text, ha="right", size=size, **kw)
 
 
 def delta_rule_step(
@@ -2299,8 +2128,8 @@ def delta_rule_step(
     _value_cells(ax, x_after, y, after, cell, "after", low=-bound, high=bound)
     middle = y - d_k * cell / 2
     for x, sign in ((x_before + d_v * cell + gap / 2, "+"), (x_after - gap / 2, "=")):
-        ax.text(x, middle, sign, ha="center", va="center", fontsize=18, color=INK)
-    ax.text(x_k + cell + 0.06, middle, "×", ha="center", va="center", fontsize=9, color=INK)
+        _text(ax, x, middle, sign, size=18)
+    _text(ax, x_k + cell + 0.06, middle, "×")
     bottom = y - d_k * cell - 0.08
     captions = (
         (x_before + d_v * cell / 2, f"S before\n{d_k} × {d_v} ($d_k × d_v$)"),
@@ -2309,7 +2138,7 @@ def delta_rule_step(
         (x_after + d_v * cell / 2, "S after"),
     )
     for x, text in captions:
-        ax.text(x, bottom, text, ha="center", va="top", fontsize=8.5, color=INK)
+        _text(ax, x, bottom, text, va="top", size=8.5)
     read_top = bottom - 0.45
     _value_cells(ax, x_after, read_top, read, cell, "read", low=-bound, high=bound)
     _row_label(ax, x_after - 0.12, read_top - cell / 2, "what S returns for k after")
@@ -2376,14 +2205,13 @@ def delta_chunks(
             x, name = x0 + i * cell, names[start + i]
             gid, label = f"token {start + i}", f"chunk {c}"
             _cell(ax, x, top - cell, cell, cell, name, fill=fill, size=size, gid=gid, label=label)
-        ax.text(
+        _text(
+            ax,
             x0 + n * cell / 2,
             top + 0.05,
             f"chunk {c + 1}",
-            ha="center",
             va="bottom",
-            fontsize=8.5,
-            color=INK,
+            size=8.5,
             fontweight="bold",
         )
         # The chunk's triangle, centred under its tokens.
@@ -2394,7 +2222,8 @@ def delta_chunks(
                 xy, gid = (tx + j * tri, ty - (i + 1) * tri), f"chunk {c} {i} {j}"
                 _masked_or(ax, xy, tri, j > i, facecolor=fill, linewidth=0.8, gid=gid)
     tri_bottom = top - cell - 0.3 - tri_h
-    ax.text(
+    _text(
+        ax,
         0.1,
         tri_bottom - 0.12,
         textwrap.fill(
@@ -2404,39 +2233,29 @@ def delta_chunks(
         ),
         ha="left",
         va="top",
-        fontsize=8,
-        color=INK,
+        size=8,
         wrap=False,
     )
     # The states, in the gaps, and the sequential arrows through the chunks.
     lane = tri_bottom - 0.8
     for c in range(len(starts) + 1):
         x = xs[c] - gap / 2 if c < len(starts) else xs[-1] + sizes[-1] * cell + gap / 2
-        ax.add_patch(
-            FancyBboxPatch(
-                (x - 0.24, lane - 0.17),
-                0.48,
-                0.34,
-                boxstyle="round,pad=0,rounding_size=0.06",
-                facecolor=DONE,
-                edgecolor=CURRENT,
-                linewidth=1.4,
-                gid=f"state {c}",
-            )
-        )
-        ax.text(x, lane, f"$S_{c}$", ha="center", va="center", fontsize=9.5, color=INK)
+        state = {"facecolor": DONE, "edgecolor": CURRENT, "linewidth": 1.4, "gid": f"state {c}"}
+        _rounded(ax, x - 0.24, lane - 0.17, 0.48, 0.34, rounding=0.06, **state)
+        _text(ax, x, lane, f"$S_{c}$", size=9.5)
         if c:
             _arrow(ax, (xs[c - 1] - gap / 2 + 0.26, lane), (x - 0.26, lane), color=CURRENT)
-            ax.text(
+            _text(
+                ax,
                 xs[c - 1] + sizes[c - 1] * cell / 2,
                 lane + 0.05,
                 f"+ chunk {c}",
-                ha="center",
                 va="bottom",
-                fontsize=8,
+                size=8,
                 color=CURRENT,
             )
-    ax.text(
+    _text(
+        ax,
         0.1,
         lane - 0.3,
         textwrap.fill(
@@ -2445,17 +2264,17 @@ def delta_chunks(
         ),
         ha="left",
         va="top",
-        fontsize=8,
-        color=INK,
+        size=8,
     )
-    ax.text(
+    _text(
+        ax,
         0.1,
         0.12,
         f"{num_tokens} tokens in chunks of {chunk_size}: {len(starts)} sequential steps "
         f"instead of {num_tokens}",
         ha="left",
         va="bottom",
-        fontsize=8.5,
+        size=8.5,
         color=CURRENT,
         fontweight="bold",
         gid="steps",
@@ -2473,7 +2292,7 @@ def _contrast(colour: object) -> str:
 
 
 def _header(ax: Axes, x: float, y: float, text: str, size: float = 9.5) -> None:
-    ax.text(x, y, text, ha="left", va="bottom", fontsize=size, color=INK, fontweight="bold")
+    _text(ax, x, y, text, ha="left", va="bottom", size=size, fontweight="bold")
 
 
 def sink_and_gate(
@@ -2572,10 +2391,8 @@ def sink_and_gate(
     _header(ax, 0.12, top, f"A sink ({sinks_in}): one more logit, its weight dropped")
     top -= 0.3
     for j, name in enumerate(names):
-        ax.text(
-            left + (j + 0.5) * cell, top - 0.02, name, ha="center", va="top", fontsize=8, color=INK
-        )
-    ax.text(x_sink + cell / 2, top - 0.02, "sink", ha="center", va="top", fontsize=8, color=INK)
+        _text(ax, left + (j + 0.5) * cell, top - 0.02, name, va="top", size=8)
+    _text(ax, x_sink + cell / 2, top - 0.02, "sink", va="top", size=8)
     top -= 0.25
 
     def sink_cell(y, value, gid, colour, dropped=False):
@@ -2618,25 +2435,16 @@ def sink_and_gate(
     _value_cells(ax, left, top, weights, cell, "weights", cmap="viridis", low=0.0, high=1.0)
     sink_cell(top, sink_weight, "sink weight", None, dropped=True)
     _row_label(ax, left - 0.12, top - cell / 2, f"softmax over {n} + 1")
-    ax.text(
-        x_sink + cell / 2,
-        top - cell - 0.04,
-        "dropped",
-        ha="center",
-        va="top",
-        fontsize=8,
-        color=INK,
-        fontweight="bold",
-    )
-    ax.text(
+    _text(ax, x_sink + cell / 2, top - cell - 0.04, "dropped", va="top", size=8, fontweight="bold")
+    _text(
+        ax,
         left,
         top - cell - 0.04,
         f"the keys get {float(weights.sum()):.2f} in all"
         + (", not 1" if sink_weight >= 0.005 else ""),
         ha="left",
         va="top",
-        fontsize=8.5,
-        color=INK,
+        size=8.5,
         gid="sum",
     )
     top -= cell + 0.55
@@ -2738,7 +2546,7 @@ def dsa_pipeline(
     fig, ax = _canvas(owner, width, height, title)
     top = height - 0.1
     for j, name in enumerate(names):
-        ax.text(left + (j + 0.5) * cell, top, name, ha="center", va="top", fontsize=8, color=INK)
+        _text(ax, left + (j + 0.5) * cell, top, name, va="top", size=8)
     top -= 0.35
     finite = index_scores[index_scores.isfinite()]
     # Only the order counts: the lowest visible score dark, the highest bright.
@@ -2780,13 +2588,12 @@ def dsa_pipeline(
                 xy, gid = (left + j * cell, top - cell), f"picked {j}"
                 _masked_or(ax, xy, cell, not chosen, facecolor=CURRENT, gid=gid, label="picked")
                 if chosen:
-                    ax.text(
+                    _text(
+                        ax,
                         left + (j + 0.5) * cell,
                         top - cell / 2,
                         "✓",
-                        ha="center",
-                        va="center",
-                        fontsize=10,
+                        size=10,
                         color="white",
                         gid=f"picked {j}",
                     )
@@ -2804,23 +2611,15 @@ def dsa_pipeline(
                 hidden=~picked,
                 fmt="{:.2f}" if cell > 0.5 else "{:.1f}",
             )
-        ax.text(
-            0.12,
-            top - cell / 2 + 0.02,
-            label,
-            ha="left",
-            va="bottom",
-            fontsize=9,
-            color=INK,
-            fontweight="bold",
-        )
-        ax.text(
+        _text(ax, 0.12, top - cell / 2 + 0.02, label, ha="left", va="bottom", fontweight="bold")
+        _text(
+            ax,
             0.12,
             top - cell / 2 - 0.02,
             textwrap.fill(sizes, int((left - 0.25) / 0.062)),
             ha="left",
             va="top",
-            fontsize=7.5,
+            size=7.5,
             color=CURRENT,
             gid=f"sizes {row}",
         )
@@ -2889,14 +2688,15 @@ def kv_cache_growth(
     height = 0.45 + len(steps) * (row_h + 0.16) + 0.3
     fig, ax = _canvas(owner, width, height, title)
     top = height - 0.12
-    ax.text(left, top, "queries", ha="left", va="top", fontsize=8.5, color=MUTED)
-    ax.text(
+    _text(ax, left, top, "queries", ha="left", va="top", size=8.5, color=MUTED)
+    _text(
+        ax,
         x_cache,
         top,
         "the cache: keys and values, one per token",
         ha="left",
         va="top",
-        fontsize=8.5,
+        size=8.5,
         color=MUTED,
     )
     top -= 0.33
@@ -2925,14 +2725,13 @@ def kv_cache_growth(
                 label="new" if fresh else "cached",
             )
         reads = "each reads\nthe keys up to itself" if s == 0 else f"reads {length} keys"
-        ax.text(
+        _text(
+            ax,
             x_cache + length * cell + 0.1,
             y + row_h / 2,
             reads,
             ha="left",
-            va="center",
-            fontsize=7.5,
-            color=INK,
+            size=7.5,
             gid=f"reads {s}",
         )
         top = y - 0.16
@@ -3031,14 +2830,14 @@ def rotary_pairs(
 
     speeds_cmap = colormaps["viridis"]
     for layout, caption, speeds, half in layouts:
-        ax.text(
+        _text(
+            ax,
             left,
             top,
             textwrap.fill(caption, int((width - left) / 0.068)),
             ha="left",
             va="top",
-            fontsize=8.5,
-            color=INK,
+            size=8.5,
             fontweight="bold",
         )
         arc_room = room(half)
@@ -3083,14 +2882,14 @@ def rotary_pairs(
                 )
             )
         top = y - 0.35
-    ax.text(
+    _text(
+        ax,
         left,
         0.1,
         "solid arcs: pairs that turn (brighter: faster); dashed: speed 0",
         ha="left",
         va="bottom",
-        fontsize=8,
-        color=INK,
+        size=8,
     )
     return fig
 
@@ -3108,16 +2907,19 @@ def backward_blocks(
     The loops of :func:`~attention.flash.tiled_attention_backward`, drawn.
 
     A grid of query blocks (rows) by key blocks (columns). Each block the backward pass
-    computes is filled, a block on the diagonal is marked "masked", and a block in the
-    future of its queries (skipped) is left blank and hatched. The column of
-    ``key_block`` is the outer loop's current step: its ``dK`` and ``dV`` are summed
-    down the column, while each block also adds to its row's ``dQ``. Beside each row,
-    what the forward pass saved for it: its output ``O`` and its log-sum-exp.
+    computes is filled, a block on the diagonal is marked "masked" (unless it is one
+    token long, with no future to mask), and a block in the future of its queries
+    (skipped) is left blank and hatched. The column of ``key_block`` is the outer loop's
+    current step: its ``dK`` and ``dV`` are summed down the column, while each block
+    also adds to its row's ``dQ``. Beside each row, what the forward pass saved for it:
+    its output ``O`` and its log-sum-exp.
 
     Returns
     -------
     matplotlib.axes.Axes
-        Its ``texts`` hold the labels; a block's label says what is done there.
+        Its ``texts`` hold the labels; a block's label says what is done there. The cell
+        of query block ``i`` and key block ``j`` has the gid ``"block <i> <j>"``, its
+        label ``"label <i> <j>"``.
 
     Examples
     --------
@@ -3141,52 +2943,46 @@ def backward_blocks(
     _, ax = _canvas(owner, width, height, title)
     for i in range(n):
         y = height - top - (i + 1) * cell
-        ax.text(left - 0.1, y + cell / 2, f"Q{i}", ha="right", va="center", fontsize=9, color=INK)
-        ax.text(
+        _text(ax, left - 0.1, y + cell / 2, f"Q{i}", ha="right")
+        _text(
+            ax,
             left + n * cell + 0.15,
             y + cell / 2,
             f"dQ{i} +=  (saved: O{i}, lse{i})",
             ha="left",
-            va="center",
-            fontsize=8,
-            color=INK,
+            size=8,
         )
         for j in range(n):
             x = left + j * cell
-            future, diagonal = causal and j > i, causal and j == i
+            # A block straddles the diagonal, and is masked, unless it is one token long.
+            straddles = min((i + 1) * block_size, num_tokens) - i * block_size > 1
+            future, diagonal = causal and j > i, causal and j == i and straddles
             current = j == key_block and not future
             fill = FACECOLOR if future else (CURRENT if current else DONE)
-            ax.add_patch(
-                Rectangle(
-                    (x, y),
-                    cell,
-                    cell,
-                    facecolor=fill,
-                    edgecolor=MUTED if future else INK,
-                    hatch="///" if future else None,
-                    linewidth=0.8,
-                )
-            )
             label = "skipped" if future else ("masked" if diagonal else "P = exp(S - lse)")
-            ax.text(
-                x + cell / 2,
-                y + cell / 2,
+            _cell(
+                ax,
+                x,
+                y,
+                cell,
+                cell,
                 label if future or diagonal or current else "",
-                ha="center",
-                va="center",
-                fontsize=6.5,
-                color="white" if current else (MUTED if future else INK),
-                wrap=True,
+                fill=fill,
+                ink="white" if current else (MUTED if future else INK),
+                size=6.5,
+                edge=MUTED if future else INK,
+                linewidth=0.8,
+                hatch="///" if future else None,
+                gid=f"block {i} {j}",
+                text_gid=f"label {i} {j}",
             )
     for j in range(n):
-        ax.text(
+        _text(
+            ax,
             left + (j + 0.5) * cell,
             height - top + 0.1,
             f"K{j},V{j}",
-            ha="center",
             va="bottom",
-            fontsize=9,
-            color=INK,
             fontweight="bold" if j == key_block else "normal",
         )
     x = left + (key_block + 0.5) * cell
@@ -3195,15 +2991,7 @@ def backward_blocks(
         (left + key_block * cell + 0.1, height - top - 0.05),
         (left + key_block * cell + 0.1, 0.75),
     )
-    ax.text(
-        x,
-        0.55,
-        f"dK{key_block}, dV{key_block}: summed down the column",
-        ha="center",
-        va="top",
-        fontsize=8.5,
-        color=INK,
-    )
+    _text(ax, x, 0.55, f"dK{key_block}, dV{key_block}: summed down the column", va="top", size=8.5)
     return ax
 
 
@@ -3303,6 +3091,12 @@ def ring_steps(
     (:func:`~attention.ring.ring_work`, in units of one chunk by one chunk); one that
     computes nothing is hatched.
 
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One axes per step. Process ``r``'s box and its label at step ``s`` have the gid
+        ``"step <s> P<r>"``.
+
     Examples
     --------
     >>> import matplotlib.pyplot as plt
@@ -3311,8 +3105,6 @@ def ring_steps(
     4
     >>> plt.close(fig)
     """
-    import math
-
     from attention.ring import ring_work
 
     owner = "ring_steps"
@@ -3355,27 +3147,14 @@ def ring_steps(
                 )
             blocks = int(work[r, step])
             x, y = where[r]
-            ax.add_patch(
-                FancyBboxPatch(
-                    (x - 0.5, y - 0.38),
-                    1.0,
-                    0.76,
-                    boxstyle="round,pad=0,rounding_size=0.1",
-                    facecolor=HEAD_COLORS[r % len(HEAD_COLORS)] if blocks else FACECOLOR,
-                    edgecolor=INK,
-                    hatch=None if blocks else "///",
-                )
-            )
+            fill = HEAD_COLORS[r % len(HEAD_COLORS)] if blocks else FACECOLOR
+            hatch = None if blocks else "///"
+            gid = f"step {step} P{r}"
+            style = {"facecolor": fill, "edgecolor": INK, "hatch": hatch, "gid": gid}
+            _rounded(ax, x - 0.5, y - 0.38, 1.0, 0.76, rounding=0.1, **style)
             kv = held((r - step) % world_size)
-            ax.text(
-                x,
-                y,
-                f"P{r}\nK,V {kv}\n{blocks} block{'s' * (blocks != 1)}",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color=INK,
-            )
+            text = f"P{r}\nK,V {kv}\n{blocks} block{'s' * (blocks != 1)}"
+            _text(ax, x, y, text, size=7, gid=gid)
     if title:
         fig.suptitle(title, fontsize=11, color=INK)
     fig.tight_layout()

@@ -40,7 +40,6 @@ from attention.cache import Cache
 from attention.kv_cache import _check_layer_cache, _local_sizes
 from attention.masks import _local_mask
 from attention.rope import Rotary
-from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend, _weights, check_softcap
 from attention.step import _check as _attend_checks
 
@@ -419,8 +418,5 @@ class GroupedQueryAttention(nn.Module):
         less than 1 (the rest went to the sink).
         """
         queries, keys, _, mask = self._project(x, None, allowed)
-        # (b, num_kv_heads, n, head_dim) -> (b, num_heads, n, head_dim): heads 0 0 1 1 ...
-        keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
-        if self.softcap is None and self.sinks is None:
-            return _scaled_dot_product_weights(queries, keys, mask, self.scale)
+        # each query head's weights over its group's key/value head, as forward's
         return _weights(queries, keys, mask, False, self.scale, self.softcap, self.sinks)

@@ -10,7 +10,7 @@ that file (the context a model was trained with, a field the file leaves to its
 Two numbers are easy to confuse. ``max_position_embeddings`` is how many positions the
 config allows; ``trained_context`` is the longest text the model was trained on, which
 its authors give as its context. Mistral 7B v0.1 allows 32,768 positions but was
-trained on 8,192 tokens.
+trained on 8,192 tokens. A config with ALiBi (BLOOM) sets no limit at all: ``None``.
 
 >>> from attention import MODELS
 >>> llama = MODELS["Llama 3 8B"]
@@ -629,14 +629,19 @@ class ModelFacts:
     head_dim : int
         The config's ``head_dim``, or ``hidden_size // num_heads`` where it has none
         (for latent attention, ``qk_nope_head_dim + qk_rope_head_dim``).
-    max_position_embeddings : int
-        Positions the config allows.
+    max_position_embeddings : int or None
+        Positions the config allows; ``None`` where it sets no limit, as ALiBi needs
+        none (BLOOM's config has no such field).
     trained_context, context_source : int, str
         The longest context the model was trained with, and where that is said.
     rope : Rope or None
         Its rotary position embeddings; ``None``: no layer rotates (see ``positions``).
     learned_positions : bool
         A position embedding table instead (GPT-2).
+    alibi : bool
+        ALiBi instead: each head subtracts ``slope * distance`` from its scores, and no
+        position is added to the embeddings (BLOOM; always on in ``BloomModel``, no
+        config field).
     local : Sliding, Chunked, LinearAttention or None
         The layers that are not full attention, of one kind, and where the full ones
         fall among them: one every ``local.global_every`` layers (layer ``i`` is full
@@ -689,12 +694,13 @@ class ModelFacts:
     hidden_size: int
     num_heads: int
     num_kv_heads: int
-    max_position_embeddings: int
+    max_position_embeddings: int | None
     trained_context: int
     context_source: str
     head_dim: int | None = None
     rope: Rope | None = None
     learned_positions: bool = False
+    alibi: bool = False
     local: Sliding | Chunked | LinearAttention | None = None
     latent: Latent | None = None
     indexer: Indexer | None = None
@@ -783,8 +789,21 @@ class ModelFacts:
                 f"{owner}: expected 0 <= num_kv_shared_layers < layers, "
                 f"got {self.num_kv_shared_layers} of {self.layers}"
             )
-        if self.rope is not None and self.learned_positions:
-            raise ValueError(f"{owner}: expected RoPE or learned positions, got both")
+        schemes = {
+            "RoPE": self.rope is not None,
+            "learned positions": self.learned_positions,
+            "ALiBi": self.alibi,
+        }
+        if sum(schemes.values()) > 1:
+            given = " and ".join(name for name, on in schemes.items() if on)
+            raise ValueError(
+                f"{owner}: expected one of RoPE, learned positions or ALiBi, got {given}"
+            )
+        if self.max_position_embeddings is None and not self.alibi:
+            raise ValueError(
+                f"{owner}: expected max_position_embeddings, the positions the config "
+                f"allows (only ALiBi needs no limit), got None"
+            )
         listed = self.full_attention_layers or ()
         if listed and listed[-1] >= self.layers:
             raise ValueError(
@@ -885,11 +904,14 @@ class ModelFacts:
 
     @property
     def positions(self) -> str:
-        """``"rope"``, ``"learned"`` (a position embedding table) or ``"none"``: no layer
-        encodes positions, the order comes from the recurrent layers (Kimi Linear,
-        whose MLA layers are NoPE, ``mla_use_nope``)."""
+        """``"rope"``, ``"learned"`` (a position embedding table), ``"alibi"`` (a bias on
+        the scores, BLOOM) or ``"none"``: no layer encodes positions, the order comes
+        from the recurrent layers (Kimi Linear, whose MLA layers are NoPE,
+        ``mla_use_nope``)."""
         if self.rope is not None:
             return "rope"
+        if self.alibi:
+            return "alibi"
         return "learned" if self.learned_positions else "none"
 
     # -- what the facts imply ---------------------------------------------------------

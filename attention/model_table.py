@@ -111,6 +111,22 @@ _ENTRIES = (
         ),
     ),
     ModelFacts(
+        name="BLOOM 176B",
+        checkpoint="bigscience/bloom",
+        year=2022,
+        source=_hf("bigscience/bloom") + " (n_layer, hidden_size, n_head; no position field)",
+        config_class="BloomConfig",
+        layers=70,
+        hidden_size=14336,
+        num_heads=112,
+        num_kv_heads=112,
+        max_position_embeddings=None,  # ALiBi: the config sets no limit
+        trained_context=2048,
+        context_source="the model card, huggingface.co/bigscience/bloom: 'Sequence length "
+        "of 2048 tokens used'",
+        alibi=True,
+    ),
+    ModelFacts(
         name="Llama 2 7B",
         checkpoint="meta-llama/Llama-2-7b-hf",
         year=2023,

@@ -26,8 +26,9 @@ Gemma 4                 ``v_norm``; global layers with their own heads and no
 gpt-oss                 ``sinks``, sliding and global layers, YaRN
 Qwen3-Next, Qwen3.5     ``W_gate``, QK-norm, a quarter of each head rotating;
                         Gated DeltaNet in three layers of four
-Llama 4                 chunked layers with an L2 QK-norm; global NoPE layers
-                        whose queries warm with the position
+Llama 4                 chunked layers with a QK-norm after RoPE and without a
+                        scale (RMS, though ``transformers`` calls it ``L2Norm``);
+                        global NoPE layers whose queries warm with the position
                         (:class:`NoPEWithTemperature`)
 DeepSeek-V3, V3.2       :class:`~attention.MultiHeadLatentAttention`, and
                         :class:`~attention.SparseLatentAttention` with its indexer
@@ -234,7 +235,7 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
         )
     kind = facts.layer_types[index]
     no_recipe = facts.linear_attention == "Kimi Delta Attention" or facts.compressed is not None
-    if facts.positions == "learned" or no_recipe:  # ... nor DeepSeek-V4's compressed layers
+    if facts.positions in ("learned", "alibi") or no_recipe:  # nor DeepSeek-V4's compressed
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
     if kind in (MAMBA, HYBRID, NO_MIXER):
         raise ValueError(

@@ -184,12 +184,14 @@ def _attend_chosen(
     scale: float | None = None,
     dropout: float = 0.0,
 ) -> torch.Tensor:
-    """Attention over the ``chosen`` keys ``(batch, num_queries, num_keys)``; none: zeros."""
+    """Attention over the ``chosen`` keys ``(batch, num_queries, num_keys)``; none: zeros.
+
+    Returns ``(batch, heads, num_queries, dim_v)``.
+    """
     empty = ~chosen.any(dim=-1, keepdim=True)  # queries left with no key at all
     if empty.any():  # attend over everything, then give them zeros: no NaN, no gradient
         out = _attend(q, k, v, (chosen | empty)[:, None], scale=scale, dropout=dropout)
         return out.masked_fill(empty[:, None], 0.0)
-    # (batch, heads, num_queries, dim_v)
     return _attend(q, k, v, chosen[:, None], scale=scale, dropout=dropout)
 
 
@@ -205,8 +207,8 @@ def _attend_gathered(
     """Attention of each query over its ``indices`` keys alone, gathered: O(top_k) per query.
 
     Each query becomes a batch row of one query over its ``top_k`` keys and values,
-    ``(batch * num_queries, heads_kv, top_k, dim)``; ``valid`` masks the picks it may
-    not attend to, and a query with none gets zeros. Returns ``(batch, heads,
+    ``(batch * num_queries, heads_kv, top_k, dim)``, and :func:`_attend_chosen` attends
+    over the ``valid`` ones (a query with none gets zeros). Returns ``(batch, heads,
     num_queries, dim_v)``.
     """
     batch, num_heads, num_queries, dim = q.shape
@@ -221,12 +223,11 @@ def _attend_gathered(
         return picked.transpose(1, 2).reshape(rows, num_kv_heads, picks, x.shape[-1])
 
     queries = q.transpose(1, 2).reshape(rows, num_heads, 1, dim)
-    valid = valid.reshape(rows, 1, 1, picks)
-    empty = ~valid.any(dim=-1, keepdim=True)  # (rows, 1, 1, 1): queries with no key
-    allowed = None if valid.all() else valid | empty  # None: attend's packed decoding path
-    out = _attend(queries, gathered(k), gathered(v), allowed, scale=scale, dropout=dropout)
-    if allowed is not None:
-        out = out.masked_fill(empty, 0.0)  # they attended to everything: zeros instead
+    if valid.all():  # no mask: attend's packed decoding path
+        out = _attend(queries, gathered(k), gathered(v), scale=scale, dropout=dropout)
+    else:  # (rows, 1 query, picks)
+        valid = valid.reshape(rows, 1, picks)
+        out = _attend_chosen(queries, gathered(k), gathered(v), valid, scale, dropout)
     return out.view(batch, num_queries, num_heads, -1).transpose(1, 2)
 
 

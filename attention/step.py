@@ -15,14 +15,16 @@ Two implementations compute the same function, as ``transformers`` picks one wit
 * ``"eager"``: the book's way, the weights of
   :func:`~attention.scaled_dot_product_weights`, dropout, then the weighted sum.
 
-Two changes to the scores that today's models make, which ``scaled_dot_product_attention``
-cannot, so that with either of them the eager way runs whatever ``implementation`` says:
+Three changes to the scores that models make, which this function applies itself, so
+that with any of them the eager way runs whatever ``implementation`` says:
 
 * ``softcap``: Gemma 2's ``attn_logit_softcapping``, the scaled scores squashed into
   ``(-softcap, softcap)`` by ``softcap * tanh(scores / softcap)`` before the mask;
 * ``sinks``: gpt-oss's attention sinks, one learned logit per head that joins every
   softmax and whose weight is then dropped, so a query's weights over the keys may sum
-  to less than 1.
+  to less than 1;
+* ``bias``: a number added to each score after the scale, the way positions enter the
+  scores of ALiBi (BLOOM) and T5's relative position bias (:mod:`attention.positions`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import torch
 from torch.nn import functional as F
 
 from attention import _checks
-from attention.scaled import _scaled_dot_product_weights
 
 __all__ = ["attend"]
 
@@ -50,6 +51,7 @@ def attend(
     implementation: str = "sdpa",
     softcap: float | None = None,
     sinks: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of ``num_heads`` query heads over ``num_kv_heads`` key/value heads.
 
@@ -81,7 +83,7 @@ def attend(
         training (the function has no training mode of its own).
     implementation : {"sdpa", "eager"}
         Which of the two implementations computes it (see the module's docstring);
-        with ``softcap`` or ``sinks``, always the eager one.
+        with ``softcap``, ``sinks`` or ``bias``, always the eager one.
     softcap : float, optional
         A positive number ``c``: the scaled scores ``s`` become ``c * tanh(s / c)``
         before the mask and the softmax (Gemma 2's ``attn_logit_softcapping``). Scores
@@ -91,6 +93,11 @@ def attend(
         softmaxes as one more key with no value; its weight is dropped, so each row of
         weights sums to ``1 - sink weight`` (gpt-oss's ``sinks``). A sink of ``-inf`` is
         no sink. A query that the mask keeps from every key gets zeros, not NaN.
+    bias : torch.Tensor, optional
+        Added to the scores after the scale and the cap, before the mask, of ``q``'s
+        dtype and broadcastable to ``(batch, num_heads, num_queries, num_keys)``: an
+        ALiBi or a T5 bias of shape ``(num_heads, num_queries, num_keys)`` serves
+        every sequence of the batch.
 
     Returns
     -------
@@ -121,10 +128,16 @@ def attend(
     >>> sunk = attend(q, k, v, causal=True, sinks=torch.zeros(4))
     >>> bool(sunk[0, :, 0].norm() < out[0, :, 0].norm())  # the first query's one value, shrunk
     True
+
+    A bias that is the same for every key of a query changes none of its weights:
+
+    >>> same_for_every_key = torch.full((3, 1), 5.0)  # (num_queries, 1): one per query
+    >>> torch.allclose(out, attend(q, k, v, causal=True, bias=same_for_every_key), atol=1e-6)
+    True
     """
     arguments = (q, k, v, allowed, causal, scale, dropout, implementation)
-    _check("attend", *arguments, softcap, sinks)
-    return _attend(*arguments, softcap, sinks)
+    _check("attend", *arguments, softcap, sinks, bias)
+    return _attend(*arguments, softcap, sinks, bias)
 
 
 def _check(
@@ -139,6 +152,7 @@ def _check(
     implementation: object,
     softcap: object = None,
     sinks: object = None,
+    bias: object = None,
 ) -> None:
     """:func:`attend`'s argument checks, naming ``owner`` in the errors."""
     layout = (
@@ -180,6 +194,27 @@ def _check(
             raise ValueError(
                 f"{owner}: {expected}, got shape {tuple(sinks.shape)} and dtype {sinks.dtype}"
             )
+    if bias is not None:
+        _check_bias(owner, bias, q, k)
+
+
+def _check_bias(owner: str, bias: object, q: torch.Tensor, k: torch.Tensor) -> None:
+    """Raise unless ``bias`` is a tensor of ``q``'s dtype that broadcasts to the scores."""
+    scores = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    expected = (
+        f"bias must be None or a tensor of q's dtype {q.dtype} that broadcasts to the "
+        f"scores, (batch, num_heads, num_queries, num_keys) = {scores}"
+    )
+    if not isinstance(bias, torch.Tensor):
+        raise TypeError(f"{owner}: {expected}, got {type(bias).__name__}")
+    try:
+        fits = torch.broadcast_shapes(bias.shape, scores) == scores
+    except RuntimeError:
+        fits = False
+    if not fits or bias.dtype != q.dtype:
+        raise ValueError(
+            f"{owner}: {expected}, got shape {tuple(bias.shape)} and dtype {bias.dtype}"
+        )
 
 
 def _grouped_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -221,26 +256,17 @@ def _attend(
     implementation: str = "sdpa",
     softcap: float | None = None,
     sinks: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """:func:`attend` of a module's own heads, unchecked."""
     batch, num_heads, num_queries, head_dim = q.shape
     num_kv_heads = k.shape[1]
     group = num_heads // num_kv_heads
-    if softcap is not None or sinks is not None:  # beyond what SDPA computes
-        if group > 1:
-            v = v.repeat_interleave(group, dim=1)
-        weights = _weights(q, k, allowed, causal, scale, softcap, sinks)
-        if dropout > 0:
-            weights = F.dropout(weights, dropout, training=True)
-        return weights @ v  # (b, num_heads, num_queries, value_dim)
-    if implementation == "eager":
+    if implementation == "eager" or any(x is not None for x in (softcap, sinks, bias)):
+        # The book's way, and the only one with a cap, sinks or a bias (beyond SDPA here)
         if group > 1:  # (b, num_kv_heads, k, d) -> (b, num_heads, k, d): heads 0 0 1 1 ...
-            k = k.repeat_interleave(group, dim=1)
             v = v.repeat_interleave(group, dim=1)
-        if causal:
-            allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=q.device)
-            allowed = allowed.tril()
-        weights = _scaled_dot_product_weights(q, k, allowed, scale)
+        weights = _weights(q, k, allowed, causal, scale, softcap, sinks, bias)
         if dropout > 0:
             weights = F.dropout(weights, dropout, training=True)
         return weights @ v  # (b, num_heads, num_queries, value_dim)
@@ -274,11 +300,14 @@ def _weights(
     scale: float | None = None,
     softcap: float | None = None,
     sinks: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The attention weights with a cap and sinks, ``(batch, num_heads, num_queries, num_keys)``.
+    """The attention weights with a cap, a bias and sinks, ``(batch, num_heads, num_queries,
+    num_keys)``.
 
-    Scale, cap, mask, softmax over the keys and the sink, then drop the sink's column:
-    the order of Gemma 2's and gpt-oss's eager attention.
+    Scale, cap, bias, mask, softmax over the keys and the sink, then drop the sink's
+    column: the order of Gemma 2's and gpt-oss's eager attention, with BLOOM's ALiBi and
+    T5's bias added to the scaled scores as those models add them.
     """
     num_heads, num_queries = q.shape[1], q.shape[2]
     group = num_heads // k.shape[1]
@@ -288,6 +317,8 @@ def _weights(
     scores = scores / k.shape[-1] ** 0.5 if scale is None else scores * scale
     if softcap is not None:
         scores = softcap * torch.tanh(scores / softcap)
+    if bias is not None:
+        scores = scores + bias
     if causal:
         allowed = torch.ones(num_queries, num_queries, dtype=torch.bool, device=q.device)
         allowed = allowed.tril()

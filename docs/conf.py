@@ -21,6 +21,8 @@ extensions = [
     "myst_nb",
     "execute_ahead",  # pages run beside the gallery scripts: after myst_nb, before the gallery
     "sphinx.ext.autodoc",
+    "sphinx.ext.viewcode",  # the API page links each object to its highlighted source
+    "viewcode_backlinks",  # and each source block links back to its object's own anchor
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.intersphinx",

@@ -103,7 +103,8 @@ for name, median in medians.items():
 # timing was. Expect ``FastMultiHeadAttention`` and ``SDPAttention`` to be among
 # the shortest bars and ``EinsumAttention`` close to the book's module; with tiny
 # tensors and a busy machine the order can change from run to run. Chapter 7 of the
-# documentation explains each variant and shows the full benchmark.
+# documentation explains each variant, and its page "Measuring attention" shows the
+# full benchmark.
 
 names = sorted(medians, key=medians.get, reverse=True)  # the fastest at the top
 values = [medians[name] * 1e3 for name in names]

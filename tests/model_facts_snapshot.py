@@ -101,7 +101,8 @@ def _plain(value):
 def snapshot(facts) -> dict:
     """One model's attributes and the results of every public method."""
     record = {name: _plain(getattr(facts, name)) for name in ATTRIBUTES}
-    lengths = sorted({*TOKENS, facts.trained_context, facts.max_position_embeddings})
+    limit = facts.max_position_embeddings  # None where the config sets none (ALiBi)
+    lengths = sorted({*TOKENS, facts.trained_context, *([limit] if limit else [])})
     for label, dtype in DTYPES.items():
         record[f"layer_kv_bytes_per_token[{label}]"] = list(facts.layer_kv_bytes_per_token(dtype))
         record[f"kv_bytes_per_token[{label}]"] = facts.kv_bytes_per_token(dtype)

@@ -222,6 +222,7 @@ def test_a_multimodal_config_gives_its_text_model() -> None:
             ValueError,
             None,
         ),
+        ({"model_type": "bloom"}, ValueError, "trained_context= for a bloom config"),
     ],
 )
 def test_what_the_atlas_cannot_read_is_refused_by_name(config, error, message) -> None:
@@ -230,6 +231,19 @@ def test_what_the_atlas_cannot_read_is_refused_by_name(config, error, message) -
     assert str(caught.value).startswith("facts_from_config: expected")
     if message is not None:
         assert message in str(caught.value)
+
+
+def test_a_bloom_config_reads_as_alibi_with_the_context_it_is_given() -> None:
+    config = {"model_type": "bloom", "n_layer": 2, "n_head": 3, "hidden_size": 12}
+    facts = facts_from_config(config, trained_context=64)
+    assert (facts.positions, facts.max_position_embeddings, facts.trained_context) == (
+        "alibi",
+        None,
+        64,
+    )
+    assert (facts.layers, facts.num_heads, facts.num_kv_heads, facts.head_dim) == (2, 3, 3, 4)
+    assert "ALiBi" in facts.recipe() and "RoPE" not in facts.recipe()
+    assert facts.context_source == "given"
 
 
 # -- item 10: each MODELS entry, through the transformers config built from it ------------
@@ -277,7 +291,9 @@ def test_from_config_gives_back_each_entry(facts) -> None:
     entry: every mechanism, and every byte of its cache."""
     from test_model_facts import released_config
 
-    read = facts_from_config(released_config(facts), name=facts.name)
+    # A config that sets no position limit (BLOOM's) cannot say the context: the entry's.
+    given = facts.trained_context if facts.max_position_embeddings is None else None
+    read = facts_from_config(released_config(facts), name=facts.name, trained_context=given)
     for name in COMPARED:
         assert getattr(read, name) == getattr(facts, name), name
     if facts.rope_scaling is not None:  # transformers may add defaults to the dict
@@ -371,6 +387,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "NoPE": facts.nope_every or facts.positions == "none",
         "YaRN": (facts.rope_scaling or {}).get("rope_type") == "yarn",
         "learned positions": facts.learned_positions,
+        "ALiBi": facts.alibi,
         "of fixed state": facts.state_bytes(),
         "capped": facts.sliding_window or facts.attention_chunk_size,
         "reuse earlier layers' keys": facts.num_kv_shared_layers,

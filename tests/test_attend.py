@@ -70,6 +70,42 @@ def test_both_implementations_compute_the_formula(
     torch.testing.assert_close(got, reference(q, k, v, allowed, scale), **EXACT)
 
 
+@given(
+    num_kv_heads=st.integers(1, 3),
+    group=st.integers(1, 3),
+    num_queries=st.integers(1, 4),
+    extra_keys=st.integers(0, 3),
+    shape=st.sampled_from(["scores", "heads", "per batch", "per key"]),
+    causal=st.booleans(),
+    implementation=st.sampled_from(["sdpa", "eager"]),
+    seed=st.integers(0, 2**16),
+)
+def test_a_bias_is_added_to_the_scaled_scores_before_the_mask(
+    num_kv_heads, group, num_queries, extra_keys, shape, causal, implementation, seed
+):
+    """Any shape that broadcasts to the scores: (heads, queries, keys) as ALiBi and T5
+    give it, one per sequence of the batch, or one number per key."""
+    generator = torch.Generator().manual_seed(seed)
+    num_heads, num_keys = num_kv_heads * group, num_queries + extra_keys
+    q = torch.randn(2, num_heads, num_queries, 4, generator=generator, dtype=F64)
+    k = torch.randn(2, num_kv_heads, num_keys, 4, generator=generator, dtype=F64)
+    v = torch.randn(2, num_kv_heads, num_keys, 3, generator=generator, dtype=F64)
+    size = {
+        "scores": (2, num_heads, num_queries, num_keys),
+        "heads": (num_heads, num_queries, num_keys),
+        "per batch": (2, 1, 1, num_keys),
+        "per key": (num_keys,),
+    }[shape]
+    bias = torch.randn(size, generator=generator, dtype=F64)
+    allowed = causal_mask(num_queries, num_keys) if causal else None
+    got = attend(q, k, v, allowed=allowed, bias=bias, implementation=implementation)
+    group_k, group_v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    scores = q @ group_k.transpose(-2, -1) / 2 + bias  # head_dim 4: scale 1/2
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    torch.testing.assert_close(got, torch.softmax(scores, dim=-1) @ group_v, **EXACT)
+
+
 def test_eager_dropout_draws_what_the_books_dropout_layer_draws():
     """The eager implementation drops weights as nn.Dropout does, from the same seed."""
     q, k, v = torch.randn(3, 1, 2, 5, 4, dtype=F64).unbind(0)
@@ -90,6 +126,13 @@ def test_eager_dropout_draws_what_the_books_dropout_layer_draws():
         ({"scale": 0.0}, r"scale must be a positive number or None, got 0.0"),
         ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
         ({"allowed": torch.ones(3, 3)}, r"allowed must be a bool tensor.*got torch.float32"),
+        (
+            {"bias": torch.zeros(2, 3, 4)},
+            r"bias must be None or a tensor of q's dtype torch.float32 that broadcasts to the "
+            r"scores, \(batch, num_heads, num_queries, num_keys\) = \(1, 2, 3, 3\), got shape "
+            r"\(2, 3, 4\) and dtype torch.float32",
+        ),
+        ({"bias": torch.zeros(3, 3, dtype=torch.float64)}, r"bias must be.*dtype torch.float64"),
     ],
 )
 def test_bad_values_name_what_was_expected_and_given(kwargs, message):
@@ -105,6 +148,7 @@ def test_bad_values_name_what_was_expected_and_given(kwargs, message):
         ({"scale": "1"}, r"scale must be a positive number or None, got '1' of type str"),
         ({"dropout": None}, r"dropout must be a number in \[0, 1\), got None"),
         ({"allowed": [[True]]}, r"allowed must be a bool tensor.*got list"),
+        ({"bias": 0.5}, r"bias must be None or a tensor of q's dtype.*got float"),
     ],
 )
 def test_bad_types_raise_a_type_error_naming_what_was_expected(kwargs, message):

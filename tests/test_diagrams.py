@@ -767,3 +767,222 @@ def test_rotary_pairs_rejects_what_it_cannot_draw():
         rotary_pairs(16, 0.1)
     with pytest.raises(TypeError, match=r"rotary_pairs: expected head_dim as an int"):
         rotary_pairs(16.0)
+
+
+# -- Parts V and VI: the paged pool, the backward pass, the merge, the ring --------------
+
+from attention import PagedKVCache, merge_attention_states  # noqa: E402
+from attention.diagrams import (  # noqa: E402
+    backward_blocks,
+    merge_picture,
+    paged_blocks,
+    ring_steps,
+)
+from attention.ring import ring_positions, ring_work  # noqa: E402
+
+
+def test_paged_blocks_fill_the_slots_each_block_table_points_at():
+    cache = PagedKVCache(num_blocks=8, block_size=2, num_kv_heads=1, head_dim=1)
+    words = {0: list(TOKENS[:3]), 1: [*TOKENS[:3], "and", "then"], 2: ["one"]}
+    cache.add(0)
+    cache.update(0, torch.zeros(3, 1, 1), torch.zeros(3, 1, 1))
+    cache.fork(0, 1)  # shares 0's blocks; its partly filled last block is copied on write
+    cache.update(1, torch.zeros(2, 1, 1), torch.zeros(2, 1, 1))
+    cache.add(2)
+    cache.update(2, torch.zeros(1, 1, 1), torch.zeros(1, 1, 1))
+    ax = paged_blocks(cache, words)
+    drawn(ax.figure)
+    # Token t of a sequence sits in slot t % block_size of block table[t // block_size].
+    expected, readers = {}, {}
+    for seq_id in cache.seq_ids:
+        table = cache.block_table(seq_id)
+        for block in table:
+            readers.setdefault(block, []).append(seq_id)
+        for t in range(cache.num_tokens(seq_id)):
+            expected.setdefault(f"block {table[t // 2]} slot {t % 2}", words[seq_id][t])
+    cells = {p.get_gid(): p for p in ax.patches if (p.get_gid() or "").startswith("block ")}
+    assert len(cells) == cache.num_blocks * cache.block_size
+    filled = {gid for gid, p in cells.items() if to_rgba(p.get_facecolor()) != to_rgba(FACECOLOR)}
+    assert filled == set(expected)
+    assert {t.get_gid(): t.get_text() for t in ax.texts if t.get_gid()} == expected
+    shared = {b for b, seqs in readers.items() if len(seqs) > 1}
+    assert shared  # the fork's first block
+    hatched = {int(gid.split()[1]) for gid, p in cells.items() if p.get_hatch()}
+    assert hatched == shared
+    texts = [t.get_text() for t in ax.texts]
+    for block in shared:
+        assert "shared: " + ", ".join(map(str, readers[block])) in texts
+    for seq_id in cache.seq_ids:
+        assert f"seq {seq_id}: {cache.block_table(seq_id)}" in texts
+    with pytest.raises(TypeError, match=r"paged_blocks: cache must be a PagedKVCache"):
+        paged_blocks({0: [0, 1]})
+
+
+@pytest.mark.parametrize(
+    ("num_tokens", "block_size", "causal"), [(12, 3, True), (8, 2, False), (7, 3, True)]
+)
+def test_backward_blocks_skip_and_mask_the_blocks_the_backward_pass_does(
+    num_tokens, block_size, causal
+):
+    ax = backward_blocks(num_tokens, block_size, causal=causal, key_block=1)
+    drawn(ax.figure)
+    cells = {p.get_gid(): p for p in ax.patches if (p.get_gid() or "").startswith("block ")}
+    labels = {t.get_gid(): t.get_text() for t in ax.texts if t.get_gid()}
+    starts = range(0, num_tokens, block_size)
+    assert len(cells) == len(starts) ** 2
+    # The loops of tiled_attention_backward: key blocks outside, then the query blocks
+    # from `first` on; the scores are masked where the block straddles the diagonal.
+    for j, k_start in enumerate(starts):
+        k_end = min(k_start + block_size, num_tokens)
+        first = (k_start // block_size) * block_size if causal else 0
+        for i, q_start in enumerate(starts):
+            computed = q_start >= first
+            masked = computed and causal and k_end > q_start + 1
+            cell, label = cells[f"block {i} {j}"], labels[f"label {i} {j}"]
+            assert (cell.get_hatch() is None) == computed
+            assert (label == "skipped") == (not computed)
+            assert (label == "masked") == masked
+            current = computed and j == 1  # key_block, the outer loop's step
+            assert (to_rgba(cell.get_facecolor()) == to_rgba(CURRENT)) == current
+    with pytest.raises(ValueError, match=r"backward_blocks: expected at most 8 blocks"):
+        backward_blocks(18, 2)
+    with pytest.raises(ValueError, match=r"backward_blocks: expected key_block in \[0, 3\]"):
+        backward_blocks(8, 2, key_block=4)
+
+
+def test_merge_picture_bars_are_the_parts_softmaxes_and_their_merge():
+    scores = torch.tensor([0.1, 0.5, -0.2, 0.9, 1.3, -1.0], dtype=torch.float64)
+    split = 2
+    fig = merge_picture(scores, split, TOKENS)
+    drawn(fig)
+    heights = [[p.get_height() for p in ax.patches] for ax in fig.axes]
+    parts = (scores[:split], scores[split:])
+    alone = [torch.softmax(part, dim=0) for part in parts]
+    assert heights[0] == pytest.approx(alone[0].tolist())
+    assert heights[1] == pytest.approx(alone[1].tolist())
+    # With one-hot values a part's output is its weights: merged, the weights of all keys.
+    eye = torch.eye(6, dtype=torch.float64)
+    outs = [alone[0][None] @ eye[:split], alone[1][None] @ eye[split:]]
+    lses = [part.logsumexp(dim=0)[None] for part in parts]
+    merged, lse = merge_attention_states(outs, lses)
+    assert heights[2][:6] == pytest.approx(merged[0].tolist())  # the scaled parts' bars
+    assert heights[2][6:] == pytest.approx(torch.softmax(scores, dim=0).tolist())  # outlines
+    assert fig.axes[2].get_title().endswith(f"lse = {lse.item():.4f}")
+    assert fig.axes[0].get_title().endswith(f"lse = {lses[0].item():.4f}")
+    assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == list(TOKENS)
+
+
+@pytest.mark.parametrize("zigzag", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ring_steps_show_the_blocks_ring_work_counts(causal, zigzag):
+    world = 4
+    chunks = 2 * world if zigzag else world  # one token a chunk
+    work = ring_work(chunks, world, causal=causal, zigzag=zigzag)
+    held = ring_positions(chunks, world, zigzag=zigzag)
+    fig = ring_steps(world, causal=causal, zigzag=zigzag)
+    drawn(fig)
+    assert [ax.get_title() for ax in fig.axes] == [f"step {s}" for s in range(world)]
+    for step, ax in enumerate(fig.axes):
+        for r in range(world):
+            gid = f"step {step} P{r}"
+            (box,) = [p for p in ax.patches if p.get_gid() == gid]
+            (label,) = [t for t in ax.texts if t.get_gid() == gid]
+            blocks = int(work[r, step])
+            kv = ",".join(map(str, held[(r - step) % world].tolist()))
+            assert label.get_text() == f"P{r}\nK,V {kv}\n{blocks} block{'s' * (blocks != 1)}"
+            assert bool(box.get_hatch()) == (blocks == 0)
+
+
+# -- Every figure: an opaque image, and the tall ones fit a phone's screen -------------
+
+import io  # noqa: E402
+
+import attention.diagrams as diagrams_module  # noqa: E402
+
+
+def saved(fig: Figure):
+    """The figure as a page of the site holds it: saved as Jupyter's inline backend saves
+    figures (``bbox_inches="tight"``, the figure's own colours), read back as RGBA."""
+    from matplotlib.image import imread
+
+    buffer = io.BytesIO()
+    fig.canvas.print_figure(
+        buffer,
+        format="png",
+        facecolor=fig.get_facecolor(),
+        edgecolor=fig.get_edgecolor(),
+        bbox_inches="tight",
+    )
+    buffer.seek(0)
+    return imread(buffer)
+
+
+def _dsa():
+    scores, weights = indexer_row()
+    return dsa_pipeline(scores[5], 2, weights[5])
+
+
+def _paged():
+    cache = PagedKVCache(num_blocks=4, block_size=2, num_kv_heads=1, head_dim=1)
+    cache.add(0)
+    cache.update(0, torch.zeros(3, 1, 1), torch.zeros(3, 1, 1))
+    return paged_blocks(cache).figure
+
+
+DRAWINGS = {
+    "roadmap": lambda: roadmap(current=2),
+    "matrix_form": lambda: matrix_form(),
+    "head_split": lambda: head_split(),
+    "scaled_dot_product_diagram": lambda: scaled_dot_product_diagram(),
+    "paged_blocks": _paged,
+    "layer_strips": lambda: layer_strips(STRIP_MODELS),
+    "attention_anatomy": lambda: attention_anatomy(current=15),
+    "decoder_block": lambda: decoder_block("Llama 3 8B"),
+    "latent_flow": lambda: latent_flow(),
+    "gated_deltanet_diagram": lambda: gated_deltanet_diagram(),
+    "packing_diagram": lambda: packing_diagram([0, 2, 5, 6]),
+    "delta_rule_step": lambda: delta_rule_step(torch.eye(3), X[3], X[3]),
+    "delta_chunks": lambda: delta_chunks(6, 4),
+    "sink_and_gate": lambda: sink_and_gate(X[5] @ X.T, X, 1.0, torch.zeros(3)),
+    "dsa_pipeline": _dsa,
+    "kv_cache_growth": lambda: kv_cache_growth(3, 6),
+    "rotary_pairs": lambda: rotary_pairs(),
+    "backward_blocks": lambda: backward_blocks(12, 3).figure,
+    "merge_picture": lambda: merge_picture(X[5] @ X.T, 3),
+    "ring_steps": lambda: ring_steps(4, causal=True, zigzag=True),
+}
+
+
+def test_every_drawing_function_is_checked_for_its_background():
+    drawing = {
+        name
+        for name in diagrams_module.__all__
+        if callable(getattr(diagrams_module, name)) and name != "kv_sources"
+    }
+    assert drawing == set(DRAWINGS)
+
+
+@pytest.mark.parametrize("name", sorted(DRAWINGS))
+def test_saved_figures_are_opaque_to_their_edges(name):
+    """On the site's dark theme a transparent pixel shows the dark page through: every
+    pixel of the saved image, its margins included, is opaque, and its corners white."""
+    image = saved(DRAWINGS[name]())
+    assert image[..., 3].min() == 1.0
+    for corner in (image[0, 0], image[0, -1], image[-1, 0], image[-1, -1]):
+        assert tuple(corner) == to_rgba(FACECOLOR)
+
+
+LAYER_DIAGRAMS = {
+    "anatomy": lambda: attention_anatomy(),
+    "anatomy, chapter 14": lambda: attention_anatomy(current=14),
+    **{f"decoder block, {name}": lambda name=name: decoder_block(name) for name in STRIP_MODELS},
+}
+
+
+@pytest.mark.parametrize("name", LAYER_DIAGRAMS)
+def test_the_layer_diagrams_are_wider_than_tall(name):
+    """The site shows them as wide figures, 720 pixels wide on a phone (custom.css).
+    Taller than wide, they were taller there than a phone's screen (844 pixels, less
+    the page's sticky header), and could not be seen whole."""
+    height, width, _ = saved(LAYER_DIAGRAMS[name]()).shape
+    assert height / width <= 0.95

@@ -331,7 +331,17 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (
             lambda: ModelFacts(**TOY, rope=Rope(theta=1e4), learned_positions=True),
             ValueError,
-            "RoPE or learned positions, got both",
+            "one of RoPE, learned positions or ALiBi, got RoPE and learned positions",
+        ),
+        (
+            lambda: ModelFacts(**TOY, learned_positions=True, alibi=True),
+            ValueError,
+            "one of RoPE, learned positions or ALiBi, got learned positions and ALiBi",
+        ),
+        (
+            lambda: ModelFacts(**{**TOY, "max_position_embeddings": None}),
+            ValueError,
+            r"expected max_position_embeddings, .*\(only ALiBi needs no limit\), got None",
         ),
         (
             lambda: ModelFacts(
@@ -393,6 +403,8 @@ def test_a_toy_entry_reads_its_groups_by_their_flat_names() -> None:
     assert sparse.positions == "none" and sparse.rope_theta is None
     plain = ModelFacts(**TOY, learned_positions=True)
     assert (plain.positions, plain.sinks, plain.partial_rotary_factor) == ("learned", False, 1.0)
+    alibi = ModelFacts(**{**TOY, "max_position_embeddings": None}, alibi=True)
+    assert (alibi.positions, alibi.rope_theta, alibi.uses_rope) == ("alibi", None, (False,) * 4)
     assert plain.parameters is None and plain.parameters_source == ""
     with pytest.raises(AttributeError):
         plain.sliding_window = 16  # the flat names only read
@@ -442,7 +454,8 @@ def test_every_entry_names_its_checkpoint_and_sources(facts: ModelFacts) -> None
     assert re.fullmatch(r"[\w.-]+/[\w.-]+", facts.checkpoint)
     assert f"huggingface.co/{facts.checkpoint}/" in facts.source
     assert facts.context_source
-    assert facts.trained_context <= facts.max_position_embeddings
+    limit = facts.max_position_embeddings  # None: the config sets none (ALiBi)
+    assert limit is None or facts.trained_context <= limit
     # A weight count with its source, and RoPE with its base, are groups (Weights, Rope):
     # one cannot be given without the other.
 
@@ -535,6 +548,11 @@ GPT2_FIELDS = {
     "num_heads": "n_head",
     "max_position_embeddings": "n_positions",
 }
+BLOOM_FIELDS = {  # no position limit: ALiBi needs none
+    "layers": "n_layer",
+    "hidden_size": "hidden_size",
+    "num_heads": "n_head",
+}
 
 
 def released_config(facts: ModelFacts):
@@ -543,7 +561,9 @@ def released_config(facts: ModelFacts):
     Attributes listed in ``class_defaults`` are left out, so that the config class
     supplies them, as it does when it reads the released file.
     """
-    fields = GPT2_FIELDS if facts.config_class == "GPT2Config" else FIELDS
+    fields = {"GPT2Config": GPT2_FIELDS, "BloomConfig": BLOOM_FIELDS}.get(
+        facts.config_class, FIELDS
+    )
     if facts.config_class == "KimiLinearConfig":  # its file nests them: _linear_as_released
         fields = {key: name for key, name in fields.items() if key not in LINEAR_SIZES}
     kwargs = {
@@ -714,6 +734,15 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
             facts.num_heads,
             facts.head_dim,
         )
+        return
+    if facts.config_class == "BloomConfig":  # ALiBi: no RoPE and no position limit
+        assert (config.n_layer, config.n_head, config.hidden_size // config.n_head) == (
+            facts.layers,
+            facts.num_heads,
+            facts.head_dim,
+        )
+        assert facts.max_position_embeddings is None
+        assert getattr(config, "max_position_embeddings", None) is None
         return
     assert config.num_hidden_layers == facts.layers
     assert config.max_position_embeddings == facts.max_position_embeddings
@@ -958,7 +987,9 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "the ones partial rotary turns in the figure; no model's group size",
     ("docs/chapters/07-efficient-attention.md", 8): "the batch of 8 sequences the page "
     "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
-    ("docs/chapters/07-efficient-attention.md", 2048): "the benchmark's reference matrix "
+    ("docs/chapters/measuring-attention.md", 8): "the batch of 8 sequences the page "
+    "chooses for GPT-2 small's shapes; a batch size is no fact of a model",
+    ("docs/chapters/measuring-attention.md", 2048): "the benchmark's reference matrix "
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
     ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
     "model; not DeepSeek-V3's key size",
@@ -1008,7 +1039,8 @@ def fact_numbers() -> dict[int, str]:
             add(per_token, f"{facts.name} cache bytes per token")
             add(per_token // facts.layers, f"{facts.name} cache bytes per token and layer")
         for tokens in (facts.trained_context, facts.max_position_embeddings):
-            add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
+            if tokens is not None:
+                add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
         for kind in (SLIDING, CHUNKED, LINEAR, FULL, INDEXED):
             add(facts.layer_types.count(kind), f"{facts.name} {kind} layers")
         for dtype in (torch.bfloat16, torch.float32):  # Part IV: state and indexer
@@ -1036,13 +1068,16 @@ def model_names() -> list[str]:
 
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
 MODEL_WORDS = re.compile(
-    r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|GLM|MiniMax|Phi-|Command A"
-    r"|Nemotron"
+    r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|BLOOM|GLM|MiniMax|Phi-"
+    r"|Command A|Nemotron"
 )
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
 # not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).
 NUMBER = re.compile(r"(?<![\w.])(?<!\de-)(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:\.0)?(?![\w]|\.\d)")
 ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
+# A chapter's own number, in its title or its card on the home page ("# 21. Qwen3-Next's
+# layer ..."), is no model's number even where the title names a model.
+CHAPTER_NUMBER = re.compile(r"^(?:# |:::\{grid-item-card\} )\d+\. ")
 YEARS = range(1990, 2031)
 # Importing a model's class from transformers does not make a code block about that model.
 IMPORT = re.compile(r"\s*(from|import)\s")
@@ -1060,7 +1095,7 @@ def typed_facts(line: str, facts: dict[int, str], about_a_model: bool) -> list[t
     there (keys and values, 2 bytes), and toy examples are full of small numbers.
     """
     named = bool(MODEL_WORDS.search(line))
-    line = NAMES.sub(" ", ROLES.sub(" ", line))
+    line = NAMES.sub(" ", ROLES.sub(" ", CHAPTER_NUMBER.sub(" ", line)))
     found = []
     for match in NUMBER.finditer(line):
         value = int(re.sub(r"\D", "", match.group(1)))
@@ -1218,6 +1253,18 @@ def test_the_lint_reads_a_tolerance_as_no_model_fact() -> None:
     assert 5 in facts
     assert typed_facts("Qwen3-Next's layer, to 1e-5", facts, True) == []
     assert [v for v, _ in typed_facts("Gemma 4 E2B: 5 to 1", facts, True)] == [5]
+
+
+def test_the_lint_reads_a_chapter_number_in_a_title_as_no_model_fact() -> None:
+    """A chapter's title or home-page card that names a model keeps its number; the
+    same number later in the line still counts."""
+    facts = fact_numbers()
+    assert 21 in facts  # Gemma 2 9B's sliding layers
+    title = "# 21. Qwen3-Next's layer and Kimi's variant"
+    assert typed_facts(title, facts, True) == []
+    card = ":::{grid-item-card} 21. Qwen3-Next's layer and Kimi's variant"
+    assert typed_facts(card, facts, True) == []
+    assert [v for v, _ in typed_facts("# 21. Gemma 2 9B: 21 layers", facts, True)] == [21]
 
 
 def test_the_lint_finds_a_typed_fact_in_prose_code_and_alt_text(tmp_path: Path) -> None:

@@ -454,3 +454,36 @@ def test_memory_curves_colour_a_layer_kind_with_its_palette_colour():
 def test_memory_curves_reject_what_they_cannot_draw(curves, error, message):
     with pytest.raises(error, match=rf"memory_curves: expected.*{message}"):
         memory_curves(curves)
+
+
+def jupyter_png(fig):
+    """``fig`` as a page of the site holds it: saved as Jupyter's inline backend saves
+    figures (``bbox_inches="tight"``, the figure's own colours), read back as RGBA."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.canvas.print_figure(
+        buffer,
+        format="png",
+        facecolor=fig.get_facecolor(),
+        edgecolor=fig.get_edgecolor(),
+        bbox_inches="tight",
+    )
+    buffer.seek(0)
+    return plt.imread(buffer)
+
+
+@pytest.mark.parametrize("draw", ["heatmap", "head_grid", "memory_curves"])
+def test_saved_figures_are_opaque_to_their_edges(draw, causal_weights, head_weights):
+    """On the site's dark theme a transparent pixel shows the dark page through: every
+    pixel of the saved image, its margins included, is opaque, and its corners white."""
+    tokens = [2**p for p in range(4, 12)]
+    fig = {
+        "heatmap": lambda: heatmap(causal_weights, TOKENS, TOKENS, allowed="causal").figure,
+        "head_grid": lambda: head_grid(head_weights, TOKENS, TOKENS, suptitle="two heads"),
+        "memory_curves": lambda: memory_curves([Curve("full", tokens, tokens)]).figure,
+    }[draw]()
+    image = jupyter_png(fig)
+    assert image[..., 3].min() == 1.0
+    for corner in (image[0, 0], image[0, -1], image[-1, 0], image[-1, -1]):
+        assert tuple(corner) == to_rgba(FACECOLOR)

@@ -258,6 +258,7 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         ),
         (lambda: layer_for(MODELS["GPT-2"], 0), ValueError, "no recipe for 'GPT-2'"),
         (lambda: layer_for(MODELS["Kimi Linear"], 0), ValueError, "no recipe for 'Kimi"),
+        (lambda: layer_for(MODELS["BLOOM 176B"], 0), ValueError, "no recipe for 'BLOOM 176B'"),
         (lambda: layer_for(MODELS["DeepSeek-V4-Flash"], 0), ValueError, "no recipe for 'Deep"),
         (
             lambda: layer_for(MODELS["Nemotron-H 47B"], 0),
@@ -275,6 +276,7 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         "past the last layer",
         "learned positions",
         "KDA",
+        "ALiBi",
         "compressed",
         "Mamba",
         "misspelt",

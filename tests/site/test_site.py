@@ -47,7 +47,13 @@ def site_pages() -> list[str]:
 
 
 def chapter_pages() -> list[str]:
-    return sorted(p for p in site_pages() if p.startswith("chapters/"))
+    """The chapters' pages in reading order: the home page's toctrees, which place an
+    unnumbered page (chapters/measuring-attention) after the chapter it follows; any
+    chapter page they do not list comes last, sorted."""
+    built = {p for p in site_pages() if p.startswith("chapters/")}
+    toctree = re.findall(r"^(chapters/\S+)$", (REPO / "docs" / "index.md").read_text(), re.M)
+    ordered = [page + ".html" for page in toctree if page + ".html" in built]
+    return ordered + sorted(built - set(ordered))
 
 
 def gallery_examples() -> list[str]:
