@@ -85,6 +85,14 @@ combines attention over disjoint keys, as :func:`~attention.merge.split_kv_atten
 (flash-decoding) and :func:`~attention.ring.ring_attention` (keys and values passed
 round a ring of ``torch.distributed`` processes) do.
 
+**Part VII, attention that is not decoder-only.** An encoder attends both ways:
+:func:`attend` with no causal mask and ``allowed=`` a padding mask (BERT), or a
+:func:`sliding_window_mask` with ``causal=False`` (ModernBERT's local layers).
+:class:`CrossAttention` takes its queries from one sequence and its keys and values
+from another (an encoder–decoder's decoder, Whisper; Llama 3.2 Vision's image
+layers), and :class:`CrossAttentionCache` keeps the context's keys and values from the
+first decoding step on.
+
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
 number the site gives about a real model is computed from it.
@@ -113,6 +121,7 @@ from attention._version import __version__ as __version__
 from attention._version import check_version
 from attention.cache import Cache
 from attention.causal import CausalAttention
+from attention.cross import CrossAttention, CrossAttentionCache
 from attention.data import (
     INPUTS,
     SENTENCE,
@@ -178,6 +187,8 @@ __all__ = [
     "TOKENS",
     "Cache",
     "CausalAttention",
+    "CrossAttention",
+    "CrossAttentionCache",
     "GatedDeltaNet",
     "GatedDeltaNetCache",
     "GroupedQueryAttention",

@@ -148,11 +148,18 @@ def multi_head_arguments(
 
 
 def float_tensor(
-    owner: str, name: str, x: object, rank: int | None = None, layout: str = ""
+    owner: str,
+    name: str,
+    x: object,
+    rank: int | None = None,
+    layout: str = "",
+    *,
+    min_rank: int = 0,
 ) -> torch.Tensor:
     """Raise unless ``x`` is a floating-point tensor, of ``rank`` dimensions if given.
 
-    ``layout`` names the dimensions in the error, e.g. ``"(batch, heads, tokens, dim)"``.
+    ``min_rank`` asks for at least that many dimensions instead, as ``(..., tokens, dim)``
+    does. ``layout`` names the dimensions in the error, e.g. ``"(batch, heads, tokens, dim)"``.
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
@@ -161,7 +168,7 @@ def float_tensor(
             f"{owner}: {name} must be a floating-point tensor (embeddings are real numbers), "
             f"got dtype {x.dtype}; convert it with .float()"
         )
-    if rank is not None and x.dim() != rank:
+    if (rank is not None and x.dim() != rank) or x.dim() < min_rank:
         raise ValueError(
             f"{owner}: {name} must have shape {layout}, got a {x.dim()}-D tensor "
             f"of shape {tuple(x.shape)}"

@@ -35,6 +35,7 @@ import torch
 from attention import _checks
 from attention.model_facts import (
     CHUNKED,
+    CROSS,
     CSA,
     FULL,
     HCA,
@@ -46,6 +47,7 @@ from attention.model_facts import (
     SLIDING,
     Chunked,
     Compressed,
+    Cross,
     GlobalLayers,
     Indexer,
     Latent,
@@ -323,6 +325,12 @@ def _only(model_type: str, kinds: list[str], allowed: Iterable[str], why: str) -
         raise _unsupported(model_type, "layer_types", unknown[0], why)
 
 
+def _no_window(config, model_type: str, why: str) -> None:
+    """Refuse a ``sliding_window`` that the reader does not read (its ``why``)."""
+    if getattr(config, "sliding_window", None) is not None:
+        raise _unsupported(model_type, "sliding_window", config.sliding_window, why)
+
+
 def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING)) -> dict:
     """The ``local`` group of a model of full and sliding (or chunked) layers."""
     why = f"a layer kind the atlas does not read for this model type ({', '.join(allowed)})"
@@ -425,13 +433,7 @@ def _read_minimax(config, kinds: list[str]) -> dict:
     """MiniMax-01: lightning attention (linear, a state of heads * head_dim**2 numbers
     per layer, no convolution) and full softmax attention. ``MiniMaxCache`` keeps
     every token of the full layers, whatever ``sliding_window`` says."""
-    if getattr(config, "sliding_window", None) is not None:
-        raise _unsupported(
-            "minimax",
-            "sliding_window",
-            config.sliding_window,
-            "MiniMaxCache ignores it, so its bill is unclear",
-        )
+    _no_window(config, "minimax", "MiniMaxCache ignores it, so its bill is unclear")
     _only("minimax", kinds, (FULL, LINEAR), "not linear or full")
     head_dim = _get(config, "head_dim", config.hidden_size // config.num_attention_heads)
     heads = config.num_attention_heads
@@ -495,6 +497,47 @@ def _read_llama4(config) -> dict:
     return fields
 
 
+@_reader("bert")
+def _read_bert(config) -> dict:
+    """BERT: an encoder of full layers that attend both ways; a learned position table."""
+    return _basics(config) | {"learned_positions": True, "bidirectional": True}
+
+
+@_reader("modernbert")
+def _read_modernbert(config) -> dict:
+    """ModernBERT: an encoder, global layers among local ones that see ``sliding_window``
+    positions on each side (``local_attention // 2``), RoPE of one base in each kind."""
+    kinds = _layer_types(config)
+    return _basics(config) | _local(config, kinds) | {"rope": _rope(config), "bidirectional": True}
+
+
+@_reader("whisper")
+def _read_whisper(config) -> dict:
+    """Whisper: the decoder, which cross-attends in every layer to the encoder's output.
+
+    ``get_text_config(decoder=True)`` moved the decoder's layers and heads under the
+    generic names (``num_hidden_layers``, ``num_attention_heads``)."""
+    heads = config.num_attention_heads
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.d_model,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "max_position_embeddings": config.max_target_positions,
+        "learned_positions": True,
+        "cross": Cross(context_tokens=config.max_source_positions),
+    }
+
+
+@_reader("mllama_text_model")
+def _read_mllama(config) -> dict:
+    """Llama 3.2 Vision's text model: Llama's layers, some replaced by cross-attention
+    to the image (``cross_attention_layers``)."""
+    layers = tuple(config.cross_attention_layers)  # MllamaTextCrossAttention: QK-norm
+    cross = Cross(layers=layers, qk_norm="head")
+    return _basics(config) | {"rope": _rope(config), "cross": cross}
+
+
 @_reader("gpt2")
 def _read_gpt2(config) -> dict:
     return {
@@ -543,44 +586,44 @@ def _read_mla(config) -> dict:
     return fields
 
 
-@_reader("kimi_linear")
-def _read_kimi(config) -> dict:
-    """Kimi Linear: Kimi Delta Attention layers and NoPE latent-attention layers."""
+def _linear_layers(
+    config, mixer: str, heads: tuple[int, int], head_dims: tuple[int, int]
+) -> LinearAttention:
+    """The ``local`` group of a model of linear-attention and full layers (Part IV).
+
+    ``heads`` and ``head_dims`` are the (query/)key heads' and the value heads'.
+    """
     kinds = _layer_types(config)
-    fields = _basics(config)
-    fields.pop("head_dim", None)
-    _only("kimi_linear", kinds, (FULL, LINEAR), "not linear or full")
-    fields["latent"] = _latent(config)
-    fields["local"] = LinearAttention(
-        mixer="Kimi Delta Attention",
-        num_key_heads=config.linear_num_heads,
-        num_value_heads=config.linear_num_heads,
-        key_head_dim=config.linear_head_dim,
-        value_head_dim=config.linear_head_dim,
+    _only(config.model_type, kinds, (FULL, LINEAR), "not linear or full")
+    return LinearAttention(
+        mixer=mixer,
+        num_key_heads=heads[0],
+        num_value_heads=heads[1],
+        key_head_dim=head_dims[0],
+        value_head_dim=head_dims[1],
         conv_kernel_dim=config.linear_conv_kernel_dim,
         **_where_full(kinds),
     )
-    return fields
+
+
+@_reader("kimi_linear")
+def _read_kimi(config) -> dict:
+    """Kimi Linear: Kimi Delta Attention layers and NoPE latent-attention layers."""
+    heads, head_dim = config.linear_num_heads, config.linear_head_dim  # keys' and values'
+    local = _linear_layers(config, "Kimi Delta Attention", (heads, heads), (head_dim, head_dim))
+    fields = _basics(config)
+    fields.pop("head_dim", None)
+    return fields | {"latent": _latent(config), "local": local}
 
 
 @_reader("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 def _read_gated_deltanet(config) -> dict:
     """Qwen3-Next and Qwen3.5: Gated DeltaNet layers and gated full-attention layers."""
-    kinds = _layer_types(config)
-    _only(config.model_type, kinds, (FULL, LINEAR), "not linear or full")
-    fields = _basics(config)
-    fields["rope"] = _rope(config)
-    fields["local"] = LinearAttention(
-        mixer="Gated DeltaNet",
-        num_key_heads=config.linear_num_key_heads,
-        num_value_heads=config.linear_num_value_heads,
-        key_head_dim=config.linear_key_head_dim,
-        value_head_dim=config.linear_value_head_dim,
-        conv_kernel_dim=config.linear_conv_kernel_dim,
-        **_where_full(kinds),
-    )
-    fields["parts"] = LayerParts(qk_norm="head", output_gate=True)
-    return fields
+    heads = config.linear_num_key_heads, config.linear_num_value_heads
+    head_dims = config.linear_key_head_dim, config.linear_value_head_dim
+    local = _linear_layers(config, "Gated DeltaNet", heads, head_dims)
+    fields = _basics(config) | {"rope": _rope(config), "local": local}
+    return fields | {"parts": LayerParts(qk_norm="head", output_gate=True)}
 
 
 @_reader("jamba")
@@ -616,13 +659,7 @@ def _read_nemotron_h(config) -> dict:
                 "nemotron_h", "layers_block_type", kind, "not mamba, attention, mlp or moe"
             )
         kinds.append(mixers[kind])
-    if getattr(config, "sliding_window", None) is not None:
-        raise _unsupported(
-            "nemotron_h",
-            "sliding_window",
-            config.sliding_window,
-            "a window on its attention layers is not read",
-        )
+    _no_window(config, "nemotron_h", "a window on its attention layers is not read")
     mamba = Mamba(
         mixer="Mamba-2",
         inner_size=config.mamba_num_heads * config.mamba_head_dim,
@@ -697,8 +734,12 @@ def _size(size: float) -> str:
 
 
 def _kind_name(facts: ModelFacts, kind: str) -> str:
+    if kind == SLIDING and facts.bidirectional:
+        return f"local ({_n(facts.sliding_window)} positions each side)"
     if kind == SLIDING:
         return f"sliding (window {_n(facts.sliding_window)})"
+    if kind == CROSS:
+        return "cross-attention"
     if kind == CHUNKED:
         return f"chunked (chunk {_n(facts.attention_chunk_size)})"
     if kind == LINEAR:
@@ -770,7 +811,9 @@ def _positions(facts: ModelFacts) -> str:
     rope = facts.rope
     text = f"RoPE (base {_n(rope.theta)}"
     if rope.local_theta is not None:
-        text += f"; {_n(rope.local_theta)} on sliding layers"
+        text += (
+            f"; {_n(rope.local_theta)} on {'local' if facts.bidirectional else 'sliding'} layers"
+        )
     text += ")"
     if rope.partial_rotary_factor != 1.0:
         text += f" on {rope.partial_rotary_factor * 100:g}% of each head"  # 12.5%, not 12%
@@ -864,6 +907,11 @@ def recipe(facts: ModelFacts) -> str:
     parts = _parts(facts)
     if parts:
         clauses.append(", ".join(parts))
+    if facts.bidirectional:
+        clauses.append("an encoder: attends both ways, no cache")
+        return "; ".join(clauses)
+    if facts.cross is not None:
+        clauses.append(_cross(facts))
     growing, capped, fixed = cache_profile(facts)
     cost = f"cache per token: {_size(growing)} growing"
     if capped:
@@ -872,6 +920,19 @@ def recipe(facts: ModelFacts) -> str:
         cost += f", {_size(fixed)} of fixed state"
     clauses.append(cost)
     return "; ".join(clauses)
+
+
+def _cross(facts: ModelFacts) -> str:
+    where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
+    if facts.cross_qk_norm == "head":
+        where += " (QK-norm per head)"
+    if facts.max_source_positions is None:
+        return f"cross-attention in {where}, to a context of the input's length"
+    size = _size(facts.cross_cache_bytes())
+    return (
+        f"cross-attention in {where} to {_n(facts.max_source_positions)} encoded tokens "
+        f"({size} of their keys and values, cached once)"
+    )
 
 
 # -- the layer strip ---------------------------------------------------------------------
@@ -889,6 +950,7 @@ STRIP_LETTERS = {
     NO_MIXER: "-",
     CSA: "K",
     HCA: "X",
+    CROSS: "E",
 }
 
 

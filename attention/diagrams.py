@@ -945,6 +945,7 @@ LAYER_COLORS = {
     "chunked_attention": "#cc79a7",
     "linear_attention": "#009e73",
     "indexed_attention": "#56b4e9",
+    "cross_attention": "#d55e00",
 }
 #: The hatching of each kind of layer (white lines on its colour).
 LAYER_HATCHES = {
@@ -953,6 +954,7 @@ LAYER_HATCHES = {
     "chunked_attention": "\\\\\\\\",
     "linear_attention": "....",
     "indexed_attention": "xxx",
+    "cross_attention": "ooo",
 }
 #: Short names of the kinds of layer, for legends.
 LAYER_LABELS = {
@@ -961,6 +963,7 @@ LAYER_LABELS = {
     "chunked_attention": "chunked",
     "linear_attention": "linear (delta rule)",
     "indexed_attention": "sparse (indexer's top-k)",
+    "cross_attention": "cross-attention (to an image)",
 }
 
 

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import torch
 
-from attention.tiled import _positive_int, _qkv, _repeat_kv, _tensor, tiled_attention
+from attention import _checks
+from attention.tiled import _qkv, _repeat_kv, tiled_attention
 
 __all__ = [
     "TiledAttentionFunction",
@@ -40,7 +41,7 @@ def _backward_inputs(
     """Check :func:`tiled_attention_backward`'s arguments; return (group, block_size)."""
     owner = "tiled_attention_backward"
     group = _qkv(owner, q, k, v, causal)
-    block_size = _positive_int(owner, "block_size", block_size)
+    block_size = _checks.positive_int(owner, "block_size", block_size)
     out_shape = (*q.shape[:-1], v.shape[-1])
     for name, tensor, shape in (
         ("out", out, out_shape),
@@ -48,12 +49,9 @@ def _backward_inputs(
         ("lse", lse, tuple(q.shape[:-1])),
     ):
         if name == "lse":
-            if not isinstance(tensor, torch.Tensor):
-                raise TypeError(
-                    f"{owner}: expected lse to be a torch.Tensor, got {type(tensor).__name__}"
-                )
+            _checks.tensor(owner, name, tensor)
         else:
-            _tensor(owner, name, tensor)
+            _checks.float_tensor(owner, name, tensor)
         if tuple(tensor.shape) != tuple(shape) or tensor.dtype != q.dtype:
             raise ValueError(
                 f"{owner}: expected {name} of shape {tuple(shape)} and dtype {q.dtype} "
@@ -234,7 +232,7 @@ def flash_attention(
     True
     """
     _qkv("flash_attention", q, k, v, causal)
-    block_size = _positive_int("flash_attention", "block_size", block_size)
+    block_size = _checks.positive_int("flash_attention", "block_size", block_size)
     return TiledAttentionFunction.apply(q, k, v, causal, block_size)
 
 
@@ -270,7 +268,7 @@ def saved_bytes(fn: Callable[..., object], *args: object, **kwargs: object) -> i
     4210688
     """
     if not callable(fn):
-        raise TypeError(f"saved_bytes: expected fn to be callable, got {type(fn).__name__}")
+        raise TypeError(f"saved_bytes: fn must be a callable, got {type(fn).__name__}")
     sizes: dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:

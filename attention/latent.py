@@ -252,16 +252,20 @@ class MultiHeadLatentAttention(nn.Module):
         )
         _checks.flag(owner, "qkv_bias", qkv_bias, "whether W_dq, W_dkv and W_kr have a bias")
         _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
-        check = _checks.positive_int
-        self.d_in = check(owner, "d_in", d_in)
-        self.d_out = check(owner, "d_out", d_out)
-        self.context_length = check(owner, "context_length", context_length)
-        self.num_heads = check(owner, "num_heads", num_heads)
-        self.kv_lora_rank = check(owner, "kv_lora_rank", kv_lora_rank)
-        self.qk_nope_head_dim = check(owner, "qk_nope_head_dim", qk_nope_head_dim)
-        self.qk_rope_head_dim = check(owner, "qk_rope_head_dim", qk_rope_head_dim)
-        self.v_head_dim = check(owner, "v_head_dim", v_head_dim)
-        self.q_lora_rank = None if q_lora_rank is None else check(owner, "q_lora_rank", q_lora_rank)
+        _checks.sizes(
+            self,
+            d_in=d_in,
+            d_out=d_out,
+            context_length=context_length,
+            num_heads=num_heads,
+            kv_lora_rank=kv_lora_rank,
+            qk_nope_head_dim=qk_nope_head_dim,
+            qk_rope_head_dim=qk_rope_head_dim,
+            v_head_dim=v_head_dim,
+        )
+        self.q_lora_rank = None
+        if q_lora_rank is not None:
+            self.q_lora_rank = _checks.positive_int(owner, "q_lora_rank", q_lora_rank)
         dropout = _checks.dropout_rate(owner, dropout)
         if qk_rope_head_dim % 2:
             raise ValueError(

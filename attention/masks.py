@@ -12,7 +12,8 @@ pass ``allowed=~mask``.
   aligned to the bottom-right corner, as ``torch.nn.attention.bias.causal_lower_right``
   does, not the top-left corner that ``is_causal=True`` uses.
 * :func:`~attention.sliding_window_mask`: causal, and only the last ``window`` positions, the
-  query included (Mistral, Gemma's local layers).
+  query included (Mistral, Gemma's local layers); with ``causal=False``, ``window``
+  positions on each side (ModernBERT's local layers, an encoder's).
 * :func:`~attention.chunked_mask`: causal, and only within the query's own chunk of
   ``chunk`` positions (Llama 4's chunked local attention).
 * :func:`~attention.padding_mask`: which tokens of a right-padded batch are real.
@@ -110,8 +111,8 @@ def _causal_mask(
     return allowed
 
 
-def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
-    """Causal attention over the last ``window`` positions only.
+def sliding_window_mask(num_tokens: int, window: int, *, causal: bool = True) -> torch.Tensor:
+    """Attention over the nearest ``window`` positions only: the last ones, or both sides.
 
     Query ``i`` sees keys ``i - window + 1`` to ``i``: itself and the ``window - 1``
     tokens before it, as ``transformers``' Mistral does with ``sliding_window=window``.
@@ -125,18 +126,31 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
     here; ``transformers``, which reads Mistral 7B's released ``config.json``, counts
     as this function does.
 
+    With ``causal=False`` the window reaches as far on both sides, as in an encoder's
+    local layers: query ``i`` sees keys ``j`` with ``|i - j| < window``, ``window - 1``
+    positions before it and as many after, ``2 * window - 1`` keys in all (the mask is
+    the causal one or'ed with its transpose). ``transformers`` counts the
+    bidirectional window without the query: ModernBERT's ``local_attention=128``
+    becomes its ``sliding_window = 64`` and a mask ``|i - j| <= 64``, which is
+    ``window=65`` here.
+
     Parameters
     ----------
     num_tokens : int
         Number of tokens (queries and keys), at least 1.
     window : int
-        Positions each query sees, itself included, at least 1. ``window >= num_tokens``
-        is the plain causal mask; ``window == 1`` lets each token see only itself.
+        Positions each query sees on each side it looks to, itself included, at
+        least 1. ``window >= num_tokens`` is the plain causal mask (or, with
+        ``causal=False``, no mask at all); ``window == 1`` lets each token see only
+        itself.
+    causal : bool
+        Keyword only. ``True``: the past side only; ``False``: both sides.
 
     Returns
     -------
     torch.Tensor of bool, shape (num_tokens, num_tokens)
-        ``causal_mask(num_tokens, window=window)``: ``True`` where the query may attend.
+        ``True`` where the query may attend; with ``causal=True``,
+        ``causal_mask(num_tokens, window=window)``.
 
     Examples
     --------
@@ -146,10 +160,22 @@ def sliding_window_mask(num_tokens: int, window: int) -> torch.Tensor:
             [1, 1, 1, 0, 0],
             [0, 1, 1, 1, 0],
             [0, 0, 1, 1, 1]], dtype=torch.int32)
+    >>> sliding_window_mask(5, window=2, causal=False).int()  # one neighbour each side
+    tensor([[1, 1, 0, 0, 0],
+            [1, 1, 1, 0, 0],
+            [0, 1, 1, 1, 0],
+            [0, 0, 1, 1, 1],
+            [0, 0, 0, 1, 1]], dtype=torch.int32)
     """
     owner = "sliding_window_mask"
     num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
-    return _causal_mask(num_tokens, num_tokens, _window(owner, window), None)
+    window = _window(owner, window)
+    _checks.flag(owner, "causal", causal, "only the past side, or both sides of each query")
+    if causal:
+        return _causal_mask(num_tokens, num_tokens, window, None)
+    positions = torch.arange(num_tokens)
+    distance = (positions[:, None] - positions[None, :]).abs()  # (num_tokens, num_tokens)
+    return distance < window
 
 
 def chunked_mask(num_tokens: int, chunk: int) -> torch.Tensor:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
-from attention.tiled import _positive_int, _qkv, tiled_attention
+from attention import _checks
+from attention.tiled import _qkv, tiled_attention
 
 __all__ = ["merge_attention_states", "split_kv_attention"]
 
@@ -27,14 +28,10 @@ def _states(outs: object, lses: object) -> None:
     for name, seq in (("outs", outs), ("lses", lses)):
         if not isinstance(seq, Sequence) or isinstance(seq, str | torch.Tensor):
             raise TypeError(
-                f"{owner}: expected {name} to be a list or tuple of tensors, got "
-                f"{type(seq).__name__}"
+                f"{owner}: {name} must be a list or tuple of tensors, got {type(seq).__name__}"
             )
         for i, t in enumerate(seq):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(
-                    f"{owner}: expected {name}[{i}] to be a torch.Tensor, got {type(t).__name__}"
-                )
+            _checks.tensor(owner, f"{name}[{i}]", t)
     if len(outs) == 0 or len(outs) != len(lses):
         raise ValueError(
             f"{owner}: expected one lse per output and at least one of each, got "
@@ -168,7 +165,7 @@ def split_kv_attention(
     """
     owner = "split_kv_attention"
     group = _qkv(owner, q, k, v, False)
-    num_splits = _positive_int(owner, "num_splits", num_splits)
+    num_splits = _checks.positive_int(owner, "num_splits", num_splits)
     num_keys = k.shape[-2]
     if num_splits > num_keys:
         raise ValueError(

@@ -59,6 +59,7 @@ from attention.latent import latent_cache_bytes_per_token
 __all__ = [
     "Chunked",
     "Compressed",
+    "Cross",
     "GlobalLayers",
     "Indexer",
     "Latent",
@@ -84,7 +85,8 @@ HYBRID = "hybrid"  # attention and a Mamba-2 mixer side by side in one layer (Fa
 NO_MIXER = "mlp"  # an MLP or MoE block only: nothing mixes the tokens, nothing is cached
 CSA = "compressed_sparse_attention"  # DeepSeek-V4: a window plus compressed entries, indexed
 HCA = "heavily_compressed_attention"  # DeepSeek-V4: a window plus heavily compressed entries
-KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA)
+CROSS = "cross_attention"  # queries from the text, keys and values from an image (Mllama)
+KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA, CROSS)
 QK_NORMS = ("head", "projection", "l2")
 # The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
@@ -469,6 +471,57 @@ class Compressed(_Group):
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
+class Cross(_Group):
+    """Cross-attention (Part VII): queries from the model's own tokens, keys and values
+    from another sequence's encoding, an encoder's output or an image's patches. That
+    context is encoded once, so its keys and values are computed once per sequence and
+    cached whole: they do not grow with the tokens generated.
+
+    Attributes
+    ----------
+    layers : tuple of int or None
+        The layers that cross-attend *in place of* self-attention, 0-based (Llama 3.2
+        Vision's ``cross_attention_layers``): their kind is ``"cross_attention"``, and
+        they keep nothing per token of the text. ``None``: every layer cross-attends
+        after its self-attention, as an encoder–decoder's decoder does (Whisper).
+    context_tokens : int or None
+        The encoded tokens each cross-attention reads, where the config fixes them
+        (Whisper's ``max_source_positions``, its encoder's output for 30 seconds of
+        audio); ``None`` where they depend on the input (how many images, of how many
+        tiles).
+    qk_norm : str or None
+        The cross-attention's own QK-norm, as ``LayerParts.qk_norm`` names it:
+        ``"head"`` in Llama 3.2 Vision's cross-attention layers
+        (``MllamaTextCrossAttention`` always holds it, no config field), whose
+        self-attention layers have none.
+
+    Examples
+    --------
+    >>> Cross(context_tokens=1500).layers is None  # every layer, after self-attention
+    True
+    """
+
+    layers: tuple[int, ...] | None = None
+    context_tokens: int | None = None
+    qk_norm: str | None = field(default=None, metadata={"choices": QK_NORMS})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        layers = self.layers
+        if layers is None:
+            return
+        if not isinstance(layers, tuple):
+            raise TypeError(
+                f"Cross: expected layers to be a tuple of layer indices, got "
+                f"{type(layers).__name__}"
+            )
+        if not layers or list(layers) != sorted(set(layers)) or layers[0] < 0:
+            raise ValueError(
+                f"Cross: expected layers to be increasing layer indices from 0, got {layers}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
 class GlobalLayers(_Options):
     """Sizes of the full-attention layers where they differ from the others' (Gemma 4).
 
@@ -680,6 +733,15 @@ class ModelFacts:
         ``c`` in ``c * tanh(s / c)`` on the output logits (Gemma 2).
     weights : Weights or None
         Weights of the whole model, with their source.
+    bidirectional : bool
+        An encoder (BERT, ModernBERT): every layer attends both ways, with no causal
+        mask, and generates no tokens, so it keeps no cache (every byte count is 0).
+        A sliding layer's ``window`` is then ``transformers``' bidirectional one: a
+        query sees the keys within ``window`` positions on either side,
+        ``sliding_window_mask(n, window + 1, causal=False)``.
+    cross : Cross or None
+        Cross-attention to an encoded context (Whisper's decoder, Llama 3.2 Vision's
+        image layers); the numbers above are the decoder's.
     class_defaults : tuple of str
         Attributes (by flat name) whose values the released ``config.json`` leaves
         out, so that they are the defaults of ``config_class``; the tests check them.
@@ -714,6 +776,8 @@ class ModelFacts:
     temperature_tuning: TemperatureTuning | None = None
     final_logit_softcapping: float | None = None
     weights: Weights | None = None
+    bidirectional: bool = False
+    cross: Cross | None = None
     class_defaults: tuple[str, ...] = field(default=())
 
     GROUPS: ClassVar[dict[str, tuple[type, ...]]] = {
@@ -728,6 +792,7 @@ class ModelFacts:
         "parts": (LayerParts,),
         "temperature_tuning": (TemperatureTuning,),
         "weights": (Weights,),
+        "cross": (Cross,),
     }
 
     def __post_init__(self) -> None:
@@ -815,6 +880,7 @@ class ModelFacts:
                 f"latent attention, got latent=None"
             )
         self._check_pattern(owner)
+        self._check_encoder_and_cross(owner)
         if self.temperature_tuning is not None and self.nope_every is None:
             raise ValueError(
                 f"{owner}: expected NoPE layers (rope.nope_every) with temperature_tuning, "
@@ -850,11 +916,33 @@ class ModelFacts:
             INDEXED: ("indexer",),
             SLIDING: ("local",),
             CHUNKED: ("local",),
+            CROSS: ("cross",),
         }
         for kind in sorted(set(pattern)):
             for group in needs.get(kind, ()):
                 if getattr(self, group) is None:
                     raise ValueError(f"{owner}: expected the {group} group for {kind!r} layers")
+
+    def _check_encoder_and_cross(self, owner: str) -> None:
+        """An encoder attends both ways and caches nothing; cross-attention layers are a
+        decoder's, listed within the model's layers."""
+        _checks.flag(owner, "bidirectional", self.bidirectional, "an encoder, no causal mask")
+        if self.bidirectional and (self.cross is not None or self.layer_pattern is not None):
+            raise ValueError(
+                f"{owner}: expected an encoder (bidirectional=True) without cross or "
+                f"layer_pattern, got cross={self.cross}, layer_pattern={self.layer_pattern}"
+            )
+        if self.bidirectional and not isinstance(self.local, Sliding | None):
+            raise ValueError(
+                f"{owner}: expected an encoder's local layers to be Sliding, got "
+                f"{type(self.local).__name__}"
+            )
+        layers = self.cross_attention_layers
+        if layers is not None and (layers[-1] >= self.layers or self.layer_pattern is not None):
+            raise ValueError(
+                f"{owner}: expected cross.layers from 0 to {self.layers - 1} and no "
+                f"layer_pattern, got {layers} and layer_pattern={self.layer_pattern}"
+            )
 
     # -- the config's flat names, read through the groups ----------------------------
 
@@ -896,6 +984,9 @@ class ModelFacts:
     attn_scale = _flat("temperature_tuning", "attn_scale")
     parameters = _flat("weights", "parameters")
     parameters_source = _flat("weights", "source", "")
+    cross_attention_layers = _flat("cross", "layers")
+    max_source_positions = _flat("cross", "context_tokens")
+    cross_qk_norm = _flat("cross", "qk_norm")
 
     @property
     def attn_temperature_tuning(self) -> bool:
@@ -935,14 +1026,18 @@ class ModelFacts:
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind, in ``transformers``' names, ``"full_attention"``,
         ``"sliding_attention"``, ``"chunked_attention"``, ``"linear_attention"`` or
-        ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention);
-        or any kind of ``KINDS`` where the model gives a ``layer_pattern``."""
+        ``"indexed_attention"`` (DeepSeek Sparse Attention, in place of full attention),
+        ``"cross_attention"`` (the layers ``cross.layers`` lists); or any kind of
+        ``KINDS`` where the model gives a ``layer_pattern``."""
         if self.layer_pattern is not None:
             return self.layer_pattern
         full = INDEXED if self.indexer is not None else FULL
-        if self.local is None:
-            return (full,) * self.layers
-        return tuple(full if self.local.is_full(i) else self.local.kind for i in range(self.layers))
+        kinds = [full] * self.layers
+        if self.local is not None:
+            kinds = [full if self.local.is_full(i) else self.local.kind for i in range(self.layers)]
+        for i in self.cross_attention_layers or ():
+            kinds[i] = CROSS
+        return tuple(kinds)
 
     @property
     def uses_rope(self) -> tuple[bool, ...]:
@@ -987,15 +1082,20 @@ class ModelFacts:
         ``2 * kv_heads * head_dim * bytes`` (the full-attention layers' own heads and size
         where they differ), or for latent attention ``(kv_lora_rank + qk_rope_head_dim) *
         bytes``; 0 for a layer that reuses another's keys and values and for a layer
-        whose state is no key/value cache (linear attention, Mamba, an MLP-only layer).
-        DeepSeek-V4's layers keep one vector per token, key and value alike:
-        ``kv_heads * head_dim * bytes``.
+        whose state is no key/value cache (linear attention, Mamba, an MLP-only layer);
+        0 for a cross-attention layer, whose keys and values are the context's, cached
+        once (:meth:`cross_cache_bytes`), and for every layer of an encoder
+        (``bidirectional``), which generates nothing and keeps no cache. DeepSeek-V4's
+        layers keep one vector per token, key and value alike: ``kv_heads * head_dim *
+        bytes``.
 
         Gemma 4's ``attention_k_eq_v`` layers count keys and values both: the key
         projection feeds both, but the keys are normalised and rotated and the values
         only normalised, and ``transformers`` caches the two.
         """
-        stateful = (LINEAR, MAMBA, NO_MIXER)
+        stateful = (LINEAR, MAMBA, NO_MIXER, CROSS)
+        if self.bidirectional:
+            return (0,) * self.layers
         if self.latent is not None:
             per_layer = self.latent.bytes_per_token(dtype)
             return tuple(0 if kind in stateful else per_layer for kind in self.layer_types)
@@ -1035,6 +1135,30 @@ class ModelFacts:
                 self.layer_types, self.layer_kv_bytes_per_token(dtype), strict=True
             )
         )
+
+    def cross_cache_bytes(self, dtype: torch.dtype = torch.bfloat16) -> int | None:
+        """Bytes of the cross-attention cache of one sequence, in ``dtype`` numbers: the
+        context's keys and values in every layer that cross-attends,
+        ``2 * kv_heads * head_dim * context_tokens * bytes`` a layer, computed once and
+        the same however many tokens follow. 0 without cross-attention; ``None`` where
+        the context's length depends on the input (``cross.context_tokens`` is
+        ``None``). Not counted by :meth:`cache_bytes`, which counts what grows or is
+        capped with the sequence's own tokens.
+
+        Examples
+        --------
+        >>> from attention import MODELS
+        >>> whisper = MODELS["Whisper large-v3"]
+        >>> whisper.cross_cache_bytes() == whisper.kv_bytes_per_token() * 1500
+        True
+        """
+        if self.cross is None:
+            return 0
+        if self.cross.context_tokens is None:
+            return None
+        layers = self.layers if self.cross.layers is None else len(self.cross.layers)
+        per_token = kv_cache_bytes_per_token(layers, self.num_kv_heads, self.head_dim, dtype)
+        return per_token * self.cross.context_tokens
 
     def _tokens_kept(self, kind: str, tokens: int) -> int:
         """Of ``tokens`` tokens, those a layer of ``kind`` keeps keys and values of."""

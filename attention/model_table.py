@@ -24,6 +24,7 @@ from attention.model_facts import (
     SLIDING,
     Chunked,
     Compressed,
+    Cross,
     GlobalLayers,
     Indexer,
     Latent,
@@ -903,6 +904,91 @@ _ENTRIES = (
             source="the model card of deepseek-ai/DeepSeek-V4-Flash: 284B in all, 13B "
             "activated per token",
         ),
+    ),
+    # -- Part VII: attention that is not decoder-only ----------------------------------
+    ModelFacts(
+        name="BERT base",
+        checkpoint="google-bert/bert-base-uncased",
+        year=2018,
+        source=_hf("google-bert/bert-base-uncased") + " (num_hidden_layers, hidden_size, "
+        "num_attention_heads, max_position_embeddings; position_embedding_type absolute)",
+        config_class="BertConfig",
+        layers=12,
+        hidden_size=768,
+        num_heads=12,
+        num_kv_heads=12,
+        max_position_embeddings=512,
+        trained_context=512,
+        context_source="Devlin et al. 2018 (BERT), appendix A.2: sequences of 128 tokens "
+        "for 90% of the steps, then of 512 for the rest",
+        learned_positions=True,
+        bidirectional=True,
+    ),
+    ModelFacts(
+        name="ModernBERT base",
+        checkpoint="answerdotai/ModernBERT-base",
+        year=2024,
+        source=_hf("answerdotai/ModernBERT-base") + " (global_attn_every_n_layers 3: layers "
+        "0, 3, 6, ... global, as ModernBertConfig reads it; local_attention 128, which "
+        "ModernBertConfig halves into sliding_window; global_rope_theta and "
+        "local_rope_theta)",
+        config_class="ModernBertConfig",
+        layers=22,
+        hidden_size=768,
+        num_heads=12,
+        num_kv_heads=12,
+        max_position_embeddings=8192,
+        trained_context=8192,
+        context_source="Warner et al. 2024 (ModernBERT): a native sequence length of 8,192 tokens",
+        rope=Rope(theta=160000.0, local_theta=10000.0),
+        local=Sliding(window=64, full_attention_layers=(0, 3, 6, 9, 12, 15, 18, 21)),
+        bidirectional=True,
+    ),
+    ModelFacts(
+        name="Whisper large-v3",
+        checkpoint="openai/whisper-large-v3",
+        year=2023,
+        source=_hf("openai/whisper-large-v3") + " (the decoder's decoder_layers, d_model, "
+        "decoder_attention_heads and max_target_positions; max_source_positions, the "
+        "encoder's output every decoder layer cross-attends to)",
+        config_class="WhisperConfig",
+        layers=32,
+        hidden_size=1280,
+        num_heads=20,
+        num_kv_heads=20,
+        max_position_embeddings=448,
+        trained_context=448,
+        context_source="the config's max_target_positions: the decoder's learned position "
+        "table has no row further",
+        learned_positions=True,
+        cross=Cross(context_tokens=1500),
+    ),
+    ModelFacts(
+        name="Llama 3.2 11B Vision",
+        checkpoint="meta-llama/Llama-3.2-11B-Vision",
+        year=2024,
+        source=_hf("meta-llama/Llama-3.2-11B-Vision") + " (text_config, with its "
+        "cross_attention_layers; their QK-norm per head from MllamaTextCrossAttention, "
+        "which always holds it)",
+        config_class="MllamaTextConfig",
+        layers=40,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card: context length 128k",
+        rope=Rope(
+            theta=500000.0,
+            scaling={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        ),
+        cross=Cross(layers=(3, 8, 13, 18, 23, 28, 33, 38), qk_norm="head"),
     ),
 )
 

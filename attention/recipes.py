@@ -32,7 +32,13 @@ Llama 4                 chunked layers with a QK-norm after RoPE and without a
                         (:class:`NoPEWithTemperature`)
 DeepSeek-V3, V3.2       :class:`~attention.MultiHeadLatentAttention`, and
                         :class:`~attention.SparseLatentAttention` with its indexer
+Llama 3.2 Vision        Llama's layers, and in some :class:`~attention.CrossAttention`
+                        to the image, with ``q_norm``, ``k_norm`` over each head
 ======================  =============================================================
+
+An encoder's layers (BERT, ModernBERT) attend both ways, which the causal
+:class:`~attention.GroupedQueryAttention` does not: :func:`~attention.layer_for`
+refuses them, and chapter 29 builds them from :func:`~attention.attend`.
 
 Every recipe is checked against the ``transformers`` class of its model, the
 weights copied, in float64 to 1e-10 (``tests/test_recipes.py``).
@@ -56,6 +62,7 @@ import torch
 from torch import nn
 
 from attention import _checks
+from attention.cross import CrossAttention
 from attention.delta import GatedDeltaNet
 from attention.gqa import GroupedQueryAttention
 from attention.latent import MultiHeadLatentAttention
@@ -72,7 +79,7 @@ __all__ = ["NoPEWithTemperature", "SharedKVAttention", "layer_for"]
 #: there, and the released config.json's): a bias on the four projections
 #: (``attention_bias``) and the RMS norms' epsilon (``rms_norm_eps``).
 _BIAS = {"GptOssConfig": True}
-_NORM_EPS = {"Llama4TextConfig": 1e-5}
+_NORM_EPS = {"Llama4TextConfig": 1e-5, "MllamaTextConfig": 1e-5}
 #: The overrides that shape the rotation rather than the module.
 _ROPE_OVERRIDES = ("rope_base", "rope_scaling", "partial_rotary_factor")
 
@@ -193,7 +200,8 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
     The kind follows ``facts.layer_types`` and ``facts.uses_rope``: full, sliding
     (``window``), chunked (``chunk``), NoPE (no ``rotary``), reusing another layer's
     keys and values (``facts.kv_shared``: a :class:`SharedKVAttention`), latent
-    (DeepSeek) or Gated DeltaNet (Qwen3-Next's linear-attention layers).
+    (DeepSeek), Gated DeltaNet (Qwen3-Next's linear-attention layers) or
+    cross-attention (Llama 3.2 Vision's image layers: a :class:`~attention.CrossAttention`).
 
     Parameters
     ----------
@@ -241,6 +249,14 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
         raise ValueError(
             f"layer_for: no recipe for layer {index} of {facts.name!r} yet, a {kind!r} layer"
         )
+    if facts.bidirectional:
+        raise ValueError(
+            f"layer_for: no recipe for {facts.name!r}: an encoder's layers attend both ways, "
+            "and GroupedQueryAttention is causal; compute them with attend (a padding mask, "
+            "sliding_window_mask(..., causal=False) on local layers)"
+        )
+    if kind == "cross_attention":
+        return _cross(facts, overrides)
     if kind == "linear_attention":
         return _gated_deltanet(facts, overrides)
     if facts.kv_lora_rank is not None:
@@ -273,6 +289,27 @@ def _attention_sizes(facts: ModelFacts, overrides: dict) -> dict:
         "context_length": facts.max_position_embeddings,
         "num_heads": facts.num_heads,
     }
+
+
+def _cross(facts: ModelFacts, overrides: dict) -> CrossAttention:
+    """Llama 3.2 Vision's cross-attention layer (``MllamaTextCrossAttention``): the image
+    (projected to the text's width) as the context, no bias, an RMSNorm per head on the
+    queries and the keys (``cross.qk_norm``). Its ``head_dim`` is ``d_in // num_heads``."""
+    d_in = overrides.pop("d_in", facts.hidden_size)
+    num_heads = overrides.pop("num_heads", facts.num_heads)
+    head_dim = overrides.pop("head_dim", d_in // num_heads)
+    overrides.pop("context_length", None)  # the context is the image's, of any length
+    if num_heads * head_dim != d_in:
+        raise ValueError(
+            f"layer_for: a cross-attention layer's head_dim is d_in // num_heads, got "
+            f"d_in={d_in}, num_heads={num_heads} and head_dim={head_dim}"
+        )
+    eps = _NORM_EPS.get(facts.config_class, 1e-6)
+    norms = {}
+    if facts.cross_qk_norm == "head":
+        norms = {"q_norm": RMSNorm(head_dim, eps), "k_norm": RMSNorm(head_dim, eps)}
+    kwargs = {"num_kv_heads": facts.num_kv_heads, "out_bias": False} | overrides
+    return CrossAttention(d_in, d_in, d_in, num_heads=num_heads, **kwargs, **norms)
 
 
 def _latent(facts: ModelFacts, overrides: dict) -> MultiHeadLatentAttention:

@@ -22,10 +22,14 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from attention import _checks
 from attention.merge import merge_attention_states
-from attention.tiled import _flag, _positive_int, _qkv, tiled_attention
+from attention.tiled import _flag, _qkv, tiled_attention
 
 __all__ = ["ring_attention", "ring_positions", "ring_work", "simulate_ring_attention"]
+
+#: What ``zigzag`` means, for the error that refuses a non-bool.
+_ZIGZAG = "whether each process holds an early and a late chunk"
 
 
 def _chunk_starts(rank: int, world_size: int, zigzag: bool, length: int) -> list[tuple[int, int]]:
@@ -73,9 +77,9 @@ def ring_positions(num_tokens: int, world_size: int, *, zigzag: bool = False) ->
     [[0, 1, 6, 7], [2, 3, 4, 5]]
     """
     owner = "ring_positions"
-    num_tokens = _positive_int(owner, "num_tokens", num_tokens)
-    world_size = _positive_int(owner, "world_size", world_size)
-    _flag(owner, "zigzag", zigzag)
+    num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
+    world_size = _checks.positive_int(owner, "world_size", world_size)
+    _checks.flag(owner, "zigzag", zigzag, _ZIGZAG)
     _check_layout(owner, num_tokens, world_size, zigzag)
     length = num_tokens // world_size
     chunk = length // 2 if zigzag else length
@@ -165,10 +169,10 @@ def ring_work(
     tensor([9, 9, 9, 9])
     """
     owner = "ring_work"
-    num_tokens = _positive_int(owner, "num_tokens", num_tokens)
-    world_size = _positive_int(owner, "world_size", world_size)
+    num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)
+    world_size = _checks.positive_int(owner, "world_size", world_size)
     _flag(owner, "causal", causal)
-    _flag(owner, "zigzag", zigzag)
+    _checks.flag(owner, "zigzag", zigzag, _ZIGZAG)
     _check_layout(owner, num_tokens, world_size, zigzag)
     length = num_tokens // world_size
     chunk = length // 2 if zigzag else length
@@ -185,7 +189,7 @@ def _ring_inputs(
     owner: str, q: object, k: object, v: object, causal: object, zigzag: object
 ) -> None:
     _qkv(owner, q, k, v, causal)
-    _flag(owner, "zigzag", zigzag)
+    _checks.flag(owner, "zigzag", zigzag, _ZIGZAG)
 
 
 def simulate_ring_attention(
@@ -228,7 +232,7 @@ def simulate_ring_attention(
     """
     owner = "simulate_ring_attention"
     _ring_inputs(owner, q, k, v, causal, zigzag)
-    world_size = _positive_int(owner, "world_size", world_size)
+    world_size = _checks.positive_int(owner, "world_size", world_size)
     if q.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"{owner}: expected as many queries as keys (one sequence, cut into blocks), "

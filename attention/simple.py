@@ -17,13 +17,7 @@ from attention._checks import float_tensor
 
 
 def _check_inputs(owner: str, inputs: object) -> torch.Tensor:
-    inputs = float_tensor(owner, "inputs", inputs)
-    if inputs.dim() != 2:
-        raise ValueError(
-            f"{owner}: expected inputs of shape (num_tokens, d), got a {inputs.dim()}-D "
-            f"tensor of shape {tuple(inputs.shape)}"
-        )
-    return inputs
+    return float_tensor(owner, "inputs", inputs, 2, "(num_tokens, d)")
 
 
 def scores_for_query(query: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:

@@ -10,54 +10,23 @@ which partial results over different keys merge (:mod:`attention.merge`, chapter
 
 from __future__ import annotations
 
-import operator
-
 import torch
+
+from attention import _checks
 
 __all__ = ["tiled_attention"]
 
 
-def _tensor(owner: str, name: str, x: object) -> torch.Tensor:
-    """Raise unless ``x`` is a floating-point tensor of at least two dimensions."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{owner}: expected {name} to be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise ValueError(
-            f"{owner}: expected {name} to be a floating-point tensor, got dtype {x.dtype}; "
-            f"convert it with .float()"
-        )
-    if x.dim() < 2:
-        raise ValueError(
-            f"{owner}: expected {name} of shape (..., num_tokens, features), got a "
-            f"{x.dim()}-D tensor of shape {tuple(x.shape)}"
-        )
-    return x
+#: What each flag of this family of functions means, for the error that refuses a non-bool.
+_FLAGS = {
+    "causal": "whether query i sees only keys 0 to i",
+    "return_lse": "whether to return each query's log-sum-exp too",
+}
 
 
 def _flag(owner: str, name: str, value: object) -> bool:
-    """Return ``value`` if it is True or False, else raise a TypeError."""
-    if not isinstance(value, bool):
-        raise TypeError(
-            f"{owner}: expected {name} to be True or False, got {value!r} of type "
-            f"{type(value).__name__}"
-        )
-    return value
-
-
-def _positive_int(owner: str, name: str, value: object) -> int:
-    """Return ``value`` as an int >= 1; a TypeError if it is no integer (a bool is none)."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"{owner}: expected {name} to be a positive integer, got {value!r} of type "
-            f"{type(value).__name__}"
-        ) from None
-    if number < 1:
-        raise ValueError(f"{owner}: expected {name} to be at least 1, got {number}")
-    return number
+    """``_checks.flag``, with what the flag means from ``_FLAGS``."""
+    return _checks.flag(owner, name, value, _FLAGS[name])
 
 
 def _qkv(owner: str, q: object, k: object, v: object, causal: object) -> int:
@@ -68,7 +37,7 @@ def _qkv(owner: str, q: object, k: object, v: object, causal: object) -> int:
     """
     tensors = {"q": q, "k": k, "v": v}
     for name, tensor in tensors.items():
-        _tensor(owner, name, tensor)
+        _checks.float_tensor(owner, name, tensor, layout="(..., num_tokens, features)", min_rank=2)
     _flag(owner, "causal", causal)
     shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
     if len({(t.dtype, t.device) for t in tensors.values()}) > 1:
@@ -197,7 +166,7 @@ def tiled_attention(
     True
     """
     group = _qkv("tiled_attention", q, k, v, causal)
-    block_size = _positive_int("tiled_attention", "block_size", block_size)
+    block_size = _checks.positive_int("tiled_attention", "block_size", block_size)
     _flag("tiled_attention", "return_lse", return_lse)
     keys, values = _repeat_kv(k, group), _repeat_kv(v, group)  # (..., num_heads, Tk, d)
     num_queries, num_keys = q.shape[-2], k.shape[-2]

@@ -3,8 +3,10 @@
 ``tests/data/model_facts_snapshot.json`` was written by this script once, from the
 flat ``ModelFacts`` of commit 5a74127, before its fields moved into typed groups;
 ``test_model_facts.py`` recomputes the records from today's table and requires them
-equal, so that the move changed no attribute and no figure of any model. Run it again
-only to record a deliberate change to the table::
+equal, so that the move changed no attribute and no figure of any model. It was written
+again when Part VII added its encoders and cross-attention models, with their four
+attributes and ``cross_cache_bytes`` (the records of the other models only gained those
+keys). Run it again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py
 """
@@ -83,6 +85,10 @@ ATTRIBUTES = [
     "kv_shared",
     "layer_kv_shapes",
     "receptive_field",
+    "bidirectional",
+    "cross_attention_layers",
+    "max_source_positions",
+    "cross_qk_norm",
     "compress_rope_theta",  # DeepSeek-V4's RoPE base for its compressed entries
 ]
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
@@ -107,6 +113,7 @@ def snapshot(facts) -> dict:
         record[f"layer_kv_bytes_per_token[{label}]"] = list(facts.layer_kv_bytes_per_token(dtype))
         record[f"kv_bytes_per_token[{label}]"] = facts.kv_bytes_per_token(dtype)
         record[f"indexer_bytes_per_token[{label}]"] = facts.indexer_bytes_per_token(dtype)
+        record[f"cross_cache_bytes[{label}]"] = facts.cross_cache_bytes(dtype)
         for state_label, state_dtype in DTYPES.items():
             pair = f"{label},{state_label}"
             record[f"layer_state_bytes[{pair}]"] = list(facts.layer_state_bytes(dtype, state_dtype))

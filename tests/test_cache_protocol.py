@@ -4,7 +4,9 @@ The cache classes are discovered, not listed: every class the package exports wh
 name ends in "Cache" (but the protocol itself) must implement the protocol and have a
 case below, or be the multi-sequence PagedKVCache. So a new cache cannot be forgotten. For each one:
 seen_tokens, len and nbytes after a prefill and a decoding step (nbytes is the bytes
-of the tensors it holds), and crop, or crop's ValueError where it cannot go back.
+of the tensors it holds), and crop, or crop's ValueError where it cannot go back (or,
+for CrossAttentionCache, whose context does not depend on the decoder's tokens, a crop
+that only sets the count back).
 No cache subclasses another only to pass a type check: KVCache has no subclass.
 """
 
@@ -18,6 +20,8 @@ import torch
 import attention
 from attention import (
     Cache,
+    CrossAttention,
+    CrossAttentionCache,
     GatedDeltaNet,
     GatedDeltaNetCache,
     GroupedQueryAttention,
@@ -73,6 +77,14 @@ def deltanet() -> GatedDeltaNet:
     return GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4, value_head_dim=3)
 
 
+def cross():
+    """A cross-attention layer over a context of 3 tokens, called as the others are."""
+    torch.manual_seed(0)
+    layer = CrossAttention(8, 5, 8, num_heads=2, num_kv_heads=1)
+    context = torch.randn(2, 3, 5)
+    return lambda x, cache: layer(x, context, cache=cache)  # context read at the first call
+
+
 def held_tensors(cache) -> list[torch.Tensor]:
     """Every tensor the cache holds, by the names each class gives them."""
     if isinstance(cache, QuantizedKVCache):
@@ -105,6 +117,7 @@ CASES = {
     LatentCache: [(mla, LatentCache, lambda n: n, "crops")],
     SparseLatentCache: [(dsa, SparseLatentCache, lambda n: n, "crops")],
     GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: n, "recurrent state")],
+    CrossAttentionCache: [(cross, CrossAttentionCache, lambda n: 3, "keeps the context")],
 }
 
 
@@ -151,6 +164,13 @@ def test_seen_len_nbytes_after_updates_and_crop(cls, case):
     if crop == "crops":
         cache.crop(3)
         assert cache.seen_tokens == len(cache) == 3
+        assert cache.nbytes == sum(t.nbytes for t in held_tensors(cache))
+        with torch.no_grad():
+            layer(x[:, 3:4], cache=cache)  # goes on from there
+        assert cache.seen_tokens == 4
+    elif crop == "keeps the context":  # only the count goes back
+        cache.crop(3)
+        assert cache.seen_tokens == 3 and len(cache) == held_after(6)
         assert cache.nbytes == sum(t.nbytes for t in held_tensors(cache))
         with torch.no_grad():
             layer(x[:, 3:4], cache=cache)  # goes on from there

@@ -173,8 +173,8 @@ OUT, LSE = tiled_attention(Q, K, V, return_lse=True)
 BACKWARD = {"q": Q, "k": K, "v": V, "out": OUT, "lse": LSE, "grad_out": GRAD}
 
 BAD_BACKWARD = {
-    "lse not a tensor": ({"lse": [0.0]}, TypeError, "expected lse to be a torch.Tensor"),
-    "out not a tensor": ({"out": 1.0}, TypeError, "expected out to be a torch.Tensor"),
+    "lse not a tensor": ({"lse": [0.0]}, TypeError, "lse must be a torch.Tensor"),
+    "out not a tensor": ({"out": 1.0}, TypeError, "out must be a torch.Tensor"),
     "lse of the wrong shape": (
         {"lse": LSE[..., :2]},
         ValueError,
@@ -186,9 +186,9 @@ BAD_BACKWARD = {
         "expected grad_out of shape (1, 2, 4, 5) and dtype torch.float64",
     ),
     "out of the wrong shape": ({"out": OUT[..., :3]}, ValueError, "expected out of shape"),
-    "causal not a bool": ({"causal": "yes"}, TypeError, "expected causal to be True or False"),
-    "block_size zero": ({"block_size": 0}, ValueError, "expected block_size to be at least 1"),
-    "q an int tensor": ({"q": Q.long()}, ValueError, "expected q to be a floating-point"),
+    "causal not a bool": ({"causal": "yes"}, TypeError, "causal must be True or False"),
+    "block_size zero": ({"block_size": 0}, ValueError, "block_size must be at least 1"),
+    "q an int tensor": ({"q": Q.long()}, ValueError, "q must be a floating-point"),
 }
 
 
@@ -201,9 +201,9 @@ def test_tiled_attention_backward_rejects_bad_arguments(bad, error, match):
 
 
 def test_flash_attention_rejects_bad_arguments_in_its_own_name():
-    with pytest.raises(TypeError, match=r"^flash_attention: expected block_size to be a positive"):
+    with pytest.raises(TypeError, match=r"^flash_attention: block_size must be a positive"):
         flash_attention(Q, K, V, block_size=None)
     with pytest.raises(ValueError, match=r"^flash_attention: expected as many queries as keys"):
         flash_attention(Q[..., :3, :], K, V, causal=True)
-    with pytest.raises(TypeError, match=r"^saved_bytes: expected fn to be callable"):
+    with pytest.raises(TypeError, match=r"^saved_bytes: fn must be a callable"):
         saved_bytes(None)

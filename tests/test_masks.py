@@ -1,4 +1,5 @@
-"""causal_mask, sliding_window_mask and padding_mask against transformers and PyTorch.
+"""causal_mask, sliding_window_mask (causal and both ways) and padding_mask against
+transformers and PyTorch.
 
 Masks are booleans, compared for equality; attention outputs with EXACT (rtol 1e-10,
 atol 1e-12) in float64.
@@ -13,11 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn import functional as F
 from torch.nn.attention.bias import causal_lower_right
-from transformers import MistralConfig
+from transformers import MistralConfig, ModernBertConfig
 from transformers.masking_utils import (
     causal_mask_function,
+    create_bidirectional_sliding_window_mask,
     create_sliding_window_causal_mask,
     padding_mask_function,
+    sliding_window_bidirectional_mask_function,
     sliding_window_causal_mask_function,
 )
 
@@ -75,6 +78,33 @@ def test_each_query_sees_min_of_window_and_position_plus_one_keys(num_tokens, wi
 def test_window_at_least_num_tokens_is_causal():
     assert torch.equal(sliding_window_mask(5, 5), causal_mask(5))
     assert torch.equal(sliding_window_mask(5, 99), torch.ones(5, 5, dtype=torch.bool).tril())
+
+
+@given(num_tokens=st.integers(1, 12), window=st.integers(1, 14))
+def test_a_bidirectional_window_is_transformers_with_one_more(num_tokens, window):
+    """transformers' bidirectional window counts the positions on each side without the
+    query (|i - j| <= sliding_window); the package's counts it, as its causal one does.
+    The causal mask or'ed with its transpose."""
+    mask = sliding_window_mask(num_tokens, window, causal=False)
+    expected = grid(sliding_window_bidirectional_mask_function(window - 1), num_tokens, num_tokens)
+    assert mask.dtype == torch.bool and torch.equal(mask, expected)
+    causal = sliding_window_mask(num_tokens, window)
+    assert torch.equal(mask, causal | causal.T)
+    assert mask.sum(-1).tolist() == [
+        min(i, window - 1) + 1 + min(num_tokens - 1 - i, window - 1) for i in range(num_tokens)
+    ]
+
+
+@given(num_tokens=st.integers(1, 12), half=st.integers(1, 6))
+def test_modernbert_local_attention_is_a_bidirectional_window_of_half_plus_one(num_tokens, half):
+    """The mask ModernBertModel builds for its local layers from ``local_attention``
+    (``2 * half`` as released: 128), against ``window = local_attention // 2 + 1``."""
+    config = ModernBertConfig(local_attention=2 * half, attn_implementation="sdpa")
+    embeddings = torch.zeros(1, num_tokens, 1)
+    from_config = create_bidirectional_sliding_window_mask(
+        config, embeddings, None, allow_is_bidirectional_skip=False
+    )
+    assert torch.equal(from_config[0, 0], sliding_window_mask(num_tokens, half + 1, causal=False))
 
 
 @given(num_queries=st.integers(1, 6), extra=st.integers(0, 6))
@@ -157,6 +187,11 @@ def test_bad_input_names_what_was_expected_and_given(call, message):
     [
         (lambda: sliding_window_mask(4, 2.5), r"window must be an integer.*2.5 of type float"),
         (lambda: padding_mask(3, 4), r"sequence of integers.*got int"),
+        (
+            lambda: sliding_window_mask(4, 2, causal=None),
+            r"^sliding_window_mask: causal must be True or False \(only the past side, or "
+            r"both sides of each query\), got None",
+        ),
         (lambda: padding_mask([1.5], 4), r"integer >= 0, got 1.5 of type float"),
     ],
 )

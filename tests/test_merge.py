@@ -118,11 +118,11 @@ def test_split_kv_attention_on_a_long_cache(num_splits):
 
 OUT, LSE = torch.zeros(2, 3), torch.zeros(2)
 BAD_MERGE = {
-    "a tensor, not a list": ({"outs": OUT}, TypeError, "expected outs to be a list or tuple"),
+    "a tensor, not a list": ({"outs": OUT}, TypeError, "outs must be a list or tuple"),
     "an element not a tensor": (
         {"lses": [1.0]},
         TypeError,
-        "expected lses[0] to be a torch.Tensor",
+        "lses[0] must be a torch.Tensor",
     ),
     "no parts": ({"outs": [], "lses": []}, ValueError, "at least one of each, got 0 outputs"),
     "more outputs than lses": ({"outs": [OUT, OUT]}, ValueError, "got 2 outputs and 1 lses"),
@@ -147,9 +147,9 @@ def test_merge_attention_states_rejects_bad_arguments(bad, error, match):
 Q, K = torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 5, 4)
 BAD_SPLIT = {
     "too many splits": ({"num_splits": 6}, ValueError, "num_splits of at most num_keys=5"),
-    "no splits": ({"num_splits": 0}, ValueError, "expected num_splits to be at least 1"),
-    "a float": ({"num_splits": 2.5}, TypeError, "expected num_splits to be a positive integer"),
-    "k not a tensor": ({"k": "keys"}, TypeError, "expected k to be a torch.Tensor, got str"),
+    "no splits": ({"num_splits": 0}, ValueError, "num_splits must be at least 1"),
+    "a float": ({"num_splits": 2.5}, TypeError, "num_splits must be a positive integer"),
+    "k not a tensor": ({"k": "keys"}, TypeError, "k must be a torch.Tensor, got str"),
     "k and v differ": ({"v": torch.zeros(1, 2, 4, 4)}, ValueError, "one value per key"),
 }
 

@@ -25,6 +25,7 @@ from model_facts_snapshot import snapshot
 from attention import MODELS, ModelFacts
 from attention.model_facts import (
     CHUNKED,
+    CROSS,
     CSA,
     FULL,
     HCA,
@@ -62,6 +63,8 @@ UNIFORM = [  # every layer caches the same heads and head size
     if len(set(facts.layer_kv_shapes)) == 1
     and facts.num_kv_shared_layers == 0
     and facts.linear_attention is None
+    and not facts.bidirectional  # an encoder caches nothing
+    and facts.cross_attention_layers is None  # their cross layers cache nothing per token
     and facts.layer_pattern is None  # no Mamba or MLP-only layers, no compressed entries
 ]
 
@@ -89,6 +92,58 @@ def test_cache_of_a_sequence_counts_what_each_layer_keeps(facts: ModelFacts) -> 
 
 
 K = 1024  # a 128k context is 128 * K tokens
+
+
+def test_encoders_cache_nothing_and_cross_attention_is_cached_once() -> None:
+    """Part VII: an encoder generates nothing; a cross-attention layer keeps the
+    context's keys and values, the same however many tokens follow."""
+    for name in ("BERT base", "ModernBERT base"):
+        bert = MODELS[name]
+        assert bert.bidirectional and bert.kv_bytes_per_token() == bert.cache_bytes(512) == 0
+    modern = MODELS["ModernBERT base"]
+    assert modern.layer_types[:4] == (FULL, SLIDING, SLIDING, FULL)  # layer 0 global
+    assert (modern.sliding_window, modern.rope_theta, modern.local_rope_theta) == (
+        64,
+        160_000,
+        10_000,
+    )
+    whisper = MODELS["Whisper large-v3"]
+    per_layer = 2 * 20 * 64 * 2  # keys and values, 20 heads of 64, 16-bit
+    assert whisper.kv_bytes_per_token() == 32 * per_layer
+    assert whisper.cross_cache_bytes() == 32 * per_layer * 1500  # 1,500 encoder tokens
+    assert whisper.cross_cache_bytes(torch.float32) == 2 * whisper.cross_cache_bytes()
+    vision = MODELS["Llama 3.2 11B Vision"]
+    assert vision.layer_types.count(CROSS) == 8 and vision.layer_types[3] == CROSS
+    assert vision.kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2  # the 32 text layers
+    assert vision.cross_cache_bytes() is None  # it depends on the images
+    assert MODELS["Llama 3 8B"].cross_cache_bytes() == 0
+
+
+def test_transformers_caches_whisper_s_self_and_cross_attention_as_the_table_counts() -> None:
+    """WhisperAttention at the released sizes (on the meta device: no weights in memory)
+    with an EncoderDecoderCache: its self-attention layer grows by the table's bytes per
+    token and layer, its cross-attention layer holds the table's cross cache, once."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+    from transformers.models.whisper.modeling_whisper import WhisperAttention
+
+    facts = MODELS["Whisper large-v3"]
+    config = released_config(facts)
+    dims = (config.d_model, config.decoder_attention_heads)
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    with torch.device("meta"):
+        self_attn = WhisperAttention(*dims, is_decoder=True, layer_idx=0, config=config)
+        cross_attn = WhisperAttention(*dims, is_decoder=True, layer_idx=0, config=config)
+        encoded = torch.empty(1, config.max_source_positions, config.d_model)
+        for tokens in (3, 1, 1):  # a prompt, then two steps
+            x = torch.empty(1, tokens, config.d_model)
+            self_attn(x, past_key_values=cache)
+            cross_attn(x, key_value_states=encoded, past_key_values=cache)
+    held = cache.self_attention_cache.layers[0]
+    cross = cache.cross_attention_cache.layers[0]
+    per_token = facts.kv_bytes_per_token(torch.float32) // facts.layers
+    assert held.keys.nbytes + held.values.nbytes == 5 * per_token
+    cross_bytes = cross.keys.nbytes + cross.values.nbytes
+    assert cross_bytes * facts.layers == facts.cross_cache_bytes(torch.float32)
 
 
 def test_the_caches_of_part_iii_models_by_hand() -> None:
@@ -553,6 +608,13 @@ BLOOM_FIELDS = {  # no position limit: ALiBi needs none
     "hidden_size": "hidden_size",
     "num_heads": "n_head",
 }
+WHISPER_FIELDS = {  # the decoder's, and the encoder's output it cross-attends to
+    "layers": "decoder_layers",
+    "hidden_size": "d_model",
+    "num_heads": "decoder_attention_heads",
+    "max_position_embeddings": "max_target_positions",
+    "max_source_positions": "max_source_positions",
+}
 
 
 def released_config(facts: ModelFacts):
@@ -561,9 +623,11 @@ def released_config(facts: ModelFacts):
     Attributes listed in ``class_defaults`` are left out, so that the config class
     supplies them, as it does when it reads the released file.
     """
-    fields = {"GPT2Config": GPT2_FIELDS, "BloomConfig": BLOOM_FIELDS}.get(
-        facts.config_class, FIELDS
-    )
+    fields = {
+        "GPT2Config": GPT2_FIELDS,
+        "BloomConfig": BLOOM_FIELDS,
+        "WhisperConfig": WHISPER_FIELDS,
+    }.get(facts.config_class, FIELDS)
     if facts.config_class == "KimiLinearConfig":  # its file nests them: _linear_as_released
         fields = {key: name for key, name in fields.items() if key not in LINEAR_SIZES}
     kwargs = {
@@ -581,6 +645,8 @@ def released_config(facts: ModelFacts):
     if facts.sliding_window is None and _default_window(facts.config_class) is not None:
         kwargs["sliding_window"] = None  # the file's "sliding_window": null (Mistral Small)
     kwargs |= _pattern_as_released(facts)
+    if "local_attention" in kwargs:  # ModernBERT's file holds the whole span instead
+        del kwargs["sliding_window"]
     if facts.config_class in LEGACY_ROPE:  # "rope_theta" and "rope_scaling", as released
         kwargs["rope_theta"] = facts.rope_theta
         if facts.rope_scaling is not None:
@@ -638,6 +704,12 @@ def _pattern_as_released(facts: ModelFacts) -> dict:
         kwargs["partial_rotary_factor"] = facts.partial_rotary_factor
     if facts.qk_norm == "l2":  # Llama 4
         kwargs["use_qk_norm"] = True
+    if facts.cross_attention_layers is not None:  # Llama 3.2 Vision: a list in its file
+        kwargs["cross_attention_layers"] = list(facts.cross_attention_layers)
+    if facts.config_class == "ModernBertConfig":  # its file's fields, which it reads so
+        full = facts.full_attention_layers
+        kwargs["global_attn_every_n_layers"] = full[1] - full[0]
+        kwargs["local_attention"] = 2 * facts.sliding_window  # its half is sliding_window
     return kwargs
 
 
@@ -744,6 +816,17 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         assert facts.max_position_embeddings is None
         assert getattr(config, "max_position_embeddings", None) is None
         return
+    if facts.config_class == "WhisperConfig":  # the decoder's, as WhisperDecoder reads them
+        heads = config.decoder_attention_heads
+        read = (config.decoder_layers, heads, config.d_model // heads, config.max_target_positions)
+        assert read == (
+            facts.layers,
+            facts.num_heads,
+            facts.head_dim,
+            facts.max_position_embeddings,
+        )
+        assert config.max_source_positions == facts.max_source_positions
+        return
     assert config.num_hidden_layers == facts.layers
     assert config.max_position_embeddings == facts.max_position_embeddings
     if facts.kv_lora_rank is None:
@@ -768,7 +851,9 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         assert linear_sizes(config) == {name: getattr(facts, name) for name in LINEAR_SIZES}
     for name in INDEXER_SIZES:
         assert getattr(config, name, None) == getattr(facts, name), name
-    if facts.positions == "none":  # Kimi Linear: the config holds no RoPE to compare
+    if facts.cross_attention_layers is not None:
+        assert tuple(config.cross_attention_layers) == facts.cross_attention_layers
+    if facts.positions != "rope":  # Kimi Linear's NoPE, BERT's table: no RoPE to compare
         return
     full = rope_of(config, FULL)
     assert full["rope_theta"] == facts.rope_theta
@@ -784,19 +869,27 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         assert rope_of(config, SLIDING)["rope_theta"] == facts.local_rope_theta
 
 
-@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+# An encoder generates nothing and keeps no cache; Whisper's EncoderDecoderCache is the
+# model's, layer by decoder layer (the config's layer count is the encoder's): its own test.
+DECODERS = [f for f in MODELS.values() if not f.bidirectional and f.name != "Whisper large-v3"]
+
+
+@pytest.mark.parametrize("facts", DECODERS, ids=[facts.name for facts in DECODERS])
 def test_transformers_caches_what_the_table_counts(facts: ModelFacts) -> None:
     """Layer by layer, transformers' cache for the released config stores keys and values
     where the table counts bytes, and caps the same layers at the same number of tokens:
     sliding layers at the window, chunked layers at the chunk; shared layers are
-    "dummy" layers that store nothing; linear-attention layers keep a state instead."""
+    "dummy" layers that store nothing; linear-attention layers keep a state instead;
+    cross-attention layers keep the image's keys and values, which the table counts
+    apart (``cross_cache_bytes``), not per token."""
     cache_utils = pytest.importorskip("transformers.cache_utils")
     layout = getattr(cache_utils, "get_layer_types_and_kwargs", None)
     if layout is None:
         pytest.skip("this transformers has no get_layer_types_and_kwargs")
     kinds, kwargs = layout(released_config(facts))
     stores = [kind not in ("dummy", LINEAR) for kind in kinds]
-    assert stores == [size > 0 for size in facts.layer_kv_bytes_per_token()]
+    counted = zip(facts.layer_kv_bytes_per_token(), facts.layer_types, strict=True)
+    assert stores == [size > 0 or kind == CROSS for size, kind in counted]
     limits = {SLIDING: facts.sliding_window, CHUNKED: facts.attention_chunk_size}
     assert [kw.get("sliding_window") for kw in kwargs] == [
         limits.get(kind) if store else None
@@ -995,6 +1088,8 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "model; not DeepSeek-V3's key size",
     ("docs/chapters/24-paged-kv-cache.md", 4096): "the serving batch's reservation per "
     "request, benchmarks/workload.py's MAX_LENGTH; no model's number",
+    ("docs/chapters/22-sparse-attention.md", 448): "float8_e4m3's largest finite number; "
+    "not Whisper's decoder positions",
 }
 
 
@@ -1068,8 +1163,8 @@ def model_names() -> list[str]:
 
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
 MODEL_WORDS = re.compile(
-    r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|BLOOM|GLM|MiniMax|Phi-"
-    r"|Command A|Nemotron"
+    r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|BLOOM|BERT|Whisper"
+    r"|GLM|MiniMax|Phi-|Command A|Nemotron"
 )
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
 # not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).

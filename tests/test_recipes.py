@@ -33,6 +33,7 @@ from transformers.models.llama4 import modeling_llama4
 
 from attention import (
     MODELS,
+    CrossAttention,
     GatedDeltaNet,
     GroupedQueryAttention,
     MultiHeadLatentAttention,
@@ -191,9 +192,18 @@ def small_overrides(facts) -> dict:
     return SMALL
 
 
-BUILT = [  # DeepSeek-V4's compressed layers have no recipe yet
-    name for name, facts in MODELS.items() if facts.positions == "rope" and facts.compressed is None
+BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds them)
+    name
+    for name, facts in MODELS.items()
+    if facts.positions == "rope"
+    and not facts.bidirectional
+    and facts.compressed is None  # nor DeepSeek-V4's compressed layers
 ]
+
+
+def test_an_encoder_has_no_causal_recipe():
+    with pytest.raises(ValueError, match=r"^layer_for: no recipe for 'ModernBERT base': an enc"):
+        layer_for(MODELS["ModernBERT base"], 0)
 
 
 @pytest.mark.parametrize("name", BUILT)
@@ -203,6 +213,11 @@ def test_every_layer_of_every_model_has_its_kind(name):
         layer = layer_for(facts, i, **small_overrides(facts))
         if kind == "linear_attention":
             assert isinstance(layer, GatedDeltaNet)
+            continue
+        if kind == "cross_attention":  # Llama 3.2 Vision: queries from x, keys from an image
+            assert isinstance(layer, CrossAttention) and layer.q_norm is not None
+            x, image = torch.randn(1, 3, layer.d_in), torch.randn(1, 5, layer.d_context)
+            assert layer(x, image).shape == (1, 3, layer.d_out)
             continue
         if facts.kv_lora_rank is not None:
             sparse = kind == "indexed_attention"

@@ -134,12 +134,12 @@ BAD_RING = {
     "world_size zero": (
         lambda: ring_positions(8, 0),
         ValueError,
-        "ring_positions: expected world_size to be at least 1",
+        "ring_positions: world_size must be at least 1",
     ),
     "zigzag not a bool": (
         lambda: ring_positions(8, 2, zigzag=1),
         TypeError,
-        "ring_positions: expected zigzag to be True or False",
+        "ring_positions: zigzag must be True or False",
     ),
     "simulation with fewer queries": (
         lambda: simulate_ring_attention(
@@ -151,7 +151,7 @@ BAD_RING = {
     "ring with a bad tensor": (
         lambda: ring_attention([1.0], torch.zeros(2, 2), torch.zeros(2, 2)),
         TypeError,
-        "ring_attention: expected q to be a torch.Tensor",
+        "ring_attention: q must be a torch.Tensor",
     ),
 }
 

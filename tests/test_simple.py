@@ -170,8 +170,7 @@ def test_inputs_that_are_not_a_matrix_are_rejected(function, shape):
     with pytest.raises(
         ValueError,
         match=re.escape(
-            f"expected inputs of shape (num_tokens, d), got a {len(shape)}-D tensor "
-            f"of shape {shape}"
+            f"inputs must have shape (num_tokens, d), got a {len(shape)}-D tensor of shape {shape}"
         ),
     ):
         function(torch.rand(shape))

@@ -109,13 +109,13 @@ def test_tiled_attention_keeps_dtype_shape_and_gradients():
 GOOD = {"q": torch.rand(2, 4, 3), "k": torch.rand(2, 4, 3), "v": torch.rand(2, 4, 5)}
 
 BAD_TILED = {
-    "a list": ({"q": [[0.1, 0.2]]}, TypeError, "expected q to be a torch.Tensor, got list"),
+    "a list": ({"q": [[0.1, 0.2]]}, TypeError, "q must be a torch.Tensor, got list"),
     "integers": (
         {"k": torch.ones(2, 4, 3, dtype=torch.int64)},
         ValueError,
-        "expected k to be a floating-point tensor",
+        "k must be a floating-point tensor",
     ),
-    "1-D": ({"v": torch.rand(5)}, ValueError, "expected v of shape (..., num_tokens, features)"),
+    "1-D": ({"v": torch.rand(5)}, ValueError, "v must have shape (..., num_tokens, features)"),
     "mixed dtypes": (
         {"k": torch.rand(2, 4, 3, dtype=torch.float64)},
         ValueError,
@@ -139,10 +139,10 @@ BAD_TILED = {
         ValueError,
         "as many queries as keys",
     ),
-    "causal not a bool": ({"causal": 1}, TypeError, "expected causal to be True or False, got 1"),
-    "return_lse not a bool": ({"return_lse": "yes"}, TypeError, "expected return_lse to be True"),
-    "block_size zero": ({"block_size": 0}, ValueError, "expected block_size to be at least 1"),
-    "block_size a float": ({"block_size": 2.0}, TypeError, "expected block_size to be a positive"),
+    "causal not a bool": ({"causal": 1}, TypeError, "causal must be True or False"),
+    "return_lse not a bool": ({"return_lse": "yes"}, TypeError, "return_lse must be True"),
+    "block_size zero": ({"block_size": 0}, ValueError, "block_size must be at least 1"),
+    "block_size a float": ({"block_size": 2.0}, TypeError, "block_size must be a positive"),
 }
 
 
