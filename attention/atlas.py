@@ -94,6 +94,14 @@ def _reader(*model_types: str):
 # -- reading a config ------------------------------------------------------------------
 
 
+#: Model types a released file names that ``transformers`` may not know, and the type
+#: whose code runs the model: Kimi K2 writes ``"model_type": "kimi_k2"`` in its
+#: config.json, for inference engines to tell it apart, and its ``architectures`` is
+#: ``DeepseekV3ForCausalLM`` (its README: change the type to ``deepseek_v3`` where a
+#: framework does not know ``kimi_k2``).
+LOADED_AS = {"kimi_k2": "deepseek_v3"}
+
+
 def _as_config(config: object):
     """A transformers config from a config object, a ``config.json`` dict or a path."""
     import transformers
@@ -110,8 +118,11 @@ def _as_config(config: object):
         if "model_type" not in config:
             raise ValueError(f"{owner}: expected the config to name its model_type, got none")
         fields = {key: value for key, value in config.items() if key != "model_type"}
+        model_type = config["model_type"]
+        if model_type in LOADED_AS and model_type not in transformers.CONFIG_MAPPING:
+            model_type = LOADED_AS[model_type]
         try:
-            config = transformers.AutoConfig.for_model(config["model_type"], **fields)
+            config = transformers.AutoConfig.for_model(model_type, **fields)
         except ValueError as error:
             raise ValueError(
                 f"{owner}: expected a model_type this transformers knows, got "
@@ -254,6 +265,8 @@ def _rope_from(parameters: dict, model_type: str) -> tuple[float, dict | None, f
     if rope_type == "default":
         return parameters["rope_theta"], None, partial
     scaling = {key: value for key, value in parameters.items() if key != "rope_theta"}
+    if scaling.get("type") == rope_type:  # the old name transformers keeps beside rope_type
+        del scaling["type"]
     if rope_type == "proportional":  # Gemma 4 keeps its own partial factor in the scaling
         return parameters["rope_theta"], scaling, 1.0
     scaling.pop("partial_rotary_factor", None)
@@ -360,17 +373,21 @@ def _nope_every(config) -> int | None:
     "gemma3_text",
     "gpt_oss",
     "minimax",
+    "minimax_m2",
+    "phi3",
 )
 def _read_attention(config) -> dict:
     """Models of full and sliding layers, with their score and layer parts."""
     model_type = config.model_type
     kinds = _layer_types(config)
     fields = _basics(config)
-    fields["rope"] = _rope(config, _nope_every(config))
     if model_type == "minimax":
         fields |= _read_minimax(config, kinds)
     else:
         fields |= _local(config, kinds)
+    nope_every = _cohere2_nope_every(kinds) if model_type == "cohere2" else _nope_every(config)
+    if nope_every != 1:
+        fields["rope"] = _rope(config, nope_every)
     scores = {}
     if model_type in ("gemma2", "gemma3_text"):
         scores["query_pre_attn_scalar"] = config.query_pre_attn_scalar
@@ -386,12 +403,30 @@ def _read_attention(config) -> dict:
         "gemma3_text": "head",
         "olmo2": "projection",
         "olmo3": "projection",
+        "minimax_m2": "projection",  # MiniMaxM2Attention: q_norm over heads * head_dim
     }.get(model_type)
     if qk_norm:
         fields["parts"] = LayerParts(qk_norm=qk_norm)
     if getattr(config, "final_logit_softcapping", None) is not None:
         fields["final_logit_softcapping"] = config.final_logit_softcapping
     return fields
+
+
+def _cohere2_nope_every(kinds: list[str]) -> int | None:
+    """Cohere 2 (Command R7B, Command A) rotates queries and keys in its sliding layers
+    only (``Cohere2Attention``: ``if self.sliding_window is not None``): its full layers
+    are NoPE layers. ``None``: none is full; 1: all are (no RoPE anywhere)."""
+    where = _where_full(kinds)
+    if not where:
+        return None
+    if "global_every" not in where:
+        raise _unsupported(
+            "cohere2",
+            "layer_types",
+            kinds,
+            "full (NoPE) layers that do not recur every so many layers",
+        )
+    return where["global_every"]
 
 
 def _read_minimax(config, kinds: list[str]) -> dict:
@@ -781,7 +816,7 @@ def _positions(facts: ModelFacts) -> str:
         )
     text += ")"
     if rope.partial_rotary_factor != 1.0:
-        text += f" on {rope.partial_rotary_factor:.0%} of each head"
+        text += f" on {rope.partial_rotary_factor * 100:g}% of each head"  # 12.5%, not 12%
     scaling = rope.scaling or {}
     kind = scaling.get("rope_type")
     names = {

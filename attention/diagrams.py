@@ -1343,7 +1343,7 @@ def attention_anatomy(
     >>> fig = attention_anatomy()
     >>> notes = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
     >>> notes["note softmax (+ sink): sink"]
-    'sink: gpt-oss'
+    'sink: gpt-oss, DeepSeek-V4-Flash'
     >>> plt.close(fig)
     """
     from attention.model_facts import MODELS

@@ -907,21 +907,21 @@ class ModelFacts:
                 f"{owner}: expected layer_pattern to give one of {KINDS} for each of "
                 f"{self.layers} layers, got {len(pattern)} layers, unknown kinds {unknown}"
             )
-        needs = {
-            MAMBA: "mamba",
-            HYBRID: "mamba",
-            CSA: "compressed",
-            HCA: "compressed",
-            LINEAR: "local",
-            INDEXED: "indexer",
-            SLIDING: "local",
-            CHUNKED: "local",
-            CROSS: "cross",
+        needs = {  # a CSA layer's indexer reads compressed indexer keys
+            MAMBA: ("mamba",),
+            HYBRID: ("mamba",),
+            CSA: ("compressed", "indexer"),
+            HCA: ("compressed",),
+            LINEAR: ("local",),
+            INDEXED: ("indexer",),
+            SLIDING: ("local",),
+            CHUNKED: ("local",),
+            CROSS: ("cross",),
         }
         for kind in sorted(set(pattern)):
-            group = needs.get(kind)
-            if group is not None and getattr(self, group) is None:
-                raise ValueError(f"{owner}: expected the {group} group for {kind!r} layers")
+            for group in needs.get(kind, ()):
+                if getattr(self, group) is None:
+                    raise ValueError(f"{owner}: expected the {group} group for {kind!r} layers")
 
     def _check_encoder_and_cross(self, owner: str) -> None:
         """An encoder attends both ways and caches nothing; cross-attention layers are a
@@ -969,6 +969,7 @@ class ModelFacts:
     index_n_heads = _flat("indexer", "num_heads")
     index_head_dim = _flat("indexer", "head_dim")
     index_topk = _flat("indexer", "top_k")
+    compress_rope_theta = _flat("compressed", "rope_theta")
     global_head_dim = _flat("global_layers", "head_dim")
     num_global_kv_heads = _flat("global_layers", "num_kv_heads")
     attention_k_eq_v = _flat("global_layers", "k_eq_v", False)

@@ -16,13 +16,21 @@ Sliding(window=128, global_every=2)
 from __future__ import annotations
 
 from attention.model_facts import (
+    CSA,
+    FULL,
+    HCA,
+    MAMBA,
+    NO_MIXER,
+    SLIDING,
     Chunked,
+    Compressed,
     Cross,
     GlobalLayers,
     Indexer,
     Latent,
     LayerParts,
     LinearAttention,
+    Mamba,
     ModelFacts,
     Rope,
     Scores,
@@ -36,6 +44,32 @@ __all__ = ["MODELS"]
 
 def _hf(checkpoint: str) -> str:
     return f"https://huggingface.co/{checkpoint}/blob/main/config.json"
+
+
+def _compress_ratios(ratios: list[int], layers: int) -> tuple[str, ...]:
+    """DeepSeek-V4's layer kinds from its file's ``compress_ratios``, as
+    ``DeepseekV4Config`` reads them: 0 a sliding layer only, 4 compressed sparse
+    attention, 128 heavily compressed; the entries past ``layers`` are the
+    multi-token-prediction layers', which the model does not run."""
+    kinds = {0: SLIDING, 4: CSA, 128: HCA}
+    return tuple(kinds[ratio] for ratio in ratios[:layers])
+
+
+def _hybrid_override_pattern(pattern: str) -> tuple[str, ...]:
+    """Nemotron-H's layer kinds from its file's ``hybrid_override_pattern``, as
+    ``NemotronHConfig`` reads it: ``M`` a Mamba-2 mixer, ``*`` attention, ``-`` an
+    MLP (``E`` a mixture of experts) with no mixer."""
+    kinds = {"M": MAMBA, "*": FULL, "-": NO_MIXER, "E": NO_MIXER}
+    return tuple(kinds[letter] for letter in pattern)
+
+
+# DeepSeek-V4-Flash's compress_ratios, 44 of them: its 43 layers' and its MTP layer's.
+_DEEPSEEK_V4_FLASH_RATIOS = [0, 0] + [4, 128] * 20 + [4, 0]
+# Nemotron-H-47B-Reasoning-128K's hybrid_override_pattern, one letter per layer.
+_NEMOTRON_H_47B_PATTERN = (
+    "M-M-M-M-M-M-M-M-M*-M-M-M-M-M-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-M-M---MM---M-M*-"
+    "M-M-M-M-M-"
+)
 
 
 _ENTRIES = (
@@ -596,6 +630,280 @@ _ENTRIES = (
             v_head_dim=128,
         ),
         indexer=Indexer(num_heads=64, head_dim=128, top_k=2048),
+    ),
+    ModelFacts(
+        name="Llama 3.1 70B",
+        checkpoint="meta-llama/Llama-3.1-70B",
+        year=2024,
+        source=_hf("meta-llama/Llama-3.1-70B") + " (rope_scaling: Llama 3's, factor 8 from 8,192)",
+        config_class="LlamaConfig",
+        layers=80,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card of meta-llama/Llama-3.1-70B: context length 128k",
+        rope=Rope(
+            theta=500000.0,
+            scaling={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        ),
+    ),
+    ModelFacts(
+        name="Phi-4",
+        checkpoint="microsoft/phi-4",
+        year=2024,
+        source=_hf("microsoft/phi-4") + " (model_type phi3; rope_scaling and sliding_window null)",
+        config_class="Phi3Config",
+        layers=40,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=10,
+        max_position_embeddings=16384,
+        trained_context=16384,
+        context_source="Abdin et al. 2024 (Phi-4 technical report, arXiv 2412.08905): "
+        "midtraining extends the context from 4K to 16K tokens",
+        rope=Rope(theta=250000.0),
+        weights=Weights(parameters=14_000_000_000, source="the model card of microsoft/phi-4: 14B"),
+    ),
+    ModelFacts(
+        name="Command A",
+        checkpoint="CohereLabs/c4ai-command-a-03-2025",
+        year=2025,
+        source=_hf("CohereLabs/c4ai-command-a-03-2025") + " (sliding_window_pattern 4, "
+        "local layers first); RoPE in the sliding layers only, the full ones NoPE, from "
+        "Cohere2Attention in transformers",
+        config_class="Cohere2Config",
+        layers=64,
+        hidden_size=12288,
+        num_heads=96,
+        num_kv_heads=8,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card of CohereLabs/c4ai-command-a-03-2025: the model "
+        "supports a context of 256K, but is configured in Hugging Face for 128K "
+        "(max_position_embeddings); the table keeps the configured 128K, as it keeps no "
+        "context past the positions the config allows",
+        rope=Rope(theta=50000.0, nope_every=4),
+        local=Sliding(window=4096, global_every=4),
+        weights=Weights(
+            parameters=111_000_000_000,
+            source="the model card of CohereLabs/c4ai-command-a-03-2025: 111 billion",
+        ),
+    ),
+    ModelFacts(
+        name="Mistral Small 3.1 24B",
+        checkpoint="mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        year=2025,
+        source=_hf("mistralai/Mistral-Small-3.1-24B-Instruct-2503") + " (text_config, read "
+        "at revision 68faf511; sliding_window null)",
+        config_class="MistralConfig",
+        layers=40,
+        hidden_size=5120,
+        num_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card of mistralai/Mistral-Small-3.1-24B-Instruct-2503: "
+        "a context window of up to 128k tokens",
+        rope=Rope(theta=1_000_000_000.0),
+    ),
+    ModelFacts(
+        name="Nemotron-H 47B",
+        checkpoint="nvidia/Nemotron-H-47B-Reasoning-128K",
+        year=2025,
+        source=_hf("nvidia/Nemotron-H-47B-Reasoning-128K") + " (hybrid_override_pattern: "
+        "M a Mamba-2 layer, * attention, - an MLP; mamba_num_heads, mamba_head_dim, "
+        "ssm_state_size, n_groups, conv_kernel); no RoPE, from NemotronHAttention in "
+        "transformers",
+        config_class="NemotronHConfig",
+        layers=98,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card of nvidia/Nemotron-H-47B-Reasoning-128K: 128K-token "
+        "contexts",
+        mamba=Mamba(
+            mixer="Mamba-2",
+            inner_size=256 * 64,
+            state_size=256,
+            conv_kernel_dim=4,
+            num_heads=256,
+            n_groups=8,
+        ),
+        layer_pattern=_hybrid_override_pattern(_NEMOTRON_H_47B_PATTERN),
+        weights=Weights(
+            parameters=47_000_000_000,
+            source="the model card of nvidia/Nemotron-H-47B-Reasoning-128K: 47B",
+        ),
+    ),
+    ModelFacts(
+        name="Kimi K2",
+        checkpoint="moonshotai/Kimi-K2-Instruct",
+        year=2025,
+        source=_hf("moonshotai/Kimi-K2-Instruct") + " (read at revision fd1984e2; "
+        "model_type kimi_k2, architecture DeepseekV3ForCausalLM: the MLA of DeepSeek-V3, "
+        "with 64 heads)",
+        config_class="DeepseekV3Config",
+        layers=61,
+        hidden_size=7168,
+        num_heads=64,
+        num_kv_heads=64,
+        max_position_embeddings=131072,
+        trained_context=131072,
+        context_source="the model card of moonshotai/Kimi-K2-Instruct: context length 128K",
+        rope=Rope(
+            theta=50000.0,
+            scaling={
+                "rope_type": "yarn",
+                "factor": 32.0,
+                "original_max_position_embeddings": 4096,
+                "beta_fast": 1.0,
+                "beta_slow": 1.0,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+            },
+        ),
+        latent=Latent(
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+        ),
+        weights=Weights(
+            parameters=1_000_000_000_000,
+            source="the model card of moonshotai/Kimi-K2-Instruct: 1 trillion in all, 32B "
+            "activated per token",
+        ),
+    ),
+    ModelFacts(
+        name="MiniMax-M2",
+        checkpoint="MiniMaxAI/MiniMax-M2",
+        year=2025,
+        source=_hf("MiniMaxAI/MiniMax-M2") + " (read at revision 757303d4; rotary_dim 64 of "
+        "head_dim 128; use_qk_norm with qk_norm_type per_layer: QK-norm over the whole "
+        "projection, q_norm over num_heads * head_dim in MiniMaxM2Attention)",
+        config_class="MiniMaxM2Config",
+        layers=62,
+        hidden_size=3072,
+        num_heads=48,
+        num_kv_heads=8,
+        head_dim=128,
+        max_position_embeddings=196608,
+        trained_context=196608,
+        context_source="the config's max_position_embeddings: no source read here gives "
+        "the length MiniMax-M2 was trained on",
+        rope=Rope(theta=5_000_000.0, partial_rotary_factor=0.5),
+        parts=LayerParts(qk_norm="projection"),
+        weights=Weights(
+            parameters=230_000_000_000,
+            source="the model card of MiniMaxAI/MiniMax-M2: 230B in all, 10B activated",
+        ),
+    ),
+    ModelFacts(
+        name="OLMo 3 7B",
+        checkpoint="allenai/Olmo-3-7B-Think",
+        year=2025,
+        source=_hf("allenai/Olmo-3-7B-Think") + " (read at revision d97e442d; layer_types: 3 "
+        "sliding, 1 full; rope_scaling YaRN, which Olmo3Config applies to the full "
+        "layers only); QK-norm over the whole projection from Olmo3Attention",
+        config_class="Olmo3Config",
+        layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=32,
+        max_position_embeddings=65536,
+        trained_context=65536,
+        context_source="OLMo et al. 2025 (Olmo 3, arXiv 2512.13961): the long-context stage "
+        "extends the context from 8K to 65K tokens, with YaRN on the full-attention layers "
+        "only",
+        rope=Rope(
+            theta=500000.0,
+            scaling={
+                "rope_type": "yarn",
+                "factor": 8.0,
+                "original_max_position_embeddings": 8192,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "attention_factor": 1.2079441541679836,
+            },
+        ),
+        local=Sliding(window=4096, global_every=4),
+        parts=LayerParts(qk_norm="projection"),
+    ),
+    ModelFacts(
+        name="GLM-5",
+        checkpoint="zai-org/GLM-5",
+        year=2026,
+        source=_hf("zai-org/GLM-5") + " (read at revision c183ef8c; MLA with the lightning "
+        "indexer of DeepSeek-V3.2: index_n_heads, index_head_dim, index_topk; its head_dim "
+        "of 64 is the rotary part's)",
+        config_class="GlmMoeDsaConfig",
+        layers=78,
+        hidden_size=6144,
+        num_heads=64,
+        num_kv_heads=64,
+        max_position_embeddings=202752,
+        trained_context=202752,
+        context_source="GLM-5 Team 2026 (GLM-5 technical report, arXiv 2602.15763): the "
+        "context is extended to 200K tokens in mid-training; 202,752 is the config's "
+        "max_position_embeddings",
+        rope=Rope(theta=1_000_000.0),
+        latent=Latent(
+            kv_lora_rank=512,
+            q_lora_rank=2048,
+            qk_nope_head_dim=192,
+            qk_rope_head_dim=64,
+            v_head_dim=256,
+        ),
+        indexer=Indexer(num_heads=32, head_dim=128, top_k=2048),
+        weights=Weights(
+            parameters=744_000_000_000,
+            source="the model card of zai-org/GLM-5: 744B in all, 40B active",
+        ),
+    ),
+    ModelFacts(
+        name="DeepSeek-V4-Flash",
+        checkpoint="deepseek-ai/DeepSeek-V4-Flash",
+        year=2026,
+        source=_hf("deepseek-ai/DeepSeek-V4-Flash") + " (compress_ratios: 0 a sliding "
+        "layer, 4 compressed sparse attention, 128 heavily compressed; sliding_window, "
+        "compress_rope_theta, qk_rope_head_dim 64 of head_dim 512, the indexer's "
+        "index_n_heads, index_head_dim and index_topk); the sinks and the key serving as "
+        "the value from DeepseekV4Attention in transformers. Its rope_scaling (YaRN, factor "
+        "16 from 65,536) turns the compressed entries' rotation only, which the table "
+        "does not hold",
+        config_class="DeepseekV4Config",
+        layers=43,
+        hidden_size=4096,
+        num_heads=64,
+        num_kv_heads=1,
+        head_dim=512,
+        max_position_embeddings=1048576,
+        trained_context=1048576,
+        context_source="the model card of deepseek-ai/DeepSeek-V4-Flash: context length 1M "
+        "(max_position_embeddings 1,048,576 in its config.json)",
+        rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
+        local=Sliding(window=128),
+        compressed=Compressed(csa_rate=4, hca_rate=128, rope_theta=160000.0),
+        indexer=Indexer(num_heads=64, head_dim=128, top_k=512),
+        scores=Scores(sinks=True),
+        layer_pattern=_compress_ratios(_DEEPSEEK_V4_FLASH_RATIOS, 43),
+        weights=Weights(
+            parameters=284_000_000_000,
+            source="the model card of deepseek-ai/DeepSeek-V4-Flash: 284B in all, 13B "
+            "activated per token",
+        ),
     ),
     # -- Part VII: attention that is not decoder-only ----------------------------------
     ModelFacts(

@@ -67,7 +67,7 @@ from attention.delta import GatedDeltaNet
 from attention.gqa import GroupedQueryAttention
 from attention.latent import MultiHeadLatentAttention
 from attention.masks import causal_mask, sliding_window_mask
-from attention.model_facts import ModelFacts
+from attention.model_facts import HYBRID, MAMBA, NO_MIXER, ModelFacts
 from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.rope import Rotary
 from attention.sparse import SparseLatentAttention
@@ -242,8 +242,13 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
             f"{facts.name!r}, got {layer_index}"
         )
     kind = facts.layer_types[index]
-    if facts.positions in ("learned", "alibi") or facts.linear_attention == "Kimi Delta Attention":
+    no_recipe = facts.linear_attention == "Kimi Delta Attention" or facts.compressed is not None
+    if facts.positions in ("learned", "alibi") or no_recipe:  # nor DeepSeek-V4's compressed
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
+    if kind in (MAMBA, HYBRID, NO_MIXER):
+        raise ValueError(
+            f"layer_for: no recipe for layer {index} of {facts.name!r} yet, a {kind!r} layer"
+        )
     if facts.bidirectional:
         raise ValueError(
             f"layer_for: no recipe for {facts.name!r}: an encoder's layers attend both ways, "

@@ -20,7 +20,8 @@ import torch
 
 PATH = Path(__file__).resolve().parent / "data" / "model_facts_snapshot.json"
 
-#: Every attribute the flat schema had: the fields, then the derived properties.
+#: Every attribute the flat schema had: the fields, then the derived properties; then
+#: the flat names of facts added since on which no figure depends.
 ATTRIBUTES = [
     "name",
     "checkpoint",
@@ -88,6 +89,7 @@ ATTRIBUTES = [
     "cross_attention_layers",
     "max_source_positions",
     "cross_qk_norm",
+    "compress_rope_theta",  # DeepSeek-V4's RoPE base for its compressed entries
 ]
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)

@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 import transformers
+from released_configs import RELEASED
 from tiny_configs import BASE, TINY, WINDOW, tiny_config
 
 from attention import MODELS, ModelFacts
@@ -25,7 +26,7 @@ from attention.atlas import (
     parameter_count,
     recipe,
 )
-from attention.model_facts import CHUNKED, CSA, HCA, SLIDING
+from attention.model_facts import CHUNKED, CSA, HCA, INDEXED, SLIDING
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -165,6 +166,27 @@ def test_a_dict_a_path_and_a_config_give_the_same_facts(model_type, tmp_path) ->
     assert facts.name == model_type and facts.config_class == type(config).__name__
 
 
+def test_cohere2_rotates_in_its_sliding_layers_only() -> None:
+    """Command A's full layers are NoPE layers: each layer of the tiny Cohere 2 model
+    gives the same output whatever rotation it is handed exactly where the facts say
+    it applies no RoPE (``uses_rope``)."""
+    config = tiny_config("cohere2")
+    config._attn_implementation = "eager"
+    facts = facts_from_config(config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    hidden = torch.randn(1, 3, config.hidden_size)
+    mask = torch.full((3, 3), float("-inf")).triu(1)[None, None]
+    angles = torch.randn(1, 3, config.head_dim)
+    rotations = [(angles.cos(), angles.sin()), (torch.ones_like(angles), torch.zeros_like(angles))]
+    rotates = []
+    with torch.no_grad():
+        for layer in model.model.layers:
+            out = [layer.self_attn(hidden, rotation, mask)[0] for rotation in rotations]
+            rotates.append(not torch.equal(*out))
+    assert tuple(rotates) == facts.uses_rope == (True, True, True, False)
+
+
 def test_a_multimodal_config_gives_its_text_model() -> None:
     config = transformers.Gemma3Config(text_config=BASE | TINY["gemma3_text"])
     assert (
@@ -253,6 +275,8 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
     "linear_value_head_dim",
     "linear_conv_kernel_dim",
     "global_layers",
+    "mamba",
+    "compressed",
     "num_kv_shared_layers",
     "scores",
     "parts",
@@ -280,6 +304,24 @@ def test_from_config_gives_back_each_entry(facts) -> None:
         assert read.rope_scaling is None
     for tokens in (1, 4096, facts.trained_context):
         assert read.cache_bytes(tokens) == facts.cache_bytes(tokens)
+
+
+@pytest.mark.parametrize("name", list(RELEASED))
+def test_the_released_file_reads_as_the_entry_typed_by_hand(name) -> None:
+    """A second implementation of each entry added with the atlas: the fields of its
+    released config.json, through ``facts_from_config``, give the entry the table types
+    by hand, every fact of it; only what a config cannot tell (the sources, the weights'
+    count, the trained context) comes from the entry."""
+    facts = MODELS[name]
+    released = RELEASED[name]  # Kimi K2's "kimi_k2" reads as deepseek_v3: LOADED_AS
+    read = facts_from_config(released, name=name, checkpoint=facts.checkpoint, year=facts.year)
+    given = ("source", "context_source", "trained_context", "weights")
+    assert dataclasses.replace(read, **{f: getattr(facts, f) for f in given}) == facts
+    assert read.trained_context == read.max_position_embeddings >= facts.trained_context
+
+
+def test_every_released_file_has_its_entry() -> None:
+    assert set(RELEASED) <= set(MODELS)
 
 
 # -- weights and the bill ------------------------------------------------------------------
@@ -341,7 +383,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "positions each side": facts.sliding_window and facts.bidirectional,
         "chunked (chunk": facts.attention_chunk_size,
         "MLA": facts.latent,
-        "DeepSeek Sparse Attention": facts.indexer,
+        "DeepSeek Sparse Attention": INDEXED in facts.layer_types,  # not V4's CSA layers
         "sinks": facts.sinks,
         "output gate": facts.output_gate,
         "QK-norm": facts.qk_norm or facts.cross_qk_norm,

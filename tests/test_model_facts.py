@@ -26,11 +26,15 @@ from attention import MODELS, ModelFacts
 from attention.model_facts import (
     CHUNKED,
     CROSS,
+    CSA,
     FULL,
+    HCA,
     INDEXED,
     INDEXER_SIZES,
     LINEAR,
     LINEAR_SIZES,
+    MAMBA,
+    NO_MIXER,
     SLIDING,
     Chunked,
     GlobalLayers,
@@ -61,6 +65,7 @@ UNIFORM = [  # every layer caches the same heads and head size
     and facts.linear_attention is None
     and not facts.bidirectional  # an encoder caches nothing
     and facts.cross_attention_layers is None  # their cross layers cache nothing per token
+    and facts.layer_pattern is None  # no Mamba or MLP-only layers, no compressed entries
 ]
 
 
@@ -637,10 +642,16 @@ def released_config(facts: ModelFacts):
     }
     if "head_dim" in _explicit(facts):
         kwargs["head_dim"] = facts.head_dim
+    if facts.sliding_window is None and _default_window(facts.config_class) is not None:
+        kwargs["sliding_window"] = None  # the file's "sliding_window": null (Mistral Small)
     kwargs |= _pattern_as_released(facts)
     if "local_attention" in kwargs:  # ModernBERT's file holds the whole span instead
         del kwargs["sliding_window"]
-    if facts.rope_theta is not None and "rope_theta" not in facts.class_defaults:
+    if facts.config_class in LEGACY_ROPE:  # "rope_theta" and "rope_scaling", as released
+        kwargs["rope_theta"] = facts.rope_theta
+        if facts.rope_scaling is not None:
+            kwargs["rope_scaling"] = dict(facts.rope_scaling)
+    elif facts.rope_theta is not None and "rope_theta" not in facts.class_defaults:
         full = {
             "rope_type": "default",
             **(facts.rope_scaling or {}),
@@ -655,20 +666,41 @@ def released_config(facts: ModelFacts):
     return getattr(transformers, facts.config_class)(**kwargs)
 
 
+# Config classes whose released files give RoPE as "rope_theta" and "rope_scaling", which
+# the class spreads over its layer types (Olmo 3: YaRN on the full layers only) or its
+# rotations (DeepSeek-V4: the main one and the compressed entries').
+LEGACY_ROPE = ("Olmo3Config", "DeepseekV4Config")
+
+
+def _default_window(config_class: str) -> int | None:
+    """The window a config class gives when the file names none."""
+    return getattr(getattr(transformers, config_class)(), "sliding_window", None)
+
+
 def _pattern_as_released(facts: ModelFacts) -> dict:
     """The layer pattern, NoPE layers and switches, spelled as each released file does."""
     kwargs: dict = {}
-    if facts.config_class in ("Gemma4TextConfig", "GptOssConfig"):  # a list per layer
-        kwargs["layer_types"] = list(facts.layer_types)
-    if facts.nope_every is not None:  # Llama 4 and SmolLM3: 1 = this layer uses RoPE
+    if facts.config_class in ("Gemma4TextConfig", "GptOssConfig", "Olmo3Config"):
+        kwargs["layer_types"] = list(facts.layer_types)  # a list per layer
+    if facts.config_class == "Cohere2Config":  # its full layers are its NoPE layers
+        kwargs["sliding_window_pattern"] = facts.global_every
+    elif facts.nope_every is not None:  # Llama 4 and SmolLM3: 1 = this layer uses RoPE
         kwargs["no_rope_layers"] = [int(rope) for rope in facts.uses_rope]
+    if facts.config_class == "NemotronHConfig":
+        kwargs |= _mamba_as_released(facts)
+    if facts.config_class == "DeepseekV4Config":
+        kwargs |= _compressed_as_released(facts)
     if facts.config_class == "SmolLM3Config":
         kwargs |= {"no_rope_layer_interval": facts.nope_every, "use_sliding_window": False}
     if facts.linear_attention is not None and facts.global_every is not None:  # Qwen
         kwargs["full_attention_interval"] = facts.global_every
     if facts.config_class == "KimiLinearConfig":
         kwargs["linear_attn_config"] = _linear_as_released(facts)
-    if facts.partial_rotary_factor != 1.0:
+    if facts.config_class == "MiniMaxM2Config":  # the share of each head RoPE turns
+        kwargs["rotary_dim"] = int(facts.head_dim * facts.partial_rotary_factor)
+    elif facts.config_class == "DeepseekV4Config":
+        kwargs["qk_rope_head_dim"] = int(facts.head_dim * facts.partial_rotary_factor)
+    elif facts.partial_rotary_factor != 1.0:
         kwargs["partial_rotary_factor"] = facts.partial_rotary_factor
     if facts.qk_norm == "l2":  # Llama 4
         kwargs["use_qk_norm"] = True
@@ -679,6 +711,31 @@ def _pattern_as_released(facts: ModelFacts) -> dict:
         kwargs["global_attn_every_n_layers"] = full[1] - full[0]
         kwargs["local_attention"] = 2 * facts.sliding_window  # its half is sliding_window
     return kwargs
+
+
+def _mamba_as_released(facts: ModelFacts) -> dict:
+    """Nemotron-H's layers, one letter each in the file's ``hybrid_override_pattern``,
+    and its Mamba-2 sizes."""
+    letters = {MAMBA: "M", FULL: "*", NO_MIXER: "-"}
+    mamba = facts.mamba
+    return {
+        "hybrid_override_pattern": "".join(letters[kind] for kind in facts.layer_types),
+        "mamba_num_heads": mamba.num_heads,
+        "mamba_head_dim": mamba.inner_size // mamba.num_heads,
+        "ssm_state_size": mamba.state_size,
+        "n_groups": mamba.n_groups,
+        "conv_kernel": mamba.conv_kernel_dim,
+    }
+
+
+def _compressed_as_released(facts: ModelFacts) -> dict:
+    """DeepSeek-V4's layers as the file's ``compress_ratios`` (tokens per compressed
+    entry, 0 in a sliding layer only) and the compressed entries' RoPE base."""
+    rates = {SLIDING: 0, CSA: facts.compressed.csa_rate, HCA: facts.compressed.hca_rate}
+    return {
+        "compress_ratios": [rates[kind] for kind in facts.layer_types],
+        "compress_rope_theta": facts.compress_rope_theta,
+    }
 
 
 def _linear_as_released(facts: ModelFacts) -> dict:
@@ -712,6 +769,7 @@ def _explicit(facts: ModelFacts) -> set[str]:
 
 def rope_of(config, layer_type: str) -> dict:
     parameters = config.rope_parameters  # one dict, or one per layer type (Gemma 3 and 4)
+    parameters = parameters.get("main", parameters)  # DeepSeek-V4: "main" and "compress"
     return parameters.get(layer_type, parameters)
 
 
@@ -777,8 +835,9 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
     else:
         assert config.num_key_value_heads == facts.num_kv_heads
     layer_types = getattr(config, "layer_types", None)
-    if layer_types is not None:
-        assert tuple(layer_types) == facts.layer_types
+    if layer_types is not None:  # Nemotron-H's Mamba layers are linear_attention there
+        mixers = {LINEAR: MAMBA, "moe": NO_MIXER} if facts.mamba is not None else {}
+        assert tuple(mixers.get(kind, kind) for kind in layer_types) == facts.layer_types
     if getattr(config, "no_rope_layers", None) is not None:
         assert tuple(bool(rope) for rope in config.no_rope_layers) == facts.uses_rope
     if hasattr(config, "kv_sharing_modes"):
@@ -799,6 +858,8 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
     full = rope_of(config, FULL)
     assert full["rope_theta"] == facts.rope_theta
     scaling = {k: v for k, v in full.items() if k not in ("rope_theta", "rope_type")}
+    if scaling.get("partial_rotary_factor") == 1.0:  # Phi3Config writes the whole head
+        del scaling["partial_rotary_factor"]
     expected = {k: v for k, v in (facts.rope_scaling or {}).items() if k != "rope_type"}
     if facts.partial_rotary_factor != 1.0:
         expected["partial_rotary_factor"] = facts.partial_rotary_factor
@@ -1103,6 +1164,7 @@ def model_names() -> list[str]:
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
 MODEL_WORDS = re.compile(
     r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|BLOOM|BERT|Whisper"
+    r"|GLM|MiniMax|Phi-|Command A|Nemotron"
 )
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
 # not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).

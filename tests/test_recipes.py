@@ -193,7 +193,11 @@ def small_overrides(facts) -> dict:
 
 
 BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds them)
-    name for name, facts in MODELS.items() if facts.positions == "rope" and not facts.bidirectional
+    name
+    for name, facts in MODELS.items()
+    if facts.positions == "rope"
+    and not facts.bidirectional
+    and facts.compressed is None  # nor DeepSeek-V4's compressed layers
 ]
 
 
@@ -270,13 +274,28 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         (lambda: layer_for(MODELS["GPT-2"], 0), ValueError, "no recipe for 'GPT-2'"),
         (lambda: layer_for(MODELS["Kimi Linear"], 0), ValueError, "no recipe for 'Kimi"),
         (lambda: layer_for(MODELS["BLOOM 176B"], 0), ValueError, "no recipe for 'BLOOM 176B'"),
+        (lambda: layer_for(MODELS["DeepSeek-V4-Flash"], 0), ValueError, "no recipe for 'Deep"),
+        (
+            lambda: layer_for(MODELS["Nemotron-H 47B"], 0),
+            ValueError,
+            "no recipe for layer 0 of 'Nemotron-H 47B' yet, a 'mamba' layer",
+        ),
         (
             lambda: layer_for(MODELS["Llama 3 8B"], 0, num_hedas=2),
             TypeError,
             "unexpected keyword argument 'num_hedas'",
         ),
     ],
-    ids=["not facts", "past the last layer", "learned positions", "KDA", "ALiBi", "misspelt"],
+    ids=[
+        "not facts",
+        "past the last layer",
+        "learned positions",
+        "KDA",
+        "ALiBi",
+        "compressed",
+        "Mamba",
+        "misspelt",
+    ],
 )
 def test_layer_for_rejects_what_it_cannot_build(call, error, message):
     with pytest.raises(error, match=message):

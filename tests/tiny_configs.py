@@ -108,6 +108,16 @@ TINY: dict[str, dict] = {
     },
     "qwen3_next": _LINEAR | _MOE | dict(shared_expert_intermediate_size=16),
     "qwen3_5_text": _LINEAR,
+    "minimax_m2": dict(
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.5,
+        },
+    ),
+    "phi3": dict(sliding_window=WINDOW),
     "minimax": dict(
         num_local_experts=2,
         num_experts_per_tok=1,

@@ -167,7 +167,7 @@ RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"dynamic NTK", "ref", "ntk-scaling"),
     (r"LongRoPE", "doc", "14-longer-contexts"),
     (r"proportional on full layers", "ref", "proportional-rope"),
-    (r"on \d+% of each head", "ref", "partial-rotary"),
+    (r"on [\d.]+% of each head", "ref", "partial-rotary"),
     (r"QK-norm[\w ,]*?(?=$|,|;)", "ref", "qk-norm"),
     (r"value norm", "ref", "keys-as-values"),
     (r"output gate", "ref", "output-gate"),
@@ -278,17 +278,39 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def strip_alt(facts: ModelFacts) -> str:
-    """The strip figure's alt text: the layers, in numbers computed from the facts."""
-    parts = [
-        f"The {facts.layers} layers of {facts.name} as a strip of cells, one per layer "
-        f"from layer 0 on the left, coloured by kind: {pattern_text(facts)}."
+ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, INDEXED, HYBRID, CSA, HCA)
+
+
+def nope_layers(facts: ModelFacts) -> list[int]:
+    """The attention layers that apply no RoPE in a model whose positions are RoPE or
+    none (not a learned table, not ALiBi)."""
+    if facts.positions in ("learned", "alibi"):
+        return []
+    return [
+        i
+        for i, (kind, rope) in enumerate(zip(facts.layer_types, facts.uses_rope, strict=True))
+        if not rope and kind in ATTENTION_KINDS
     ]
-    nope = sorted(attention.diagrams._nope_layers(facts))
+
+
+def strip_alt(facts: ModelFacts) -> str:
+    """The strip figure's alt text: the layers, in numbers computed from the facts (or,
+    where the figure is not drawn, the same words for the strip as text)."""
+    drawn = can_draw(facts)
+    parts = [
+        f"The {facts.layers} layers of {facts.name}"
+        + (
+            " as a strip of cells, one per layer from layer 0 on the left, coloured by kind"
+            if drawn
+            else ""
+        )
+        + f": {pattern_text(facts)}."
+    ]
+    nope = sorted(attention.diagrams._nope_layers(facts)) if drawn else nope_layers(facts)
     if nope:
         parts.append(
-            f"{len(nope)} attention layer{'s' if len(nope) > 1 else ''} apply no RoPE "
-            "(a white dot)."
+            f"{len(nope)} attention layer{'s' if len(nope) > 1 else ''} apply no RoPE"
+            + (" (a white dot)." if drawn else ".")
         )
     sources = attention.diagrams.kv_sources(facts)
     reused = sorted({s for s in sources if s is not None})
@@ -554,6 +576,15 @@ def _only(facts: ModelFacts, predicate, what: str) -> str:
     return "" if others else f" It is the only model of the site's table with {what}."
 
 
+#: RoPE's scalings for longer contexts: (the chapters' name, the section's label).
+SCALINGS = {
+    "linear": ("position interpolation", "position-interpolation"),
+    "dynamic": ("dynamic NTK scaling", "ntk-scaling"),
+    "yarn": ("YaRN", "yarn"),
+    "llama3": ("Llama 3's rule", "llama3-scaling"),
+}
+
+
 def unusual(facts: ModelFacts) -> list[str]:
     """What sets the model apart, each a sentence computed from its facts, with a link."""
     notes = []
@@ -677,6 +708,16 @@ def unusual(facts: ModelFacts) -> list[str]:
             "A sigmoid gate, computed from the layer's input, scales each head's output "
             f"({ref('output-gate', 'the output gate')})."
         )
+    if facts.compressed is not None:
+        c = facts.compressed
+        notes.append(
+            f"Beside a window of {facts.sliding_window:,} tokens, each compressed sparse "
+            f"layer keeps one compressed entry per {c.csa_rate} tokens, of which an indexer "
+            f"picks {facts.index_topk:,} for each query, and each heavily compressed layer "
+            f"one entry per {c.hca_rate} tokens: its cache grows by "
+            f"{size(cache_profile(facts)[0])} per token "
+            f"({doc('22-sparse-attention', 'choosing fewer keys')})."
+        )
     if facts.indexer is not None and facts.latent is not None:
         notes.append(
             f"Each query attends to {facts.index_topk:,} keys that a lightning indexer "
@@ -689,10 +730,12 @@ def unusual(facts: ModelFacts) -> list[str]:
     stateful = sum(kind in (LINEAR, MAMBA) for kind in kinds)
     if stateful:
         fixed = bill(facts, 0).cache
+        idle = kinds.count(NO_MIXER)
+        rest = f", and {idle} mix no tokens at all" if idle else ""
         notes.append(
             f"Only {growing} of its {facts.layers} layers keep a cache that grows with the "
-            f"text; the other {stateful} keep a state of fixed size, {size(fixed)} per "
-            f"sequence in all ({ref('linear-state', 'a state of fixed size')})."
+            f"text; {stateful} keep a state of fixed size, {size(fixed)} per sequence in "
+            f"all{rest} ({ref('linear-state', 'a state of fixed size')})."
         )
     if facts.attention == "MQA":
         notes.append(
@@ -724,8 +767,17 @@ def unusual(facts: ModelFacts) -> list[str]:
         )
     if facts.partial_rotary_factor != 1.0 and facts.rope is not None:
         notes.append(
-            f"RoPE turns only {facts.partial_rotary_factor:.0%} of each head's features "
-            f"({ref('partial-rotary', 'partial rotary')})."
+            f"RoPE turns only {facts.partial_rotary_factor * 100:g}% of each head's "
+            f"features ({ref('partial-rotary', 'partial rotary')})."
+        )
+    scaling = facts.rope_scaling or {}
+    if scaling.get("rope_type") in SCALINGS and "factor" in scaling:
+        name, label = SCALINGS[scaling["rope_type"]]
+        original = scaling.get("original_max_position_embeddings")
+        since = f" from the {original:,} positions it was first trained on" if original else ""
+        notes.append(
+            f"Its RoPE is stretched ×{number(scaling['factor'])}{since}, by {name} "
+            f"({ref(label, name)})."
         )
     if not notes:
         positions = {
@@ -735,9 +787,8 @@ def unusual(facts: ModelFacts) -> list[str]:
             "none": "no positions",
         }
         notes.append(
-            f"Nothing the other models of the table lack: {facts.attention} with "
-            f"{positions[facts.positions]}, {pattern_text(facts)}, the recipe Part II "
-            "builds."
+            f"No mechanism that the site's other models lack: {facts.attention} with "
+            f"{positions[facts.positions]}; {pattern_text(facts)}."
         )
     return notes
 
@@ -921,8 +972,7 @@ def card(facts: ModelFacts) -> str:
         ]
     else:
         lines += [
-            f"{alt} The figure does not draw these kinds of layer yet; here are the "
-            "layers as text:",
+            f"{alt} The site's strip figure does not draw these kinds of layer yet.",
             "",
         ]
     lines += [
