@@ -78,7 +78,7 @@ class CrossAttentionCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the held keys and values: fixed once filled."""
+        """Bytes of the held keys and values, fixed once the cache is filled."""
         return sum(t.nbytes for t in (self.keys, self.values) if t is not None)
 
     def update(

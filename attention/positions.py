@@ -7,14 +7,14 @@ each token sits in one of four ways:
 * **A learned table** (GPT-2's ``wpe``): one trained vector per position, added to the
   token embeddings. It is a plain ``nn.Embedding(n_positions, d_model)``, so this module
   has nothing to add; a table has no row past ``n_positions``.
-* **Sinusoids** (Vaswani et al. 2017): :func:`sinusoidal_positions`, a fixed table of
+* **Sinusoids** (Vaswani et al. 2017): :func:`~attention.sinusoidal_positions`, a fixed table of
   sines and cosines added to the embeddings, defined at any position.
-* **ALiBi** (Press et al. 2022; BLOOM): :func:`alibi_bias`, nothing added to the
+* **ALiBi** (Press et al. 2022; BLOOM): :func:`~attention.alibi_bias`, nothing added to the
   embeddings; each head subtracts ``slope * distance`` from its scores, with the slopes
-  of :func:`alibi_slopes`.
-* **T5's relative position bias** (Raffel et al. 2020): :class:`RelativePositionBias`,
+  of :func:`~attention.alibi_slopes`.
+* **T5's relative position bias** (Raffel et al. 2020): :class:`~attention.RelativePositionBias`,
   one learned number per head and per bucket of distances
-  (:func:`relative_position_bucket`), added to the scores.
+  (:func:`~attention.relative_position_bucket`), added to the scores.
 
 The two biases enter through :func:`~attention.attend`'s ``bias=``, shaped
 ``(num_heads, num_queries, num_keys)``. Both place the queries at the end of the keys,
