@@ -114,7 +114,9 @@ def test_whisper_cross_attention_decodes_with_the_cache(sizes):
     cache, their_cache = CrossAttentionCache(), EncoderDecoderCache(DynamicCache(), DynamicCache())
     n = sizes["num_queries"]
     for step, chunk in enumerate((tokens[:, :n], tokens[:, n : n + 1], tokens[:, n + 1 :])):
-        expected, _ = theirs(chunk, key_value_states=encoded, past_key_values=their_cache)
+        # The cache goes 3rd, by position: `past_key_values` before transformers 5.24, `cache`
+        # after, and the old keyword warns (FutureWarning) from 5.24 on.
+        expected, _ = theirs(chunk, encoded, their_cache)
         got = ours(chunk, encoded if step < 2 else None, cache=cache)
         torch.testing.assert_close(got, expected, **EXACT)
     assert their_cache.is_updated[0]
@@ -197,7 +199,9 @@ def test_mllama_cross_attention_decodes_from_its_cache(sizes):
     with float64_softmax():
         for step, chunk in enumerate((tokens[:, :n], tokens[:, n : n + 1], tokens[:, n + 1 :])):
             states = image if step == 0 else None
-            expected, _ = theirs(chunk, cross_attention_states=states, past_key_values=their_cache)
+            # The cache goes 3rd, by position: `past_key_values` before transformers 5.24, `cache`
+            # after, and the old keyword warns (FutureWarning) from 5.24 on.
+            expected, _ = theirs(chunk, states, their_cache)
             torch.testing.assert_close(ours(chunk, states, cache=cache), expected, **EXACT)
     torch.testing.assert_close(cache.keys, their_cache.layers[0].keys, **EXACT)
 

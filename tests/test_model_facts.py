@@ -136,8 +136,10 @@ def test_transformers_caches_whisper_s_self_and_cross_attention_as_the_table_cou
         encoded = torch.empty(1, config.max_source_positions, config.d_model)
         for tokens in (3, 1, 1):  # a prompt, then two steps
             x = torch.empty(1, tokens, config.d_model)
-            self_attn(x, past_key_values=cache)
-            cross_attn(x, key_value_states=encoded, past_key_values=cache)
+            # The cache goes 3rd, by position: `past_key_values` before transformers 5.24, `cache`
+            # after, and the old keyword warns (FutureWarning) from 5.24 on.
+            self_attn(x, None, cache)
+            cross_attn(x, encoded, cache)
     held = cache.self_attention_cache.layers[0]
     cross = cache.cross_attention_cache.layers[0]
     per_token = facts.kv_bytes_per_token(torch.float32) // facts.layers
