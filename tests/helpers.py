@@ -474,3 +474,22 @@ def count_check_calls(monkeypatch) -> dict[str, int]:
         if inspect.isfunction(function) and function.__module__ == _checks.__name__:
             monkeypatch.setattr(_checks, name, counted(name, function))
     return counts
+
+
+def jupyter_png(fig):
+    """``fig`` as a page of the site holds it: saved as Jupyter's inline backend saves
+    figures (``bbox_inches="tight"``, the figure's own colours), read back as RGBA."""
+    import io
+
+    from matplotlib.image import imread
+
+    buffer = io.BytesIO()
+    fig.canvas.print_figure(
+        buffer,
+        format="png",
+        facecolor=fig.get_facecolor(),
+        edgecolor=fig.get_edgecolor(),
+        bbox_inches="tight",
+    )
+    buffer.seek(0)
+    return imread(buffer)

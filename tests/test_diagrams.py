@@ -895,26 +895,10 @@ def test_ring_steps_show_the_blocks_ring_work_counts(causal, zigzag):
 
 # -- Every figure: an opaque image, and the tall ones fit a phone's screen -------------
 
-import io  # noqa: E402
+
+from helpers import jupyter_png  # noqa: E402
 
 import attention.diagrams as diagrams_module  # noqa: E402
-
-
-def saved(fig: Figure):
-    """The figure as a page of the site holds it: saved as Jupyter's inline backend saves
-    figures (``bbox_inches="tight"``, the figure's own colours), read back as RGBA."""
-    from matplotlib.image import imread
-
-    buffer = io.BytesIO()
-    fig.canvas.print_figure(
-        buffer,
-        format="png",
-        facecolor=fig.get_facecolor(),
-        edgecolor=fig.get_edgecolor(),
-        bbox_inches="tight",
-    )
-    buffer.seek(0)
-    return imread(buffer)
 
 
 def _dsa():
@@ -966,7 +950,7 @@ def test_every_drawing_function_is_checked_for_its_background():
 def test_saved_figures_are_opaque_to_their_edges(name):
     """On the site's dark theme a transparent pixel shows the dark page through: every
     pixel of the saved image, its margins included, is opaque, and its corners white."""
-    image = saved(DRAWINGS[name]())
+    image = jupyter_png(DRAWINGS[name]())
     assert image[..., 3].min() == 1.0
     for corner in (image[0, 0], image[0, -1], image[-1, 0], image[-1, -1]):
         assert tuple(corner) == to_rgba(FACECOLOR)
@@ -984,5 +968,5 @@ def test_the_layer_diagrams_are_wider_than_tall(name):
     """The site shows them as wide figures, 720 pixels wide on a phone (custom.css).
     Taller than wide, they were taller there than a phone's screen (844 pixels, less
     the page's sticky header), and could not be seen whole."""
-    height, width, _ = saved(LAYER_DIAGRAMS[name]()).shape
+    height, width, _ = jupyter_png(LAYER_DIAGRAMS[name]()).shape
     assert height / width <= 0.95

@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # no display: render off-screen, before pyplot is importe
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from helpers import jupyter_png  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
 from attention import (  # noqa: E402
@@ -454,23 +455,6 @@ def test_memory_curves_colour_a_layer_kind_with_its_palette_colour():
 def test_memory_curves_reject_what_they_cannot_draw(curves, error, message):
     with pytest.raises(error, match=rf"memory_curves: expected.*{message}"):
         memory_curves(curves)
-
-
-def jupyter_png(fig):
-    """``fig`` as a page of the site holds it: saved as Jupyter's inline backend saves
-    figures (``bbox_inches="tight"``, the figure's own colours), read back as RGBA."""
-    import io
-
-    buffer = io.BytesIO()
-    fig.canvas.print_figure(
-        buffer,
-        format="png",
-        facecolor=fig.get_facecolor(),
-        edgecolor=fig.get_edgecolor(),
-        bbox_inches="tight",
-    )
-    buffer.seek(0)
-    return plt.imread(buffer)
 
 
 @pytest.mark.parametrize("draw", ["heatmap", "head_grid", "memory_curves"])
