@@ -49,6 +49,7 @@ order their extensions were set up, and the pages must start before the scripts.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib
 import importlib.metadata
@@ -58,6 +59,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import kernel_fork
 import nbformat
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
@@ -150,15 +152,53 @@ def notebook_pages(app: Sphinx) -> list[Page]:
     return pages
 
 
-async def run_pages(pages: list[Page], jobs: int, timeout: int | None) -> None:
-    """Execute ``pages``, at most ``jobs`` at a time, each in a kernel of its own."""
+def imported_modules(pages: list[Page]) -> list[str]:
+    """Every module the pages' code cells import by name, in the order first seen.
+
+    ``import a.b`` gives ``a.b``; ``from a.b import c`` gives ``a.b`` (``c`` may be a
+    name in it, not a module). Cells are read as IPython reads them (magics and all);
+    a cell that is not Python is skipped, as its page will report.
+    """
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    transformer = TransformerManager()
+    modules: dict[str, None] = {}
+    for page in pages:
+        for cell in page.notebook.cells:
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse(transformer.transform_cell(cell.source))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    modules.update(dict.fromkeys(alias.name for alias in node.names))
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules[node.module] = None
+    return list(modules)
+
+
+async def run_pages(pages: list[Page], jobs: int, timeout: int | None, kernel_manager=None) -> None:
+    """Execute ``pages``, at most ``jobs`` at a time, each in a kernel of its own.
+
+    ``kernel_manager``, if given, is the kernel manager class of each page's kernel (a
+    forked kernel's: :meth:`kernel_fork.Zygote.kernel_manager_class`); otherwise
+    nbclient starts the page's own kernelspec.
+    """
     slots = asyncio.Semaphore(jobs)
 
     async def run(page: Page) -> None:
         async with slots:
             start = time.perf_counter()
             try:
-                client = NotebookClient(page.notebook, timeout=timeout, record_timing=False)
+                options = {"timeout": timeout, "record_timing": False}
+                if kernel_manager is not None:
+                    options["kernel_manager_class"] = kernel_manager
+                    options["kernel_name"] = kernel_fork.Zygote.NAME
+                    # nbclient gives only its python3 kernels a history in memory.
+                    options["extra_arguments"] = ["--HistoryManager.hist_file=:memory:"]
+                client = NotebookClient(page.notebook, **options)
                 await client.async_execute(cwd=str(page.path.parent))
             except Exception as error:  # reported by myst-nb, which runs the page again
                 page.error = f"{type(error).__name__}"
@@ -178,12 +218,29 @@ class Ahead:
         self.pages = [page for page in pages if not self.cached(page.notebook)]
         self.unchanged = len(pages) - len(self.pages)  # only with execute_ahead_keep
         self.started = time.perf_counter()
+        self.zygote = None
+        self.problems: list[str] = []  # what the zygote reported, logged at the end
+        if app.config.execute_ahead_fork and self.pages and kernel_fork.SUPPORTED:
+            folder = Path(app.outdir).parent
+            self.zygote = kernel_fork.Zygote(folder, imported_modules(self.pages))
         jobs = max(1, app.parallel)
-        coroutine = run_pages(self.pages, jobs, nb_config.execution_timeout)
         self.thread = threading.Thread(
-            target=asyncio.run, args=(coroutine,), name="execute_ahead", daemon=True
+            target=asyncio.run,
+            args=(self.run(jobs, nb_config.execution_timeout),),
+            name="execute_ahead",
+            daemon=True,
         )
         self.thread.start()
+
+    async def run(self, jobs: int, timeout: int | None) -> None:
+        kernel_manager = None
+        if self.zygote is not None:
+            try:  # the zygote imports while the gallery's scripts start
+                self.problems = self.zygote.wait()
+                kernel_manager = self.zygote.kernel_manager_class()
+            except RuntimeError as error:
+                self.problems = [f"{error}; the pages ran in Jupyter's own kernels"]
+        await run_pages(self.pages, jobs, timeout, kernel_manager)
 
     def cached(self, notebook: nbformat.NotebookNode) -> bool:
         try:
@@ -195,6 +252,15 @@ class Ahead:
     def finish(self) -> None:
         """Wait for every page, and put those that ran to the end into the cache."""
         self.thread.join()
+        if self.zygote is not None:
+            self.zygote.stop()
+        for problem in self.problems:
+            logger.warning(
+                "execute_ahead: the kernels' zygote: %s",
+                problem,
+                type="execute_ahead",
+                subtype="zygote",
+            )
         for page in self.pages:
             if page.seconds is None:
                 continue
@@ -256,6 +322,9 @@ def setup(app: Sphinx) -> dict:
     app.setup_extension("myst_nb")
     # Keep the cache between builds (nox -s docs-live); by default it is emptied first.
     app.add_config_value("execute_ahead_keep", False, "", types=[bool])
+    # Fork each page's kernel from one Python that has imported the pages' modules
+    # (kernel_fork.py), where the platform allows it; False: Jupyter's own kernels.
+    app.add_config_value("execute_ahead_fork", True, "", types=[bool])
     # Before myst-nb reads its configuration (builder-inited).
     app.connect("config-inited", step_aside_if_unknown)
     app.connect("builder-inited", start)
