@@ -29,6 +29,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_design",
     "sphinx_gallery.gen_gallery",
+    "gallery_workers",  # the gallery's worker processes: a cheaper collector, ended in time
     "verify_outputs",
     "verify_gallery",
     "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
@@ -129,7 +130,7 @@ sphinx_gallery_conf = {
     "min_reported_time": 10**9,
     "matplotlib_animations": False,
     "image_scrapers": ("matplotlib",),
-    "reset_modules": ("matplotlib", "seaborn"),
+    "reset_modules": ("matplotlib", "seaborn", "gallery_workers.freeze_survivors"),
     # Only what print() shows, so that the page shows what the downloaded script prints.
     "capture_repr": (),
     # Run scripts side by side when sphinx-build runs with -j.
@@ -164,6 +165,13 @@ html_theme_options = {
     # pydata-sphinx-theme 0.20 would add a search field in a top bar of its own, above
     # the book theme's layout, doubling the sidebar's search; keep the book layout.
     "navbar_persistent": [],
+}
+# The highlighted source pages (viewcode) keep the logo and search but not the chapters'
+# tree: a reader there came from the API page and goes back to it through the [docs]
+# links. The tree cost a fifth of a second a page, and these 37 pages are written one
+# after another at the end of the build.
+html_sidebars = {
+    "_modules/**": ["navbar-logo.html", "icon-links.html", "search-button-field.html"],
 }
 html_last_updated_fmt = None
 # The page follows the reader's system setting until they pick light or dark. Without

@@ -109,6 +109,23 @@ def test_each_page_gets_a_process_of_its_own(zygote):
     assert (first_sees, second_sees) == ("True", "False")
 
 
+def test_what_the_zygote_imported_is_frozen_and_a_page_still_collects_its_garbage(zygote):
+    zygote.wait()
+    cells = (
+        "import gc, json\nprint(gc.get_freeze_count() > 0, gc.is_tracked(json.JSONDecoder))",
+        "import gc, weakref\n"
+        "class Node: pass\n"
+        "a, b = Node(), Node()\n"
+        "a.other, b.other = b, a  # a cycle: only the collector frees it\n"
+        "alive = weakref.ref(a)\n"
+        "del a, b\n"
+        "gc.collect()\n"
+        "print(alive() is None)",
+    )
+    executed = run(notebook(*cells), zygote)
+    assert [cell.outputs[0].text for cell in executed.cells] == ["True True\n", "True\n"]
+
+
 def test_a_cell_that_runs_too_long_is_interrupted(zygote):
     zygote.wait()
     with pytest.raises(CellTimeoutError):
