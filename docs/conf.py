@@ -23,6 +23,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.viewcode",  # the API page links each object to its highlighted source
     "viewcode_backlinks",  # and each source block links back to its object's own anchor
+    "toctree_cache",  # the sidebar's entries worked out once, not once a page
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.intersphinx",
