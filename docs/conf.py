@@ -30,7 +30,7 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_design",
     "sphinx_gallery.gen_gallery",
-    "gallery_workers",  # the gallery's worker processes: a cheaper collector, ended in time
+    "gallery_workers",  # the gallery's workers: forked warm, a cheaper collector, ended
     "verify_outputs",
     "verify_gallery",
     "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log

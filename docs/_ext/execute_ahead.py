@@ -171,11 +171,7 @@ def imported_modules(pages: list[Page]) -> list[str]:
                 tree = ast.parse(transformer.transform_cell(cell.source))
             except SyntaxError:
                 continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    modules.update(dict.fromkeys(alias.name for alias in node.names))
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    modules[node.module] = None
+            modules.update(dict.fromkeys(kernel_fork.modules_imported(tree)))
     return list(modules)
 
 

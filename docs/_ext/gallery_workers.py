@@ -26,6 +26,7 @@ import multiprocessing
 import sys
 from pathlib import Path
 
+import kernel_fork
 from sphinx.application import Sphinx
 
 
@@ -36,17 +37,11 @@ def freeze_survivors(gallery_conf: dict, fname: str, when: str) -> None:
 
 
 def script_imports(folder: Path) -> list[str]:
-    """Every module the scripts in ``folder`` import by name, in the order first seen.
-
-    ``import a.b`` gives ``a.b``; ``from a.b import c`` gives ``a.b``.
-    """
+    """Every module the scripts in ``folder`` import by name, in the order first seen."""
     modules: dict[str, None] = {}
     for script in sorted(folder.glob("*.py")):
-        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                modules.update(dict.fromkeys(alias.name for alias in node.names))
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                modules[node.module] = None
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+        modules.update(dict.fromkeys(kernel_fork.modules_imported(tree)))
     return list(modules)
 
 

@@ -37,6 +37,7 @@ Jupyter's own ``python3`` kernels.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gc
 import json
@@ -87,6 +88,21 @@ def client(path: str, argv: list[str]) -> int:
 
 
 # ---------------------------------------------------------------------------- zygote
+
+
+def modules_imported(tree: ast.AST) -> list[str]:
+    """The modules ``tree`` imports by name, in order: what a preload should import.
+
+    ``import a.b`` gives ``a.b``; ``from a.b import c`` gives ``a.b`` (``c`` may be a
+    name in it, not a module); relative imports give nothing.
+    """
+    modules: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(dict.fromkeys(alias.name for alias in node.names))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules[node.module] = None
+    return list(modules)
 
 
 def preload(modules: list[str]) -> list[str]:
