@@ -540,27 +540,14 @@ def _read_mllama(config) -> dict:
 
 @_reader("gpt2")
 def _read_gpt2(config) -> dict:
-    return {
-        "layers": config.n_layer,
-        "hidden_size": config.n_embd,
-        "num_heads": config.n_head,
-        "num_kv_heads": config.n_head,
-        "max_position_embeddings": config.n_positions,
-        "learned_positions": True,
-    }
+    # GPT2Config maps the usual names (num_hidden_layers, ...) onto n_layer, n_embd, ...
+    return _basics(config) | {"learned_positions": True}
 
 
 @_reader("bloom")
 def _read_bloom(config) -> dict:
     # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
-    return {
-        "layers": config.n_layer,
-        "hidden_size": config.hidden_size,
-        "num_heads": config.n_head,
-        "num_kv_heads": config.n_head,
-        "max_position_embeddings": None,
-        "alibi": True,
-    }
+    return _basics(config) | {"max_position_embeddings": None, "alibi": True}
 
 
 def _latent(config) -> Latent:

@@ -64,6 +64,7 @@ __all__ = [
     "head_split",
     "kv_cache_growth",
     "kv_sources",
+    "labelled_texts",
     "latent_flow",
     "layer_strips",
     "matrix_form",
@@ -107,6 +108,36 @@ def _positive(owner: str, name: str, value: object, most: int) -> int:
             f"readable, got {number}"
         )
     return number
+
+
+def labelled_texts(fig: Figure) -> dict[str, str]:
+    """The texts a diagram labels with a gid, by gid: what it says, to read or test.
+
+    Each diagram of this module gives its telling labels a gid (its docstring names
+    them), so that a page or a test can read what was drawn without looking at pixels.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        A figure of this module's (the texts of its first axes are read).
+
+    Returns
+    -------
+    dict of str to str
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = decoder_block("GPT-2")
+    >>> labelled_texts(fig)["layers"]
+    '× 12 layers'
+    >>> plt.close(fig)
+    """
+    if not isinstance(fig, Figure):
+        raise TypeError(f"labelled_texts: expected a matplotlib Figure, got {type(fig).__name__}")
+    if not fig.axes:
+        raise ValueError("labelled_texts: expected a figure with axes, got one with none")
+    return {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
 
 
 def _canvas(
@@ -1341,8 +1372,7 @@ def attention_anatomy(
     --------
     >>> import matplotlib.pyplot as plt
     >>> fig = attention_anatomy()
-    >>> notes = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
-    >>> notes["note softmax (+ sink): sink"]
+    >>> labelled_texts(fig)["note softmax (+ sink): sink"]
     'sink: gpt-oss, DeepSeek-V4-Flash'
     >>> plt.close(fig)
     """
@@ -1479,7 +1509,7 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     --------
     >>> import matplotlib.pyplot as plt
     >>> fig = decoder_block("GPT-2")
-    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts = labelled_texts(fig)
     >>> texts["layers"]
     '× 12 layers'
     >>> plt.close(fig)
@@ -1614,7 +1644,7 @@ def latent_flow(
     --------
     >>> import matplotlib.pyplot as plt
     >>> fig = latent_flow("DeepSeek-V3")
-    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts = labelled_texts(fig)
     >>> texts["latent"], texts["rope key"]
     ('latent c\\n512', 'rotated key\\n64, all heads')
     >>> plt.close(fig)
@@ -1711,7 +1741,7 @@ def gated_deltanet_diagram(
     --------
     >>> import matplotlib.pyplot as plt
     >>> fig = gated_deltanet_diagram()
-    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts = labelled_texts(fig)
     >>> texts["state"]
     'state S: 32 heads × 128 × 128'
     >>> plt.close(fig)
@@ -2060,7 +2090,7 @@ def delta_rule_step(
     >>> import torch
     >>> S = torch.tensor([[1.0, 2.0], [0.0, 0.0]])
     >>> fig = delta_rule_step(S, torch.tensor([1.0, 0.0]), torch.tensor([5.0, 0.0]))
-    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts = labelled_texts(fig)
     >>> texts["error 0"], texts["error 1"], texts["after 0 0"], texts["after 0 1"]
     ('4.00', '-2.00', '5.00', '0.00')
     >>> plt.close(fig)
@@ -2342,7 +2372,7 @@ def sink_and_gate(
     >>> import matplotlib.pyplot as plt
     >>> import torch
     >>> fig = sink_and_gate(torch.zeros(3), torch.eye(3), 0.0, torch.zeros(3))
-    >>> texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    >>> texts = labelled_texts(fig)
     >>> texts["weights 0"], texts["sink weight"], texts["gate 0"]
     ('0.25', '0.25', '0.50')
     >>> plt.close(fig)

@@ -55,12 +55,11 @@ class Head(nn.Module):
     def __init__(self, n_embd: int, head_size: int, block_size: int, dropout: float = 0.0):
         super().__init__()
         _checks.sizes(self, n_embd=n_embd, head_size=head_size, block_size=block_size)
-        dropout = _checks.dropout_rate(type(self).__name__, dropout)
         self.key = nn.Linear(n_embd, head_size, bias=False)
         self.query = nn.Linear(n_embd, head_size, bias=False)
         self.value = nn.Linear(n_embd, head_size, bias=False)
         self.register_buffer("tril", torch.ones(block_size, block_size, dtype=torch.bool).tril())
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(_checks.dropout_rate(type(self).__name__, dropout))
 
     def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
         """The affinities ``wei`` after softmax and dropout, shape ``(B, T, T)``."""

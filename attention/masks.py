@@ -200,16 +200,19 @@ def chunked_mask(num_tokens: int, chunk: int) -> torch.Tensor:
     Returns
     -------
     torch.Tensor of bool, shape (num_tokens, num_tokens)
-        ``True`` where the query may attend.
+        ``True`` where the key is in the query's chunk, at or before the query.
 
     Examples
     --------
-    >>> chunked_mask(5, chunk=2).int()
-    tensor([[1, 0, 0, 0, 0],
-            [1, 1, 0, 0, 0],
-            [0, 0, 1, 0, 0],
-            [0, 0, 1, 1, 0],
-            [0, 0, 0, 0, 1]], dtype=torch.int32)
+    Six tokens in chunks of three; the fourth token starts afresh:
+
+    >>> chunked_mask(6, chunk=3).int()
+    tensor([[1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [1, 1, 1, 0, 0, 0],
+            [0, 0, 0, 1, 0, 0],
+            [0, 0, 0, 1, 1, 0],
+            [0, 0, 0, 1, 1, 1]], dtype=torch.int32)
     """
     owner = "chunked_mask"
     num_tokens = _checks.positive_int(owner, "num_tokens", num_tokens)

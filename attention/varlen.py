@@ -117,6 +117,8 @@ def varlen_mask(
             [0, 0, 1, 0, 0],
             [0, 0, 1, 1, 0],
             [0, 0, 1, 1, 1]], dtype=torch.int32)
+    >>> bool(varlen_mask([0, 2, 5])[2:, :2].any())  # the second never sees the first
+    False
     """
     owner = "varlen_mask"
     lengths = _lengths(owner, cu_seqlens, None)

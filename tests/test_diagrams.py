@@ -243,6 +243,7 @@ from attention.diagrams import (  # noqa: E402
     decoder_block,
     gated_deltanet_diagram,
     kv_sources,
+    labelled_texts,
     latent_flow,
     layer_strips,
     packing_diagram,
@@ -375,14 +376,25 @@ def test_decoder_block_gives_the_models_layers_and_cache_per_layer(name):
     m = MODELS[name]
     fig = decoder_block(name)
     drawn(fig)
-    texts = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    texts = labelled_texts(fig)
     assert texts["layers"] == f"× {m.layers} layers"
     per_layer = m.kv_bytes_per_token() // m.layers // 2  # 2 bytes per bfloat16 number
     assert f"{per_layer:,} numbers" in texts["cache"]
 
 
-def gid_texts(fig: Figure) -> dict[str, str]:
-    return {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+def test_labelled_texts_reads_the_texts_with_a_gid_of_the_first_axes():
+    fig, (ax, other) = plt.subplots(1, 2)
+    ax.text(0, 0, "kept", gid="a")
+    ax.text(0, 0, "no gid")
+    other.text(0, 0, "other axes", gid="b")
+    assert labelled_texts(fig) == {"a": "kept"}
+
+
+def test_labelled_texts_refuses_what_is_not_a_figure_with_axes():
+    with pytest.raises(TypeError, match="expected a matplotlib Figure, got Axes"):
+        labelled_texts(plt.subplots()[1])
+    with pytest.raises(ValueError, match="expected a figure with axes, got one with none"):
+        labelled_texts(plt.figure())
 
 
 @pytest.mark.parametrize("absorbed", [False, True])
@@ -392,7 +404,7 @@ def test_latent_flow_caches_what_the_latent_cache_counts(absorbed):
     m = MODELS["DeepSeek-V3"]
     fig = latent_flow(m, absorbed=absorbed)
     drawn(fig)
-    texts = gid_texts(fig)
+    texts = labelled_texts(fig)
     assert texts["latent"] == f"latent c\n{m.kv_lora_rank}"
     assert texts["rope key"] == f"rotated key\n{m.qk_rope_head_dim}, all heads"
     cached = latent_cache_bytes_per_token(1, m.kv_lora_rank, m.qk_rope_head_dim, torch.int8)
@@ -416,7 +428,7 @@ def test_gated_deltanet_diagram_state_is_the_state_the_facts_count():
     m = MODELS["Qwen3-Next 80B-A3B"]
     fig = gated_deltanet_diagram(m)
     drawn(fig)
-    texts = gid_texts(fig)
+    texts = labelled_texts(fig)
     heads, dk, dv = m.linear_num_value_heads, m.linear_key_head_dim, m.linear_value_head_dim
     assert texts["state"] == f"state S: {heads} heads × {dk} × {dv}"
     # ModelFacts counts the same state in float32, beside the convolution's window.
@@ -496,7 +508,7 @@ X = INPUTS
 
 def numbers(fig: Figure, prefix: str, shape: tuple[int, ...]) -> torch.Tensor:
     """The numbers written in the cells with gids ``"<prefix> i j"`` (or ``"<prefix> j"``)."""
-    texts = gid_texts(fig)
+    texts = labelled_texts(fig)
     out = torch.empty(shape, dtype=torch.float64)
     for index in itertools.product(*map(range, shape)):
         out[index] = float(texts[" ".join([prefix, *map(str, index)])].replace("−", "-"))
@@ -625,7 +637,7 @@ def test_sink_and_gate_draws_what_attend_computes_with_the_sink(sink):
     weights = attend(q, X.view(1, 1, 6, 3), v, sinks=torch.tensor([sink]))[0, 0, 0]
     output = attend(q, X.view(1, 1, 6, 3), X.view(1, 1, 6, 3), sinks=torch.tensor([sink]))
     assert torch.allclose(numbers(fig, "weights", (6,)), weights.double(), atol=0.006)
-    texts = gid_texts(fig)
+    texts = labelled_texts(fig)
     # The sink's weight is the softmax's last column over the scores and the sink.
     full = torch.softmax(torch.cat([scores, torch.tensor([sink])]), dim=0)
     assert float(texts["sink weight"]) == pytest.approx(float(full[-1]), abs=0.006)
@@ -685,7 +697,7 @@ def test_dsa_pipeline_picks_the_keys_topk_sparse_attention_reads(query):
     chosen = X[sorted(picked)]
     by_hand = torch.softmax(chosen @ X[query] / math.sqrt(3), dim=-1) @ chosen
     assert torch.allclose(out, by_hand, atol=1e-6)
-    texts = gid_texts(fig)
+    texts = labelled_texts(fig)
     drawn_weights = {j for j in range(6) if f"weights {j}" in texts}
     assert drawn_weights == picked
     assert f"{m.index_n_heads} heads × {m.index_head_dim}" in texts["sizes 0"]
@@ -938,10 +950,11 @@ DRAWINGS = {
 
 
 def test_every_drawing_function_is_checked_for_its_background():
+    readers = {"kv_sources", "labelled_texts"}  # they draw nothing
     drawing = {
         name
         for name in diagrams_module.__all__
-        if callable(getattr(diagrams_module, name)) and name != "kv_sources"
+        if callable(getattr(diagrams_module, name)) and name not in readers
     }
     assert drawing == set(DRAWINGS)
 
