@@ -1,8 +1,10 @@
 """Self-attention step by step, from a dot product to the attention of today's decoders.
 
 Everything a chapter uses is importable from ``attention``, except the figures, which
-need matplotlib (the ``plot`` extra) and live in :mod:`attention.plot` and
-:mod:`attention.diagrams`.
+need matplotlib (the ``plot`` extra) and live in :mod:`attention.figures`. The package
+has three rooms: the attention core, flat in ``attention/``; the model atlas,
+:mod:`attention.models`, which imports the core; and :mod:`attention.figures`, which
+imports both. The core imports neither.
 
 **Part I, the book's attention** (chapters 1 to 6). It follows chapter 3 of *Build a
 Large Language Model (From Scratch)* and the attention head of "Let's build GPT".
@@ -52,7 +54,7 @@ softcapping and its own ``scale`` (Gemma 2) and attention sinks (gpt-oss), as
 :class:`ProjectionRMSNorm` (OLMo 2), an output gate (Qwen3-Next), Gemma 4's value norm
 and keys used as values, and RoPE as a :class:`Rotary` scaled for longer contexts.
 :func:`layer_for` assembles the layer of each model in :data:`MODELS` from them
-(:mod:`attention.recipes`).
+(:mod:`attention.models.recipes`).
 
 **Part IV, attention that does not look at every key.** :func:`linear_attention`
 replaces the softmax by a feature map, so the past fits in a fixed-size state, in a
@@ -95,7 +97,10 @@ first decoding step on.
 
 **Real models.** :data:`MODELS` maps a name to the :class:`ModelFacts` of a released
 model: its attention config, copied from its ``config.json``, with the source. Every
-number the site gives about a real model is computed from it.
+number the site gives about a real model is computed from it. They live in
+:mod:`attention.models`, the model atlas, beside :func:`facts_from_config` (any
+model's facts from its config), the costs and the recipes; the figures live in
+:mod:`attention.figures` (they need matplotlib, the ``plot`` extra).
 
 The book's module, then an attention layer with Llama 3 8B's heads (its query heads
 grouped over fewer key/value heads), its RoPE base and no bias, at a toy width:
@@ -140,9 +145,12 @@ from attention.latent import LatentCache, MultiHeadLatentAttention, latent_cache
 from attention.linear import linear_attention
 from attention.masks import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 from attention.merge import merge_attention_states, split_kv_attention
-from attention.model_facts import ModelFacts
-from attention.model_table import MODELS
+
+# The model atlas is a room of its own above the core (attention.models); the names a
+# reader uses most stay importable from here. The core never imports it.
+from attention.models import MODELS, ModelFacts, facts_from_config, layer_for
 from attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
+from attention.nope import NoPEWithTemperature
 from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.paged import PagedKVCache, paged_attention
 from attention.positions import (
@@ -152,11 +160,11 @@ from attention.positions import (
     relative_position_bucket,
     sinusoidal_positions,
 )
-from attention.recipes import NoPEWithTemperature, SharedKVAttention, layer_for
 from attention.ring import ring_attention, ring_positions, ring_work, simulate_ring_attention
 from attention.rope import Rotary, apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
+from attention.shared_kv import SharedKVAttention
 from attention.simple import (
     attention_weights,
     context_vectors,
@@ -224,6 +232,7 @@ __all__ = [
     "check_version",
     "chunked_mask",
     "context_vectors",
+    "facts_from_config",
     "flash_attention",
     "gated_delta_rule",
     "grouped_query_attention",

@@ -37,6 +37,13 @@ def positive_int(owner: str, name: str, value: object) -> int:
     return number
 
 
+def dtype_bytes(owner: str, dtype: object) -> int:
+    """Bytes of one number: a ``torch.dtype``'s size, or a positive int taken as it is."""
+    if isinstance(dtype, torch.dtype):
+        return dtype.itemsize
+    return positive_int(owner, "dtype (a torch.dtype or a number of bytes)", dtype)
+
+
 def sizes(module: object, **values: object) -> None:
     """Set each of ``values`` (say ``d_in=3``) on ``module``, in order, as a positive int.
 

@@ -1000,7 +1000,7 @@ LAYER_LABELS = {
 
 def _facts(owner: str, model: object) -> object:
     """A ModelFacts, from itself or from its name in MODELS."""
-    from attention.model_facts import MODELS, ModelFacts
+    from attention.models import MODELS, ModelFacts
 
     if isinstance(model, ModelFacts):
         return model
@@ -1376,7 +1376,7 @@ def attention_anatomy(
     'sink: gpt-oss, DeepSeek-V4-Flash'
     >>> plt.close(fig)
     """
-    from attention.model_facts import MODELS
+    from attention.models import MODELS
 
     owner = "attention_anatomy"
     facts = list(MODELS.values()) if models is None else _models(owner, models)
@@ -2497,7 +2497,7 @@ def sink_and_gate(
 
 
 def _all_models() -> list:
-    from attention.model_facts import MODELS
+    from attention.models import MODELS
 
     return list(MODELS.values())
 

@@ -25,7 +25,7 @@ is multi-head attention, ``num_kv_heads == 1`` multi-query attention.
 rotary position embeddings (``rope_base``), a sliding window (``window``) or chunks
 (``chunk``) and a :class:`~attention.KVCache`. What Part III's models add (QK-norm, a
 value norm, an output gate, scaled RoPE) are *parts* the layer holds, empty by default;
-:mod:`attention.recipes` assembles each model's layer from them. The module owns the
+:mod:`attention.models.recipes` assembles each model's layer from them. The module owns the
 weights; the attention itself is the package's one attention step,
 :func:`~attention.attend`, which chapter 9 calls :func:`~attention.grouped_query_attention`.
 """
@@ -174,7 +174,7 @@ class GroupedQueryAttention(nn.Module):
         * ``W_value = None``: the values are ``W_key``'s output, before ``k_norm`` and
           RoPE (Gemma 4's ``attention_k_eq_v``); the cache still holds both.
 
-        :func:`~attention.layer_for` assembles each model's layer from them.
+        :func:`~attention.models.layer_for` assembles each model's layer from them.
 
     Shapes
     ------

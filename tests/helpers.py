@@ -384,7 +384,7 @@ def make_gqa(layout: dict, *, parts: tuple[str, ...] = (), **kwargs) -> GroupedQ
 
     Llama's layout: ``layout["qkv_bias"]`` is ``attention_bias``, a bias on all four
     projections or on none, so ``out_bias`` follows ``qkv_bias``. ``parts`` are added
-    after construction, as :mod:`attention.recipes` adds them, from the same seed:
+    after construction, as :mod:`attention.models.recipes` adds them, from the same seed:
     ``"W_gate"``, ``"qk_norm"`` (per head), ``"qk_norm_projection"`` (OLMo 2's),
     ``"v_norm"`` and ``"no_W_value"`` (Gemma 4's keys as values).
     """

@@ -15,18 +15,22 @@ from released_configs import RELEASED
 from tiny_configs import BASE, TINY, WINDOW, tiny_config
 
 from attention import MODELS, ModelFacts
-from attention.atlas import (
+from attention.models import (
     BITS,
+    CHUNKED,
+    CSA,
+    HCA,
+    INDEXED,
+    SLIDING,
     STRIP_LETTERS,
-    _size,
     bill,
     facts_from_config,
+    format_bytes,
     layer_strip,
-    main,
     parameter_count,
     recipe,
 )
-from attention.model_facts import CHUNKED, CSA, HCA, INDEXED, SLIDING
+from attention.models.__main__ import main
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -117,7 +121,7 @@ def test_the_bill_is_what_transformers_caches_after_prefill_and_decoding(model_t
     values the facts count equal the memory under transformers' (the prefill fits in
     the window; a longer one stays in memory whole until the next step)."""
     config = tiny_config(model_type)
-    facts = ModelFacts.from_config(config)
+    facts = facts_from_config(config)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval()
     state_dtype = STATE_DTYPE.get(model_type, torch.float32)
@@ -242,7 +246,7 @@ def test_a_bloom_config_reads_as_alibi_with_the_context_it_is_given() -> None:
         64,
     )
     assert (facts.layers, facts.num_heads, facts.num_kv_heads, facts.head_dim) == (2, 3, 3, 4)
-    assert "ALiBi" in facts.recipe() and "RoPE" not in facts.recipe()
+    assert "ALiBi" in recipe(facts) and "RoPE" not in recipe(facts)
     assert facts.context_source == "given"
 
 
@@ -377,7 +381,7 @@ def test_layer_cache_numbers_refuses_a_negative_or_a_float_length() -> None:
 @pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
 def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
     text = recipe(facts)
-    assert text == facts.recipe() and text.startswith(f"{facts.name}: {facts.layers} layers")
+    assert text == recipe(facts) and text.startswith(f"{facts.name}: {facts.layers} layers")
     present = {
         "sliding (window": facts.sliding_window and not facts.bidirectional,
         "positions each side": facts.sliding_window and facts.bidirectional,
@@ -407,7 +411,7 @@ def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:
     gemma = MODELS["Gemma 2 9B"]  # 21 full layers grow, 21 sliding are capped
     full_layers = gemma.layer_types.count("full_attention")
     per_token = full_layers * gemma.layer_kv_bytes_per_token()[1]
-    assert f"cache per token: {_size(per_token)} growing" in gemma.recipe()
+    assert f"cache per token: {format_bytes(per_token)} growing" in recipe(gemma)
 
 
 def test_the_strip_has_a_letter_per_layer_and_a_legend() -> None:
@@ -429,8 +433,8 @@ def test_the_command_prints_recipe_strip_and_bill_for_a_name(capsys) -> None:
     out = capsys.readouterr().out
     expected = bill(facts, 1000, batch=2, cache_dtype="fp8")
     assert out.startswith(recipe(facts) + "\n\n" + layer_strip(facts) + "\n")
-    assert f"cache (fp8, states fp32): {_size(expected.cache)}" in out
-    assert f"total: {_size(expected.total)}" in out
+    assert f"cache (fp8, states fp32): {format_bytes(expected.cache)}" in out
+    assert f"total: {format_bytes(expected.total)}" in out
 
 
 def test_the_command_reads_a_config_file_and_counts_its_weights(tmp_path, capsys) -> None:
@@ -441,7 +445,7 @@ def test_the_command_reads_a_config_file_and_counts_its_weights(tmp_path, capsys
     out = capsys.readouterr().out
     parameters = parameter_count(config)
     assert f"({parameters:,} parameters)" in out
-    assert f"weights (int4): {_size(math.ceil(parameters * BITS['int4'] / 8))}" in out
+    assert f"weights (int4): {format_bytes(math.ceil(parameters * BITS['int4'] / 8))}" in out
 
 
 def test_the_command_names_what_it_cannot_read(capsys) -> None:

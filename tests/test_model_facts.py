@@ -1,4 +1,4 @@
-"""The table of real models' facts (attention.model_facts), and the lint that keeps
+"""The table of real models' facts (attention.models), and the lint that keeps
 every page taking its numbers from it.
 
 The lint reads every chapter, the home page and every gallery script, and fails on
@@ -23,7 +23,7 @@ from model_facts_snapshot import PATH as SNAPSHOT
 from model_facts_snapshot import snapshot
 
 from attention import MODELS, ModelFacts
-from attention.model_facts import (
+from attention.models.facts import (
     CHUNKED,
     CROSS,
     CSA,

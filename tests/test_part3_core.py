@@ -1,6 +1,6 @@
 """Part III's layers: each model's recipe against the transformers class that runs it.
 
-The layers :func:`layer_for` builds (``attention.recipes``) from the parts of
+The layers :func:`layer_for` builds (``attention.models.recipes``) from the parts of
 ``GroupedQueryAttention``: QK-norm (Qwen3 per head, OLMo 2 over the projection),
 ``softcap`` and ``scale`` (Gemma 2; with QK-norm and a window, Gemma 3), ``sinks``
 (gpt-oss), ``W_gate`` with QK-norm (Qwen3-Next), ``v_norm`` and no ``W_value`` (Gemma 4);

@@ -1,4 +1,4 @@
-"""``attention.recipes``: each model's layer, from ``layer_for``, against transformers' own.
+"""``attention.models.recipes``: each model's layer, from ``layer_for``, against transformers' own.
 
 The Part III test files check the recipes of Qwen3, OLMo 2, Gemma 2, 3 and 4, gpt-oss,
 Qwen3-Next and Llama 4's chunked layers against their transformers classes; this file

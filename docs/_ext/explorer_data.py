@@ -313,10 +313,10 @@ def layer_groups(facts) -> list[dict]:
     + compressed(t)`` numbers in the cache's type (keys and values, a window's worth
     at most where ``cap`` is set; the convolution windows; the indexer's keys;
     DeepSeek-V4's compressed entries) and ``state`` numbers in the state's type, as
-    :meth:`~attention.ModelFacts.layer_cache_numbers` counts them. Layers alike in
+    :meth:`~attention.models.ModelFacts.layer_cache_numbers` counts them. Layers alike in
     all of these form one group, with their ``count``.
     """
-    from attention.model_facts import CSA, HCA, INDEXED
+    from attention.models import CSA, HCA, INDEXED
 
     index = facts.indexer.head_dim if facts.indexer is not None else 0
     local = facts.local
@@ -355,13 +355,12 @@ def calculator_view() -> dict:
     """The calculator: every model of MODELS as the bill counts it, per group of layers.
 
     The page computes the bill itself, as :func:`calculator_bill` does here (which the
-    tests compare with :func:`attention.atlas.bill` and
-    :meth:`~attention.ModelFacts.cache_bytes`).
+    tests compare with :func:`attention.models.bill` and
+    :meth:`~attention.models.ModelFacts.cache_bytes`).
     """
     from model_cards import kind_name, slug
 
-    from attention.atlas import BITS
-    from attention.model_table import MODELS
+    from attention.models import BITS, MODELS
 
     models = []
     for facts in MODELS.values():

@@ -1,21 +1,21 @@
-"""A page per model of :data:`~attention.model_table.MODELS`, written when the build starts.
+"""A page per model of :data:`~attention.models.MODELS`, written when the build starts.
 
 Each model's card (``docs/models/<slug>.md``) and the index of the cards
 (``docs/models/index.md``) are generated from the table, never typed: add an entry to
 ``MODELS`` and the next build has its card. The pages are plain MyST Markdown, not
 notebooks, so nothing is executed for them: every number on them is computed here,
-by the same functions the package offers a reader (:func:`attention.atlas.bill`,
-:func:`attention.atlas.recipe`, :meth:`~attention.ModelFacts.cache_bytes`), and
+by the same functions the package offers a reader (:func:`attention.models.bill`,
+:func:`attention.models.recipe`, :meth:`~attention.models.ModelFacts.cache_bytes`), and
 ``tests/docs/test_model_cards.py`` regenerates the pages and reads their numbers back
 against those functions. So this module is the computation the build verifies, as a
 chapter's cell is.
 
 A card holds:
 
-* the recipe (:func:`attention.atlas.recipe`), one clause a line, each mechanism
+* the recipe (:func:`attention.models.recipe`), one clause a line, each mechanism
   linked to the chapter section that builds it;
 * the layer strip (:func:`attention.diagrams.layer_strips`), with alt text computed
-  from the layers, and the strip as text (:func:`attention.atlas.layer_strip`);
+  from the layers, and the strip as text (:func:`attention.models.layer_strip`);
 * the cache of one sequence at 8k, 32k and 128k tokens and at the trained context,
   in bf16 and fp8, with the fixed state, and per kind of layer;
 * the weights, where the table cites a parameter count;
@@ -44,8 +44,7 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 
 import attention.diagrams
-from attention.atlas import bill, cache_profile, layer_strip, recipe
-from attention.model_facts import (
+from attention.models import (
     CHUNKED,
     CROSS,
     CSA,
@@ -55,11 +54,15 @@ from attention.model_facts import (
     INDEXED,
     LINEAR,
     MAMBA,
+    MODELS,
     NO_MIXER,
     SLIDING,
     ModelFacts,
+    bill,
+    cache_profile,
+    layer_strip,
+    recipe,
 )
-from attention.model_table import MODELS
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +139,7 @@ def term(field: str, text: str | None = None) -> str:
     return f"{{term}}`{text} <{field}>`" if text and text != field else f"{{term}}`{field}`"
 
 
-#: Phrases of :func:`attention.atlas.recipe`, each linked to what explains it: a
+#: Phrases of :func:`attention.models.recipe`, each linked to what explains it: a
 #: section label or a chapter. Tried in this order at each position of the text, so a
 #: longer phrase comes before one it contains.
 RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
@@ -874,8 +877,8 @@ def cache_section(facts: ModelFacts) -> list[str]:
     lines += [
         "One sequence's cache, in 16-bit numbers: " + "; ".join(parts) + ". At each context "
         "(every layer's keys, values, indexer keys and states, as "
-        "{meth}`~attention.ModelFacts.cache_bytes` counts them and "
-        "{func}`attention.atlas.bill` bills them):",
+        "{meth}`~attention.models.ModelFacts.cache_bytes` counts them and "
+        "{func}`attention.models.bill` bills them):",
         "",
     ]
     rows = []
@@ -938,7 +941,7 @@ def card(facts: ModelFacts) -> str:
         "",
         f"*{facts.year}, checkpoint `{facts.checkpoint}`, read by `transformers`' "
         f"`{facts.config_class}`.* This page is computed from the site's table of models "
-        "({data}`~attention.model_table.MODELS`) each time the site is built; see "
+        "({data}`~attention.models.MODELS`) each time the site is built; see "
         f"{{doc}}`index` for every model, and the {{ref}}`calculator <calculator>` for "
         "another context, batch or number type.",
         "",
@@ -946,7 +949,7 @@ def card(facts: ModelFacts) -> str:
         "",
         f"> {recipe(facts)}",
         "",
-        "The recipe above ({func}`attention.atlas.recipe`), clause by clause, each "
+        "The recipe above ({func}`attention.models.recipe`), clause by clause, each "
         "mechanism linked to the section that builds it:",
         "",
     ]
@@ -976,7 +979,7 @@ def card(facts: ModelFacts) -> str:
             "",
         ]
     lines += [
-        "As text ({func}`attention.atlas.layer_strip`), one letter per layer:",
+        "As text ({func}`attention.models.layer_strip`), one letter per layer:",
         "",
         "```text",
         layer_strip(facts),
@@ -1000,9 +1003,9 @@ def card(facts: ModelFacts) -> str:
     else:
         lines += [
             "The site's table cites no parameter count for this checkpoint. With "
-            "`transformers` installed, `python -m attention.atlas path/to/config.json` "
+            "`transformers` installed, `python -m attention.models path/to/config.json` "
             "counts them exactly from its `config.json` "
-            "({func}`attention.atlas.parameter_count`, on the meta device: nothing is "
+            "({func}`attention.models.parameter_count`, on the meta device: nothing is "
             "allocated) and adds them to the bill.",
         ]
     lines += [
@@ -1040,7 +1043,7 @@ def index_page() -> str:
         f"({FOLDER}-index)=",
         "# Models",
         "",
-        "A page per model of the site's table ({data}`~attention.model_table.MODELS`): "
+        "A page per model of the site's table ({data}`~attention.models.MODELS`): "
         "its attention in one recipe, its layers, its cache at 8k, 32k and 128k tokens "
         "and at its trained context, its weights, its config fields and what is unusual "
         "about it. Every page is computed from the table each time the site is built; "
@@ -1048,7 +1051,7 @@ def index_page() -> str:
         "`config.json`, from a terminal:",
         "",
         "```console",
-        "$ python -m attention.atlas path/to/config.json --tokens 32768 --cache-dtype fp8",
+        "$ python -m attention.models path/to/config.json --tokens 32768 --cache-dtype fp8",
         "```",
         "",
         "For another context, batch or number type, use the {ref}`calculator <calculator>`; "

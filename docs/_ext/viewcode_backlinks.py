@@ -4,8 +4,8 @@ viewcode puts a ``[source]`` link on each documented object and, on the highligh
 source page of its module (``_modules/...``), a ``[docs]`` link back. It writes that
 link as ``<page>#<prefix>.<name>``, with one ``<prefix>`` per source module: the path
 the module's first documented object was documented under. The API page documents
-some objects under the package (``attention.ModelFacts``, re-exported there) and
-others of the same module under the module (``attention.model_facts.Rope``, which the
+some objects under the package (``attention.models.ModelFacts``, re-exported there) and
+others of the same module under the module (``attention.models.Rope``, which the
 package does not export), so with viewcode alone the second kind link to anchors that
 do not exist (``api.html#attention.Rope``), and the site check fails.
 

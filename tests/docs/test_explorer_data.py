@@ -34,7 +34,7 @@ from tiny_configs import TINY, tiny_config
 
 import attention
 from attention import MODELS, causal_mask, chunked_mask, padding_mask, sliding_window_mask
-from attention.atlas import bill, facts_from_config
+from attention.models import bill, facts_from_config
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def calculator_points(facts) -> list[int]:
 @pytest.mark.parametrize("index", range(len(MODELS)))
 def test_the_calculator_bills_each_model_as_the_package_does(data, index):
     """The page's computation (calculator_bill mirrors explorer.js) from the exported
-    data equals attention.atlas.bill kind by kind, and ModelFacts.cache_bytes in all."""
+    data equals attention.models.bill kind by kind, and ModelFacts.cache_bytes in all."""
     view = data["views"]["calculator"]
     facts = list(MODELS.values())[index]
     assert view["models"][index]["name"] == facts.name
@@ -166,7 +166,7 @@ process.stdout.write(JSON.stringify(bills));
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js to run explorer.js")
 def test_the_calculator_page_code_bills_as_the_package_does(data):
     """explorer.js's own calculatorBill, run in Node, at every model's points: the bill
-    of attention.atlas.bill, byte for byte, kind by kind."""
+    of attention.models.bill, byte for byte, kind by kind."""
     view = dict(data["views"]["calculator"])
     points = []
     for index, facts in enumerate(MODELS.values()):

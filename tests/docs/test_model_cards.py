@@ -4,7 +4,7 @@ them read back and compared with the package's own bill, every link checked.
 The cards are plain Markdown, not notebooks, so the build does not run them; their
 numbers are computed by the generator, and this file is their verification: it
 regenerates the pages and reads each number back against
-:meth:`~attention.ModelFacts.cache_bytes` and :func:`attention.atlas.bill`, computed
+:meth:`~attention.ModelFacts.cache_bytes` and :func:`attention.models.bill`, computed
 here, at every context a card gives.
 """
 
@@ -36,7 +36,7 @@ from model_cards import (
 from tiny_configs import TINY, tiny_config
 
 from attention import MODELS
-from attention.atlas import BITS, bill, facts_from_config, recipe
+from attention.models import BITS, bill, facts_from_config, recipe
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}

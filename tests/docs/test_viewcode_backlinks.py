@@ -14,7 +14,7 @@ EXTENSIONS = Path(__file__).resolve().parents[2] / "docs" / "_ext"
 
 # A package whose module ``facts`` has a class the package re-exports and one it does
 # not: the API page documents the first as ``pkg.Facts``, the second as
-# ``pkg.facts.Group``, as docs/api.md does with ModelFacts and model_facts.Rope.
+# ``pkg.facts.Group``, as docs/api.md does with ModelFacts and models.facts.Rope.
 PACKAGE = {
     "__init__.py": "from pkg.facts import Facts\n",
     "facts.py": '''

@@ -23,7 +23,7 @@ from test_site import DESKTOP, PHONE, Recorder, luminance, new_context, open_pag
 
 import attention
 from attention import MODELS, causal_mask, chunked_mask, padding_mask, sliding_window_mask
-from attention.atlas import bill
+from attention.models import bill
 
 SITE = Path(os.environ["ATTENTION_SITE_DIR"]).resolve()
 PAGE = "explorer.html"
@@ -626,7 +626,7 @@ def set_number(root, control: str, value: int) -> None:
 def test_the_calculator_bills_every_model_as_the_package_does(opened):
     """Each model, at its trained context and at an odd one, with a batch and every
     cache and weight type: the bytes the page shows per kind of layer are
-    attention.atlas.bill's."""
+    attention.models.bill's."""
     root = opened.locator(f"#explorer-{CALCULATOR}")
     problems = []
     settings = [("bf16", "bf16"), ("fp8", "int4"), ("int8", "fp8"), ("int4", "int8")]

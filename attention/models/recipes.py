@@ -5,9 +5,9 @@ RoPE, a window or chunks, a cache. What the models of Part III add are *parts* i
 holds, empty by default: a :class:`~attention.Rotary` scaled for longer contexts,
 ``q_norm`` and ``k_norm`` (QK-norm), ``v_norm``, ``W_gate``, or no ``W_value``. A
 *recipe* puts in the parts one model uses, at the sizes of its
-:class:`~attention.ModelFacts`, as ``transformers`` writes one attention class per
-model. :func:`~attention.layer_for` builds any layer of a model in
-:data:`~attention.model_table.MODELS`:
+:class:`~attention.models.ModelFacts`, as ``transformers`` writes one attention class per
+model. :func:`~attention.models.layer_for` builds any layer of a model in
+:data:`~attention.models.MODELS`:
 
 ======================  =============================================================
 family                  layer
@@ -22,14 +22,14 @@ Gemma 2, 3 and 4        local (sliding) and global layers, Gemma's ``scale``;
                         the global layers a scaled RoPE of their own
 Gemma 4                 ``v_norm``; global layers with their own heads and no
                         ``W_value``; the last layers reuse earlier keys and values
-                        (:class:`SharedKVAttention`)
+                        (:class:`~attention.SharedKVAttention`)
 gpt-oss                 ``sinks``, sliding and global layers, YaRN
 Qwen3-Next, Qwen3.5     ``W_gate``, QK-norm, a quarter of each head rotating;
                         Gated DeltaNet in three layers of four
 Llama 4                 chunked layers with a QK-norm after RoPE and without a
                         scale (RMS, though ``transformers`` calls it ``L2Norm``);
                         global NoPE layers whose queries warm with the position
-                        (:class:`NoPEWithTemperature`)
+                        (:class:`~attention.NoPEWithTemperature`)
 DeepSeek-V3, V3.2       :class:`~attention.MultiHeadLatentAttention`, and
                         :class:`~attention.SparseLatentAttention` with its indexer
 Llama 3.2 Vision        Llama's layers, and in some :class:`~attention.CrossAttention`
@@ -37,7 +37,7 @@ Llama 3.2 Vision        Llama's layers, and in some :class:`~attention.CrossAtte
 ======================  =============================================================
 
 An encoder's layers (BERT, ModernBERT) attend both ways, which the causal
-:class:`~attention.GroupedQueryAttention` does not: :func:`~attention.layer_for`
+:class:`~attention.GroupedQueryAttention` does not: :func:`~attention.models.layer_for`
 refuses them, and chapter 29 builds them from :func:`~attention.attend`.
 
 Every recipe is checked against the ``transformers`` class of its model, the
@@ -58,7 +58,6 @@ Linear(in_features=5376, out_features=4096, bias=False)
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from attention import _checks
@@ -66,14 +65,14 @@ from attention.cross import CrossAttention
 from attention.delta import GatedDeltaNet
 from attention.gqa import GroupedQueryAttention
 from attention.latent import MultiHeadLatentAttention
-from attention.masks import causal_mask, sliding_window_mask
-from attention.model_facts import HYBRID, MAMBA, NO_MIXER, ModelFacts
+from attention.models.facts import HYBRID, MAMBA, NO_MIXER, ModelFacts
+from attention.nope import NoPEWithTemperature
 from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.rope import Rotary
+from attention.shared_kv import SharedKVAttention
 from attention.sparse import SparseLatentAttention
-from attention.step import attend
 
-__all__ = ["NoPEWithTemperature", "SharedKVAttention", "layer_for"]
+__all__ = ["layer_for"]
 
 #: Family facts that ``ModelFacts`` does not hold, by config class (their defaults
 #: there, and the released config.json's): a bias on the four projections
@@ -82,116 +81,6 @@ _BIAS = {"GptOssConfig": True}
 _NORM_EPS = {"Llama4TextConfig": 1e-5, "MllamaTextConfig": 1e-5}
 #: The overrides that shape the rotation rather than the module.
 _ROPE_OVERRIDES = ("rope_base", "rope_scaling", "partial_rotary_factor")
-
-
-class NoPEWithTemperature(GroupedQueryAttention):
-    """Llama 4's NoPE layer: no rotation, and each query scaled up with its position.
-
-    The query at position ``p`` is multiplied by
-    ``1 + attn_scale * log(1 + floor((p + 1) / floor_scale))``, 1 for the first
-    ``floor_scale - 1`` positions and then growing like the logarithm of the keys it
-    competes with (``attn_temperature_tuning`` in ``Llama4TextAttention``). Takes
-    :class:`~attention.GroupedQueryAttention`'s arguments, without RoPE.
-
-    Examples
-    --------
-    >>> import torch
-    >>> layer = NoPEWithTemperature(8, 8, 6, num_heads=2, num_kv_heads=1,
-    ...                             attn_scale=0.1, floor_scale=2)
-    >>> q, k = torch.ones(1, 2, 6, 4), torch.ones(1, 1, 6, 4)
-    >>> [round(f, 4) for f in layer._rotate(q, k, 0)[0][0, 0, :, 0].tolist()]
-    [1.0, 1.0693, 1.0693, 1.1099, 1.1099, 1.1386]
-    """
-
-    def __init__(self, *args, attn_scale: float, floor_scale: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        owner = type(self).__name__
-        if self.rotary is not None:
-            raise ValueError(f"{owner}: a NoPE layer takes no rope_base or rotary")
-        if isinstance(attn_scale, bool) or not isinstance(attn_scale, int | float):
-            raise TypeError(f"{owner}: attn_scale must be a number, got {attn_scale!r}")
-        self.attn_scale = float(attn_scale)
-        self.floor_scale = _checks.positive_int(owner, "floor_scale", floor_scale)
-
-    def _rotate(
-        self, queries: torch.Tensor, keys: torch.Tensor, start: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """No rotation; the queries at positions ``start ...`` times their temperature."""
-        stop = start + queries.shape[2]
-        positions = torch.arange(start, stop, device=queries.device, dtype=queries.dtype)
-        steps = torch.floor((positions + 1) / self.floor_scale)
-        factor = 1 + self.attn_scale * torch.log1p(steps)  # (num_tokens,)
-        return queries * factor[:, None], keys
-
-
-class SharedKVAttention(nn.Module):
-    """Queries of its own; the keys and values of an earlier layer (Gemma 4's last layers).
-
-    ``Gemma4TextAttention`` in a layer that ``num_kv_shared_layers`` covers has only a
-    query projection, its norm and an output projection: it attends with the keys and
-    values the last earlier layer of its kind computed, and caches nothing.
-
-    Parameters
-    ----------
-    d_in, d_out : int
-        Size of each input embedding and of the output.
-    num_heads, head_dim : int
-        Query heads and their size.
-    rotary : Rotary, optional
-        The queries' RoPE (the source layer rotated its keys already).
-    window : int, optional
-        A sliding window, for a local layer.
-    scale : float, optional
-        The factor on the scores; default ``1 / sqrt(head_dim)``.
-
-    Attributes
-    ----------
-    W_query, q_norm, out_proj : nn.Linear, RMSNorm, nn.Linear
-
-    Examples
-    --------
-    >>> import torch
-    >>> layer = SharedKVAttention(8, 8, num_heads=2, head_dim=4)
-    >>> keys, values = torch.randn(1, 1, 5, 4), torch.randn(1, 1, 5, 4)  # another layer's
-    >>> layer(torch.randn(1, 5, 8), keys, values).shape
-    torch.Size([1, 5, 8])
-    """
-
-    def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        *,
-        num_heads: int,
-        head_dim: int,
-        rotary: Rotary | None = None,
-        window: int | None = None,
-        scale: float | None = None,
-    ):
-        super().__init__()
-        _checks.sizes(self, d_in=d_in, d_out=d_out, num_heads=num_heads, head_dim=head_dim)
-        if window is not None:
-            window = _checks.positive_int(type(self).__name__, "window", window)
-        self.rotary, self.window, self.scale = rotary, window, scale
-        self.W_query = nn.Linear(d_in, num_heads * head_dim, bias=False)
-        self.q_norm = RMSNorm(head_dim)
-        self.out_proj = nn.Linear(num_heads * head_dim, d_out, bias=False)
-
-    def forward(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """Attend over ``keys`` and ``values``, ``(batch, kv_heads, num_tokens, head_dim)``.
-
-        They are those of the same ``num_tokens`` tokens as ``x``,
-        ``(batch, num_tokens, d_in)``, rotated and normed by their own layer.
-        """
-        x = _checks.module_input(self, x, d_in=self.d_in)
-        batch, n, _ = x.shape
-        q = self.W_query(x).view(batch, n, self.num_heads, self.head_dim).transpose(1, 2)
-        q = self.q_norm(q)  # (batch, num_heads, n, head_dim)
-        if self.rotary is not None:
-            q = self.rotary(q)
-        allowed = causal_mask(n) if self.window is None else sliding_window_mask(n, self.window)
-        context = attend(q, keys, values, allowed=allowed.to(x.device), scale=self.scale)
-        return self.out_proj(context.transpose(1, 2).reshape(batch, n, -1))
 
 
 def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Module:
@@ -206,7 +95,7 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
     Parameters
     ----------
     facts : ModelFacts
-        An entry of :data:`~attention.model_table.MODELS`.
+        An entry of :data:`~attention.models.MODELS`.
     layer_index : int
         0-based, below ``facts.layers``.
     **overrides

@@ -2,7 +2,7 @@
 
 Every number the site gives about a real model (its layers, heads, window, RoPE base,
 context, bytes of cache) is computed from one table,
-:data:`~attention.model_table.MODELS`, whose entries copy the fields of a released
+:data:`~attention.models.MODELS`, whose entries copy the fields of a released
 ``config.json`` and say which checkpoint they come from; where a number is not in
 that file (the context a model was trained with, a field the file leaves to its
 ``transformers`` config class's default), the entry names its source too.
@@ -53,7 +53,7 @@ from typing import ClassVar
 import torch
 
 from attention import _checks
-from attention.kv_cache import _dtype_bytes, kv_cache_bytes_per_token
+from attention.kv_cache import kv_cache_bytes_per_token
 from attention.latent import latent_cache_bytes_per_token
 
 __all__ = [
@@ -331,7 +331,7 @@ class LinearAttention(_LocalLayers):
           value head, in ``state_dtype``.
         """
         conv, delta = self.state_numbers()
-        return conv * _dtype_bytes("layer_state_bytes", dtype) + delta * _dtype_bytes(
+        return conv * _checks.dtype_bytes("layer_state_bytes", dtype) + delta * _checks.dtype_bytes(
             "layer_state_bytes", state_dtype
         )
 
@@ -814,37 +814,6 @@ class ModelFacts:
             _checks.positive_int(f"ModelFacts {self.name!r}", name, getattr(self, name))
         self._check_across_groups()
 
-    @classmethod
-    def from_config(
-        cls, config: object, *, name: str | None = None, checkpoint: str = "", year: int = 0
-    ) -> ModelFacts:
-        """The facts of a model from its ``transformers`` config, a ``config.json`` dict
-        or a path to one: :func:`attention.atlas.facts_from_config`.
-
-        Examples
-        --------
-        >>> ModelFacts.from_config({"model_type": "llama", "num_hidden_layers": 2,
-        ...     "hidden_size": 64, "num_attention_heads": 4}).attention
-        'MHA'
-        """
-        from attention.atlas import facts_from_config
-
-        return facts_from_config(config, name=name, checkpoint=checkpoint, year=year)
-
-    def recipe(self) -> str:
-        """A short summary of the model's attention, each mechanism named as the chapters
-        name it: :func:`attention.atlas.recipe`.
-
-        Examples
-        --------
-        >>> from attention import MODELS
-        >>> print(MODELS["Mistral 7B"].recipe())  # doctest: +ELLIPSIS
-        Mistral 7B: 32 layers, all sliding (window 4,096); GQA, ...
-        """
-        from attention.atlas import recipe
-
-        return recipe(self)
-
     def _check_across_groups(self) -> None:
         """What no group can check alone: how it fits the model's layers and the other
         groups."""
@@ -1174,17 +1143,17 @@ class ModelFacts:
         """Bytes of each layer's fixed-size state for one sequence; 0 for attention layers.
 
         A linear-attention layer keeps two states, laid out as ``transformers``' cache
-        holds them (:meth:`~attention.model_facts.LinearAttention.state_bytes`): the
+        holds them (:meth:`~attention.models.LinearAttention.state_bytes`): the
         short convolution's window in ``dtype``, the model's, and the delta rule's state
         in ``state_dtype``: ``float32`` in ``transformers``, whose Gated DeltaNet and KDA
         functions compute in float32 and hand the state back in it. A Mamba layer
         (and Falcon-H1's hybrid layers) likewise keeps a convolution window and an SSM
-        state (:meth:`~attention.model_facts.Mamba.state_numbers`).
+        state (:meth:`~attention.models.Mamba.state_numbers`).
 
         Neither grows with the sequence.
         """
-        size = _dtype_bytes("layer_state_bytes", dtype)
-        state_size = _dtype_bytes("layer_state_bytes", state_dtype)
+        size = _checks.dtype_bytes("layer_state_bytes", dtype)
+        state_size = _checks.dtype_bytes("layer_state_bytes", state_dtype)
         return tuple(
             conv * size + state * state_size for conv, state in self._layer_state_numbers()
         )
@@ -1213,7 +1182,7 @@ class ModelFacts:
         """
         if self.indexer is None:
             return 0
-        per_layer = self.indexer.head_dim * _dtype_bytes("indexer_bytes_per_token", dtype)
+        per_layer = self.indexer.head_dim * _checks.dtype_bytes("indexer_bytes_per_token", dtype)
         return per_layer * self.layer_types.count(INDEXED)
 
     def _compressed_numbers(self, kind: str, tokens: int) -> int:
@@ -1286,8 +1255,8 @@ class ModelFacts:
         >>> MODELS["Qwen3-Next 80B-A3B"].layer_cache_bytes(10)[:4]  # 3 Gated DeltaNet, 1 full
         (2162688, 2162688, 2162688, 20480)
         """
-        size = _dtype_bytes("layer_cache_bytes", dtype)
-        state_size = _dtype_bytes("layer_cache_bytes", state_dtype)
+        size = _checks.dtype_bytes("layer_cache_bytes", dtype)
+        state_size = _checks.dtype_bytes("layer_cache_bytes", state_dtype)
         return tuple(a * size + b * state_size for a, b in self.layer_cache_numbers(tokens))
 
     def cache_bytes(
@@ -1301,12 +1270,3 @@ class ModelFacts:
         Mamba layers' states and DeepSeek-V4's compressed entries; the sum of
         :meth:`layer_cache_bytes`, which says how sliding layers are counted."""
         return sum(self.layer_cache_bytes(tokens, dtype, state_dtype))
-
-
-def __getattr__(name: str) -> object:
-    """``attention.model_facts.MODELS``, which lives in :mod:`attention.model_table`."""
-    if name == "MODELS":
-        from attention.model_table import MODELS
-
-        return MODELS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,18 +1,11 @@
-"""The atlas: any model's attention from its config, its recipe and its bill.
+"""Config readers: any model's attention facts from its ``transformers`` config.
 
-:func:`facts_from_config` (also :meth:`ModelFacts.from_config
-<attention.ModelFacts.from_config>`) reads a ``transformers`` config, a
-``config.json`` as a dict, or a path to one, and gives the :class:`ModelFacts
-<attention.ModelFacts>` the table would hold for it; nothing is downloaded.
-:func:`parameter_count` counts the weights by building the model on the meta device,
-and :func:`bill` adds weights and cache for a batch at a context length.
+:func:`facts_from_config` reads a ``transformers`` config, a ``config.json`` as a
+dict, or a path to one, and gives the :class:`~attention.models.ModelFacts` the
+table would hold for it; nothing is downloaded. Each model type has a reader,
+registered by its ``model_type``; most share :func:`_basics` and the RoPE reader.
 
-Run it as a command, with a config or a name from :data:`~attention.model_table.MODELS`::
-
-    python -m attention.atlas path/to/config.json --tokens 32768 --batch 4 --cache-dtype fp8
-    python -m attention.atlas "gpt-oss-20b"
-
->>> from attention.atlas import facts_from_config
+>>> from attention.models import facts_from_config
 >>> facts = facts_from_config({"model_type": "mistral", "num_hidden_layers": 2,
 ...     "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
 ...     "sliding_window": 16})
@@ -22,25 +15,17 @@ Run it as a command, with a config or a name from :data:`~attention.model_table.
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from attention import _checks
-from attention.model_facts import (
+from attention.models.facts import (
     CHUNKED,
-    CROSS,
     CSA,
     FULL,
     HCA,
     HYBRID,
-    INDEXED,
     LINEAR,
     MAMBA,
     NO_MIXER,
@@ -61,21 +46,7 @@ from attention.model_facts import (
     TemperatureTuning,
 )
 
-__all__ = [
-    "BITS",
-    "STRIP_LETTERS",
-    "Bill",
-    "bill",
-    "cache_profile",
-    "facts_from_config",
-    "layer_strip",
-    "main",
-    "parameter_count",
-    "recipe",
-]
-
-#: Bits of one number in each type the bill knows (weights or cache).
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+__all__ = ["LOADED_AS", "as_config", "facts_from_config"]
 
 # Each model type's reader, by transformers' model_type. The config class of each is
 # the one transformers registers for it; the attention is its modeling file's.
@@ -102,8 +73,13 @@ def _reader(*model_types: str):
 LOADED_AS = {"kimi_k2": "deepseek_v3"}
 
 
-def _as_config(config: object):
-    """A transformers config from a config object, a ``config.json`` dict or a path."""
+def as_config(config: object):
+    """A ``transformers`` config (its text model's) from a config object, a
+    ``config.json`` dict or a path to one (or to its folder).
+
+    >>> as_config({"model_type": "gpt2", "n_layer": 2}).num_hidden_layers
+    2
+    """
     import transformers
 
     owner = "facts_from_config"
@@ -151,7 +127,7 @@ def facts_from_config(
     year: int = 0,
     trained_context: int | None = None,
 ) -> ModelFacts:
-    """The :class:`~attention.model_facts.ModelFacts` of a model, from its config.
+    """The :class:`~attention.models.ModelFacts` of a model, from its config.
 
     Parameters
     ----------
@@ -184,12 +160,12 @@ def facts_from_config(
     Examples
     --------
     >>> from attention import MODELS
-    >>> from attention.atlas import facts_from_config
+    >>> from attention.models import facts_from_config
     >>> facts = facts_from_config({"model_type": "gpt_oss", "num_hidden_layers": 4})
     >>> facts.local, facts.sinks
     (Sliding(window=128, global_every=2), True)
     """
-    config = _as_config(config)
+    config = as_config(config)
     model_type = config.model_type
     reader = _READERS.get(model_type)
     if reader is None:
@@ -701,442 +677,3 @@ def _read_deepseek_v4(config) -> dict:
     fields["scores"] = Scores(sinks=True)  # DeepseekV4Attention holds sinks
     fields["layer_pattern"] = tuple(kinds)
     return fields
-
-
-# -- the recipe --------------------------------------------------------------------------
-
-
-def _n(value: float) -> str:
-    """A number as the pages write it: 4,096; 0.25; 1e+06 stays 1,000,000."""
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
-
-
-def _size(size: float) -> str:
-    """Bytes in the largest binary unit that keeps them >= 1, three figures."""
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:,.0f} bytes" if unit == "bytes" else f"{size:.3g} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
-def _kind_name(facts: ModelFacts, kind: str) -> str:
-    if kind == SLIDING and facts.bidirectional:
-        return f"local ({_n(facts.sliding_window)} positions each side)"
-    if kind == SLIDING:
-        return f"sliding (window {_n(facts.sliding_window)})"
-    if kind == CROSS:
-        return "cross-attention"
-    if kind == CHUNKED:
-        return f"chunked (chunk {_n(facts.attention_chunk_size)})"
-    if kind == LINEAR:
-        return facts.linear_attention
-    if kind == INDEXED:
-        return f"DeepSeek Sparse Attention (top {_n(facts.index_topk)})"
-    if kind == MAMBA:
-        return facts.mamba.mixer
-    if kind == HYBRID:
-        return f"attention beside {facts.mamba.mixer}"
-    if kind == NO_MIXER:
-        return "MLP only"
-    if kind in (CSA, HCA):
-        rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
-        label = "compressed sparse" if kind == CSA else "heavily compressed"
-        top = f", top {_n(facts.index_topk)}" if kind == CSA else ""
-        return f"{label} (1 entry per {rate} tokens{top})"
-    return "full"
-
-
-def _layer_mix(facts: ModelFacts) -> str:
-    kinds = facts.layer_types
-    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
-    if len(counts) == 1:
-        return f"all {_kind_name(facts, kinds[0])}"
-    parts = [f"{count} {_kind_name(facts, kind)}" for kind, count in counts.items()]
-    return ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def _heads(facts: ModelFacts) -> str:
-    if facts.latent is not None:
-        lat = facts.latent
-        return (
-            f"MLA, {facts.num_heads} heads; each token caches a latent of "
-            f"{lat.kv_lora_rank} and a rotary key of {lat.qk_rope_head_dim}"
-        )
-    if facts.attention == "MHA":
-        text = f"MHA, {facts.num_heads} heads of {facts.head_dim}"
-    else:
-        text = (
-            f"{facts.attention}, {facts.num_heads} query heads and {facts.num_kv_heads} "
-            f"key/value head{'s' if facts.num_kv_heads > 1 else ''} of {facts.head_dim}"
-        )
-    if facts.compressed is not None:
-        text += ", the key serving as the value"
-    if facts.global_layers is not None:
-        extra = []
-        if facts.num_global_kv_heads:
-            extra.append(f"{facts.num_global_kv_heads} key/value heads")
-        if facts.global_head_dim:
-            extra.append(f"heads of {facts.global_head_dim}")
-        if facts.attention_k_eq_v:
-            extra.append("keys as values")
-        text += "; full layers: " + ", ".join(extra)
-    if facts.num_kv_shared_layers:
-        text += (
-            f"; the last {facts.num_kv_shared_layers} layers reuse earlier layers' keys and values"
-        )
-    return text
-
-
-def _positions(facts: ModelFacts) -> str:
-    if facts.positions == "learned":
-        return "learned positions"
-    if facts.positions == "alibi":
-        return "ALiBi (a bias on the scores, no position embedding)"
-    if facts.positions == "none":
-        return "no position encoding (NoPE)"
-    rope = facts.rope
-    text = f"RoPE (base {_n(rope.theta)}"
-    if rope.local_theta is not None:
-        text += (
-            f"; {_n(rope.local_theta)} on {'local' if facts.bidirectional else 'sliding'} layers"
-        )
-    text += ")"
-    if rope.partial_rotary_factor != 1.0:
-        text += f" on {rope.partial_rotary_factor * 100:g}% of each head"  # 12.5%, not 12%
-    scaling = rope.scaling or {}
-    kind = scaling.get("rope_type")
-    names = {
-        "yarn": "YaRN",
-        "llama3": "Llama 3 scaling",
-        "linear": "linear scaling",
-        "dynamic": "dynamic NTK",
-        "longrope": "LongRoPE",
-    }
-    if kind in names:
-        text += f", {names[kind]} ×{_n(scaling['factor'])}"
-        original = scaling.get("original_max_position_embeddings")
-        if original:
-            text += f" from {_n(original)}"
-    if kind == "proportional":
-        share = scaling.get("partial_rotary_factor", 1.0)
-        text += f", proportional on full layers ({share:.0%} of the pairs turn)"
-    if rope.nope_every is not None:
-        text += f"; no RoPE every {rope.nope_every}th layer (NoPE)"
-    return text
-
-
-def _parts(facts: ModelFacts) -> list[str]:
-    notes = []
-    norms = {
-        "head": "QK-norm per head",
-        "projection": "QK-norm over the projection",
-        "l2": "QK-norm without scale, after RoPE",
-    }
-    if facts.qk_norm:
-        notes.append(norms[facts.qk_norm])
-    if facts.value_norm:
-        notes.append("value norm")
-    if facts.output_gate:
-        notes.append("output gate")
-    if facts.sinks:
-        notes.append("sinks")
-    if facts.query_pre_attn_scalar is not None:
-        notes.append(f"scores scaled by {facts.query_pre_attn_scalar}^-0.5")
-    if facts.scale is not None:
-        notes.append(f"score scale {_n(facts.scale)}")
-    if facts.attn_logit_softcapping is not None:
-        notes.append(f"softcapping at {_n(facts.attn_logit_softcapping)}")
-    if facts.attn_temperature_tuning:
-        notes.append("temperature tuning on NoPE layers")
-    return notes
-
-
-def cache_profile(
-    facts: ModelFacts, dtype: str = "bf16", state_dtype: str = "fp32"
-) -> tuple[float, float, float]:
-    """``(growing bytes per token, capped bytes, fixed state bytes)`` of one sequence's
-    cache, once every window is full: what grows with the context, what a window or
-    chunk caps, and what stays the same at any length."""
-    windows = [facts.sliding_window or 0, facts.attention_chunk_size or 0]
-    rates = [facts.compressed.csa_rate, facts.compressed.hca_rate] if facts.compressed else [1]
-    step = math.lcm(*rates)
-    start = step * (max(windows) // step + 1) * 4  # all windows full, no token waiting
-
-    def numbers(tokens: int) -> tuple[int, int]:
-        rows = facts.layer_cache_numbers(tokens)
-        return sum(a for a, _ in rows), sum(b for _, b in rows)
-
-    (a0, state), (a1, _) = numbers(start), numbers(start + step)
-    size, state_size = BITS[dtype] / 8, BITS[state_dtype] / 8
-    growing = (a1 - a0) / step * size
-    conv = sum(c for c, _ in facts._layer_state_numbers()) * size
-    capped = a0 * size - growing * start - conv
-    return growing, capped, conv + state * state_size
-
-
-def recipe(facts: ModelFacts) -> str:
-    """A short summary of a model's attention, a mechanism to a clause, each named as
-    the chapters name it, ending with what its cache costs (in 16-bit numbers, the
-    states in float32).
-
-    Examples
-    --------
-    >>> from attention import MODELS
-    >>> print(recipe(MODELS["gpt-oss-20b"]))
-    gpt-oss-20b: 24 layers, 12 sliding (window 128) and 12 full; GQA, 64 query heads and 8 key/value heads of 64; RoPE (base 150,000), YaRN ×32 from 4,096; sinks; cache per token: 24 KiB growing, 3 MiB capped
-    """  # noqa: E501
-    clauses = [
-        f"{facts.name}: {facts.layers} layers, {_layer_mix(facts)}",
-        _heads(facts),
-        _positions(facts),
-    ]
-    parts = _parts(facts)
-    if parts:
-        clauses.append(", ".join(parts))
-    if facts.bidirectional:
-        clauses.append("an encoder: attends both ways, no cache")
-        return "; ".join(clauses)
-    if facts.cross is not None:
-        clauses.append(_cross(facts))
-    growing, capped, fixed = cache_profile(facts)
-    cost = f"cache per token: {_size(growing)} growing"
-    if capped:
-        cost += f", {_size(capped)} capped"
-    if fixed:
-        cost += f", {_size(fixed)} of fixed state"
-    clauses.append(cost)
-    return "; ".join(clauses)
-
-
-def _cross(facts: ModelFacts) -> str:
-    where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
-    if facts.cross_qk_norm == "head":
-        where += " (QK-norm per head)"
-    if facts.max_source_positions is None:
-        return f"cross-attention in {where}, to a context of the input's length"
-    size = _size(facts.cross_cache_bytes())
-    return (
-        f"cross-attention in {where} to {_n(facts.max_source_positions)} encoded tokens "
-        f"({size} of their keys and values, cached once)"
-    )
-
-
-# -- the layer strip ---------------------------------------------------------------------
-
-#: One letter per layer kind in :func:`layer_strip`; lower case: a layer reusing another's
-#: keys and values.
-STRIP_LETTERS = {
-    FULL: "F",
-    SLIDING: "S",
-    CHUNKED: "C",
-    LINEAR: "L",
-    INDEXED: "I",
-    MAMBA: "M",
-    HYBRID: "H",
-    NO_MIXER: "-",
-    CSA: "K",
-    HCA: "X",
-    CROSS: "E",
-}
-
-
-def layer_strip(facts: ModelFacts, width: int = 64) -> str:
-    """The layers as a strip of letters, ``width`` a line, then a legend.
-
-    Examples
-    --------
-    >>> from attention import MODELS
-    >>> print(layer_strip(MODELS["Gemma 4 E2B"]))
-    SSSSFSSSSFSSSSFssssfssssfssssfssssf
-    S sliding (window 512), F full; lower case: reuses earlier keys and values
-    """
-    letters = "".join(
-        STRIP_LETTERS[kind].lower() if shared else STRIP_LETTERS[kind]
-        for kind, shared in zip(facts.layer_types, facts.kv_shared, strict=True)
-    )
-    lines = [letters[i : i + width] for i in range(0, len(letters), width)]
-    legend = ", ".join(
-        f"{STRIP_LETTERS[kind]} {_kind_name(facts, kind)}"
-        for kind in dict.fromkeys(facts.layer_types)
-    )
-    if any(facts.kv_shared):
-        legend += "; lower case: reuses earlier keys and values"
-    return "\n".join([*lines, legend])
-
-
-# -- weights and the bill ----------------------------------------------------------------
-
-
-def parameter_count(config: object) -> int:
-    """The exact number of parameters of the model a config describes (its text model,
-    with its output layer), counted on the meta device: nothing is allocated.
-
-    Examples
-    --------
-    >>> parameter_count({"model_type": "gpt2"})  # GPT-2 small, tied embeddings
-    124439808
-    """
-    import transformers
-
-    config = _as_config(config)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
-    return sum(parameter.numel() for parameter in model.parameters())
-
-
-@dataclass(frozen=True)
-class Bill:
-    """Memory for serving a model: its weights and a batch's cache, in bytes.
-
-    Attributes
-    ----------
-    tokens, batch : int
-        The context length and the number of sequences.
-    weights : int or None
-        ``parameters * bits / 8`` (``None``: the parameter count is unknown).
-    cache : int
-        All the batch's sequences' caches at ``tokens`` tokens.
-    per_kind : dict
-        The cache, by layer kind (``transformers``' names).
-    """
-
-    tokens: int
-    batch: int
-    weights: int | None
-    cache: int
-    per_kind: dict
-
-    @property
-    def total(self) -> int | None:
-        return None if self.weights is None else self.weights + self.cache
-
-
-def _bits(owner: str, name: str, value: object) -> int:
-    if not isinstance(value, str):
-        raise TypeError(f"{owner}: expected {name} to be a str, got {type(value).__name__}")
-    if value not in BITS:
-        raise ValueError(f"{owner}: expected {name} to be one of {tuple(BITS)}, got {value!r}")
-    return BITS[value]
-
-
-def bill(
-    facts: ModelFacts,
-    tokens: int,
-    *,
-    batch: int = 1,
-    dtype: str = "bf16",
-    cache_dtype: str = "bf16",
-    state_dtype: str = "fp32",
-    parameters: int | None = None,
-) -> Bill:
-    """What serving ``batch`` sequences of ``tokens`` tokens takes: weights in ``dtype``
-    plus the cache in ``cache_dtype`` (its recurrent states in ``state_dtype``).
-
-    Counts numbers times bits: the scales and zero points a quantized cache or weights
-    also keep (chapter 26) are not counted. ``parameters`` defaults to the count the
-    facts hold (``facts.parameters``).
-
-    Examples
-    --------
-    >>> from attention import MODELS
-    >>> b = bill(MODELS["Llama 2 7B"], 4096, batch=8)
-    >>> b.weights / 2**30, b.cache / 2**30  # 16-bit weights; 32 layers * 2 * 4096 * 2 bytes
-    (12.551277160644531, 16.0)
-    """
-    owner = "bill"
-    weight_bits = _bits(owner, "dtype", dtype)
-    cache_bits = _bits(owner, "cache_dtype", cache_dtype)
-    state_bits = _bits(owner, "state_dtype", state_dtype)
-    for name, value in (("tokens", tokens), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{owner}: expected {name} to be an int, got {type(value).__name__}")
-    if tokens < 0 or batch < 1:
-        raise ValueError(f"{owner}: expected tokens >= 0 and batch >= 1, got {tokens}, {batch}")
-    per_kind: dict[str, int] = {}
-    for kind, (cached, state) in zip(
-        facts.layer_types, facts.layer_cache_numbers(tokens), strict=True
-    ):
-        size = batch * math.ceil((cached * cache_bits + state * state_bits) / 8)
-        per_kind[kind] = per_kind.get(kind, 0) + size
-    parameters = facts.parameters if parameters is None else parameters
-    weights = None if parameters is None else math.ceil(parameters * weight_bits / 8)
-    return Bill(tokens, batch, weights, sum(per_kind.values()), per_kind)
-
-
-# -- the command -------------------------------------------------------------------------
-
-
-def _facts_and_parameters(source: str, tokens: int | None) -> tuple[ModelFacts, int | None]:
-    from attention.model_table import MODELS
-
-    if source in MODELS:
-        facts = MODELS[source]
-        return facts, facts.parameters
-    path = Path(source)
-    if not path.exists():
-        raise ValueError(
-            f"atlas: expected a config.json path or a name from MODELS "
-            f"({', '.join(MODELS)}), got {source!r}"
-        )
-    try:
-        parameters = parameter_count(path)
-    except Exception:  # a config transformers cannot build a model from: no weights
-        parameters = None
-    return facts_from_config(path, trained_context=tokens), parameters
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m attention.atlas CONFIG_OR_NAME``: the recipe, the strip, the bill."""
-    parser = argparse.ArgumentParser(
-        prog="python -m attention.atlas",
-        description="A model's attention from its config: its recipe, its layer strip "
-        "and its memory bill. Offline.",
-    )
-    parser.add_argument("config", help="a config.json (or its folder) or a name in MODELS")
-    parser.add_argument(
-        "--tokens",
-        type=int,
-        default=None,
-        help="context length (default: the model's trained context; needed for a config "
-        "that sets no position limit, as BLOOM's)",
-    )
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--dtype", choices=tuple(BITS), default="bf16", help="weights")
-    parser.add_argument("--cache-dtype", choices=tuple(BITS), default="bf16")
-    parser.add_argument("--state-dtype", choices=tuple(BITS), default="fp32")
-    args = parser.parse_args(argv)
-    try:
-        facts, parameters = _facts_and_parameters(args.config, args.tokens)
-    except ValueError as error:
-        parser.exit(2, f"{error}\n")
-    tokens = facts.trained_context if args.tokens is None else args.tokens
-    result = bill(
-        facts,
-        tokens,
-        batch=args.batch,
-        dtype=args.dtype,
-        cache_dtype=args.cache_dtype,
-        state_dtype=args.state_dtype,
-        parameters=parameters,
-    )
-    print(recipe(facts))
-    print()
-    print(layer_strip(facts))
-    print()
-    print(f"Bill for {args.batch} x {_n(tokens)} tokens:")
-    if result.weights is None:
-        print(f"  weights ({args.dtype}): unknown")
-    else:
-        print(f"  weights ({args.dtype}): {_size(result.weights)} ({_n(parameters)} parameters)")
-    print(f"  cache ({args.cache_dtype}, states {args.state_dtype}): {_size(result.cache)}")
-    for kind, size in result.per_kind.items():
-        if size:
-            print(f"    {_kind_name(facts, kind)}: {_size(size)}")
-    if result.total is not None:
-        print(f"  total: {_size(result.total)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

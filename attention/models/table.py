@@ -6,16 +6,16 @@ says which checkpoint its numbers come from (``source``), and where a number is 
 in that file, which paper or model card gives it (``context_source``, the weights'
 ``source``) or which ``transformers`` config class default supplies it
 (``class_defaults``). The schema, its groups and what they compute are in
-:mod:`attention.model_facts`.
+:mod:`attention.models.facts`.
 
->>> from attention.model_table import MODELS
+>>> from attention.models import MODELS
 >>> MODELS["gpt-oss-20b"].local
 Sliding(window=128, global_every=2)
 """
 
 from __future__ import annotations
 
-from attention.model_facts import (
+from attention.models.facts import (
     CSA,
     FULL,
     HCA,

@@ -1,0 +1,113 @@
+"""The model atlas: real models' attention, from their configs, with what they cost.
+
+A room of its own above the attention core: it imports the core's layers and never
+the other way round.
+
+* :mod:`~attention.models.facts`: :class:`ModelFacts`, one typed group per mechanism,
+  and the layer kinds (``FULL``, ``SLIDING``, ...), as ``transformers`` names them.
+* :mod:`~attention.models.table`: :data:`MODELS`, every real model the site names,
+  from its released ``config.json``, cited.
+* :mod:`~attention.models.readers`: :func:`facts_from_config`, any model's facts from
+  its ``transformers`` config, a ``config.json`` or its path.
+* :mod:`~attention.models.costs`: :func:`cache_profile`, :func:`parameter_count` and
+  :func:`bill`, what serving a model takes.
+* :mod:`~attention.models.recipes`: :func:`layer_for`, any layer of a model assembled
+  from the core's parts.
+* :mod:`~attention.models.text`: :func:`recipe` and :func:`layer_strip`, a model's
+  attention in words.
+* ``python -m attention.models CONFIG_OR_NAME``: the recipe, the strip and the bill.
+
+>>> from attention.models import MODELS, bill, recipe
+>>> print(recipe(MODELS["Mistral 7B"]))  # doctest: +ELLIPSIS
+Mistral 7B: 32 layers, all sliding (window 4,096); GQA, ...
+>>> bill(MODELS["Llama 2 7B"], 4096).cache // 2**30  # GiB of 16-bit keys and values
+2
+"""
+
+from attention.models.costs import BITS, Bill, bill, cache_profile, parameter_count
+from attention.models.facts import (
+    CHUNKED,
+    CROSS,
+    CSA,
+    FULL,
+    HCA,
+    HYBRID,
+    INDEXED,
+    KINDS,
+    LINEAR,
+    MAMBA,
+    NO_MIXER,
+    SLIDING,
+    Chunked,
+    Compressed,
+    Cross,
+    GlobalLayers,
+    Indexer,
+    Latent,
+    LayerParts,
+    LinearAttention,
+    Mamba,
+    ModelFacts,
+    Rope,
+    Scores,
+    Sliding,
+    TemperatureTuning,
+    Weights,
+)
+from attention.models.readers import LOADED_AS, as_config, facts_from_config
+from attention.models.recipes import layer_for
+from attention.models.table import MODELS
+from attention.models.text import (
+    STRIP_LETTERS,
+    format_bytes,
+    format_number,
+    kind_name,
+    layer_strip,
+    recipe,
+)
+
+__all__ = [
+    "BITS",
+    "CHUNKED",
+    "CROSS",
+    "CSA",
+    "FULL",
+    "HCA",
+    "HYBRID",
+    "INDEXED",
+    "KINDS",
+    "LINEAR",
+    "LOADED_AS",
+    "MAMBA",
+    "MODELS",
+    "NO_MIXER",
+    "SLIDING",
+    "STRIP_LETTERS",
+    "Bill",
+    "Chunked",
+    "Compressed",
+    "Cross",
+    "GlobalLayers",
+    "Indexer",
+    "Latent",
+    "LayerParts",
+    "LinearAttention",
+    "Mamba",
+    "ModelFacts",
+    "Rope",
+    "Scores",
+    "Sliding",
+    "TemperatureTuning",
+    "Weights",
+    "as_config",
+    "bill",
+    "cache_profile",
+    "facts_from_config",
+    "format_bytes",
+    "format_number",
+    "kind_name",
+    "layer_for",
+    "layer_strip",
+    "parameter_count",
+    "recipe",
+]

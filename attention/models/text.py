@@ -1,0 +1,275 @@
+"""A model's attention in words: its recipe, and its layers as a strip of letters.
+
+:func:`recipe` names each mechanism as the chapters name it and ends with what the
+cache costs; :func:`layer_strip` writes one letter per layer. Both read only the
+:class:`~attention.models.ModelFacts`.
+"""
+
+from __future__ import annotations
+
+from attention.models.costs import cache_profile
+from attention.models.facts import (
+    CHUNKED,
+    CROSS,
+    CSA,
+    FULL,
+    HCA,
+    HYBRID,
+    INDEXED,
+    LINEAR,
+    MAMBA,
+    NO_MIXER,
+    SLIDING,
+    ModelFacts,
+)
+
+__all__ = ["STRIP_LETTERS", "format_bytes", "format_number", "kind_name", "layer_strip", "recipe"]
+
+
+def format_number(value: float) -> str:
+    """A number as the pages write it: thousands separated, a whole float without ``.0``.
+
+    >>> format_number(4096), format_number(0.25), format_number(1e6)
+    ('4,096', '0.25', '1,000,000')
+    """
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def format_bytes(size: float) -> str:
+    """Bytes in the largest binary unit that keeps them >= 1, three figures.
+
+    >>> format_bytes(512), format_bytes(24 * 1024), format_bytes(3 * 2**20)
+    ('512 bytes', '24 KiB', '3 MiB')
+    """
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:,.0f} bytes" if unit == "bytes" else f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def kind_name(facts: ModelFacts, kind: str) -> str:
+    """A layer kind as the recipe names it, with its window, chunk or rate.
+
+    >>> from attention.models import MODELS, SLIDING
+    >>> kind_name(MODELS["Mistral 7B"], SLIDING)
+    'sliding (window 4,096)'
+    """
+    if kind == SLIDING and facts.bidirectional:
+        return f"local ({format_number(facts.sliding_window)} positions each side)"
+    if kind == SLIDING:
+        return f"sliding (window {format_number(facts.sliding_window)})"
+    if kind == CROSS:
+        return "cross-attention"
+    if kind == CHUNKED:
+        return f"chunked (chunk {format_number(facts.attention_chunk_size)})"
+    if kind == LINEAR:
+        return facts.linear_attention
+    if kind == INDEXED:
+        return f"DeepSeek Sparse Attention (top {format_number(facts.index_topk)})"
+    if kind == MAMBA:
+        return facts.mamba.mixer
+    if kind == HYBRID:
+        return f"attention beside {facts.mamba.mixer}"
+    if kind == NO_MIXER:
+        return "MLP only"
+    if kind in (CSA, HCA):
+        rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
+        label = "compressed sparse" if kind == CSA else "heavily compressed"
+        top = f", top {format_number(facts.index_topk)}" if kind == CSA else ""
+        return f"{label} (1 entry per {rate} tokens{top})"
+    return "full"
+
+
+def _layer_mix(facts: ModelFacts) -> str:
+    kinds = facts.layer_types
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    if len(counts) == 1:
+        return f"all {kind_name(facts, kinds[0])}"
+    parts = [f"{count} {kind_name(facts, kind)}" for kind, count in counts.items()]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _heads(facts: ModelFacts) -> str:
+    if facts.latent is not None:
+        lat = facts.latent
+        return (
+            f"MLA, {facts.num_heads} heads; each token caches a latent of "
+            f"{lat.kv_lora_rank} and a rotary key of {lat.qk_rope_head_dim}"
+        )
+    if facts.attention == "MHA":
+        text = f"MHA, {facts.num_heads} heads of {facts.head_dim}"
+    else:
+        text = (
+            f"{facts.attention}, {facts.num_heads} query heads and {facts.num_kv_heads} "
+            f"key/value head{'s' if facts.num_kv_heads > 1 else ''} of {facts.head_dim}"
+        )
+    if facts.compressed is not None:
+        text += ", the key serving as the value"
+    if facts.global_layers is not None:
+        extra = []
+        if facts.num_global_kv_heads:
+            extra.append(f"{facts.num_global_kv_heads} key/value heads")
+        if facts.global_head_dim:
+            extra.append(f"heads of {facts.global_head_dim}")
+        if facts.attention_k_eq_v:
+            extra.append("keys as values")
+        text += "; full layers: " + ", ".join(extra)
+    if facts.num_kv_shared_layers:
+        text += (
+            f"; the last {facts.num_kv_shared_layers} layers reuse earlier layers' keys and values"
+        )
+    return text
+
+
+def _positions(facts: ModelFacts) -> str:
+    if facts.positions == "learned":
+        return "learned positions"
+    if facts.positions == "alibi":
+        return "ALiBi (a bias on the scores, no position embedding)"
+    if facts.positions == "none":
+        return "no position encoding (NoPE)"
+    rope = facts.rope
+    text = f"RoPE (base {format_number(rope.theta)}"
+    if rope.local_theta is not None:
+        local = "local" if facts.bidirectional else "sliding"
+        text += f"; {format_number(rope.local_theta)} on {local} layers"
+    text += ")"
+    if rope.partial_rotary_factor != 1.0:
+        text += f" on {rope.partial_rotary_factor * 100:g}% of each head"  # 12.5%, not 12%
+    scaling = rope.scaling or {}
+    kind = scaling.get("rope_type")
+    names = {
+        "yarn": "YaRN",
+        "llama3": "Llama 3 scaling",
+        "linear": "linear scaling",
+        "dynamic": "dynamic NTK",
+        "longrope": "LongRoPE",
+    }
+    if kind in names:
+        text += f", {names[kind]} ×{format_number(scaling['factor'])}"
+        original = scaling.get("original_max_position_embeddings")
+        if original:
+            text += f" from {format_number(original)}"
+    if kind == "proportional":
+        share = scaling.get("partial_rotary_factor", 1.0)
+        text += f", proportional on full layers ({share:.0%} of the pairs turn)"
+    if rope.nope_every is not None:
+        text += f"; no RoPE every {rope.nope_every}th layer (NoPE)"
+    return text
+
+
+def _parts(facts: ModelFacts) -> list[str]:
+    notes = []
+    norms = {
+        "head": "QK-norm per head",
+        "projection": "QK-norm over the projection",
+        "l2": "QK-norm without scale, after RoPE",
+    }
+    if facts.qk_norm:
+        notes.append(norms[facts.qk_norm])
+    if facts.value_norm:
+        notes.append("value norm")
+    if facts.output_gate:
+        notes.append("output gate")
+    if facts.sinks:
+        notes.append("sinks")
+    if facts.query_pre_attn_scalar is not None:
+        notes.append(f"scores scaled by {facts.query_pre_attn_scalar}^-0.5")
+    if facts.scale is not None:
+        notes.append(f"score scale {format_number(facts.scale)}")
+    if facts.attn_logit_softcapping is not None:
+        notes.append(f"softcapping at {format_number(facts.attn_logit_softcapping)}")
+    if facts.attn_temperature_tuning:
+        notes.append("temperature tuning on NoPE layers")
+    return notes
+
+
+def recipe(facts: ModelFacts) -> str:
+    """A short summary of a model's attention, a mechanism to a clause, each named as
+    the chapters name it, ending with what its cache costs (in 16-bit numbers, the
+    states in float32).
+
+    Examples
+    --------
+    >>> from attention import MODELS
+    >>> print(recipe(MODELS["gpt-oss-20b"]))
+    gpt-oss-20b: 24 layers, 12 sliding (window 128) and 12 full; GQA, 64 query heads and 8 key/value heads of 64; RoPE (base 150,000), YaRN ×32 from 4,096; sinks; cache per token: 24 KiB growing, 3 MiB capped
+    """  # noqa: E501
+    clauses = [
+        f"{facts.name}: {facts.layers} layers, {_layer_mix(facts)}",
+        _heads(facts),
+        _positions(facts),
+    ]
+    parts = _parts(facts)
+    if parts:
+        clauses.append(", ".join(parts))
+    if facts.bidirectional:
+        clauses.append("an encoder: attends both ways, no cache")
+        return "; ".join(clauses)
+    if facts.cross is not None:
+        clauses.append(_cross(facts))
+    growing, capped, fixed = cache_profile(facts)
+    cost = f"cache per token: {format_bytes(growing)} growing"
+    if capped:
+        cost += f", {format_bytes(capped)} capped"
+    if fixed:
+        cost += f", {format_bytes(fixed)} of fixed state"
+    clauses.append(cost)
+    return "; ".join(clauses)
+
+
+def _cross(facts: ModelFacts) -> str:
+    where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
+    if facts.cross_qk_norm == "head":
+        where += " (QK-norm per head)"
+    if facts.max_source_positions is None:
+        return f"cross-attention in {where}, to a context of the input's length"
+    size = format_bytes(facts.cross_cache_bytes())
+    return (
+        f"cross-attention in {where} to {format_number(facts.max_source_positions)} encoded tokens "
+        f"({size} of their keys and values, cached once)"
+    )
+
+
+# -- the layer strip ---------------------------------------------------------------------
+
+#: One letter per layer kind in :func:`layer_strip`; lower case: a layer reusing another's
+#: keys and values.
+STRIP_LETTERS = {
+    FULL: "F",
+    SLIDING: "S",
+    CHUNKED: "C",
+    LINEAR: "L",
+    INDEXED: "I",
+    MAMBA: "M",
+    HYBRID: "H",
+    NO_MIXER: "-",
+    CSA: "K",
+    HCA: "X",
+    CROSS: "E",
+}
+
+
+def layer_strip(facts: ModelFacts, width: int = 64) -> str:
+    """The layers as a strip of letters, ``width`` a line, then a legend.
+
+    Examples
+    --------
+    >>> from attention import MODELS
+    >>> print(layer_strip(MODELS["Gemma 4 E2B"]))
+    SSSSFSSSSFSSSSFssssfssssfssssfssssf
+    S sliding (window 512), F full; lower case: reuses earlier keys and values
+    """
+    letters = "".join(
+        STRIP_LETTERS[kind].lower() if shared else STRIP_LETTERS[kind]
+        for kind, shared in zip(facts.layer_types, facts.kv_shared, strict=True)
+    )
+    lines = [letters[i : i + width] for i in range(0, len(letters), width)]
+    legend = ", ".join(
+        f"{STRIP_LETTERS[kind]} {kind_name(facts, kind)}"
+        for kind in dict.fromkeys(facts.layer_types)
+    )
+    if any(facts.kv_shared):
+        legend += "; lower case: reuses earlier keys and values"
+    return "\n".join([*lines, legend])
