@@ -201,6 +201,35 @@ BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds th
 ]
 
 
+def test_olmo3_scales_its_rope_on_the_full_layers_only():
+    """OLMo 3 as released: YaRN on the full layers, the same base unscaled on the
+    sliding ones, as ``Olmo3RotaryEmbedding`` computes them per layer type."""
+    from released_configs import RELEASED
+    from transformers import AutoConfig
+    from transformers.models.olmo3.modeling_olmo3 import (
+        Olmo3RotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    fields = {k: v for k, v in RELEASED["OLMo 3 7B"].items() if k != "model_type"}
+    config = AutoConfig.for_model("olmo3", **fields)
+    theirs = Olmo3RotaryEmbedding(config)
+    facts = MODELS["OLMo 3 7B"]
+    x = torch.randn(1, 2, 40, facts.head_dim, dtype=F64)  # (batch, heads, tokens, dim)
+    # cos and sin in float32, as transformers computes them: positions kept small
+    step = 50
+    positions = torch.arange(40)[None] * step
+    for kind, scaled in (("sliding_attention", False), ("full_attention", True)):
+        index = facts.layer_types.index(kind)
+        layer = layer_for(facts, index, d_in=16, num_heads=2, num_kv_heads=2)
+        assert (layer.rotary.scaling is not None) is scaled
+        cos, sin = theirs(x, positions, layer_type=kind)
+        expected, _ = apply_rotary_pos_emb(x, x, cos.to(F64), sin.to(F64))
+        ours = torch.cat([layer.rotary(x[..., i : i + 1, :], start=step * i) for i in range(40)], 2)
+        # YaRN scales every entry by 1.2 (attention_factor): far above the tolerance
+        torch.testing.assert_close(ours, expected, atol=1e-3, rtol=1e-3)
+
+
 def test_an_encoder_has_no_causal_recipe():
     with pytest.raises(ValueError, match=r"^layer_for: no recipe for 'ModernBERT base': an enc"):
         layer_for(MODELS["ModernBERT base"], 0)

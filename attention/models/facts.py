@@ -170,7 +170,9 @@ class Rope(_Group):
         (all dimensions rotate in pairs across the whole head; the pairs past that
         share have frequency zero).
     local_theta : float or None
-        The base of the sliding layers, where they have their own (Gemma 3 and 4).
+        The base of the sliding layers, where their RoPE is not the full layers': a
+        base of their own (Gemma 3 and 4: 10,000), or the same base without the
+        scaling (OLMo 3). Sliding layers with a RoPE of their own never scale it.
     partial_rotary_factor : float
         The share of each head's dimensions that RoPE rotates, the first ones, with
         frequencies computed from that rotary size (Qwen3-Next: 0.25).

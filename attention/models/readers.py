@@ -256,7 +256,12 @@ def _rope(config, nope_every: int | None = None) -> Rope:
     if FULL in parameters or SLIDING in parameters:  # one dict per layer type
         full = parameters.get(FULL) or parameters[SLIDING]
         local = parameters.get(SLIDING)
-        if local is not None and local["rope_theta"] != full["rope_theta"]:
+        # The sliding layers' own RoPE: another base (Gemma 3), or the same base left
+        # unscaled where the full layers scale it (OLMo 3: Olmo3Config puts the
+        # released rope_scaling into the full layers' parameters only).
+        plain = local is not None and local.get("rope_type", "default") == "default"
+        scaled = full.get("rope_type", "default") != "default"
+        if local is not None and (local["rope_theta"] != full["rope_theta"] or (plain and scaled)):
             local_theta = local["rope_theta"]
         parameters = full
     theta, scaling, partial = _rope_from(parameters, config.model_type)

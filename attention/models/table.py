@@ -837,6 +837,7 @@ _ENTRIES = (
                 "beta_slow": 1.0,
                 "attention_factor": 1.2079441541679836,
             },
+            local_theta=500000.0,  # the sliding layers: the same base, not scaled
         ),
         local=Sliding(window=4096, global_every=4),
         parts=LayerParts(qk_norm="projection"),

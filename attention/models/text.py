@@ -131,7 +131,7 @@ def _positions(facts: ModelFacts) -> str:
         return "no position encoding (NoPE)"
     rope = facts.rope
     text = f"RoPE (base {format_number(rope.theta)}"
-    if rope.local_theta is not None:
+    if rope.local_theta is not None and rope.local_theta != rope.theta:
         local = "local" if facts.bidirectional else "sliding"
         text += f"; {format_number(rope.local_theta)} on {local} layers"
     text += ")"
@@ -151,6 +151,8 @@ def _positions(facts: ModelFacts) -> str:
         original = scaling.get("original_max_position_embeddings")
         if original:
             text += f" from {format_number(original)}"
+        if rope.local_theta is not None:  # the sliding layers keep a plain RoPE
+            text += " on full layers"
     if kind == "proportional":
         share = scaling.get("partial_rotary_factor", 1.0)
         text += f", proportional on full layers ({share:.0%} of the pairs turn)"

@@ -513,7 +513,9 @@ def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
     if facts.rope is not None:
         rope = f"`rope_theta`: {number(facts.rope_theta)}"
         if facts.local_rope_theta is not None:
-            rope += f" (sliding layers: {number(facts.local_rope_theta)})"
+            local = number(facts.local_rope_theta)
+            same = facts.local_rope_theta == facts.rope_theta
+            rope += f" (sliding layers: {local}{', unscaled' if same else ''})"
         if facts.rope_scaling:
             items = ", ".join(
                 f"`{key}`: {value if isinstance(value, str | bool) else number(value)}"
@@ -678,11 +680,17 @@ def unusual(facts: ModelFacts) -> list[str]:
             f"({ref('chunks-and-nope', 'chunked layers')})."
             + _only(facts, lambda m: m.attention_chunk_size is not None, "chunked layers")
         )
-    if facts.local_rope_theta is not None:
+    if facts.local_rope_theta not in (None, facts.rope_theta):
         notes.append(
             f"Two RoPE bases: {number(facts.local_rope_theta)} on its sliding layers, "
             f"{number(facts.rope_theta)} on its full ones "
             f"({ref('two-rope-bases', 'two RoPE bases')})."
+        )
+    elif facts.local_rope_theta is not None:
+        notes.append(
+            "Its RoPE scaling applies to the full layers only: the sliding layers rotate "
+            f"with the plain base, {number(facts.rope_theta)} "
+            f"({ref('two-rope-bases', 'a RoPE per kind of layer')})."
         )
     if facts.num_kv_shared_layers:
         notes.append(
