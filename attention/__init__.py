@@ -31,7 +31,8 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
 * :class:`KVCache` and :func:`kv_cache_bytes_per_token`: generating one token at a
   time without recomputing the past, and what that costs in memory. Every cache of
   one sequence, in this part and the later ones, implements the protocol
-  :class:`Cache` (tokens seen and held, bytes, roll-back).
+  :class:`Cache` (tokens seen and held, bytes, roll-back); those of keys and values
+  also :class:`KeyValueCache`, what :class:`GroupedQueryAttention` takes.
 * :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
 * :func:`sinusoidal_positions`, :func:`alibi_bias` (with :func:`alibi_slopes`) and
@@ -119,7 +120,7 @@ True
 
 from attention._version import __version__ as __version__
 from attention._version import check_version
-from attention.cache import Cache
+from attention.cache import Cache, KeyValueCache
 from attention.causal import CausalAttention
 from attention.cross import CrossAttention, CrossAttentionCache
 from attention.data import (
@@ -194,6 +195,7 @@ __all__ = [
     "GroupedQueryAttention",
     "Head",
     "KVCache",
+    "KeyValueCache",
     "LatentCache",
     "LightningIndexer",
     "ModelFacts",
