@@ -74,7 +74,7 @@ packed one after the other without padding, FlashAttention's ``cu_seqlens`` layo
 each token inside its own sequence's block of :func:`varlen_mask`.
 :func:`quantize_kv` stores keys per channel and values per token in 8 or 4 bits
 (KIVI); :class:`QuantizedKVCache` keeps the newest tokens exact and the rest so;
-:class:`StreamingCache` keeps StreamingLLM's first tokens and a window, at positions
+:class:`StreamingCache` keeps StreamingLLM's first tokens and its recent ones, at positions
 re-indexed inside the cache.
 
 **Part VI, FlashAttention, the whole algorithm.**
