@@ -33,7 +33,8 @@ and every mask the package takes is ``allowed=``: ``True`` where a query may att
 * :class:`KVCache` and :func:`kv_cache_bytes_per_token`: generating one token at a
   time without recomputing the past, and what that costs in memory. Every cache of
   one sequence, in this part and the later ones, implements the protocol
-  :class:`Cache` (tokens seen and held, bytes, roll-back).
+  :class:`Cache` (tokens seen and held, bytes, roll-back); those of keys and values
+  also :class:`KeyValueCache`, what :class:`GroupedQueryAttention` takes.
 * :class:`GroupedQueryAttention` and :func:`grouped_query_attention`: query heads that
   share key/value heads (Llama, Mistral), with RoPE, a sliding window and a cache.
 * :func:`sinusoidal_positions`, :func:`alibi_bias` (with :func:`alibi_slopes`) and
@@ -75,7 +76,7 @@ packed one after the other without padding, FlashAttention's ``cu_seqlens`` layo
 each token inside its own sequence's block of :func:`varlen_mask`.
 :func:`quantize_kv` stores keys per channel and values per token in 8 or 4 bits
 (KIVI); :class:`QuantizedKVCache` keeps the newest tokens exact and the rest so;
-:class:`StreamingCache` keeps StreamingLLM's first tokens and a window, at positions
+:class:`StreamingCache` keeps StreamingLLM's first tokens and its recent ones, at positions
 re-indexed inside the cache.
 
 **Part VI, FlashAttention, the whole algorithm.**
@@ -124,7 +125,7 @@ True
 
 from attention._version import __version__ as __version__
 from attention._version import check_version
-from attention.cache import Cache
+from attention.cache import Cache, KeyValueCache
 from attention.causal import CausalAttention
 from attention.cross import CrossAttention, CrossAttentionCache
 from attention.data import (
@@ -202,6 +203,7 @@ __all__ = [
     "GroupedQueryAttention",
     "Head",
     "KVCache",
+    "KeyValueCache",
     "LatentCache",
     "LightningIndexer",
     "ModelFacts",

@@ -246,20 +246,16 @@ def module_input(
     return x
 
 
-def cached_input(
-    module: torch.nn.Module, x: object, cache: object, cache_type: type, why: str = ""
-) -> tuple[torch.Tensor, int]:
-    """Check the input and cache of a forward pass that can decode with a cache.
+def cached_input(module: torch.nn.Module, x: object, cache: object) -> tuple[torch.Tensor, int]:
+    """Check the input of a forward pass that can decode with a cache (checked before).
 
-    Checks :func:`module_input`'s rules, that ``cache`` is ``None`` or a ``cache_type``
-    (``why`` can say why, in parentheses), and that the cached and the new tokens fit
-    in ``module.context_length``. Returns the input and the number of tokens the cache
+    Checks :func:`module_input`'s rules, and that the cached and the new tokens fit in
+    ``module.context_length``. Returns the input and the number of tokens the cache
     has seen (``cache.seen_tokens``: the new tokens' first position, which counts the
-    tokens a rolling cache dropped).
+    tokens a rolling cache dropped). The layer has checked the cache's kind first
+    (``attention.cache._check_cache``).
     """
-    owner, name = type(module).__name__, cache_type.__name__
-    if cache is not None and not isinstance(cache, cache_type):
-        raise TypeError(f"{owner}: cache must be a {name}{why} or None, got {type(cache).__name__}")
+    owner = type(module).__name__
     x = module_input(module, x, d_in=module.d_in, context_length=module.context_length)
     num_cached = 0 if cache is None else cache.seen_tokens
     num_tokens = x.shape[1]

@@ -6,8 +6,13 @@ rolling, quantized and streaming kin), a latent per token
 (:class:`~attention.LatentCache`), or a state of fixed size
 (:class:`~attention.GatedDeltaNetCache`). What each one holds, and its ``update``,
 belong to its layer; a few questions have the same answer for every one of them,
-and this protocol names them: how many tokens went through, how many it holds, how
-many bytes, and can it go back.
+and :class:`Cache` names them: how many tokens went through, how many it holds, how
+many bytes, and can it go back. :class:`KeyValueCache` adds what
+:class:`~attention.GroupedQueryAttention` asks of the caches it takes: an ``update``
+of keys and values, and the window or chunk they are kept for.
+
+A cache belongs to one kind of layer, and a layer refuses any other kind with a
+``TypeError`` that names the layer the cache belongs to, before it touches it.
 
 ``.keys`` and ``.values``, on the caches that have them, are every held token's key
 and value exactly as ``update`` received them, oldest first. A cache that holds
@@ -17,9 +22,14 @@ them otherwise names them otherwise: :class:`~attention.QuantizedKVCache`'s
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-__all__ = ["Cache"]
+from attention import _checks
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Cache", "KeyValueCache"]
 
 
 @runtime_checkable
@@ -30,7 +40,20 @@ class Cache(Protocol):
     ``isinstance(cache, Cache)`` checks that it has them. Each cache also has an
     ``update`` that its layer calls with the new tokens' tensors; its arguments
     differ from cache to cache (keys and values, a latent and a rotary key, the
-    states of a recurrence).
+    states of a recurrence). :class:`KeyValueCache` names the one of keys and values.
+
+    Two counts, one meaning each:
+
+    * :attr:`seen_tokens` counts the tokens that have gone through the layer with the
+      cache, dropped or not: the next token's position.
+    * ``len(cache)`` counts the tokens the cache *holds* now, those whose own key and
+      value (or latent) it keeps: what :attr:`nbytes` grows with. A rolling or
+      streaming cache holds fewer than it has seen. A
+      :class:`~attention.GatedDeltaNetCache` holds none: it folds every token into a
+      state of fixed size, so its length is 0 whatever it has seen. A
+      :class:`~attention.CrossAttentionCache` holds the *context's* tokens, whose
+      keys and values it computes once, while :attr:`seen_tokens` counts the
+      decoder's tokens that read them; so its length can exceed what it has seen.
 
     Attributes
     ----------
@@ -55,6 +78,11 @@ class Cache(Protocol):
     ValueError: KVCache: cannot crop to 9 tokens: the next token, at position 9, would ...
 
     Token 9 would see tokens 6 to 9 (its window), and the cache dropped 0 to 6.
+    ``crop(0)`` always works: it empties the cache.
+
+    >>> cache.crop(0)
+    >>> cache.seen_tokens, len(cache), cache.nbytes
+    (0, 0, 0)
     """
 
     reindexes_positions: bool
@@ -64,11 +92,11 @@ class Cache(Protocol):
         """The number of tokens that have gone through the cache, the next token's position."""
 
     def __len__(self) -> int:
-        """Tokens the cache holds now (fewer than :attr:`seen_tokens` once it drops some).
+        """Tokens the cache holds now: those whose own key and value (or latent) it keeps.
 
-        A cache of fixed size that folds every token into a state
-        (:class:`~attention.GatedDeltaNetCache`) stands for every token it has seen,
-        so its length is :attr:`seen_tokens`.
+        Fewer than :attr:`seen_tokens` once it drops some; 0 for a state of fixed size
+        (:class:`~attention.GatedDeltaNetCache`); the context's tokens for a
+        :class:`~attention.CrossAttentionCache`.
         """
 
     @property
@@ -78,6 +106,122 @@ class Cache(Protocol):
     def crop(self, length: int) -> None:
         """Go back to ``length`` tokens seen, forgetting the later ones.
 
-        A cache that cannot (it dropped tokens it would need, or folded them into a
-        state) raises a ``ValueError`` that says why.
+        ``crop(0)`` empties any cache. A cache that cannot go back to another length
+        (it dropped tokens it would need, or folded them into a state) raises a
+        ``ValueError`` that says why.
         """
+
+
+@runtime_checkable
+class KeyValueCache(Cache, Protocol):
+    """A :class:`Cache` of keys and values: what :class:`~attention.GroupedQueryAttention` takes.
+
+    :class:`~attention.KVCache` (with or without a window or chunk),
+    :class:`~attention.StreamingCache` and :class:`~attention.QuantizedKVCache`
+    implement it; so can a class of your own, by having these members.
+
+    Attributes
+    ----------
+    window, chunk : int or None
+        The sliding window (a query sees itself and the ``window - 1`` tokens before
+        it) or the chunk of the layer the cache is built for: it keeps only the
+        tokens that those let the next query see, and serves only a layer with the
+        same ``window`` and ``chunk``. Both ``None``: it serves a layer with neither
+        (one that keeps every token serves any layer, its mask picking the keys).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attention import KVCache, LatentCache, StreamingCache
+    >>> isinstance(KVCache(window=4), KeyValueCache), KVCache(window=4).window
+    (True, 4)
+    >>> isinstance(StreamingCache(), KeyValueCache), isinstance(LatentCache(), KeyValueCache)
+    (True, False)
+    """
+
+    window: int | None
+    chunk: int | None
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Take the new tokens' keys and values, ``(..., num_new, head_dim)`` each.
+
+        Returns every key and value the new tokens' queries attend over, the new ones
+        last, ``(..., num_keys, head_dim)`` each.
+        """
+
+
+class _CacheBase:
+    """The members every cache of the package writes the same way (private to it).
+
+    The count of tokens seen, :meth:`crop`'s checks and its one message, and what a
+    layer needs to refuse a cache of another kind: :attr:`_holds`, what the cache
+    holds, and :attr:`_layers`, the layers it serves (the first is the one an error
+    names). A subclass sets those two, adds to ``_seen`` in its ``update``, and
+    writes :meth:`_forget` (and :meth:`_why_not_crop` if it cannot always go back).
+    """
+
+    reindexes_positions: ClassVar[bool] = False
+    _holds: ClassVar[str]
+    _layers: ClassVar[tuple[str, ...]]
+
+    def __init__(self) -> None:
+        self._seen = 0
+
+    @property
+    def seen_tokens(self) -> int:
+        """How many tokens have gone through the cache, dropped ones included.
+
+        The next token's position.
+        """
+        return self._seen
+
+    def crop(self, length: int) -> None:
+        """Go back to ``length`` tokens seen, forgetting the later ones.
+
+        ``length`` counts tokens seen, as :attr:`seen_tokens` does, which becomes
+        ``length``; ``crop(0)`` empties the cache. A ``ValueError`` says why a cache
+        cannot go back to ``length`` (see each cache's own notes).
+        """
+        owner = type(self).__name__
+        what = "length must be an integer >= 0 (the tokens seen to go back to)"
+        length = _checks.whole_number(owner, length, what)
+        if length < 0:
+            raise ValueError(f"{owner}: {what}, got {length}")
+        why = None
+        if length > self._seen:
+            why = f"the cache has seen only {self._seen}"
+        elif length:  # going back to nothing keeps nothing, so it is always possible
+            why = self._why_not_crop(length)
+        if why is not None:
+            raise ValueError(f"{owner}: cannot crop to {length} tokens: {why}")
+        self._forget(length)
+        self._seen = length
+
+    def _why_not_crop(self, length: int) -> str | None:
+        """Why the cache cannot go back to ``length`` (0 < length <= seen), or ``None``."""
+        return None
+
+    def _forget(self, length: int) -> None:
+        """Hold only what the first ``length`` tokens seen left (nothing for 0)."""
+        raise NotImplementedError
+
+
+def _check_cache(layer: object, cache: object, wanted: type, expected: str) -> None:
+    """Raise a ``TypeError`` unless ``cache`` is ``None`` or a ``wanted`` that serves ``layer``.
+
+    ``expected`` says what the layer takes, for the message. A cache of the package
+    names the layers it serves, so one that is a ``wanted`` but belongs to another
+    layer (a :class:`~attention.SparseLatentCache` given to MLA) is refused too, and
+    the message names the layer it belongs to. The cache is not read or written.
+    """
+    if cache is None:
+        return
+    owner, name = type(layer).__name__, type(cache).__name__
+    serves = cache._layers if isinstance(cache, _CacheBase) else ()
+    layers = {cls.__name__ for cls in type(layer).__mro__}
+    if isinstance(cache, wanted) and (not serves or layers.intersection(serves)):
+        return
+    message = f"{owner}: cache must be {expected} or None, got {name}"
+    if serves:
+        message += f"; {name} holds {cache._holds}: pass it to {serves[0]}"
+    raise TypeError(message)

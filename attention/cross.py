@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from attention import _checks
+from attention.cache import _CacheBase, _check_cache
 from attention.kv_cache import _check_new
 from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
@@ -28,7 +29,7 @@ from attention.step import _attend
 __all__ = ["CrossAttention", "CrossAttentionCache"]
 
 
-class CrossAttentionCache:
+class CrossAttentionCache(_CacheBase):
     """The context's keys and values, computed once, read at every decoding step.
 
     A :class:`CrossAttention` layer fills it at its first call with a ``context`` and
@@ -36,9 +37,13 @@ class CrossAttentionCache:
 
     * :attr:`seen_tokens` counts the decoder's tokens (the queries) that have read it,
       the next one's position, as for a :class:`~attention.KVCache`;
-    * ``len(cache)`` is the number of context tokens it holds, which does not grow;
+    * ``len(cache)`` counts the tokens it holds, as for every cache: here the
+      *context's* tokens, whose keys and values it keeps, and their number does not
+      grow (it can exceed :attr:`seen_tokens`);
     * :meth:`crop` only sets the count back: the context's keys and values do not
-      depend on the decoder's tokens, so there is nothing to forget.
+      depend on the decoder's tokens, so there is nothing to forget. ``crop(0)``
+      empties the cache, the context included, as for every cache: the next call
+      gives a context again.
 
     Attributes
     ----------
@@ -60,17 +65,13 @@ class CrossAttentionCache:
     (4, 5, torch.Size([1, 2, 5, 4]))
     """
 
-    reindexes_positions = False
+    _holds = "the context's keys and values"
+    _layers = ("CrossAttention",)
 
     def __init__(self) -> None:
+        super().__init__()  # seen_tokens: how many of the decoder's tokens read the cache
         self.keys: torch.Tensor | None = None
         self.values: torch.Tensor | None = None
-        self._seen = 0
-
-    @property
-    def seen_tokens(self) -> int:
-        """How many of the decoder's tokens (queries) have read the cache."""
-        return self._seen
 
     def __len__(self) -> int:
         """How many context tokens it holds (0 before the first call)."""
@@ -115,15 +116,9 @@ class CrossAttentionCache:
         self._seen += num_new
         return self.keys, self.values
 
-    def crop(self, length: int) -> None:
-        """Go back to ``length`` decoder tokens seen; the context's keys and values stay."""
-        owner = type(self).__name__
-        length = _checks.positive_int(owner, "length", length)
-        if length > self._seen:
-            raise ValueError(
-                f"{owner}: cannot crop to {length} tokens, the cache has seen only {self._seen}"
-            )
-        self._seen = length
+    def _forget(self, length: int) -> None:  # crop: the context stays, but for crop(0)
+        if not length:
+            self.keys = self.values = None
 
     def __repr__(self) -> str:
         return (
@@ -227,10 +222,7 @@ class CrossAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, the context's keys and values (projected, or the cache's), the mask."""
         owner = type(self).__name__
-        if cache is not None and not isinstance(cache, CrossAttentionCache):
-            raise TypeError(
-                f"{owner}: cache must be a CrossAttentionCache or None, got {type(cache).__name__}"
-            )
+        _check_cache(self, cache, CrossAttentionCache, "a CrossAttentionCache")
         x = _checks.module_input(self, x, d_in=self.d_in)
         batch, num_queries, _ = x.shape
         filled = cache is not None and cache.keys is not None

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from attention import _checks
+from attention.cache import _CacheBase, _check_cache
 from attention.norms import RMSNorm
 
 __all__ = ["GatedDeltaNet", "GatedDeltaNetCache", "gated_delta_rule"]
@@ -340,15 +341,18 @@ def _chunked(
     return out, state
 
 
-class GatedDeltaNetCache:
+class GatedDeltaNetCache(_CacheBase):
     """What a :class:`~attention.GatedDeltaNet` keeps between decoding steps: two fixed-size states.
 
     Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
     short convolution needs the last ``conv_size - 1`` inputs it convolved, and the
     delta rule needs its state. The layer reads both, then hands the new ones to
-    :meth:`update`. It implements :class:`~attention.Cache`: the state stands for every
-    token seen, so ``len(cache)`` is :attr:`seen_tokens`; and it cannot go back, since
-    the state has folded every token in (:meth:`crop` raises).
+    :meth:`update`. It implements :class:`~attention.Cache`: :attr:`seen_tokens`
+    counts the tokens the layer has read, but the cache holds no token's own key or
+    value, only the states they were folded into, so ``len(cache)`` is 0 and
+    :attr:`nbytes` stays the same whatever it has seen. It cannot go back, since the
+    state has folded every token in: :meth:`crop` raises, but to ``seen_tokens``
+    (nothing to forget) or 0 (it empties the cache).
 
     Attributes
     ----------
@@ -372,25 +376,21 @@ class GatedDeltaNetCache:
     >>> cache.seen_tokens, tuple(cache.conv_state.shape), tuple(cache.recurrent_state.shape)
     (5, (1, 14, 3), (1, 2, 4, 3))
     >>> _ = layer(torch.randn(1, 1, 8), cache)  # one more token: the same sizes
-    >>> cache.seen_tokens, cache.nbytes
-    (6, 264)
+    >>> cache.seen_tokens, len(cache), cache.nbytes
+    (6, 0, 264)
     """
 
-    reindexes_positions = False
+    _holds = "Gated DeltaNet's convolution and recurrent states"
+    _layers = ("GatedDeltaNet",)
 
     def __init__(self) -> None:
+        super().__init__()
         self.conv_state: torch.Tensor | None = None
         self.recurrent_state: torch.Tensor | None = None
-        self._seen = 0
-
-    @property
-    def seen_tokens(self) -> int:
-        """How many tokens went through the layer with this cache."""
-        return self._seen
 
     def __len__(self) -> int:
-        """:attr:`seen_tokens`: the fixed-size state stands for every token seen."""
-        return self._seen
+        """0: the cache holds no token's key or value, only the states they were folded into."""
+        return 0
 
     @property
     def nbytes(self) -> int:
@@ -425,17 +425,18 @@ class GatedDeltaNetCache:
         self.conv_state, self.recurrent_state = conv_state, recurrent_state
         self._seen += num_new
 
-    def crop(self, length: int) -> None:
-        """Only ``length == seen_tokens`` (nothing to forget): the state cannot go back."""
-        owner = type(self).__name__
-        length = _checks.positive_int(owner, "length", length)
-        if length != self._seen:
-            raise ValueError(
-                f"{owner}: cannot crop to {length} tokens: the recurrent state has folded "
-                f"all {self._seen} tokens seen into a fixed size and cannot take any of "
-                "them out; keep a copy of the states to go back to, or start a new "
-                "GatedDeltaNetCache"
-            )
+    def _why_not_crop(self, length: int) -> str | None:
+        if length == self._seen:
+            return None  # nothing to forget
+        return (
+            f"the recurrent state has folded all {self._seen} tokens seen into a fixed "
+            "size and cannot take any of them out; keep a copy of the states to go back "
+            "to, or crop to 0 to start again"
+        )
+
+    def _forget(self, length: int) -> None:
+        if not length:
+            self.conv_state = self.recurrent_state = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(seen_tokens={self._seen}, nbytes={self.nbytes})"
@@ -586,10 +587,7 @@ class GatedDeltaNet(nn.Module):
         zeroed first (see the class's Shapes).
         """
         owner = type(self).__name__
-        if cache is not None and not isinstance(cache, GatedDeltaNetCache):
-            raise TypeError(
-                f"{owner}: cache must be a GatedDeltaNetCache or None, got {type(cache).__name__}"
-            )
+        _check_cache(self, cache, GatedDeltaNetCache, "a GatedDeltaNetCache")
         x = _checks.module_input(self, x, d_in=self.d_in)
         batch, tokens, _ = x.shape
         if allowed is not None:

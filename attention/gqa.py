@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from attention import _checks
-from attention.cache import Cache
+from attention.cache import KeyValueCache, _check_cache
 from attention.kv_cache import _check_layer_cache, _local_sizes
 from attention.masks import _local_mask
 from attention.rope import Rotary
@@ -101,6 +101,10 @@ _REMOVED = {
     "rope_scaling": "give rotary=Rotary(head_dim, base, scaling=...)",
     "partial_rotary_factor": "give rotary=Rotary(head_dim, base, partial_rotary_factor=...)",
 }
+
+
+#: What ``forward`` takes as its cache, for the error that refuses another one.
+_KEY_VALUE_CACHES = "a KeyValueCache (KVCache, StreamingCache or QuantizedKVCache)"
 
 
 def _refuse_removed(owner: str, removed: dict) -> None:
@@ -296,11 +300,12 @@ class GroupedQueryAttention(nn.Module):
         return projected.view(batch, num_tokens, num_heads, self.head_dim).transpose(1, 2)
 
     def _project(
-        self, x: object, cache: Cache | None, allowed: object = None
+        self, x: object, cache: KeyValueCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
         owner = type(self).__name__
-        x, start = _checks.cached_input(self, x, cache, Cache)  # start: first new position
+        _check_cache(self, cache, KeyValueCache, _KEY_VALUE_CACHES)
+        x, start = _checks.cached_input(self, x, cache)  # start: first new position
         if cache is not None:
             _check_layer_cache(owner, cache, self.window, self.chunk, allowed)
         if allowed is not None:
@@ -335,7 +340,7 @@ class GroupedQueryAttention(nn.Module):
         return self.rotary(queries, start), self.rotary(keys, start)  # cached keys are rotated
 
     def _cache(
-        self, keys: torch.Tensor, values: torch.Tensor, cache: Cache | None
+        self, keys: torch.Tensor, values: torch.Tensor, cache: KeyValueCache | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Cache: append the new keys and values; return all the queries see."""
         if cache is None:
@@ -371,13 +376,17 @@ class GroupedQueryAttention(nn.Module):
         return allowed if mask is None else mask & allowed
 
     def forward(
-        self, x: torch.Tensor, cache: Cache | None = None, allowed: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        cache: KeyValueCache | None = None,
+        allowed: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend causally; with ``cache``, over the cached tokens too, and append the new ones.
 
         ``cache`` is this layer's cache, updated in place: a :class:`~attention.KVCache`
         (built with the layer's ``window`` or ``chunk`` to roll with it), or another
-        :class:`~attention.Cache` of keys and values (quantized, streaming).
+        :class:`~attention.KeyValueCache` (quantized, streaming); any other cache is
+        refused with a ``TypeError`` that names its layer, before it is touched.
         ``allowed`` (bool, ``True`` where a query may attend) is combined with the causal,
         window or chunk mask: ``(batch, num_keys)``, such as
         :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``, where

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from attention import _checks
+from attention.cache import _CacheBase
 
 __all__ = ["KVCache", "kv_cache_bytes_per_token"]
 
@@ -61,7 +62,7 @@ def kv_cache_bytes_per_token(
     return 2 * num_layers * num_kv_heads * head_dim * _dtype_bytes(owner, dtype)
 
 
-class KVCache:
+class KVCache(_CacheBase):
     """The keys and values of the tokens one attention layer has seen, or of its last ones.
 
     Pass it to a layer's forward pass, ``layer(x, cache=cache)``: the layer appends the
@@ -78,7 +79,14 @@ class KVCache:
     :attr:`seen_tokens` counts every token appended, dropped or not: the positions of
     new tokens continue from it, while ``len(cache)`` counts the tokens held. A cache
     without a window or chunk keeps every token and serves any layer (its mask picks
-    the keys); a rolling cache serves only a layer with its own window or chunk.
+    the keys); a rolling cache serves only a layer with its own window or chunk. It
+    implements :class:`~attention.KeyValueCache`.
+
+    :meth:`crop` goes back to fewer tokens seen (to retry a step, or reuse a prompt),
+    without copying or freeing anything. A rolling cache goes back only as far as it
+    still holds every key the next token sees: a window's cache not at all once it
+    has dropped tokens, a chunk's within the current chunk (a ``ValueError``
+    otherwise). ``crop(0)`` makes any of them as new.
 
     Parameters
     ----------
@@ -134,14 +142,15 @@ class KVCache:
     (3, 11)
     """
 
-    reindexes_positions = False
+    _holds = "a layer's keys and values"
+    _layers = ("GroupedQueryAttention", "LightningIndexer")
 
     def __init__(self, window: int | None = None, chunk: int | None = None) -> None:
+        super().__init__()
         self.window, self.chunk = _local_sizes(type(self).__name__, window, chunk)
         most = None if chunk is None else self.chunk - 1  # the most tokens ever kept
         most = most if window is None else self.window - 1
         self._storage = _Storage(most)
-        self._seen = 0
 
     @property
     def keys(self) -> torch.Tensor | None:
@@ -156,14 +165,6 @@ class KVCache:
     def __len__(self) -> int:
         """How many tokens the cache holds (fewer than :attr:`seen_tokens` once it rolls)."""
         return self._storage.length
-
-    @property
-    def seen_tokens(self) -> int:
-        """How many tokens have been appended in all, including those a rolling cache dropped.
-
-        The next token's position. It equals ``len(cache)`` until a window drops tokens.
-        """
-        return self._seen
 
     @property
     def shape(self) -> torch.Size | None:
@@ -218,35 +219,26 @@ class KVCache:
             self._storage.keep_last(self._seen - first)
         return keys, values
 
-    def crop(self, length: int) -> None:
-        """Forget every token from position ``length`` on (to retry a step, or reuse a prompt).
+    # crop(length) is the base's (see the class docstring); the next update writes
+    # over the forgotten tokens. crop(0) makes a new storage: keys None, any sizes.
 
-        ``length`` counts tokens seen, as :attr:`seen_tokens` does, which becomes
-        ``length``. Nothing is copied or freed: the next update writes over the
-        forgotten tokens. A rolling cache goes back only as far as it still holds
-        every key the next token sees: a window's cache not at all once it has
-        dropped tokens, a chunk's within the current chunk (a ``ValueError``
-        otherwise).
-        """
-        owner = type(self).__name__
-        length = _checks.positive_int(owner, "length", length)
-        dropped = self._seen - len(self)
-        if length > self._seen:
-            has = "holds" if not dropped else "has seen"
-            raise ValueError(
-                f"{owner}: cannot crop to {length} tokens, the cache {has} only {self._seen}"
-            )
-        first = _first_seen(length, self.window, self.chunk)
-        if dropped > first:
-            local = f"window={self.window}" if self.window is not None else f"chunk={self.chunk}"
-            raise ValueError(
-                f"{owner}: cannot crop to {length} tokens: the next token, at position "
-                f"{length}, would see the keys from position {first} on ({local}), but this "
-                f"rolling cache has seen {self._seen} tokens and dropped the first {dropped} "
-                f"of them; start a new {owner} to go back further"
-            )
-        self._storage.crop(length - dropped)
-        self._seen = length
+    def _why_not_crop(self, length: int) -> str | None:
+        dropped, first = self._seen - len(self), _first_seen(length, self.window, self.chunk)
+        if dropped <= first:
+            return None
+        local = f"window={self.window}" if self.window is not None else f"chunk={self.chunk}"
+        return (
+            f"the next token, at position {length}, would see the keys from position "
+            f"{first} on ({local}), but this rolling cache has seen {self._seen} tokens and "
+            f"dropped the first {dropped} of them; start a new {type(self).__name__} (or "
+            "crop to 0) to go back further"
+        )
+
+    def _forget(self, length: int) -> None:
+        if not length:
+            self._storage = _Storage(self._storage.most)
+        else:  # the tokens from `length` on are the last ones held
+            self._storage.crop(length - (self._seen - len(self)))
 
     def __repr__(self) -> str:
         shape = None if self.keys is None else tuple(self.keys.shape)

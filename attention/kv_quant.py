@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from attention import _checks
+from attention.cache import _CacheBase
 from attention.kv_cache import _check_new
 
 __all__ = ["QuantizedKV", "QuantizedKVCache", "quantize_kv"]
@@ -276,7 +277,7 @@ def _cat(first: QuantizedKV | None, more: QuantizedKV) -> QuantizedKV:
     )
 
 
-class QuantizedKVCache:
+class QuantizedKVCache(_CacheBase):
     """A key-value cache that keeps the newest tokens exact and the rest quantized.
 
     New tokens go into a full-precision *residual* part. Once it holds
@@ -293,8 +294,12 @@ class QuantizedKVCache:
     cache each step; a serving kernel reads the codes inside the attention kernel
     instead. ``transformers``' ``QuantizedCache`` re-quantizes its whole cache each
     time its residual fills up, and groups keys and values the same way. It keeps
-    every token (it implements :class:`~attention.Cache`, and serves a layer of any
-    window the way :class:`~attention.KVCache` without a window does).
+    every token (it implements :class:`~attention.KeyValueCache`, and serves a layer of
+    any window the way :class:`~attention.KVCache` without a window does).
+
+    :meth:`crop` inside the quantized part keeps its whole groups before the new
+    length; the tokens of the group cut in two go back to the residual as their
+    dequantized values (still within half a scale of the originals).
 
     Parameters
     ----------
@@ -326,10 +331,12 @@ class QuantizedKVCache:
     (2816, 5376)
     """
 
-    reindexes_positions = False
     window = chunk = None  # it keeps every token, as KVCache() does
+    _holds = "keys and values, the older ones quantized"
+    _layers = ("GroupedQueryAttention",)
 
     def __init__(self, bits: int = 8, group_size: int = 32, residual_length: int = 32) -> None:
+        super().__init__()
         owner = type(self).__name__
         self.bits = _bits(owner, bits)
         self.group_size = _checks.positive_int(owner, "group_size", group_size)
@@ -350,11 +357,6 @@ class QuantizedKVCache:
         """How many tokens the cache holds, quantized or exact."""
         residual = 0 if self.residual_keys is None else self.residual_keys.shape[-2]
         return self.quantized_tokens + residual
-
-    @property
-    def seen_tokens(self) -> int:
-        """How many tokens have been appended, ``len(cache)`` (nothing is dropped)."""
-        return len(self)
 
     @property
     def shape(self) -> torch.Size | None:
@@ -394,6 +396,7 @@ class QuantizedKVCache:
                 f"got {tuple(keys.shape)} and {tuple(values.shape)}"
             )
         keys, values = keys.detach(), values.detach()
+        self._seen += keys.shape[-2]
         if self.residual_keys is not None:  # (b, kv_heads, residual + num_new, head_dim)
             keys = torch.cat((self.residual_keys, keys), dim=-2)
             values = torch.cat((self.residual_values, values), dim=-2)
@@ -411,19 +414,10 @@ class QuantizedKVCache:
         old_keys, old_values = self._quantized.dequantize()
         return torch.cat((old_keys, keys), dim=-2), torch.cat((old_values, values), dim=-2)
 
-    def crop(self, length: int) -> None:
-        """Forget every token from position ``length`` on.
-
-        Cropping inside the quantized part keeps its whole groups before ``length``;
-        the tokens of the group cut in two go back to the residual as their
-        dequantized values (still within half a scale of the originals).
-        """
-        owner = type(self).__name__
-        length = _checks.positive_int(owner, "length", length)
-        if length > len(self):
-            raise ValueError(
-                f"{owner}: cannot crop to {length} tokens, the cache holds only {len(self)}"
-            )
+    def _forget(self, length: int) -> None:
+        if not length:
+            self._quantized = self.residual_keys = self.residual_values = None
+            return
         quantized = self.quantized_tokens
         if length >= quantized:
             keep = length - quantized

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from attention import _checks
+from attention.cache import _CacheBase, _check_cache
 from attention.kv_cache import _check_new, _dtype_bytes, _Storage
 from attention.masks import _causal_mask
 from attention.norms import RMSNorm
@@ -54,7 +55,7 @@ def latent_cache_bytes_per_token(
     return num_layers * (kv_lora_rank + qk_rope_head_dim) * _dtype_bytes(owner, dtype)
 
 
-class LatentCache:
+class LatentCache(_CacheBase):
     """What MLA caches per token: the latent and the shared rotary key.
 
     :meth:`update` appends the new tokens' :attr:`latent` ``(batch, num_new,
@@ -72,9 +73,11 @@ class LatentCache:
     (torch.Size([1, 3, 16]), torch.Size([1, 3, 4]), 80)
     """
 
-    reindexes_positions = False
+    _holds = "MLA's latent and RoPE keys"
+    _layers = ("MultiHeadLatentAttention",)
 
     def __init__(self) -> None:
+        super().__init__()
         self._storage = _Storage()
 
     @property
@@ -89,11 +92,6 @@ class LatentCache:
 
     def __len__(self) -> int:
         """How many tokens the cache holds."""
-        return self._storage.length
-
-    @property
-    def seen_tokens(self) -> int:
-        """How many tokens have been appended, ``len(cache)`` (nothing is dropped)."""
         return self._storage.length
 
     @property
@@ -117,17 +115,14 @@ class LatentCache:
         """
         owner, names = type(self).__name__, ("latent", "rope_keys")
         latent, rope_keys = _check_new(owner, latent, rope_keys, self.latent, self.rope_keys, names)
+        self._seen += latent.shape[-2]
         return self._storage.cat(latent, rope_keys)
 
-    def crop(self, length: int) -> None:
-        """Forget every token from position ``length`` on."""
-        owner = type(self).__name__
-        length = _checks.positive_int(owner, "length", length)
-        if length > len(self):
-            raise ValueError(
-                f"{owner}: cannot crop to {length} tokens, the cache holds only {len(self)}"
-            )
-        self._storage.crop(length)
+    def _forget(self, length: int) -> None:  # crop: it keeps every token, so it goes back
+        if not length:
+            self._storage = _Storage()  # as new: latent None, any sizes
+        else:
+            self._storage.crop(length)
 
     def __repr__(self) -> str:
         shape = None if self.latent is None else tuple(self.latent.shape)
@@ -221,8 +216,8 @@ class MultiHeadLatentAttention(nn.Module):
     48
     """
 
-    #: The cache ``forward`` takes, and why (for the error that refuses another one).
-    _cache_type = (LatentCache, " (it holds latents, not per-head keys and values)")
+    #: The cache ``forward`` takes, and its name in the error that refuses another one.
+    _cache_type = (LatentCache, "a LatentCache")
 
     def __init__(
         self,
@@ -314,7 +309,8 @@ class MultiHeadLatentAttention(nn.Module):
     def _project(
         self, x: object, cache: LatentCache | None, allowed: object = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        x, num_cached = _checks.cached_input(self, x, cache, *self._cache_type)
+        _check_cache(self, cache, *self._cache_type)
+        x, num_cached = _checks.cached_input(self, x, cache)
         batch, num_tokens, _ = x.shape
         if allowed is not None:
             owner, num_keys = type(self).__name__, num_cached + num_tokens

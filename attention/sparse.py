@@ -29,6 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention import _checks
+from attention.cache import _check_cache
 from attention.kv_cache import KVCache
 from attention.latent import LatentCache, MultiHeadLatentAttention
 from attention.masks import _causal_mask
@@ -390,11 +391,7 @@ class LightningIndexer(nn.Module):
             query may not see the key.
         """
         owner = type(self).__name__
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(
-                f"{owner}: cache must be a KVCache (holding the indexer's keys) or None, "
-                f"got {type(cache).__name__}"
-            )
+        _check_cache(self, cache, KVCache, "a KVCache (holding the indexer's keys)")
         x = _checks.module_input(self, x, d_in=self.d_in)
         batch, num_tokens, _ = x.shape
         num_cached = 0 if cache is None else cache.seen_tokens
@@ -440,6 +437,9 @@ class SparseLatentCache(LatentCache):
         index_head_dim)`` (:attr:`index_keys`), no values.
     """
 
+    _holds = "MLA's latent and RoPE keys and the indexer's keys"
+    _layers = ("SparseLatentAttention",)
+
     def __init__(self) -> None:
         super().__init__()
         self.indexer = KVCache()
@@ -454,9 +454,8 @@ class SparseLatentCache(LatentCache):
         """Bytes held by the latents, the rotary keys and the indexer's keys."""
         return super().nbytes + self.indexer.nbytes
 
-    def crop(self, length: int) -> None:
-        """Forget every token from position ``length`` on, in both caches."""
-        super().crop(length)
+    def _forget(self, length: int) -> None:  # crop, in both caches
+        super()._forget(length)
         self.indexer.crop(length)
 
 
@@ -503,7 +502,7 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     80
     """
 
-    _cache_type = (SparseLatentCache, " (it holds the indexer's keys too)")
+    _cache_type = (SparseLatentCache, "a SparseLatentCache (it holds the indexer's keys too)")
 
     def __init__(
         self,

@@ -2,12 +2,12 @@
 What a streaming cache keeps, and where it puts it
 ==================================================
 
-``StreamingCache(num_sinks, window)`` keeps the first ``num_sinks`` tokens of a
-stream and its last ``window`` ones (StreamingLLM). It also gives them new
+``StreamingCache(num_sinks, recent)`` keeps the first ``num_sinks`` tokens of a
+stream and its last ``recent`` ones (StreamingLLM). It also gives them new
 positions: the kept tokens sit at ``0, 1, ..., len(cache) - 1``, so a rotary model
 never sees a position past the cache's size, however long the stream. Left, which
-tokens a cache of 4 sinks and a window of 12 holds after each step of a 40-token
-stream; right, the position each kept token gets at the last step.
+tokens a cache of 4 sinks and the 12 most recent tokens holds after each step of a
+40-token stream; right, the position each kept token gets at the last step.
 """
 
 # %%
@@ -22,7 +22,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 steps = 40
 layer = GroupedQueryAttention(8, 8, 16, num_heads=2, num_kv_heads=1, rope_base=10000.0)
-cache = StreamingCache(num_sinks=4, window=12)
+cache = StreamingCache(num_sinks=4, recent=12)
 x = torch.randn(1, steps, 8)
 held = torch.zeros(steps, steps)
 with torch.no_grad():

@@ -1,12 +1,17 @@
 """Every per-sequence cache implements attention.Cache, and behaves as it says.
 
 The cache classes are discovered, not listed: every class the package exports whose
-name ends in "Cache" (but the protocol itself) must implement the protocol and have a
-case below, or be the multi-sequence PagedKVCache. So a new cache cannot be forgotten. For each one:
-seen_tokens, len and nbytes after a prefill and a decoding step (nbytes is the bytes
-of the tensors it holds), and crop, or crop's ValueError where it cannot go back (or,
-for CrossAttentionCache, whose context does not depend on the decoder's tokens, a crop
-that only sets the count back).
+name ends in "Cache" (but the two protocols) must implement the protocol and have a
+case below, or be the multi-sequence PagedKVCache. So a new cache cannot be forgotten.
+For each one: seen_tokens, len and nbytes after a prefill and a decoding step (nbytes
+is the bytes of the tensors it holds), and crop, or crop's ValueError where it cannot
+go back (or, for CrossAttentionCache, whose context does not depend on the decoder's
+tokens, a crop that only sets the count back); crop(0), which empties any cache.
+Those of keys and values, and only those, implement KeyValueCache.
+
+Every cache class against every layer that takes a cache: the right pairs decode, and
+a wrong pair raises a TypeError that names the layer the cache belongs to, leaving
+the cache as it was.
 No cache subclasses another only to pass a type check: KVCache has no subclass.
 """
 
@@ -25,9 +30,12 @@ from attention import (
     GatedDeltaNet,
     GatedDeltaNetCache,
     GroupedQueryAttention,
+    KeyValueCache,
     KVCache,
     LatentCache,
+    LightningIndexer,
     MultiHeadLatentAttention,
+    NoPEWithTemperature,
     PagedKVCache,
     QuantizedKVCache,
     SparseLatentAttention,
@@ -36,6 +44,7 @@ from attention import (
 )
 
 MULTI_SEQUENCE = {PagedKVCache}  # many sequences by id: update(seq_id, ...), nbytes
+PROTOCOLS = {Cache, KeyValueCache}
 
 
 def discovered() -> list[type]:
@@ -45,7 +54,7 @@ def discovered() -> list[type]:
             for name in attention.__all__
             if inspect.isclass(obj := getattr(attention, name))
             and name.endswith("Cache")
-            and obj is not Cache
+            and obj not in PROTOCOLS
         ),
         key=lambda cls: cls.__name__,
     )
@@ -116,7 +125,7 @@ CASES = {
     ],
     LatentCache: [(mla, LatentCache, lambda n: n, "crops")],
     SparseLatentCache: [(dsa, SparseLatentCache, lambda n: n, "crops")],
-    GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: n, "recurrent state")],
+    GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: 0, "recurrent state")],
     CrossAttentionCache: [(cross, CrossAttentionCache, lambda n: 3, "keeps the context")],
 }
 
@@ -125,6 +134,18 @@ def test_every_cache_class_is_discovered_and_has_a_case():
     found = set(discovered())
     assert found == set(CASES) | MULTI_SEQUENCE, "a cache class without a test case"
     assert {KVCache, StreamingCache, GatedDeltaNetCache} <= found  # discovery works
+
+
+KEY_VALUE = {KVCache, StreamingCache, QuantizedKVCache}
+
+
+@pytest.mark.parametrize("cls", [c for c in discovered() if c not in MULTI_SEQUENCE])
+def test_the_caches_of_keys_and_values_and_only_they_implement_key_value_cache(cls):
+    for _, make, _, _ in CASES[cls]:
+        cache = make()
+        assert isinstance(cache, KeyValueCache) == (cls in KEY_VALUE), cls
+        if cls in KEY_VALUE:
+            assert cache.window in (None, 4) and cache.chunk in (None, 4)
 
 
 @pytest.mark.parametrize("cls", [c for c in discovered() if c not in MULTI_SEQUENCE])
@@ -138,8 +159,9 @@ def test_every_per_sequence_cache_implements_the_protocol(cls):
 
 
 def test_no_cache_subclasses_another_to_pass_a_type_check():
-    """KVCache, StreamingCache and QuantizedKVCache share no base but the protocol.
-    SparseLatentCache extends LatentCache with its indexer's keys (shared code)."""
+    """KVCache, StreamingCache and QuantizedKVCache share no base but the protocols and
+    the private base that writes the members every cache shares. SparseLatentCache
+    extends LatentCache with its indexer's keys (shared code)."""
     for cls in discovered():
         bases = {base for base in cls.__mro__[1:] if base.__name__.endswith("Cache")}
         assert bases <= ({LatentCache} if cls is SparseLatentCache else set()), cls
@@ -183,6 +205,13 @@ def test_seen_len_nbytes_after_updates_and_crop(cls, case):
     beyond = cache.seen_tokens + 1
     with pytest.raises(ValueError, match=rf"^{cls.__name__}: cannot crop to {beyond} tokens"):
         cache.crop(beyond)
+    with pytest.raises(ValueError, match=rf"^{cls.__name__}: length must be an integer >= 0"):
+        cache.crop(-1)
+    cache.crop(0)  # every cache can empty itself, and then starts again
+    assert cache.seen_tokens == len(cache) == cache.nbytes == 0
+    with torch.no_grad():
+        fresh, again = layer(x[:, :2], cache=make_cache()), layer(x[:, :2], cache=cache)
+    assert torch.equal(fresh, again) and cache.seen_tokens == 2
 
 
 def test_a_fixed_state_stands_for_every_token_and_keeps_its_size():
@@ -191,7 +220,7 @@ def test_a_fixed_state_stands_for_every_token_and_keeps_its_size():
         layer(torch.randn(1, 5, 8), cache=cache)
         size = cache.nbytes
         layer(torch.randn(1, 40, 8), cache=cache)
-    assert len(cache) == cache.seen_tokens == 45 and cache.nbytes == size
+    assert len(cache) == 0 and cache.seen_tokens == 45 and cache.nbytes == size  # no token held
     with pytest.raises(ValueError, match=r"recurrent_state of the held one's shape"):
         cache.update(cache.conv_state, cache.recurrent_state[:, :1], 1)
 
@@ -202,3 +231,122 @@ def test_the_paged_cache_says_update_and_reports_its_pool_bytes():
     cache.add(0)
     cache.update(0, torch.ones(3, 1, 3), torch.ones(3, 1, 3))
     assert cache.num_tokens(0) == 3 and not hasattr(cache, "append")
+
+
+def nope() -> NoPEWithTemperature:
+    torch.manual_seed(0)
+    return NoPEWithTemperature(8, 8, 64, num_heads=2, num_kv_heads=1, attn_scale=0.1, floor_scale=2)
+
+
+def indexer():
+    """DeepSeek-V3.2's indexer, called as the layers are (its query latents made up)."""
+    torch.manual_seed(0)
+    layer = LightningIndexer(8, 4, num_heads=2, head_dim=4, qk_rope_head_dim=2)
+    return lambda x, cache: layer(x, torch.randn(*x.shape[:2], 4), cache=cache)
+
+
+# Every layer that takes a cache, and the cache classes it takes.
+LAYERS = {
+    "GroupedQueryAttention": (gqa, KEY_VALUE),
+    "NoPEWithTemperature": (nope, KEY_VALUE),  # a subclass takes what its base takes
+    "MultiHeadLatentAttention": (mla, {LatentCache}),
+    "SparseLatentAttention": (dsa, {SparseLatentCache}),
+    "GatedDeltaNet": (deltanet, {GatedDeltaNetCache}),
+    "CrossAttention": (cross, {CrossAttentionCache}),
+    "LightningIndexer": (indexer, {KVCache}),
+}
+# The layer each cache belongs to, which a wrong layer's error names.
+BELONGS = {
+    KVCache: "GroupedQueryAttention",
+    StreamingCache: "GroupedQueryAttention",
+    QuantizedKVCache: "GroupedQueryAttention",
+    LatentCache: "MultiHeadLatentAttention",
+    SparseLatentCache: "SparseLatentAttention",
+    GatedDeltaNetCache: "GatedDeltaNet",
+    CrossAttentionCache: "CrossAttention",
+}
+PAIRS = [(layer, cls) for layer in LAYERS for cls in CASES]
+
+
+def test_every_cache_belongs_to_a_layer_and_every_layer_takes_one():
+    assert set(BELONGS) == set(CASES)
+    assert all(name in LAYERS for name in BELONGS.values())
+    assert set().union(*(taken for _, taken in LAYERS.values())) == set(CASES)
+
+
+def state(cache) -> tuple:
+    """What a refusal must leave alone: the counts, the bytes, every held tensor."""
+    held = [t if t is None else t.clone() for t in held_tensors(cache)]
+    return cache.seen_tokens, len(cache), cache.nbytes, held
+
+
+def same_state(a: tuple, b: tuple) -> bool:
+    pairs = zip(a[3], b[3], strict=True)
+    return a[:3] == b[:3] and all(x is y or torch.equal(x, y) for x, y in pairs)
+
+
+@pytest.mark.parametrize(("layer_name", "cls"), PAIRS, ids=lambda v: getattr(v, "__name__", v))
+def test_every_layer_takes_its_caches_and_refuses_the_others_untouched(layer_name, cls):
+    make_layer, taken = LAYERS[layer_name]
+    layer, x = make_layer(), torch.randn(2, 3, 8)
+    if cls in taken:
+        cache = CASES[cls][0][1]()
+        with torch.no_grad():
+            layer(x, cache=cache)
+        assert cache.seen_tokens == 3
+        return
+    # A new cache, and one its own layer has filled: the wrong layer leaves both as they are.
+    own_layer, make_cache = CASES[cls][0][:2]
+    empty, filled = make_cache(), make_cache()
+    with torch.no_grad():
+        own_layer()(x[:, :2], cache=filled)
+    name = cls.__name__
+    expected = rf"^{layer_name}: cache must be .* or None, got {name}; {name} holds .*: "
+    for cache in (empty, filled):
+        before = state(cache)
+        with pytest.raises(TypeError, match=rf"{expected}pass it to {BELONGS[cls]}$"):
+            layer(x, cache=cache)
+        assert same_state(state(cache), before)
+
+
+def test_the_error_says_what_the_cache_holds_and_where_it_belongs():
+    with pytest.raises(TypeError) as refused:
+        gqa()(torch.randn(1, 2, 8), cache=LatentCache())
+    assert str(refused.value) == (
+        "GroupedQueryAttention: cache must be a KeyValueCache (KVCache, StreamingCache or "
+        "QuantizedKVCache) or None, got LatentCache; LatentCache holds MLA's latent and "
+        "RoPE keys: pass it to MultiHeadLatentAttention"
+    )
+
+
+class OwnCache:
+    """A cache of keys and values written outside the package: the protocol's members."""
+
+    reindexes_positions = False
+
+    def __init__(self):
+        self.window = self.chunk = None  # it keeps every token
+        self.inner = KVCache()
+
+    seen_tokens = property(lambda self: self.inner.seen_tokens)
+    nbytes = property(lambda self: self.inner.nbytes)
+
+    def __len__(self):
+        return len(self.inner)
+
+    def crop(self, length):
+        self.inner.crop(length)
+
+    def update(self, keys, values):
+        return self.inner.update(keys, values)
+
+
+def test_a_key_value_cache_of_ones_own_serves_the_layer_and_one_without_window_does_not():
+    layer, x = gqa(), torch.randn(1, 4, 8)
+    with torch.no_grad():
+        assert torch.equal(layer(x, cache=OwnCache()), layer(x, cache=KVCache()))
+    windowless = OwnCache()
+    del windowless.window  # no longer a KeyValueCache: refused, with no layer to name
+    with pytest.raises(TypeError, match=r"KeyValueCache .* or None, got OwnCache$"):
+        layer(x, cache=windowless)
+    assert windowless.seen_tokens == 0

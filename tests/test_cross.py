@@ -405,7 +405,7 @@ def test_a_filled_cache_refuses_another_context_and_a_second_fill():
     LAYER(X, CONTEXT, cache=cache)  # the same number of tokens: accepted, not read
     with pytest.raises(ValueError, match=r"^CrossAttentionCache: expected keys and values at "):
         cache.update(cache.keys, cache.values, 1)
-    with pytest.raises(ValueError, match=r"^CrossAttentionCache: cannot crop to 7 tokens, the"):
+    with pytest.raises(ValueError, match=r"^CrossAttentionCache: cannot crop to 7 tokens: the"):
         cache.crop(7)
     bad_mask = torch.ones(2, 3, 4, dtype=torch.bool)
     seen = cache.seen_tokens

@@ -339,7 +339,7 @@ def test_bad_inputs_name_what_was_expected_and_given():
         gqa(torch.randn(1, 3, 5))
     with pytest.raises(ValueError, match=r"got 5 tokens.*context_length=4"):
         gqa(torch.randn(1, 5, 8))
-    with pytest.raises(TypeError, match=r"cache must be a Cache or None, got dict"):
+    with pytest.raises(TypeError, match=r"cache must be a KeyValueCache .* or None, got dict$"):
         gqa(torch.randn(1, 2, 8), cache={})
     with pytest.raises(
         ValueError, match=r"weights are torch.float32 but the input is torch.float64"

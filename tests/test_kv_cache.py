@@ -124,8 +124,14 @@ def test_crop_forgets_the_last_tokens():
     cache.update(torch.zeros(1, 2, 4, 3), torch.ones(1, 2, 4, 3))
     cache.crop(2)
     assert cache.shape == (1, 2, 2, 3) and cache.nbytes == 2 * 2 * 2 * 3 * 4
-    with pytest.raises(ValueError, match=r"cannot crop to 3 tokens, the cache holds only 2"):
+    with pytest.raises(
+        ValueError, match=r"^KVCache: cannot crop to 3 tokens: the cache has seen only 2$"
+    ):
         cache.crop(3)
+    with pytest.raises(ValueError, match=r"^KVCache: length must be an integer >= 0"):
+        cache.crop(-1)
+    cache.crop(0)  # empties it, as new
+    assert cache.keys is None and cache.seen_tokens == len(cache) == cache.nbytes == 0
 
 
 @pytest.mark.parametrize(

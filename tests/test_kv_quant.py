@@ -276,7 +276,7 @@ def test_bad_arguments_are_rejected_with_their_names():
     cache.update(x, x)
     with expect("QuantizedKVCache: new keys of shape (1, 1, 1, 3)"):
         cache.update(torch.zeros(1, 1, 1, 3), torch.zeros(1, 1, 1, 3))
-    with expect("QuantizedKVCache: cannot crop to 9 tokens, the cache holds only 4"):
+    with expect("QuantizedKVCache: cannot crop to 9 tokens: the cache has seen only 4"):
         cache.crop(9)
 
 

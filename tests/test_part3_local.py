@@ -243,7 +243,7 @@ def test_crop_counts_positions_and_cannot_reach_dropped_tokens():
         r"and dropped the first 7 of them; start a new KVCache",
     ):
         cache.crop(6)
-    with pytest.raises(ValueError, match=r"cannot crop to 11 tokens, the cache has seen only 10"):
+    with pytest.raises(ValueError, match=r"cannot crop to 11 tokens: the cache has seen only 10"):
         cache.crop(11)
     cache.crop(10)  # nothing to forget
     assert cache.seen_tokens == 10 and cache.keys.flatten().tolist() == [7.0, 8.0, 9.0]
@@ -262,6 +262,9 @@ def test_a_window_cache_cannot_go_back_once_it_rolled():
     ):
         cache.crop(9)
     assert cache.seen_tokens == 10 and len(cache) == 3  # unchanged by the refused crop
+    cache.crop(0)  # but back to nothing it always goes, as a new cache
+    x = torch.randn(1, 5, 8)
+    torch.testing.assert_close(gqa(x, cache=cache), gqa(x, cache=KVCache(window=4)))
     young = KVCache(window=4)
     gqa(torch.randn(1, 3, 8), cache=young)
     young.crop(1)

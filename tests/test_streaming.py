@@ -1,4 +1,4 @@
-"""StreamingCache: it keeps exactly the first num_sinks and the last window tokens, in
+"""StreamingCache: it keeps exactly the first num_sinks and the last `recent` tokens, in
 order; a module decoding with it equals attention over the kept tokens alone, at
 positions 0 ... len - 1 (StreamingLLM's re-indexing); errors.
 
@@ -23,25 +23,25 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 F64 = torch.float64
 
 
-def kept_positions(seen: int, num_sinks: int, window: int) -> list[int]:
-    if seen <= num_sinks + window:
+def kept_positions(seen: int, num_sinks: int, recent: int) -> list[int]:
+    if seen <= num_sinks + recent:
         return list(range(seen))
-    return list(range(num_sinks)) + list(range(seen - window, seen))
+    return list(range(num_sinks)) + list(range(seen - recent, seen))
 
 
 @given(
     num_sinks=st.integers(0, 4),
-    window=st.integers(1, 6),
+    recent=st.integers(1, 6),
     pieces=st.lists(st.integers(1, 9), min_size=1, max_size=8),
 )
-def test_keeps_exactly_the_sinks_and_the_window_in_order(num_sinks, window, pieces):
-    cache = StreamingCache(num_sinks, window)
+def test_keeps_exactly_the_sinks_and_the_recent_tokens_in_order(num_sinks, recent, pieces):
+    cache = StreamingCache(num_sinks, recent)
     seen = 0
     for size in pieces:
         # each token's key is its position; its value, minus the position
         positions = torch.arange(seen, seen + size, dtype=F64).view(1, 1, size, 1)
         new = positions.expand(1, 2, size, 3), -positions.expand(1, 2, size, 3)
-        if seen + size > num_sinks + window and size > window:
+        if seen + size > num_sinks + recent and size > recent:
             # some new tokens would leave at once, though a layer's queries need them
             with expect(f"StreamingCache: {size} new tokens would push some of themselves out"):
                 cache.update(*new)
@@ -49,27 +49,27 @@ def test_keeps_exactly_the_sinks_and_the_window_in_order(num_sinks, window, piec
             continue
         keys, values = cache.update(*new)
         seen += size
-        expected = kept_positions(seen, num_sinks, window)
+        expected = kept_positions(seen, num_sinks, recent)
         assert cache.positions == expected
         assert keys[0, 1, :, 2].tolist() == expected
         assert values[0, 0, :, 0].tolist() == [-p for p in expected]
         assert torch.equal(keys, cache.keys) and torch.equal(values, cache.values)
-        assert cache.seen_tokens == seen and len(cache) == len(expected) <= num_sinks + window
+        assert cache.seen_tokens == seen and len(cache) == len(expected) <= num_sinks + recent
 
 
 @given(
     num_sinks=st.integers(0, 3),
-    window=st.integers(1, 5),
+    recent=st.integers(1, 5),
     num_tokens=st.integers(1, 16),
     num_kv_heads=st.integers(1, 2),
     rope=st.booleans(),
     seed=st.integers(0, 2**16),
 )
 def test_decoding_equals_attention_over_the_kept_tokens_at_positions_from_zero(
-    num_sinks, window, num_tokens, num_kv_heads, rope, seed
+    num_sinks, recent, num_tokens, num_kv_heads, rope, seed
 ):
     torch.manual_seed(seed)
-    capacity = num_sinks + window
+    capacity = num_sinks + recent
     gqa = (
         GroupedQueryAttention(
             8,
@@ -83,12 +83,12 @@ def test_decoding_equals_attention_over_the_kept_tokens_at_positions_from_zero(
         .eval()
     )
     x = torch.randn(1, num_tokens, 8, dtype=F64)
-    cache = StreamingCache(num_sinks, window)
+    cache = StreamingCache(num_sinks, recent)
     first = min(num_tokens, capacity)  # a prefill that fits, then one token at a time
     gqa(x[:, :first], cache=cache)
     for t in range(first, num_tokens):
         out = gqa(x[:, t : t + 1], cache=cache)
-        kept = kept_positions(t + 1, num_sinks, window)
+        kept = kept_positions(t + 1, num_sinks, recent)
         assert cache.positions == kept
         reference = gqa(x[:, kept])[:, -1:]  # the kept tokens alone, positions 0 ... len - 1
         torch.testing.assert_close(out, reference, **EXACT)
@@ -96,18 +96,18 @@ def test_decoding_equals_attention_over_the_kept_tokens_at_positions_from_zero(
 
 @given(
     num_sinks=st.integers(0, 3),
-    window=st.integers(2, 6),
+    recent=st.integers(2, 6),
     pieces=st.lists(st.integers(1, 6), min_size=1, max_size=5),
     seed=st.integers(0, 2**16),
 )
-def test_several_new_tokens_see_the_cache_as_it_is_after_the_call(num_sinks, window, pieces, seed):
+def test_several_new_tokens_see_the_cache_as_it_is_after_the_call(num_sinks, recent, pieces, seed):
     torch.manual_seed(seed)
-    capacity = num_sinks + window
+    capacity = num_sinks + recent
     gqa = GroupedQueryAttention(4, 4, capacity, num_heads=2, num_kv_heads=1, rope_base=50.0)
     gqa = gqa.to(F64).eval()
-    pieces = [min(p, window) for p in pieces]
+    pieces = [min(p, recent) for p in pieces]
     x = torch.randn(1, sum(pieces), 4, dtype=F64)
-    cache, start = StreamingCache(num_sinks, window), 0
+    cache, start = StreamingCache(num_sinks, recent), 0
     for size in pieces:
         out = gqa(x[:, start : start + size], cache=cache)
         start += size
@@ -149,27 +149,31 @@ def test_crop_before_eviction_only():
         "StreamingCache: cannot crop to 3 tokens: the cache has seen 5 tokens and evicted 1"
     ):
         cache.crop(3)
+    cache.crop(5)  # where it is: nothing to forget
+    cache.crop(0)  # empties it, evicted tokens or not
+    assert cache.keys is None and cache.seen_tokens == len(cache) == cache.nbytes == 0
+    assert (cache.window, cache.chunk, cache.recent) == (None, None, 3)
 
 
 @pytest.mark.parametrize(
     "kwargs, message, error",
     [
         (
-            {"num_sinks": -1, "window": 4},
+            {"num_sinks": -1, "recent": 4},
             "StreamingCache: num_sinks must be an integer >= 0",
             ValueError,
         ),
         (
-            {"num_sinks": 1.5, "window": 4},
+            {"num_sinks": 1.5, "recent": 4},
             "StreamingCache: num_sinks must be an integer >= 0",
             TypeError,
         ),
         (
-            {"num_sinks": True, "window": 4},
+            {"num_sinks": True, "recent": 4},
             "StreamingCache: num_sinks must be an integer >= 0",
             TypeError,
         ),
-        ({"num_sinks": 4, "window": 0}, "StreamingCache: window", ValueError),
+        ({"num_sinks": 4, "recent": 0}, "StreamingCache: recent", ValueError),
     ],
 )
 def test_bad_sizes_are_rejected_with_their_names(kwargs, message, error):
@@ -198,19 +202,19 @@ def test_module_errors_name_what_is_wrong():
         cache.update(torch.zeros(1, 1, 1, 3), torch.zeros(1, 1, 1, 3))
 
 
-@given(num_sinks=st.integers(0, 3), window=st.integers(1, 5), extra=st.integers(0, 12))
+@given(num_sinks=st.integers(0, 3), recent=st.integers(1, 5), extra=st.integers(0, 12))
 def test_rotating_at_the_cache_index_equals_sinkcache_rotating_back_by_the_shift(
-    num_sinks, window, extra
+    num_sinks, recent, extra
 ):
     # transformers' former SinkCache held keys rotated at their text positions and,
     # as tokens left, rotated the kept ones back by how far they moved. Rotations
     # compose, so that is the rotation at the cache index that the module applies.
-    torch.manual_seed(num_sinks * 100 + window * 10 + extra)
-    seen = num_sinks + window + extra
+    torch.manual_seed(num_sinks * 100 + recent * 10 + extra)
+    seen = num_sinks + recent + extra
     raw = torch.randn(1, 2, seen, 6, dtype=F64)  # keys before RoPE
-    cache = StreamingCache(num_sinks, window)
-    cache.update(raw[..., : num_sinks + window, :], raw[..., : num_sinks + window, :])
-    for t in range(num_sinks + window, seen):  # then one token at a time
+    cache = StreamingCache(num_sinks, recent)
+    cache.update(raw[..., : num_sinks + recent, :], raw[..., : num_sinks + recent, :])
+    for t in range(num_sinks + recent, seen):  # then one token at a time
         cache.update(raw[..., t : t + 1, :], raw[..., t : t + 1, :])
     positions = torch.tensor(cache.positions)
     index = torch.arange(len(cache))
