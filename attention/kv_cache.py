@@ -21,12 +21,6 @@ from attention.cache import _CacheBase
 __all__ = ["KVCache", "kv_cache_bytes_per_token"]
 
 
-def _dtype_bytes(owner: str, dtype: object) -> int:
-    if isinstance(dtype, torch.dtype):
-        return dtype.itemsize
-    return _checks.positive_int(owner, "dtype (a torch.dtype or a number of bytes)", dtype)
-
-
 def kv_cache_bytes_per_token(
     num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype | int = torch.float32
 ) -> int:
@@ -59,7 +53,7 @@ def kv_cache_bytes_per_token(
     num_layers = _checks.positive_int(owner, "num_layers", num_layers)
     num_kv_heads = _checks.positive_int(owner, "num_kv_heads", num_kv_heads)
     head_dim = _checks.positive_int(owner, "head_dim", head_dim)
-    return 2 * num_layers * num_kv_heads * head_dim * _dtype_bytes(owner, dtype)
+    return 2 * num_layers * num_kv_heads * head_dim * _checks.dtype_bytes(owner, dtype)
 
 
 class KVCache(_CacheBase):

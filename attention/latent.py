@@ -22,7 +22,7 @@ from torch import nn
 
 from attention import _checks
 from attention.cache import _CacheBase, _check_cache
-from attention.kv_cache import _check_new, _dtype_bytes, _Storage
+from attention.kv_cache import _check_new, _Storage
 from attention.masks import _causal_mask
 from attention.norms import RMSNorm
 from attention.rope import Rotary, _softmax_mscale
@@ -52,7 +52,7 @@ def latent_cache_bytes_per_token(
     num_layers = _checks.positive_int(owner, "num_layers", num_layers)
     kv_lora_rank = _checks.positive_int(owner, "kv_lora_rank", kv_lora_rank)
     qk_rope_head_dim = _checks.positive_int(owner, "qk_rope_head_dim", qk_rope_head_dim)
-    return num_layers * (kv_lora_rank + qk_rope_head_dim) * _dtype_bytes(owner, dtype)
+    return num_layers * (kv_lora_rank + qk_rope_head_dim) * _checks.dtype_bytes(owner, dtype)
 
 
 class LatentCache(_CacheBase):
