@@ -44,14 +44,17 @@ def dtype_bytes(owner: str, dtype: object) -> int:
     return positive_int(owner, "dtype (a torch.dtype or a number of bytes)", dtype)
 
 
-def sizes(module: object, **values: object) -> None:
-    """Set each of ``values`` (say ``d_in=3``) on ``module``, in order, as a positive int.
+def sizes(owner: str, **values: object) -> tuple[int, ...]:
+    """Each of ``values`` (say ``d_in=3``), in order, checked as a positive int.
 
-    Raises as :func:`positive_int` does, naming ``module``'s class.
+    Raises as :func:`positive_int` does, naming ``owner``. A constructor assigns what
+    it returns in plain sight: ``self.d_in, self.d_out = sizes(owner, d_in=d_in,
+    d_out=d_out)``.
+
+    >>> sizes("Layer", d_in=3, d_out=2)
+    (3, 2)
     """
-    owner = type(module).__name__
-    for name, value in values.items():
-        setattr(module, name, positive_int(owner, name, value))
+    return tuple(positive_int(owner, name, value) for name, value in values.items())
 
 
 def flag(owner: str, name: str, value: object, meaning: str) -> bool:
@@ -134,24 +137,26 @@ def heads_divide(owner: str, d_out: int, num_heads: int) -> None:
 
 
 def multi_head_arguments(
-    module: object,
+    owner: str,
     d_in: object,
     d_out: object,
     context_length: object,
     num_heads: object,
     dropout: object,
-) -> float:
+) -> tuple[int, int, int, int, int, float]:
     """MultiHeadAttention's argument checks, in its order, for it and its rewrites.
 
-    Sets ``d_in``, ``d_out``, ``context_length``, ``num_heads`` and ``head_dim`` on
-    ``module`` and returns the dropout rate; the errors name ``module``'s class.
+    Returns ``(d_in, d_out, context_length, num_heads, head_dim, dropout)``, checked;
+    the errors name ``owner``.
+
+    >>> multi_head_arguments("MHA", 3, 4, 6, 2, 0.0)
+    (3, 4, 6, 2, 2, 0.0)
     """
-    owner = type(module).__name__
-    sizes(module, d_in=d_in, d_out=d_out, context_length=context_length, num_heads=num_heads)
-    dropout = dropout_rate(owner, dropout)
-    heads_divide(owner, d_out, num_heads)
-    module.head_dim = d_out // num_heads
-    return dropout
+    checked = sizes(owner, d_in=d_in, d_out=d_out, context_length=context_length)
+    (heads,) = sizes(owner, num_heads=num_heads)
+    rate = dropout_rate(owner, dropout)
+    heads_divide(owner, checked[1], heads)
+    return (*checked, heads, checked[1] // heads, rate)
 
 
 def float_tensor(

@@ -54,8 +54,11 @@ class CausalAttention(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         super().__init__()
-        _checks.sizes(self, d_in=d_in, d_out=d_out, context_length=context_length)
-        dropout = _checks.dropout_rate(type(self).__name__, dropout)
+        owner = type(self).__name__
+        self.d_in, self.d_out, self.context_length = _checks.sizes(
+            owner, d_in=d_in, d_out=d_out, context_length=context_length
+        )
+        dropout = _checks.dropout_rate(owner, dropout)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

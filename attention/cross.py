@@ -190,8 +190,12 @@ class CrossAttention(nn.Module):
         super().__init__()
         owner = type(self).__name__
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        sizes = {"d_in": d_in, "d_context": d_context, "d_out": d_out}
-        _checks.sizes(self, **sizes, num_heads=num_heads, num_kv_heads=num_kv_heads)
+        self.d_in, self.d_context, self.d_out = _checks.sizes(
+            owner, d_in=d_in, d_context=d_context, d_out=d_out
+        )
+        self.num_heads, self.num_kv_heads = _checks.sizes(
+            owner, num_heads=num_heads, num_kv_heads=num_kv_heads
+        )
         _checks.heads_divide(owner, d_out, num_heads)
         what = "num_heads must be divisible by num_kv_heads so that each key/value head serves"
         _checks.divides(

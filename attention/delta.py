@@ -540,15 +540,15 @@ class GatedDeltaNet(nn.Module):
         chunk_size: int = 64,
     ):
         super().__init__()
-        _checks.sizes(
-            self,
-            d_in=d_in,
-            num_key_heads=num_key_heads,
-            num_value_heads=num_value_heads,
-            key_head_dim=key_head_dim,
-            value_head_dim=value_head_dim,
-            conv_size=conv_size,
-            chunk_size=chunk_size,
+        owner = type(self).__name__
+        self.d_in, self.num_key_heads, self.num_value_heads = _checks.sizes(
+            owner, d_in=d_in, num_key_heads=num_key_heads, num_value_heads=num_value_heads
+        )
+        self.key_head_dim, self.value_head_dim = _checks.sizes(
+            owner, key_head_dim=key_head_dim, value_head_dim=value_head_dim
+        )
+        self.conv_size, self.chunk_size = _checks.sizes(
+            owner, conv_size=conv_size, chunk_size=chunk_size
         )
         what = (
             "num_value_heads must be a multiple of num_key_heads (each query/key head serves "

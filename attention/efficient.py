@@ -192,7 +192,10 @@ class _Arguments(_FromModule, nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         args = (d_in, d_out, context_length, num_heads, dropout)
-        self.dropout_p = _checks.multi_head_arguments(self, *args)
+        self.d_in, self.d_out, self.context_length, self.num_heads, self.head_dim, dropout = (
+            _checks.multi_head_arguments(type(self).__name__, *args)
+        )
+        self.dropout_p = dropout
 
 
 class TorchMHAAdapter(_Arguments):

@@ -252,8 +252,12 @@ class GroupedQueryAttention(nn.Module):
         owner = type(self).__name__
         _refuse_removed(owner, removed)
         _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
-        sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
-        _checks.sizes(self, **sizes, num_heads=num_heads, num_kv_heads=num_kv_heads)
+        self.d_in, self.d_out, self.context_length = _checks.sizes(
+            owner, d_in=d_in, d_out=d_out, context_length=context_length
+        )
+        self.num_heads, self.num_kv_heads = _checks.sizes(
+            owner, num_heads=num_heads, num_kv_heads=num_kv_heads
+        )
         dropout = _checks.dropout_rate(owner, dropout)
         if head_dim is None:
             _checks.heads_divide(owner, d_out, num_heads)

@@ -54,7 +54,9 @@ class Head(nn.Module):
 
     def __init__(self, n_embd: int, head_size: int, block_size: int, dropout: float = 0.0):
         super().__init__()
-        _checks.sizes(self, n_embd=n_embd, head_size=head_size, block_size=block_size)
+        self.n_embd, self.head_size, self.block_size = _checks.sizes(
+            type(self).__name__, n_embd=n_embd, head_size=head_size, block_size=block_size
+        )
         self.key = nn.Linear(n_embd, head_size, bias=False)
         self.query = nn.Linear(n_embd, head_size, bias=False)
         self.value = nn.Linear(n_embd, head_size, bias=False)

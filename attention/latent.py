@@ -247,16 +247,17 @@ class MultiHeadLatentAttention(nn.Module):
         )
         _checks.flag(owner, "qkv_bias", qkv_bias, "whether W_dq, W_dkv and W_kr have a bias")
         _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
-        _checks.sizes(
-            self,
-            d_in=d_in,
-            d_out=d_out,
-            context_length=context_length,
-            num_heads=num_heads,
-            kv_lora_rank=kv_lora_rank,
-            qk_nope_head_dim=qk_nope_head_dim,
-            qk_rope_head_dim=qk_rope_head_dim,
-            v_head_dim=v_head_dim,
+        self.d_in, self.d_out, self.context_length, self.num_heads = _checks.sizes(
+            owner, d_in=d_in, d_out=d_out, context_length=context_length, num_heads=num_heads
+        )
+        self.kv_lora_rank, self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim = (
+            _checks.sizes(
+                owner,
+                kv_lora_rank=kv_lora_rank,
+                qk_nope_head_dim=qk_nope_head_dim,
+                qk_rope_head_dim=qk_rope_head_dim,
+                v_head_dim=v_head_dim,
+            )
         )
         self.q_lora_rank = None
         if q_lora_rank is not None:

@@ -46,9 +46,11 @@ class MultiHeadAttentionWrapper(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        sizes = {"d_in": d_in, "d_out": d_out, "context_length": context_length}
-        _checks.sizes(self, **sizes, num_heads=num_heads)
-        _checks.dropout_rate(type(self).__name__, dropout)
+        owner = type(self).__name__
+        self.d_in, self.d_out, self.context_length, self.num_heads = _checks.sizes(
+            owner, d_in=d_in, d_out=d_out, context_length=context_length, num_heads=num_heads
+        )
+        _checks.dropout_rate(owner, dropout)
         self.heads = nn.ModuleList(
             CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
             for _ in range(num_heads)
@@ -107,10 +109,12 @@ class MultiHeadAttention(nn.Module):
         self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, *, out_bias=True
     ):
         super().__init__()
-        # Sets d_in, d_out, context_length, num_heads and head_dim, or raises.
+        owner = type(self).__name__
         args = (d_in, d_out, context_length, num_heads, dropout)
-        dropout = _checks.multi_head_arguments(self, *args)
-        _checks.flag(type(self).__name__, "out_bias", out_bias, "whether out_proj has a bias")
+        self.d_in, self.d_out, self.context_length, self.num_heads, self.head_dim, dropout = (
+            _checks.multi_head_arguments(owner, *args)
+        )
+        _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

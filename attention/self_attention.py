@@ -45,7 +45,8 @@ class SelfAttentionV1(nn.Module):
 
     def __init__(self, d_in: int, d_out: int):
         super().__init__()
-        _checks.sizes(self, d_in=d_in, d_out=d_out)
+        owner = type(self).__name__
+        self.d_in, self.d_out = _checks.sizes(owner, d_in=d_in, d_out=d_out)
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
@@ -134,7 +135,8 @@ class SelfAttentionV2(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         super().__init__()
-        _checks.sizes(self, d_in=d_in, d_out=d_out)
+        owner = type(self).__name__
+        self.d_in, self.d_out = _checks.sizes(owner, d_in=d_in, d_out=d_out)
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

@@ -64,7 +64,9 @@ class SharedKVAttention(nn.Module):
         scale: float | None = None,
     ):
         super().__init__()
-        _checks.sizes(self, d_in=d_in, d_out=d_out, num_heads=num_heads, head_dim=head_dim)
+        self.d_in, self.d_out, self.num_heads, self.head_dim = _checks.sizes(
+            type(self).__name__, d_in=d_in, d_out=d_out, num_heads=num_heads, head_dim=head_dim
+        )
         if window is not None:
             window = _checks.positive_int(type(self).__name__, "window", window)
         self.rotary, self.window, self.scale = rotary, window, scale

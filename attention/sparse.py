@@ -339,13 +339,11 @@ class LightningIndexer(nn.Module):
     ):
         super().__init__()
         owner = type(self).__name__
-        _checks.sizes(
-            self,
-            d_in=d_in,
-            q_lora_rank=q_lora_rank,
-            num_heads=num_heads,
-            head_dim=head_dim,
-            qk_rope_head_dim=qk_rope_head_dim,
+        self.d_in, self.q_lora_rank, self.num_heads = _checks.sizes(
+            owner, d_in=d_in, q_lora_rank=q_lora_rank, num_heads=num_heads
+        )
+        self.head_dim, self.qk_rope_head_dim = _checks.sizes(
+            owner, head_dim=head_dim, qk_rope_head_dim=qk_rope_head_dim
         )
         if qk_rope_head_dim % 2 or qk_rope_head_dim > head_dim:
             raise ValueError(
