@@ -11,7 +11,7 @@ cache keeps. Every distinction is made by shape or text as well as by colour.
 * :func:`ink`, black or white text, whichever reads better on a colour;
 * :func:`labelled_texts`, what a diagram wrote, by gid, to read or to test;
 * the primitives every diagram draws with (a canvas in inches, text, boxes, arrows,
-  cells), and the checks of the figures' arguments, through :mod:`attention._checks`
+  cells), and the checks of the figures' arguments, through ``attention._checks``
   so that a wrong type raises a ``TypeError`` and a wrong value a ``ValueError``, as
   everywhere in the package. These are private to :mod:`attention.figures`.
 
@@ -65,9 +65,9 @@ __all__ = [
 
 # -- The palette -----------------------------------------------------------------------
 
-#: Background of every figure: opaque, so the image reads on dark pages too.
+#: Background of every figure, opaque so that the image reads on dark pages too.
 FACECOLOR = "white"
-#: Masked cells: a light neutral grey, a colour viridis and its kin never use...
+#: Masked cells are a light neutral grey, a colour viridis and its kin never use...
 MASKED_COLOR = "#e4e4e4"
 #: ...crossed by darker hatching, so they differ from any weight in shape, not just colour.
 MASKED_HATCH_COLOR = "#9a9a9a"
@@ -77,13 +77,13 @@ MASKED_HATCH = "///"
 #: Dark text and lines.
 INK = "#222222"
 
-#: Grey, for what is secondary: stages ahead, axes' numbers, notes.
+#: Grey, for what is secondary (stages ahead, notes, the axes' numbers).
 MUTED = "#8a8a8a"
 
-#: The stage a page is about: a dark fill with white text.
+#: The stage a page is about, a dark fill with white text.
 CURRENT = "#31688e"
 
-#: Stages already covered: a pale tint of the same blue.
+#: Stages already covered, a pale tint of the same blue.
 DONE = "#dbe7f1"
 
 #: Fills for heads 1, 2, ...; heads after the first are also hatched, so they differ
@@ -131,10 +131,10 @@ LAYER_LABELS = {
 #: packing and chunk diagrams (the sequence's id is written too).
 SEQUENCE_FILLS = ("#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99")
 
-#: A block that several sequences share: grey, and hatched.
+#: A block that several sequences share, grey and hatched.
 SHARED_FILL = "#dddddd"
 
-#: Signed values (states, errors, scores): a diverging map, 0 white-ish in the middle.
+#: The colormap of signed values (states, errors, scores), diverging from 0 in the middle.
 SIGNED_CMAP = "RdBu_r"
 
 
