@@ -11,6 +11,8 @@ the wrong shape or dtype) raises a ``ValueError``.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
+from itertools import pairwise
 
 import torch
 
@@ -325,3 +327,54 @@ def bool_mask(owner: str, allowed: object, expected: str, *shapes: tuple[int, ..
         )
     if tuple(allowed.shape) not in shapes:
         raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
+
+
+def sequence_lengths(owner: str, cu_seqlens: object, total_tokens: int | None = None) -> list[int]:
+    """Check ``cu_seqlens`` (packed sequences' bounds) and return each sequence's length.
+
+    ``cu_seqlens`` is 0, then the running total of the lengths, as a list of ints or a
+    1-D integer tensor (:func:`~attention.varlen_attention`'s layout). ``total_tokens``:
+    what the last entry must be; ``None`` takes whatever it is.
+    """
+    if isinstance(cu_seqlens, torch.Tensor):
+        if (
+            cu_seqlens.is_floating_point()
+            or cu_seqlens.is_complex()
+            or cu_seqlens.dtype == torch.bool
+        ):
+            raise ValueError(
+                f"{owner}: cu_seqlens must hold integers, got a tensor of {cu_seqlens.dtype}"
+            )
+        if cu_seqlens.dim() != 1:
+            raise ValueError(
+                f"{owner}: cu_seqlens must be 1-D, (num_sequences + 1,), got shape "
+                f"{tuple(cu_seqlens.shape)}"
+            )
+        bounds = cu_seqlens.tolist()
+    elif isinstance(cu_seqlens, Sequence) and not isinstance(cu_seqlens, str | bytes):
+        what = "cu_seqlens must hold integers"
+        bounds = [whole_number(owner, b, what) for b in cu_seqlens]
+    else:
+        raise TypeError(
+            f"{owner}: cu_seqlens must be a list or a 1-D integer tensor, "
+            f"got {type(cu_seqlens).__name__}"
+        )
+    if len(bounds) < 2:
+        raise ValueError(
+            f"{owner}: cu_seqlens must hold at least two entries, 0 and the end of the first "
+            f"sequence, got {bounds}"
+        )
+    if bounds[0] != 0:
+        raise ValueError(f"{owner}: cu_seqlens must start at 0, got {bounds[0]} (in {bounds})")
+    for i, (start, end) in enumerate(pairwise(bounds)):
+        if end <= start:
+            raise ValueError(
+                f"{owner}: cu_seqlens must increase strictly (every sequence has at least "
+                f"one token), got cu_seqlens[{i}]={start} and cu_seqlens[{i + 1}]={end}"
+            )
+    if total_tokens is not None and bounds[-1] != total_tokens:
+        raise ValueError(
+            f"{owner}: cu_seqlens must end at total_tokens={total_tokens}, the packed "
+            f"tokens in q, got {bounds[-1]} (in {bounds})"
+        )
+    return [end - start for start, end in pairwise(bounds)]

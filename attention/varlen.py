@@ -23,7 +23,6 @@ about 15, 8 heads of 64 dimensions, one thread).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 
 import torch
 
@@ -31,55 +30,6 @@ from attention import _checks
 from attention.step import _attend
 
 __all__ = ["varlen_attention", "varlen_mask"]
-
-
-def _lengths(owner: str, cu_seqlens: object, total_tokens: int | None) -> list[int]:
-    """Check ``cu_seqlens`` and return each sequence's length.
-
-    ``total_tokens``: what the last entry must be; ``None`` takes whatever it is.
-    """
-    if isinstance(cu_seqlens, torch.Tensor):
-        if (
-            cu_seqlens.is_floating_point()
-            or cu_seqlens.is_complex()
-            or cu_seqlens.dtype == torch.bool
-        ):
-            raise ValueError(
-                f"{owner}: cu_seqlens must hold integers, got a tensor of {cu_seqlens.dtype}"
-            )
-        if cu_seqlens.dim() != 1:
-            raise ValueError(
-                f"{owner}: cu_seqlens must be 1-D, (num_sequences + 1,), got shape "
-                f"{tuple(cu_seqlens.shape)}"
-            )
-        bounds = cu_seqlens.tolist()
-    elif isinstance(cu_seqlens, Sequence) and not isinstance(cu_seqlens, str | bytes):
-        what = "cu_seqlens must hold integers"
-        bounds = [_checks.whole_number(owner, b, what) for b in cu_seqlens]
-    else:
-        raise TypeError(
-            f"{owner}: cu_seqlens must be a list or a 1-D integer tensor, "
-            f"got {type(cu_seqlens).__name__}"
-        )
-    if len(bounds) < 2:
-        raise ValueError(
-            f"{owner}: cu_seqlens must hold at least two entries, 0 and the end of the first "
-            f"sequence, got {bounds}"
-        )
-    if bounds[0] != 0:
-        raise ValueError(f"{owner}: cu_seqlens must start at 0, got {bounds[0]} (in {bounds})")
-    for i, (start, end) in enumerate(pairwise(bounds)):
-        if end <= start:
-            raise ValueError(
-                f"{owner}: cu_seqlens must increase strictly (every sequence has at least "
-                f"one token), got cu_seqlens[{i}]={start} and cu_seqlens[{i + 1}]={end}"
-            )
-    if total_tokens is not None and bounds[-1] != total_tokens:
-        raise ValueError(
-            f"{owner}: cu_seqlens must end at total_tokens={total_tokens}, the packed "
-            f"tokens in q, got {bounds[-1]} (in {bounds})"
-        )
-    return [end - start for start, end in pairwise(bounds)]
 
 
 def varlen_mask(
@@ -121,7 +71,7 @@ def varlen_mask(
     False
     """
     owner = "varlen_mask"
-    lengths = _lengths(owner, cu_seqlens, None)
+    lengths = _checks.sequence_lengths(owner, cu_seqlens)
     _checks.flag(owner, "causal", causal, "each token sees only the tokens before it")
     if device is None and isinstance(cu_seqlens, torch.Tensor):
         device = cu_seqlens.device
@@ -213,7 +163,7 @@ def varlen_attention(
         raise ValueError(
             f"{owner}: q, k and v must share a dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
         )
-    lengths = _lengths(owner, cu_seqlens, q.shape[0])
+    lengths = _checks.sequence_lengths(owner, cu_seqlens, q.shape[0])
     _checks.flag(owner, "causal", causal, "each token sees only the tokens before it")
     return _varlen_attention(q, k, v, lengths, causal)
 

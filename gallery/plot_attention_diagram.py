@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import INPUTS, CausalAttention
-from attention.diagrams import matrix_form, scaled_dot_product_diagram
+from attention.figures import matrix_form, scaled_dot_product_diagram
 
 torch.manual_seed(123)
 torch.set_printoptions(precision=4, sci_mode=False)

@@ -18,7 +18,7 @@ import torch
 from torch.nn import functional as F
 
 from attention import Head
-from attention.plot import head_grid, heatmap
+from attention.figures import head_grid, heatmap
 
 torch.manual_seed(1337)
 torch.set_printoptions(precision=4, sci_mode=False)

@@ -19,7 +19,7 @@ import torch
 from matplotlib.patches import Patch
 
 from attention import INPUTS, TOKENS, SelfAttentionV2, scaled_dot_product_weights
-from attention.plot import MASKED_COLOR, MASKED_HATCH, MASKED_HATCH_COLOR, heatmap
+from attention.figures import MASKED_COLOR, MASKED_HATCH, MASKED_HATCH_COLOR, heatmap
 
 torch.manual_seed(789)
 torch.set_printoptions(precision=4, sci_mode=False)

@@ -28,7 +28,7 @@ from attention import (
     CrossAttentionCache,
     GroupedQueryAttention,
 )
-from attention.plot import head_grid
+from attention.figures import head_grid
 
 torch.manual_seed(123)
 torch.set_printoptions(precision=4, sci_mode=False)

@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import LightningIndexer, topk_sparse_attention
-from attention.plot import heatmap
+from attention.figures import heatmap
 
 torch.manual_seed(0)
 tokens, dim, rotated, top_k = 64, 16, 8, 8

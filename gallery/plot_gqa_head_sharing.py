@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import INPUTS, TOKENS, GroupedQueryAttention
-from attention.plot import head_grid
+from attention.figures import head_grid
 
 torch.manual_seed(123)
 torch.set_printoptions(precision=4, sci_mode=False)

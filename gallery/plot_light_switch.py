@@ -25,7 +25,7 @@ from attention import (
     attention_weights,
     scores_for_all,
 )
-from attention.plot import heatmap
+from attention.figures import heatmap
 
 torch.manual_seed(123)
 torch.set_printoptions(precision=4, sci_mode=False)

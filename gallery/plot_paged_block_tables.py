@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import PagedKVCache
-from attention.diagrams import paged_blocks
+from attention.figures import paged_blocks
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import INPUTS, TOKENS, attention_weights, scores_for_all
-from attention.plot import heatmap
+from attention.figures import heatmap
 
 torch.manual_seed(123)
 torch.set_printoptions(precision=4, sci_mode=False)

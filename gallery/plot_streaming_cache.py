@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import GroupedQueryAttention, StreamingCache
-from attention.plot import heatmap
+from attention.figures import heatmap
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)

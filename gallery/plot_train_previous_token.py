@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attention import Head
-from attention.plot import head_grid
+from attention.figures import head_grid
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)

@@ -18,7 +18,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from attention import INPUTS, MultiHeadAttention, MultiHeadAttentionWrapper
-from attention.plot import heatmap
+from attention.figures import heatmap
 
 torch.manual_seed(123)
 torch.set_printoptions(precision=4, sci_mode=False)

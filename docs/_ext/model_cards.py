@@ -14,7 +14,7 @@ A card holds:
 
 * the recipe (:func:`attention.models.recipe`), one clause a line, each mechanism
   linked to the chapter section that builds it;
-* the layer strip (:func:`attention.diagrams.layer_strips`), with alt text computed
+* the layer strip (:func:`attention.figures.layers.layer_strips`), with alt text computed
   from the layers, and the strip as text (:func:`attention.models.layer_strip`);
 * the cache of one sequence at 8k, 32k and 128k tokens and at the trained context,
   in bf16 and fp8, with the fixed state, and per kind of layer;
@@ -26,8 +26,9 @@ A card holds:
 
 The pages and the figures live in ``docs/models/``, which git ignores. A page or a
 figure is rewritten only when its content changes (a figure: when the model's facts,
-``attention/diagrams.py`` or matplotlib's version do), so that a warm build redraws
-nothing and ``sphinx-autobuild`` does not rebuild forever.
+``attention/figures/layers.py``, ``attention/figures/style.py`` or matplotlib's version
+do), so that a warm build redraws nothing and ``sphinx-autobuild`` does not rebuild
+forever.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ import torch
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-import attention.diagrams
+import attention.figures.layers
+import attention.figures.style
 from attention.models import (
     CHUNKED,
     CROSS,
@@ -309,13 +311,13 @@ def strip_alt(facts: ModelFacts) -> str:
         )
         + f": {pattern_text(facts)}."
     ]
-    nope = sorted(attention.diagrams._nope_layers(facts)) if drawn else nope_layers(facts)
+    nope = sorted(attention.figures.layers._nope_layers(facts)) if drawn else nope_layers(facts)
     if nope:
         parts.append(
             f"{len(nope)} attention layer{'s' if len(nope) > 1 else ''} apply no RoPE"
             + (" (a white dot)." if drawn else ".")
         )
-    sources = attention.diagrams.kv_sources(facts)
+    sources = attention.figures.layers.kv_sources(facts)
     reused = sorted({s for s in sources if s is not None})
     if reused:
         first = min(i for i, s in enumerate(sources) if s is not None)
@@ -328,8 +330,8 @@ def strip_alt(facts: ModelFacts) -> str:
 
 
 def can_draw(facts: ModelFacts) -> bool:
-    """Whether :func:`~attention.diagrams.layer_strips` draws every kind of its layers."""
-    return set(facts.layer_types) <= set(attention.diagrams.LAYER_COLORS)
+    """Whether :func:`~attention.figures.layers.layer_strips` draws every kind of its layers."""
+    return set(facts.layer_types) <= set(attention.figures.style.LAYER_COLORS)
 
 
 def strip_key(facts: ModelFacts) -> str:
@@ -339,7 +341,8 @@ def strip_key(facts: ModelFacts) -> str:
     parts = (
         repr(facts),
         repr((facts.layer_types, facts.kv_shared, facts.uses_rope)),
-        Path(attention.diagrams.__file__).read_text(encoding="utf-8"),
+        Path(attention.figures.layers.__file__).read_text(encoding="utf-8"),
+        Path(attention.figures.style.__file__).read_text(encoding="utf-8"),
         matplotlib.__version__,
     )
     return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
@@ -354,7 +357,7 @@ def draw_strip(facts: ModelFacts, path: Path) -> bool:
         return False
     import matplotlib.pyplot as plt
 
-    fig = attention.diagrams.layer_strips(facts)
+    fig = attention.figures.layers.layer_strips(facts)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
@@ -977,7 +980,7 @@ def card(facts: ModelFacts) -> str:
             f":::{{figure}} {STRIPS}/{name}.png",
             f":alt: {alt}",
             "",
-            f"The layers of {facts.name} ({{func}}`attention.diagrams.layer_strips`).",
+            f"The layers of {facts.name} ({{func}}`attention.figures.layers.layer_strips`).",
             ":::",
             "",
         ]

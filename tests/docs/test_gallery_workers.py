@@ -53,7 +53,7 @@ def test_ending_the_workers_when_none_were_started_does_nothing(monkeypatch):
 
 
 def test_the_scripts_imports_are_read_from_their_source(tmp_path):
-    (tmp_path / "plot_b.py").write_text("import torch\nfrom attention.plot import heatmap\n")
+    (tmp_path / "plot_b.py").write_text("import torch\nfrom attention.figures import heatmap\n")
     (tmp_path / "plot_a.py").write_text(
         '"""import not_code"""\nimport math, torch\nfrom . import local\n'
         "def f():\n    import textwrap\n"
@@ -63,7 +63,7 @@ def test_the_scripts_imports_are_read_from_their_source(tmp_path):
         "math",
         "torch",
         "textwrap",
-        "attention.plot",
+        "attention.figures",
     ]
 
 

@@ -1,7 +1,7 @@
 """Heatmaps of attention weights, one head or a grid of heads (needs matplotlib).
 
 Install the optional extra with ``pip install "attention-step-by-step[plot]"``; the
-rest of the package does not need matplotlib, so import this module as ``attention.plot``.
+rest of the package does not need matplotlib, so import these from ``attention.figures``.
 
 Each cell ``(i, j)`` shows how much query token ``i`` (a row) attends to key token
 ``j`` (a column). Positions a query may not attend to (the future, in causal
@@ -20,7 +20,7 @@ with the common forms of colour blindness.
 >>> import torch
 >>> import matplotlib.pyplot as plt
 >>> from attention import INPUTS, TOKENS, MultiHeadAttention
->>> from attention.plot import head_grid
+>>> from attention.figures import head_grid
 >>> _ = torch.manual_seed(123)
 >>> mha = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2)
 >>> fig = head_grid(mha.attention_weights(INPUTS.unsqueeze(0)), TOKENS, TOKENS)
@@ -35,33 +35,28 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.axes import Axes
+from matplotlib.colors import Colormap
+from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+from matplotlib.patches import Patch, PathPatch
+from matplotlib.path import Path
 
 from attention import _checks
+from attention.figures.style import (
+    FACECOLOR,
+    LAYER_COLORS,
+    MASKED_COLOR,
+    MASKED_HATCH,
+    MASKED_HATCH_COLOR,
+    ink,
+)
 
-try:
-    import matplotlib.pyplot as plt
-    from matplotlib.axes import Axes
-    from matplotlib.colors import Colormap
-    from matplotlib.figure import Figure
-    from matplotlib.image import AxesImage
-    from matplotlib.patches import Patch, PathPatch
-    from matplotlib.path import Path
-except ModuleNotFoundError as error:  # pragma: no cover - depends on the environment
-    raise ModuleNotFoundError(
-        'attention.plot needs matplotlib: pip install "attention-step-by-step[plot]"'
-    ) from error
+__all__ = ["ANNOTATE_MAX", "Curve", "head_grid", "heatmap", "memory_curves"]
 
-__all__ = ["Curve", "head_grid", "heatmap", "memory_curves"]
-
-#: Background of a figure created here: opaque, so the image reads on dark pages too.
-FACECOLOR = "white"
-#: Masked cells: a light neutral grey, a colour viridis and its kin never use...
-MASKED_COLOR = "#e4e4e4"
-#: ...crossed by darker hatching, so they differ from any weight in shape, not just colour.
-MASKED_HATCH_COLOR = "#9a9a9a"
-MASKED_HATCH = "///"
 #: Matrices up to this size in both directions get their values written in the cells.
 ANNOTATE_MAX = 12
 
@@ -195,16 +190,6 @@ def _prepare(
     return hidden, _Style(row_labels, col_labels, cmap, float(vmin), float(vmax), annotate, fmt)
 
 
-def _ink(cmap: Colormap, fraction: float) -> str:
-    """Black or white, whichever contrasts more with colour ``cmap(fraction)``."""
-    rgb = np.asarray(cmap(fraction)[:3])
-    # WCAG relative luminance: undo the sRGB gamma, then weight by the eye's sensitivity.
-    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    luminance = float(linear @ [0.2126, 0.7152, 0.0722])
-    # Above 0.179 the contrast ratio with black, (L + 0.05) / 0.05, beats white's.
-    return "black" if luminance > 0.179 else "white"
-
-
 def _draw(
     ax: Axes, values: np.ndarray, hidden: np.ndarray, style: _Style, title: str | None
 ) -> AxesImage:
@@ -260,9 +245,15 @@ def _draw(
         for (i, j), value in np.ndenumerate(values):
             if hidden[i, j]:
                 continue  # the hatching says "masked"; a number would say "weight"
-            ink = _ink(style.cmap, float(np.clip(norm(value), 0.0, 1.0)))
+            on_cell = ink(style.cmap, float(np.clip(norm(value), 0.0, 1.0)))
             ax.text(
-                j, i, style.fmt.format(value), ha="center", va="center", color=ink, fontsize=size
+                j,
+                i,
+                style.fmt.format(value),
+                ha="center",
+                va="center",
+                color=on_cell,
+                fontsize=size,
             )
     return image
 
@@ -546,7 +537,7 @@ class Curve:
     kind : str or None
         A layer kind of ``transformers``' ``layer_types`` (``"full_attention"``,
         ``"sliding_attention"``, ...): the line takes its colour from
-        :data:`attention.diagrams.LAYER_COLORS`, as every per-kind figure does.
+        :data:`~attention.figures.style.LAYER_COLORS`, as every per-kind figure does.
     dashed : bool
         A dashed line (a bound, a continuation, a "what if").
     pair : bool
@@ -579,7 +570,7 @@ def memory_curves(
     layers, each kind of layer's cache or state) all draw the same kind of figure: a
     line per model or per kind of layer, growing with the context. This draws them
     alike: white background, log scales on both axes, a light grid, lines of a layer
-    kind in its colour from :data:`attention.diagrams.LAYER_COLORS`, a legend.
+    kind in its colour from :data:`~attention.figures.style.LAYER_COLORS`, a legend.
 
     Parameters
     ----------
@@ -609,8 +600,6 @@ def memory_curves(
     ('log', 'log', ['full', 'window 256'])
     >>> plt.close(ax.figure)
     """
-    from attention.diagrams import LAYER_COLORS
-
     owner = "memory_curves"
     if isinstance(curves, Curve) or not isinstance(curves, Sequence):
         raise TypeError(f"{owner}: expected a sequence of Curve, got {type(curves).__name__}")

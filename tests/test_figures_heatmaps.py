@@ -1,4 +1,4 @@
-"""Tests of the heatmap helpers in attention.plot (matplotlib, Agg backend)."""
+"""Tests of attention.figures.heatmaps: heatmaps and cost curves (matplotlib, Agg backend)."""
 
 import re
 
@@ -21,7 +21,7 @@ from attention import (  # noqa: E402
     causal_mask,
     sliding_window_mask,
 )
-from attention.plot import FACECOLOR, head_grid, heatmap  # noqa: E402
+from attention.figures import FACECOLOR, head_grid, heatmap  # noqa: E402
 
 CAUSAL = torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)  # True above the diagonal
 
@@ -403,8 +403,7 @@ def test_heatmap_draws_into_axes_inside_a_subfigure():
 
 # -- memory_curves: one style for the log-log cost figures ----------------------------
 
-from attention.diagrams import LAYER_COLORS  # noqa: E402
-from attention.plot import Curve, memory_curves  # noqa: E402
+from attention.figures import LAYER_COLORS, Curve, memory_curves  # noqa: E402
 
 
 def test_memory_curves_draw_each_models_cache_on_log_log_axes():
