@@ -139,7 +139,7 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
     unders = [0.28 + (0.16 * n + 0.1 if n else 0.0) for n in lanes]
     kinds = [k for k in LAYER_COLORS if any(k in m.layer_types for m in facts)]
     extras = []
-    if any(_nope_layers(m) for m in facts):
+    if any(m.nope_layers for m in facts):
         extras.append("nope")
     if any(m.num_kv_shared_layers for m in facts):
         extras.append("shared")
@@ -168,7 +168,7 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
             size=8,
             color=MUTED,
         )
-        nope = _nope_layers(m)
+        nope = m.nope_layers
         sources = kv_sources(m)
         for i, kind in enumerate(m.layer_types):
             x = label_w + i * cell
@@ -263,18 +263,6 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
                 text = "linear: " + ", ".join(_short_mixer(s) for s in mixers)
         _text(ax, x + 0.28, yy - 0.1, text, ha="left", size=8.5)
     return fig
-
-
-def _nope_layers(facts: object) -> set[int]:
-    """Attention layers that apply no rotation although the model has no learned table
-    and no ALiBi: NoPE layers."""
-    if facts.positions in ("learned", "alibi"):
-        return set()
-    return {
-        i
-        for i, (kind, rope) in enumerate(zip(facts.layer_types, facts.uses_rope, strict=True))
-        if not rope and kind != "linear_attention"
-    }
 
 
 def _short_mixer(name: str) -> str:

@@ -1020,6 +1020,25 @@ class ModelFacts:
         return tuple((i + 1) % self.rope.nope_every != 0 for i in range(self.layers))
 
     @property
+    def nope_layers(self) -> tuple[int, ...]:
+        """The attention layers that rotate nothing (NoPE), in a model whose positions are
+        RoPE or none: not the layers of a learned table or ALiBi, nor the layers that
+        attend to nothing (a state, an MLP), which have no positions to lose.
+
+        >>> from attention.models import MODELS
+        >>> MODELS["Llama 4 Scout"].nope_layers[:3], MODELS["Llama 3 8B"].nope_layers
+        ((3, 7, 11), ())
+        """
+        if self.positions in ("learned", "alibi"):
+            return ()
+        attends = (FULL, SLIDING, CHUNKED, INDEXED, HYBRID, CSA, HCA)
+        return tuple(
+            i
+            for i, (kind, rope) in enumerate(zip(self.layer_types, self.uses_rope, strict=True))
+            if not rope and kind in attends
+        )
+
+    @property
     def kv_shared(self) -> tuple[bool, ...]:
         """For each layer, whether it reuses an earlier layer's keys and values."""
         first_shared = self.layers - self.num_kv_shared_layers

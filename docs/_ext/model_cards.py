@@ -283,21 +283,6 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, INDEXED, HYBRID, CSA, HCA)
-
-
-def nope_layers(facts: ModelFacts) -> list[int]:
-    """The attention layers that apply no RoPE in a model whose positions are RoPE or
-    none (not a learned table, not ALiBi)."""
-    if facts.positions in ("learned", "alibi"):
-        return []
-    return [
-        i
-        for i, (kind, rope) in enumerate(zip(facts.layer_types, facts.uses_rope, strict=True))
-        if not rope and kind in ATTENTION_KINDS
-    ]
-
-
 def strip_alt(facts: ModelFacts) -> str:
     """The strip figure's alt text: the layers, in numbers computed from the facts (or,
     where the figure is not drawn, the same words for the strip as text)."""
@@ -311,7 +296,7 @@ def strip_alt(facts: ModelFacts) -> str:
         )
         + f": {pattern_text(facts)}."
     ]
-    nope = sorted(attention.figures.layers._nope_layers(facts)) if drawn else nope_layers(facts)
+    nope = facts.nope_layers
     if nope:
         parts.append(
             f"{len(nope)} attention layer{'s' if len(nope) > 1 else ''} apply no RoPE"
