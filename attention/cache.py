@@ -217,10 +217,17 @@ def _check_cache(layer: object, cache: object, wanted: type, expected: str) -> N
     if cache is None:
         return
     owner, name = type(layer).__name__, type(cache).__name__
-    serves = cache._layers if isinstance(cache, _CacheBase) else ()
-    layers = {cls.__name__ for cls in type(layer).__mro__}
-    if isinstance(cache, wanted) and (not serves or layers.intersection(serves)):
-        return
+    if isinstance(cache, _CacheBase):  # the package's own: it names the layers it serves
+        serves = cache._layers
+        # The layers it serves, and of the kind wanted: a protocol's members are known
+        # to be there (the costly check of the protocol is left to a reader's caches).
+        kind = wanted in (Cache, KeyValueCache) or isinstance(cache, wanted)
+        if kind and any(cls.__name__ in serves for cls in type(layer).__mro__):
+            return
+    else:  # a cache of the reader's: it serves if it has the members (a slower check)
+        serves = ()
+        if isinstance(cache, wanted):
+            return
     message = f"{owner}: cache must be {expected} or None, got {name}"
     if serves:
         message += f"; {name} holds {cache._holds}: pass it to {serves[0]}"
