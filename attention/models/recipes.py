@@ -74,11 +74,6 @@ from attention.sparse import SparseLatentAttention
 
 __all__ = ["layer_for"]
 
-#: Family facts that ``ModelFacts`` does not hold, by config class (their defaults
-#: there, and the released config.json's): a bias on the four projections
-#: (``attention_bias``) and the RMS norms' epsilon (``rms_norm_eps``).
-_BIAS = {"GptOssConfig": True}
-_NORM_EPS = {"Llama4TextConfig": 1e-5, "MllamaTextConfig": 1e-5}
 #: The overrides that shape the rotation rather than the module.
 _ROPE_OVERRIDES = ("rope_base", "rope_scaling", "partial_rotary_factor")
 
@@ -193,7 +188,7 @@ def _cross(facts: ModelFacts, overrides: dict) -> CrossAttention:
             f"layer_for: a cross-attention layer's head_dim is d_in // num_heads, got "
             f"d_in={d_in}, num_heads={num_heads} and head_dim={head_dim}"
         )
-    eps = _NORM_EPS.get(facts.config_class, 1e-6)
+    eps = facts.rms_norm_eps
     norms = {}
     if facts.cross_qk_norm == "head":
         norms = {"q_norm": RMSNorm(head_dim, eps), "k_norm": RMSNorm(head_dim, eps)}
@@ -225,7 +220,7 @@ def _grouped(facts: ModelFacts, index: int, kind: str, overrides: dict) -> nn.Mo
     """A GroupedQueryAttention (or a kin of it) with the parts of the model's layer."""
     full = kind == "full_attention"
     num_kv_heads, head_dim = facts.layer_kv_shapes[index]  # Gemma 4: the global's own
-    bias = _BIAS.get(facts.config_class, False)
+    bias = facts.attention_bias
     kwargs = _attention_sizes(facts, overrides) | {
         "num_kv_heads": num_kv_heads,
         "head_dim": head_dim,
@@ -245,7 +240,7 @@ def _grouped(facts: ModelFacts, index: int, kind: str, overrides: dict) -> nn.Mo
     rope = {name: overrides.pop(name) for name in _ROPE_OVERRIDES if name in overrides}
     kwargs |= overrides
     uses_rope = facts.uses_rope[index]
-    eps = _NORM_EPS.get(facts.config_class, 1e-6)
+    eps = facts.rms_norm_eps
     if facts.kv_shared[index]:
         return _shared(kwargs, _rotary(facts, full, kwargs, rope))
     if uses_rope:
