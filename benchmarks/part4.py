@@ -103,6 +103,7 @@ from attention import (
     gated_delta_rule,
     kv_cache_bytes_per_token,
 )
+from attention.models import Sizes
 
 MODEL = MODELS["Qwen3-Next 80B-A3B"]
 WINDOW_MODEL = MODELS["Gemma 3 27B"]
@@ -203,18 +204,17 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
     """Every decode row's layers, float32, eval mode; ``full`` and ``window`` share weights."""
     torch.manual_seed(args.seed)
     steps = args.warmup + args.rounds + 2  # a window's positions go on counting
-    # The model's full-attention layer (QK-norm, gate, partial RoPE) at the sizes asked
-    common = {
-        "d_in": args.d_in,
-        "d_out": args.num_heads * args.head_dim,
-        "context_length": max(args.contexts) + steps,
-        "num_heads": args.num_heads,
-        "num_kv_heads": args.num_kv_heads,
-        "head_dim": args.head_dim,
-        "out_bias": False,
-    }
+    # The model's full-attention layer (QK-norm, gate, partial RoPE) at the sizes asked;
+    # its output is d_in wide, as the model's (hidden_size)
+    sizes = Sizes(
+        hidden_size=args.d_in,
+        num_heads=args.num_heads,
+        num_kv_heads=args.num_kv_heads,
+        head_dim=args.head_dim,
+        max_position_embeddings=max(args.contexts) + steps,
+    )
     full_index = MODEL.layer_types.index("full_attention")
-    full = attention.layer_for(MODEL, full_index, **common).eval()
+    full = attention.layer_for(MODEL, full_index, sizes=sizes).eval()
     window = copy.deepcopy(full)  # the same layer, sliding: the window is its own
     window.window = args.window
     window.load_state_dict(full.state_dict())
@@ -248,7 +248,7 @@ def sparse_step(full, indexer, x, cache, index_cache, top_k: int) -> torch.Tenso
     queries, keys, values, _ = full._project(x, cache)  # appends to cache
     scores = indexer(x, x, cache=index_cache)  # (1, 1, num_keys), appends to index_cache
     context = attention.topk_sparse_attention(queries, keys, values, scores, top_k)
-    context = context.transpose(1, 2).reshape(x.shape[0], 1, full.d_out)
+    context = context.transpose(1, 2).reshape(x.shape[0], 1, -1)  # heads * head_dim
     if full.W_gate is not None:
         context = context * torch.sigmoid(full.W_gate(x))
     return full.out_proj(context)

@@ -34,6 +34,7 @@ from attention import (
     _checks,
     layer_for,
 )
+from attention.models import ModelFacts, Sizes
 
 F64 = torch.float64
 
@@ -425,31 +426,50 @@ def add_parts(module: GroupedQueryAttention, parts: tuple[str, ...]) -> GroupedQ
     return module
 
 
-def make_layer(layout: dict, model: str, kind: str = "full_attention", **overrides):
-    """``layer_for(MODELS[model], ...)`` at ``layout``'s sizes and seed, float64, eval mode.
+def changed(facts: ModelFacts, **changes: object) -> ModelFacts:
+    """``facts`` with some facts changed: a dict changes some of a group's fields
+    (``rope={"theta": 1e4}``), any other value replaces the field (``attention_bias``).
+    Another RoPE base or scaling, a cap or a bias is another model, not another size."""
+    for name, value in changes.items():
+        if isinstance(value, dict):
+            value = dataclasses.replace(getattr(facts, name), **value)
+        facts = dataclasses.replace(facts, **{name: value})
+    return facts
 
-    The model's first layer of ``kind`` that computes its own keys and values; the
-    layout's ``qkv_bias`` is ``attention_bias`` (all four projections).
+
+def make_layer(
+    layout: dict, model: str | ModelFacts, kind: str = "full_attention", **sizes: int | None
+):
+    """``layer_for(facts, ...)`` at ``layout``'s sizes and seed, float64, eval mode.
+
+    ``model``: a name in ``MODELS``, or a changed entry (:func:`changed`). The model's
+    first layer of ``kind`` that computes its own keys and values; the layout's
+    ``qkv_bias`` is ``attention_bias`` (all four projections); ``sizes``: more
+    :class:`~attention.models.Sizes` (``sliding_window``, ``attention_chunk_size``).
     """
-    facts = MODELS[model]
+    facts = MODELS[model] if isinstance(model, str) else model
+    facts = dataclasses.replace(facts, attention_bias=layout["qkv_bias"])
     index = next(
         i
         for i, (k, shared) in enumerate(zip(facts.layer_types, facts.kv_shared, strict=True))
         if k == kind and not shared
     )
-    sizes = {
-        "d_in": layout["num_heads"] * layout["head_dim"],
-        "context_length": layout["context_length"],
-        "num_heads": layout["num_heads"],
-        "num_kv_heads": layout["num_kv_heads"],
-        "head_dim": layout["head_dim"],
-        "qkv_bias": layout["qkv_bias"],
-        "out_bias": layout["qkv_bias"],
-    }
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(layout["seed"])
-        layer = layer_for(facts, index, **(sizes | overrides))
+        layer = layer_for(facts, index, sizes=layout_sizes(layout, **sizes))
     return layer.to(F64).eval()
+
+
+def layout_sizes(layout: dict, **more: int | None) -> Sizes:
+    """The :class:`~attention.models.Sizes` of ``layout`` (and ``more``)."""
+    return Sizes(
+        hidden_size=layout["num_heads"] * layout["head_dim"],
+        max_position_embeddings=layout["context_length"],
+        num_heads=layout["num_heads"],
+        num_kv_heads=layout["num_kv_heads"],
+        head_dim=layout["head_dim"],
+        **more,
+    )
 
 
 def layout_input(layout: dict) -> torch.Tensor:

@@ -6,7 +6,9 @@ flat ``ModelFacts`` of commit 5a74127, before its fields moved into typed groups
 equal, so that the move changed no attribute and no figure of any model. It was written
 again when Part VII added its encoders and cross-attention models, with their four
 attributes and ``cross_cache_bytes`` (the records of the other models only gained those
-keys). Run it again only to record a deliberate change to the table::
+keys), and when the recipes' ``attention_bias`` and ``rms_norm_eps`` became facts
+(every record gained those two keys). Run it again only to record a deliberate change
+to the table::
 
     python tests/model_facts_snapshot.py
 """
@@ -90,6 +92,8 @@ ATTRIBUTES = [
     "max_source_positions",
     "cross_qk_norm",
     "compress_rope_theta",  # DeepSeek-V4's RoPE base for its compressed entries
+    "attention_bias",  # the projections' bias and the norms' epsilon, read by the recipes
+    "rms_norm_eps",
 ]
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)

@@ -25,6 +25,7 @@ RELEASED: dict[str, dict] = {
         "num_key_value_heads": 8,
         "max_position_embeddings": 131072,
         "rope_theta": 500000.0,
+        "rms_norm_eps": 1e-05,
         "rope_scaling": {
             "factor": 8.0,
             "low_freq_factor": 1.0,
@@ -80,6 +81,7 @@ RELEASED: dict[str, dict] = {
             "num_key_value_heads": 8,
             "max_position_embeddings": 131072,
             "rope_theta": 1000000000.0,
+            "rms_norm_eps": 1e-05,
             "sliding_window": None,
         },
     },
@@ -168,6 +170,7 @@ RELEASED: dict[str, dict] = {
         },
         "rope_theta": 500000,
         "sliding_window": 4096,
+        "rms_norm_eps": 1e-06,
     },
     # zai-org/GLM-5 at revision c183ef8c (sha256 308d3cee...), fields as a public
     # provenance ledger of the file lists them; two quantized copies agree.

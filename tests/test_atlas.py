@@ -288,6 +288,8 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
     "final_logit_softcapping",
     "bidirectional",
     "cross",
+    "attention_bias",
+    "rms_norm_eps",
 ]
 
 

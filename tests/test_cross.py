@@ -33,6 +33,7 @@ from attention import (
     layer_for,
     padding_mask,
 )
+from attention.models import Sizes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -209,9 +210,9 @@ def test_mllama_cross_attention_decodes_from_its_cache(sizes):
 def test_the_llama_32_vision_recipe_is_mllama_text_cross_attention():
     """layer_for's cross-attention layer of Llama 3.2 Vision, at a small width."""
     facts = MODELS["Llama 3.2 11B Vision"]
-    small = {"d_in": 16, "num_heads": 4, "num_kv_heads": 2}  # 4 heads of 4, 2 key/value heads
+    small = Sizes(hidden_size=16, num_heads=4, num_kv_heads=2)  # 4 heads of 4, 2 key/value
     torch.manual_seed(0)
-    ours = layer_for(facts, facts.layer_types.index("cross_attention"), **small)
+    ours = layer_for(facts, facts.layer_types.index("cross_attention"), sizes=small)
     ours = ours.to(F64).eval()
     assert (ours.num_kv_heads, ours.out_proj.bias, ours.q_norm.eps) == (2, None, 1e-5)
     sizes = {"num_kv_heads": 2, "group": 2, "head_dim": 4, "seed": 0}

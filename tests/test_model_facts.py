@@ -315,6 +315,8 @@ TOY = dict(
     max_position_embeddings=128,
     trained_context=128,
     context_source="",
+    attention_bias=False,
+    rms_norm_eps=1e-6,
 )
 TOY_LINEAR = dict(
     mixer="Gated DeltaNet",
@@ -642,6 +644,11 @@ def released_config(facts: ModelFacts):
         for attribute, name in FLAGS.items()
         if getattr(facts, attribute)
     }
+    kwargs |= {
+        name: getattr(facts, name)
+        for name in LAYER_NUMBERS
+        if name not in facts.class_defaults and _class_has(facts.config_class, name)
+    }
     if "head_dim" in _explicit(facts):
         kwargs["head_dim"] = facts.head_dim
     if facts.sliding_window is None and _default_window(facts.config_class) is not None:
@@ -672,6 +679,15 @@ def released_config(facts: ModelFacts):
 # the class spreads over its layer types (Olmo 3: YaRN on the full layers only) or its
 # rotations (DeepSeek-V4: the main one and the compressed entries').
 LEGACY_ROPE = ("Olmo3Config", "DeepseekV4Config")
+
+
+# A bias on the projections and the RMS norms' epsilon: fields of most config classes
+LAYER_NUMBERS = ("attention_bias", "rms_norm_eps")
+
+
+def _class_has(config_class: str, name: str) -> bool:
+    """Whether the config class has the field ``name`` (with a default of its own)."""
+    return hasattr(getattr(transformers, config_class)(), name)
 
 
 def _default_window(config_class: str) -> int | None:
@@ -849,6 +865,11 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
     for name in MECHANISMS:
         if hasattr(config, name):
             assert getattr(config, name) == getattr(facts, name), name
+    for name in LAYER_NUMBERS:  # the class's default where the file leaves it out
+        if _class_has(facts.config_class, name):
+            assert getattr(config, name) == getattr(facts, name), name
+    if not _class_has(facts.config_class, "rms_norm_eps"):  # LayerNorms, or another name
+        assert facts.rms_norm_eps is None
     if facts.linear_attention is not None:
         assert linear_sizes(config) == {name: getattr(facts, name) for name in LINEAR_SIZES}
     for name in INDEXER_SIZES:
@@ -1043,8 +1064,11 @@ def test_gemma3_takes_its_bases_pattern_and_positions_from_the_class_defaults() 
         "local_rope_theta",
         "global_every",
         "max_position_embeddings",
+        "attention_bias",
+        "rms_norm_eps",
     }
     defaults = transformers.Gemma3TextConfig()
+    assert (defaults.attention_bias, defaults.rms_norm_eps) == (False, gemma3.rms_norm_eps)
     assert defaults.rope_parameters[FULL]["rope_theta"] == gemma3.rope_theta
     assert defaults.rope_parameters[SLIDING]["rope_theta"] == gemma3.local_rope_theta
     assert defaults.max_position_embeddings == gemma3.max_position_embeddings

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import F64, expect, gqa_layouts, layout_input, make_gqa, make_layer
+from helpers import F64, changed, expect, gqa_layouts, layout_input, make_gqa, make_layer
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -47,10 +47,17 @@ from attention import (
     attend,
     rope_frequencies,
 )
+from attention.models import MODELS, ModelFacts
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 BASE = 10000.0
+
+
+def at_base(model: str, **rope: object) -> ModelFacts:
+    """``model``'s facts with RoPE's base ``BASE`` (and ``rope``'s other changes): the
+    comparisons below give transformers' attention cos and sin of that base."""
+    return changed(MODELS[model], rope={"theta": BASE, **rope})
 
 
 def randomize_new_parameters(gqa: GroupedQueryAttention, seed: int) -> GroupedQueryAttention:
@@ -92,7 +99,7 @@ def additive_causal(n: int, window: int | None = None) -> torch.Tensor:
 
 @given(layout=gqa_layouts(even_head_dim=True))
 def test_qwen3_recipe_matches_qwen3_attention(layout):
-    gqa = randomize_new_parameters(make_layer(layout, "Qwen3 8B", rope_base=BASE), layout["seed"])
+    gqa = randomize_new_parameters(make_layer(layout, at_base("Qwen3 8B")), layout["seed"])
     x = layout_input(layout)
     cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
     exact = float64_norms(qwen3_attention(gqa), ("q_norm", "k_norm"))
@@ -103,7 +110,7 @@ def test_qwen3_recipe_matches_qwen3_attention(layout):
 
 @given(layout=gqa_layouts(even_head_dim=True))
 def test_olmo2_recipe_matches_olmo2_attention(layout):
-    gqa = make_layer(layout, "OLMo 2 7B", rope_base=BASE)
+    gqa = make_layer(layout, at_base("OLMo 2 7B"))
     gqa = randomize_new_parameters(gqa, layout["seed"])
     assert gqa.q_norm.weight.shape == (gqa.d_out,)
     assert gqa.k_norm.weight.shape == (gqa.num_kv_heads * gqa.head_dim,)
@@ -136,10 +143,10 @@ def test_qk_norm_per_head_and_over_the_projection_differ_with_more_than_one_head
 )
 def test_gemma2_recipe_matches_gemma2_attention(layout, query_pre_attn_scalar, softcap, window):
     """Global layers, and sliding ones (Gemma 2 alternates them); the cap and scale drawn."""
-    scale = query_pre_attn_scalar**-0.5
     kind = "full_attention" if window is None else "sliding_attention"
-    options = {"scale": scale, "softcap": softcap, "window": window}
-    gqa = make_layer(layout, "Gemma 2 9B", kind, rope_base=BASE, **options)
+    scores = {"query_pre_attn_scalar": query_pre_attn_scalar, "softcap": softcap}
+    gemma2 = changed(at_base("Gemma 2 9B"), scores=scores)
+    gqa = make_layer(layout, gemma2, kind, sliding_window=window)
     theirs = gemma2_attention(gqa, query_pre_attn_scalar)
     x = layout_input(layout)
     cos_sin, mask = positions_cos_sin(x, gqa.head_dim), additive_causal(x.shape[1], window)
@@ -163,10 +170,10 @@ def test_gemma3_recipe_matches_gemma3_attention(layout, query_pre_attn_scalar, w
     The global layer's linear RoPE scaling is left out here (transformers' attention
     takes the cos and sin it is given); tests/test_recipes.py runs it.
     """
-    scale = query_pre_attn_scalar**-0.5
     kind = "full_attention" if window is None else "sliding_attention"
-    options = {"scale": scale, "window": window, "rope_scaling": None}
-    gqa = make_layer(layout, "Gemma 3 27B", kind, rope_base=BASE, **options)
+    scores = {"query_pre_attn_scalar": query_pre_attn_scalar}
+    gemma3 = changed(at_base("Gemma 3 27B", scaling=None), scores=scores)
+    gqa = make_layer(layout, gemma3, kind, sliding_window=window)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     x = layout_input(layout)
     mask = causal_window(x.shape[1], window)
@@ -196,8 +203,8 @@ def test_a_small_softcap_changes_the_output():
 def test_gpt_oss_recipe_matches_gpt_oss_attention(layout, window):
     """Full-attention layers, and sliding ones (gpt-oss alternates them); plain RoPE."""
     kind = "full_attention" if window is None else "sliding_attention"
-    options = {"window": window, "rope_scaling": None}
-    gqa = make_layer(layout, "gpt-oss-20b", kind, rope_base=BASE, **options)
+    gpt_oss = at_base("gpt-oss-20b", scaling=None)
+    gqa = make_layer(layout, gpt_oss, kind, sliding_window=window)
     gqa = randomize_new_parameters(gqa, layout["seed"])
     theirs = gpt_oss_attention(gqa)
     x = layout_input(layout)
@@ -218,7 +225,7 @@ def test_gpt_oss_recipe_matches_gpt_oss_attention(layout, window):
 
 @given(layout=gqa_layouts(even_head_dim=True))
 def test_qwen3_next_recipe_with_whole_heads_rotating_matches_qwen3_next_attention(layout):
-    gqa = make_layer(layout, "Qwen3-Next 80B-A3B", rope_base=BASE, partial_rotary_factor=1.0)
+    gqa = make_layer(layout, at_base("Qwen3-Next 80B-A3B", partial_rotary_factor=1.0))
     gqa = randomize_new_parameters(gqa, layout["seed"])
     x = layout_input(layout)
     cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
@@ -232,7 +239,7 @@ def test_qwen3_next_recipe_with_whole_heads_rotating_matches_qwen3_next_attentio
 def test_qwen3_next_recipe_as_released_with_a_quarter_of_each_head_rotating(layout, seed):
     """QK-norm, the gate and partial_rotary_factor=0.25 together, as Qwen3-Next runs them."""
     layout = layout | {"head_dim": 8, "d_model": layout["num_heads"] * 8, "seed": seed}
-    gqa = make_layer(layout, "Qwen3-Next 80B-A3B", rope_base=BASE)
+    gqa = make_layer(layout, at_base("Qwen3-Next 80B-A3B"))
     assert gqa.rotary.partial_rotary_factor == 0.25
     gqa = randomize_new_parameters(gqa, seed)
     x = layout_input(layout)
@@ -300,7 +307,7 @@ def test_qwen3_next_query_and_gate_rows_alternate_per_head():
 @given(layout=gqa_layouts(even_head_dim=True))
 def test_gemma4_recipes_match_gemma4_text_attention(layout, model, keys_as_values):
     """The global layer of Gemma 4 31B (keys as values) and of E2B (its own values)."""
-    gqa = make_layer(layout, model, rope_base=BASE, rope_scaling=None)
+    gqa = make_layer(layout, at_base(model, scaling=None))
     gqa = randomize_new_parameters(gqa, layout["seed"])
     assert (gqa.W_value is None) == keys_as_values
     x = layout_input(layout)
@@ -316,7 +323,7 @@ def test_keys_as_values_caches_keys_and_values_apart():
     """After k_norm and RoPE the keys differ from the values: the cache holds both."""
     layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
     layout |= {"context_length": 6, "num_tokens": 6, "batch": 1, "qkv_bias": False, "seed": 2}
-    gqa = make_layer(layout, "Gemma 4 31B", rope_base=BASE, rope_scaling=None)
+    gqa = make_layer(layout, at_base("Gemma 4 31B", scaling=None))
     x = layout_input(layout)
     cache = KVCache()
     steps = [gqa(x[:, :4], cache=cache), gqa(x[:, 4:5], cache=cache), gqa(x[:, 5:], cache=cache)]

@@ -25,7 +25,7 @@ import itertools
 
 import pytest
 import torch
-from helpers import F64, gqa_layouts, layout_input, make_gqa, make_layer
+from helpers import F64, changed, gqa_layouts, layout_input, make_gqa, make_layer
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -64,6 +64,7 @@ from attention import (
     chunked_mask,
     padding_mask,
 )
+from attention.models import MODELS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -670,8 +671,9 @@ def test_rolling_decoding_matches_gemma3_sliding_layer(layout, window, query_pre
     computes in float32: swapped for a float64 norm of the same function here."""
     n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
     layout |= {"num_tokens": n, "context_length": n}
-    scale = query_pre_attn_scalar**-0.5  # the local base is Gemma 3's, 10000
-    gqa = make_layer(layout, "Gemma 3 27B", "sliding_attention", window=window, scale=scale)
+    scores = {"query_pre_attn_scalar": query_pre_attn_scalar}  # the local base: 10000
+    gemma3 = changed(MODELS["Gemma 3 27B"], scores=scores)
+    gqa = make_layer(layout, gemma3, "sliding_attention", sliding_window=window)
     assert gqa.rope_base == 10000.0
     gqa = randomized(gqa, layout["seed"])
     theirs = float64_norms(
@@ -684,7 +686,7 @@ def test_rolling_decoding_matches_gemma3_sliding_layer(layout, window, query_pre
 def test_rolling_decoding_matches_gemma3_as_shipped():
     layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
     layout |= {"num_tokens": 14, "context_length": 14, "batch": 2, "qkv_bias": False, "seed": 9}
-    gqa = make_layer(layout, "Gemma 3 27B", "sliding_attention", window=4, scale=168**-0.5)
+    gqa = make_layer(layout, "Gemma 3 27B", "sliding_attention", sliding_window=4)  # 168
     gqa = randomized(gqa, 9)
     theirs = gemma3_sliding_attention(gqa, 168)  # its norms in float32
     sliding_decode(gqa, theirs, layout_input(layout), decode_splits(14, 2), FLOAT32_STEP)
@@ -700,8 +702,9 @@ def test_rolling_decoding_matches_gpt_oss_sliding_layer(layout, window, data):
     Its eager kernel keeps the logits' dtype: float64 throughout, no patch needed."""
     n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
     layout |= {"num_tokens": n, "context_length": n}
-    options = {"window": window, "rope_scaling": None}  # gpt-oss's base, 150000, unscaled
-    gqa = randomized(make_layer(layout, "gpt-oss-20b", "sliding_attention", **options), 1)
+    unscaled = changed(MODELS["gpt-oss-20b"], rope={"scaling": None})  # its base, 150000
+    gqa = make_layer(layout, unscaled, "sliding_attention", sliding_window=window)
+    gqa = randomized(gqa, 1)
     theirs = gpt_oss_sliding_attention(gqa)
     x = layout_input(layout)
     sliding_decode(gqa, theirs, x, decode_splits(n, n - 3 * window), EXACT, cos_sin="half")
@@ -715,8 +718,8 @@ def test_chunked_decoding_with_qk_norm_matches_llama4_scouts_chunked_layer(layou
     Scout's llama3 RoPE scaling is left out (tests/test_recipes.py runs it)."""
     n = 3 * chunk + 1
     layout |= {"num_tokens": n, "context_length": n}
-    options = {"chunk": chunk, "rope_scaling": None}
-    gqa = make_layer(layout, "Llama 4 Scout", "chunked_attention", **options)
+    unscaled = changed(MODELS["Llama 4 Scout"], rope={"scaling": None})
+    gqa = make_layer(layout, unscaled, "chunked_attention", attention_chunk_size=chunk)
     assert gqa.rope_base == 500000.0 and gqa.q_norm.weight is None
     theirs = llama4_chunked_attention(gqa, use_qk_norm=True)
     assert isinstance(theirs.qk_norm, modeling_llama4.Llama4TextL2Norm)

@@ -31,7 +31,7 @@ import math
 
 import pytest
 import torch
-from helpers import F64
+from helpers import F64, changed
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -69,6 +69,7 @@ from attention import (
     layer_for,
     rope_frequencies,
 )
+from attention.models import ModelFacts, Sizes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -563,20 +564,22 @@ def test_gqa_partial_rotary_matches_gpt_neox_attention(fraction, scaling):
 # values, scale 1) and Qwen3-Next (partial rotary, QK-norm, output gate)
 
 
-def part3_gqa(
-    seed: int, head_dim: int, model: str, bias: bool = False, **overrides
-) -> GroupedQueryAttention:
-    """``model``'s first full-attention layer from its recipe, float64, with 4 query heads
-    and 2 key/value heads, random norm weights and sinks (they start at ones and zeros,
-    which would hide a mix-up). ``bias``: transformers' ``attention_bias``, on all four
-    projections or none."""
-    facts = MODELS[model]
+def part3_gqa(seed: int, head_dim: int, facts: ModelFacts) -> GroupedQueryAttention:
+    """The first full-attention layer of the model ``facts`` describes, from its recipe,
+    float64, with 4 query heads and 2 key/value heads, random norm weights and sinks
+    (they start at ones and zeros, which would hide a mix-up). Its bias is the
+    model's ``attention_bias``, on all four projections or none."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        sizes = {"num_heads": 4, "num_kv_heads": 2, "qkv_bias": bias, "out_bias": bias}
-        sizes |= {"d_in": 4 * head_dim, "head_dim": head_dim, "context_length": 64}
+        sizes = Sizes(
+            hidden_size=4 * head_dim,
+            num_heads=4,
+            num_kv_heads=2,
+            head_dim=head_dim,
+            max_position_embeddings=64,
+        )
         index = facts.layer_types.index("full_attention")
-        gqa = layer_for(facts, index, **sizes, **overrides)
+        gqa = layer_for(facts, index, sizes=sizes)
         gqa = gqa.to(F64).eval()
         with torch.no_grad():
             for norm in (gqa.q_norm, gqa.k_norm):
@@ -593,7 +596,8 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
     Over an original context of 8 positions here, so that 20 tokens reach past it.
     """
     yarn = {**MODULE_SCALINGS["yarn"]}
-    gqa = part3_gqa(6, 8, "gpt-oss-120b", bias=True, rope_scaling=yarn)
+    gpt_oss = changed(MODELS["gpt-oss-120b"], rope={"scaling": yarn})  # its bias, as released
+    gqa = part3_gqa(6, 8, gpt_oss)
     assert gqa.rope_base == 150000.0 and gqa.sinks is not None
     config = modeling_gpt_oss.GptOssConfig(
         attention_bias=True,  # as released
@@ -627,7 +631,7 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
 def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
     """A global layer of Gemma 4: its head rotates a quarter of its pairs."""
     proportional = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
-    gqa = part3_gqa(7, 16, "Gemma 4 31B")
+    gqa = part3_gqa(7, 16, MODELS["Gemma 4 31B"])
     assert gqa.rotary.scaling == proportional and gqa.rope_base == 1e6 and gqa.scale == 1.0
     config = modeling_gemma4.Gemma4TextConfig(
         attention_bias=False,
@@ -667,7 +671,7 @@ def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
 def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
     """Qwen3-Next's attention as released: a quarter of each head rotates, QK-norm
     (zero-centred: its weight is ours minus 1) and the output gate."""
-    gqa = part3_gqa(8, 16, "Qwen3-Next 80B-A3B")
+    gqa = part3_gqa(8, 16, MODELS["Qwen3-Next 80B-A3B"])
     assert gqa.rope_base == 1e7 and gqa.rotary.partial_rotary_factor == 0.25
     config = modeling_qwen3_next.Qwen3NextConfig(
         attention_bias=False,

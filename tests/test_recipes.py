@@ -13,9 +13,11 @@ model's dtype, at ``hf_models.FLOAT32_STEP`` (1e-5), and exactly where it is 1.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
-from helpers import F64, gqa_layouts, layout_input, make_layer
+from helpers import F64, changed, gqa_layouts, layout_input, layout_sizes, make_layer
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -42,10 +44,11 @@ from attention import (
     SparseLatentAttention,
     layer_for,
 )
+from attention.models import BUILDERS, Sizes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-SMALL = {"d_in": 32, "num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "context_length": 8}
+SMALL = Sizes(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8, max_position_embeddings=8)
 
 
 def positions_cos_sin(x: torch.Tensor, head_dim: int, base: float):
@@ -68,7 +71,7 @@ def test_llama_like_recipes_match_llama_attention(model, layout):
 @given(layout=gqa_layouts(even_head_dim=True), window=st.integers(1, 4))
 def test_mistral_recipe_matches_mistral_attention(layout, window):
     layout = layout | {"qkv_bias": False}
-    gqa = make_layer(layout, "Mistral 7B", "sliding_attention", window=window)
+    gqa = make_layer(layout, "Mistral 7B", "sliding_attention", sliding_window=window)
     x = layout_input(layout)
     n = x.shape[1]
     allowed = causal_4d(n, n) & (torch.arange(n)[:, None] - torch.arange(n) < window)
@@ -84,25 +87,13 @@ def test_smollm3_nope_layer_has_no_rotation(layout):
     facts = MODELS["SmolLM3 3B"]
     assert facts.uses_rope[3] is False
     gqa = make_layer(layout, "SmolLM3 3B")  # the first full layer is layer 0, with RoPE
-    nope = layer_for(facts, 3, **_sizes(layout)).to(F64).eval()
+    nope = layer_for(facts, 3, sizes=layout_sizes(layout)).to(F64).eval()
     assert gqa.rotary is not None and nope.rotary is None
     nope.load_state_dict(gqa.state_dict())
     x = layout_input(layout)
     ones = torch.ones(*x.shape[:2], gqa.head_dim, dtype=F64)
     expected, _ = llama_attention(nope)(x, (ones, 0 * ones), causal_4d(x.shape[1], x.shape[1]))
     torch.testing.assert_close(nope(x), expected, **EXACT)
-
-
-def _sizes(layout: dict) -> dict:
-    return {
-        "d_in": layout["num_heads"] * layout["head_dim"],
-        "num_heads": layout["num_heads"],
-        "num_kv_heads": layout["num_kv_heads"],
-        "head_dim": layout["head_dim"],
-        "context_length": layout["context_length"],
-        "qkv_bias": layout["qkv_bias"],
-        "out_bias": layout["qkv_bias"],
-    }
 
 
 @pytest.mark.parametrize("floor_scale", [2, 8192], ids=["warming", "scout"])
@@ -115,7 +106,8 @@ def test_llama4_nope_layer_recipe_matches_llama4_text_attention(layout, floor_sc
     computes it in float32.
     """
     layout = layout | {"qkv_bias": False}
-    gqa = make_layer(layout, "Llama 4 Scout", floor_scale=floor_scale)
+    scout = changed(MODELS["Llama 4 Scout"], temperature_tuning={"floor_scale": floor_scale})
+    gqa = make_layer(layout, scout)
     assert isinstance(gqa, NoPEWithTemperature) and gqa.q_norm is None
     config = Llama4TextConfig(
         hidden_size=gqa.d_in,
@@ -150,10 +142,10 @@ def test_gemma4_shared_layers_attend_with_the_keys_and_values_of_their_source():
     source = max(
         i for i in range(first_shared) if facts.layer_types[i] == kind
     )  # the last storing layer of that kind
-    sizes = SMALL | {"num_kv_heads": 1, "window": 3}
+    sizes = dataclasses.replace(SMALL, num_kv_heads=1, sliding_window=3)
     torch.manual_seed(0)
-    store = layer_for(facts, source, **sizes).to(F64).eval()
-    shared = layer_for(facts, first_shared, **sizes).to(F64).eval()
+    store = layer_for(facts, source, sizes=sizes).to(F64).eval()
+    shared = layer_for(facts, first_shared, sizes=sizes).to(F64).eval()
     assert isinstance(shared, SharedKVAttention) and isinstance(store, GroupedQueryAttention)
     assert shared.window == store.window and shared.rotary.base == store.rope_base
     with torch.no_grad():
@@ -167,11 +159,12 @@ def test_gemma4_shared_layers_attend_with_the_keys_and_values_of_their_source():
 
 @given(seed=st.integers(0, 2**16))
 def test_deepseek_v3_recipe_matches_deepseek_v3_attention(seed):
-    overrides = {"d_in": 32, "num_heads": 4, "q_lora_rank": 12, "kv_lora_rank": 8}
-    overrides |= {"qk_nope_head_dim": 6, "qk_rope_head_dim": 4, "v_head_dim": 5}
-    overrides |= {"context_length": 8, "rope_scaling": None}
+    sizes = Sizes(hidden_size=32, num_heads=4, q_lora_rank=12, kv_lora_rank=8)
+    sizes = dataclasses.replace(sizes, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
+    sizes = dataclasses.replace(sizes, max_position_embeddings=8)
+    unscaled = changed(MODELS["DeepSeek-V3"], rope={"scaling": None})
     torch.manual_seed(seed)
-    mla = layer_for(MODELS["DeepSeek-V3"], 0, **overrides).to(F64).eval()
+    mla = layer_for(unscaled, 0, sizes=sizes).to(F64).eval()
     assert type(mla) is MultiHeadLatentAttention and mla.rope_base == 10000.0
     x = torch.randn(1, 6, 32, dtype=F64)
     positions = torch.arange(6)[None]
@@ -184,11 +177,11 @@ def test_deepseek_v3_recipe_matches_deepseek_v3_attention(seed):
 # --- every layer of every model --------------------------------------------------------
 
 
-def small_overrides(facts) -> dict:
+def small_sizes(facts) -> Sizes:
     if facts.kv_lora_rank is not None:
-        return {"d_in": 32, "num_heads": 2, "kv_lora_rank": 8, "context_length": 8}
+        return Sizes(hidden_size=32, num_heads=2, kv_lora_rank=8, max_position_embeddings=8)
     if facts.linear_attention is not None and facts.linear_attention != "Gated DeltaNet":
-        return {}
+        return Sizes()
     return SMALL
 
 
@@ -239,7 +232,7 @@ def test_an_encoder_has_no_causal_recipe():
 def test_every_layer_of_every_model_has_its_kind(name):
     facts = MODELS[name]
     for i, kind in enumerate(facts.layer_types):
-        layer = layer_for(facts, i, **small_overrides(facts))
+        layer = layer_for(facts, i, sizes=small_sizes(facts))
         if kind == "linear_attention":
             assert isinstance(layer, GatedDeltaNet)
             continue
@@ -268,6 +261,35 @@ def test_every_layer_of_every_model_has_its_kind(name):
         assert layer(x).shape == (1, 3, layer.d_out)
 
 
+@pytest.mark.parametrize("name", BUILT)
+def test_every_built_model_has_its_familys_builder(name):
+    """layer_for dispatches on the config class: each model's layers are its builder's."""
+    facts = MODELS[name]
+    builder = BUILDERS[facts.config_class]
+    for i in sorted({facts.layer_types.index(kind) for kind in set(facts.layer_types)}):
+        torch.manual_seed(0)
+        ours = layer_for(facts, i, sizes=small_sizes(facts))
+        torch.manual_seed(0)
+        theirs = builder(facts, i, small_sizes(facts))
+        assert repr(ours) == repr(theirs)
+        for key, tensor in ours.state_dict().items():
+            assert torch.equal(tensor, theirs.state_dict()[key]), key
+
+
+def test_a_size_applies_where_the_model_uses_it_and_is_ignored_elsewhere():
+    """One Sizes for a hybrid's two kinds: the Gated DeltaNet layer takes the width and
+    its own sizes, the attention layer the width and the heads; each ignores the rest."""
+    facts = MODELS["Qwen3-Next 80B-A3B"]
+    sizes = dataclasses.replace(SMALL, linear_key_head_dim=4, sliding_window=3)
+    deltanet, full = layer_for(facts, 0, sizes=sizes), layer_for(facts, 3, sizes=sizes)
+    assert (deltanet.d_in, deltanet.key_head_dim, deltanet.value_head_dim) == (32, 4, 128)
+    assert (full.d_in, full.num_heads, full.head_dim, full.window) == (32, 4, 8, None)
+    gemma = MODELS["Gemma 4 31B"]  # the global layers take num_kv_heads and head_dim too
+    glob = layer_for(gemma, 5, sizes=sizes)
+    assert (glob.num_kv_heads, glob.head_dim, glob.window) == (2, 8, None)
+    assert layer_for(gemma, 0, sizes=sizes).window == 3
+
+
 def test_a_layer_at_the_models_sizes():
     facts = MODELS["Gemma 4 31B"]
     glob = layer_for(facts, 5)
@@ -284,7 +306,7 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
     are those of the plain module."""
     facts = MODELS["Qwen3-Next 80B-A3B"]
     torch.manual_seed(0)
-    layer = layer_for(facts, 3, **SMALL)
+    layer = layer_for(facts, 3, sizes=SMALL)
     torch.manual_seed(0)
     plain = GroupedQueryAttention(32, 32, 8, num_heads=4, num_kv_heads=2, out_bias=False)
     for name, tensor in plain.state_dict().items():
@@ -310,9 +332,27 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
             "no recipe for layer 0 of 'Nemotron-H 47B' yet, a 'mamba' layer",
         ),
         (
-            lambda: layer_for(MODELS["Llama 3 8B"], 0, num_hedas=2),
+            lambda: layer_for(MODELS["Llama 3 8B"], 0, sizes=Sizes(num_hedas=2)),
             TypeError,
             "unexpected keyword argument 'num_hedas'",
+        ),
+        (
+            lambda: layer_for(MODELS["Llama 3 8B"], 0, num_heads=2),
+            TypeError,
+            "unexpected keyword argument 'num_heads'",
+        ),
+        (
+            lambda: layer_for(MODELS["Llama 3 8B"], 0, sizes={"num_heads": 2}),
+            TypeError,
+            r"sizes must be a Sizes \(Sizes\(hidden_size=",
+        ),
+        (lambda: Sizes(num_heads=2.0), TypeError, "Sizes: num_heads must be a positive integer"),
+        (lambda: Sizes(head_dim=True), TypeError, "Sizes: head_dim must be a positive integer"),
+        (lambda: Sizes(sliding_window=0), ValueError, "Sizes: sliding_window must be at least 1"),
+        (
+            lambda: layer_for(dataclasses.replace(MODELS["Llama 3 8B"], config_class="X"), 0),
+            ValueError,
+            "no recipe for 'Llama 3 8B' yet: no builder for its config class, X",
         ),
     ],
     ids=[
@@ -324,6 +364,12 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         "compressed",
         "Mamba",
         "misspelt",
+        "not a size",
+        "sizes as a dict",
+        "a float size",
+        "a bool size",
+        "a zero size",
+        "no builder",
     ],
 )
 def test_layer_for_rejects_what_it_cannot_build(call, error, message):

@@ -12,7 +12,8 @@ the other way round.
 * :mod:`~attention.models.costs`: :func:`cache_profile`, :func:`parameter_count` and
   :func:`bill`, what serving a model takes.
 * :mod:`~attention.models.recipes`: :func:`layer_for`, any layer of a model assembled
-  from the core's parts.
+  from the core's parts by its family's builder (:func:`qwen3_next_layer`, ...), at its
+  sizes or smaller ones (:class:`Sizes`).
 * :mod:`~attention.models.text`: :func:`recipe` and :func:`layer_strip`, a model's
   attention in words.
 * ``python -m attention.models CONFIG_OR_NAME``: the recipe, the strip and the bill.
@@ -55,7 +56,25 @@ from attention.models.facts import (
     Weights,
 )
 from attention.models.readers import LOADED_AS, as_config, facts_from_config
-from attention.models.recipes import layer_for
+from attention.models.recipes import (
+    BUILDERS,
+    Sizes,
+    command_a_layer,
+    deepseek_v3_layer,
+    deepseek_v32_layer,
+    gated_deltanet_layer,
+    gemma2_layer,
+    gemma3_layer,
+    gemma4_layer,
+    gpt_oss_layer,
+    layer_for,
+    llama4_layer,
+    llama_32_vision_layer,
+    llama_layer,
+    olmo2_layer,
+    qwen3_layer,
+    qwen3_next_layer,
+)
 from attention.models.table import MODELS
 from attention.models.text import (
     STRIP_LETTERS,
@@ -68,6 +87,7 @@ from attention.models.text import (
 
 __all__ = [
     "BITS",
+    "BUILDERS",
     "CHUNKED",
     "CROSS",
     "CSA",
@@ -96,18 +116,33 @@ __all__ = [
     "ModelFacts",
     "Rope",
     "Scores",
+    "Sizes",
     "Sliding",
     "TemperatureTuning",
     "Weights",
     "as_config",
     "bill",
     "cache_profile",
+    "command_a_layer",
+    "deepseek_v3_layer",
+    "deepseek_v32_layer",
     "facts_from_config",
     "format_bytes",
     "format_number",
+    "gated_deltanet_layer",
+    "gemma2_layer",
+    "gemma3_layer",
+    "gemma4_layer",
+    "gpt_oss_layer",
     "kind_name",
     "layer_for",
     "layer_strip",
+    "llama4_layer",
+    "llama_32_vision_layer",
+    "llama_layer",
+    "olmo2_layer",
     "parameter_count",
+    "qwen3_layer",
+    "qwen3_next_layer",
     "recipe",
 ]

@@ -733,6 +733,17 @@ class ModelFacts:
         Llama 4's query temperature on its NoPE layers.
     final_logit_softcapping : float or None
         ``c`` in ``c * tanh(s / c)`` on the output logits (Gemma 2).
+    attention_bias : bool
+        The query, key, value and output projections have a bias (the config's
+        ``attention_bias``: gpt-oss). Where the config class has no such field, the
+        attention module's own choice: GPT-2's, BLOOM's and BERT's projections have
+        one; Mistral's, Phi-3's, MiniMax-M2's and Llama 3.2 Vision's none; Whisper's
+        key projection has none, so not all four: ``False``.
+    rms_norm_eps : float or None
+        The epsilon of the model's RMS norms, its QK-norm among them (the config's
+        ``rms_norm_eps``); ``None`` where the config has no such field (a model of
+        LayerNorms, GPT-2 or Command A; Nemotron-H, which names it
+        ``layer_norm_epsilon``).
     weights : Weights or None
         Weights of the whole model, with their source.
     bidirectional : bool
@@ -761,6 +772,8 @@ class ModelFacts:
     max_position_embeddings: int | None
     trained_context: int
     context_source: str
+    attention_bias: bool
+    rms_norm_eps: float | None
     head_dim: int | None = None
     rope: Rope | None = None
     learned_positions: bool = False
@@ -812,8 +825,12 @@ class ModelFacts:
             else:
                 head_dim = self.hidden_size // self.num_heads
             object.__setattr__(self, "head_dim", head_dim)
+        owner = f"ModelFacts {self.name!r}"
         for name in ("layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim"):
-            _checks.positive_int(f"ModelFacts {self.name!r}", name, getattr(self, name))
+            _checks.positive_int(owner, name, getattr(self, name))
+        _checks.flag(owner, "attention_bias", self.attention_bias, "a bias on the projections")
+        if self.rms_norm_eps is not None:
+            _checks.positive_number(owner, "rms_norm_eps", self.rms_norm_eps)
         self._check_across_groups()
 
     def _check_across_groups(self) -> None:

@@ -174,6 +174,9 @@ def facts_from_config(
             f"({', '.join(sorted(_READERS))}), got model_type={model_type!r}"
         )
     fields = reader(config)
+    # A bias on the four projections and the RMS norms' epsilon, as the config gives them
+    fields.setdefault("attention_bias", bool(getattr(config, "attention_bias", False)))
+    fields.setdefault("rms_norm_eps", getattr(config, "rms_norm_eps", None))
     if "max_position_embeddings" not in fields:
         fields["max_position_embeddings"] = config.max_position_embeddings
     context_source = "the config's max_position_embeddings"
@@ -481,7 +484,8 @@ def _read_llama4(config) -> dict:
 @_reader("bert")
 def _read_bert(config) -> dict:
     """BERT: an encoder of full layers that attend both ways; a learned position table."""
-    return _basics(config) | {"learned_positions": True, "bidirectional": True}
+    flags = {"learned_positions": True, "bidirectional": True}
+    return _basics(config) | flags | {"attention_bias": True}  # BertSelfAttention's
 
 
 @_reader("modernbert")
@@ -522,13 +526,14 @@ def _read_mllama(config) -> dict:
 @_reader("gpt2")
 def _read_gpt2(config) -> dict:
     # GPT2Config maps the usual names (num_hidden_layers, ...) onto n_layer, n_embd, ...
-    return _basics(config) | {"learned_positions": True}
+    return _basics(config) | {"learned_positions": True, "attention_bias": True}  # c_attn, c_proj
 
 
 @_reader("bloom")
 def _read_bloom(config) -> dict:
     # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
-    return _basics(config) | {"max_position_embeddings": None, "alibi": True}
+    fields = {"max_position_embeddings": None, "alibi": True, "attention_bias": True}
+    return _basics(config) | fields  # query_key_value and dense have a bias
 
 
 def _latent(config) -> Latent:

@@ -4,37 +4,53 @@
 RoPE, a window or chunks, a cache. What the models of Part III add are *parts* it
 holds, empty by default: a :class:`~attention.Rotary` scaled for longer contexts,
 ``q_norm`` and ``k_norm`` (QK-norm), ``v_norm``, ``W_gate``, or no ``W_value``. A
-*recipe* puts in the parts one model uses, at the sizes of its
+*recipe* puts in the parts one family uses, at the sizes of its
 :class:`~attention.models.ModelFacts`, as ``transformers`` writes one attention class per
-model. :func:`~attention.models.layer_for` builds any layer of a model in
-:data:`~attention.models.MODELS`:
+model. Each family's recipe is a builder of its own, ``builder(facts, index, sizes)``,
+and :func:`~attention.models.layer_for` builds any layer of a model in
+:data:`~attention.models.MODELS` with the builder :data:`BUILDERS` names for its
+config class:
 
-======================  =============================================================
-family                  layer
-======================  =============================================================
-Llama 2 and 3, Gemma    RoPE, grouped key/value heads
-Mistral                 a sliding window in every layer
-SmolLM3                 every fourth layer without RoPE (NoPE)
-Qwen3, Gemma 3 and 4    ``q_norm``, ``k_norm`` over each head (RMSNorm)
-OLMo 2                  ``q_norm``, ``k_norm`` over the whole projection
-Gemma 2, 3 and 4        local (sliding) and global layers, Gemma's ``scale``;
-                        Gemma 2 caps the scores (``softcap``), Gemma 3 and 4 give
-                        the global layers a scaled RoPE of their own
-Gemma 4                 ``v_norm``; global layers with their own heads and no
-                        ``W_value``; the last layers reuse earlier keys and values
-                        (:class:`~attention.SharedKVAttention`)
-gpt-oss                 ``sinks``, sliding and global layers, YaRN
-Qwen3-Next, Qwen3.5     ``W_gate``, QK-norm, a quarter of each head rotating;
-                        Gated DeltaNet in three layers of four
-Llama 4                 chunked layers with a QK-norm after RoPE and without a
-                        scale (RMS, though ``transformers`` calls it ``L2Norm``);
-                        global NoPE layers whose queries warm with the position
-                        (:class:`~attention.NoPEWithTemperature`)
-DeepSeek-V3, V3.2       :class:`~attention.MultiHeadLatentAttention`, and
-                        :class:`~attention.SparseLatentAttention` with its indexer
-Llama 3.2 Vision        Llama's layers, and in some :class:`~attention.CrossAttention`
-                        to the image, with ``q_norm``, ``k_norm`` over each head
-======================  =============================================================
+================================  ===================================================
+builder                           layer
+================================  ===================================================
+:func:`llama_layer`               RoPE, grouped key/value heads (Llama 2 and 3,
+                                  Gemma, Phi-4); a sliding window in every layer
+                                  (Mistral); every fourth layer without RoPE (SmolLM3)
+:func:`qwen3_layer`               ``q_norm``, ``k_norm`` over each head (RMSNorm)
+:func:`olmo2_layer`               ``q_norm``, ``k_norm`` over the whole projection
+                                  (OLMo 2 and 3, MiniMax-M2)
+:func:`gemma2_layer`              local (sliding) and global layers, Gemma's
+                                  ``scale``, the scores capped (``softcap``)
+:func:`gemma3_layer`              QK-norm instead of the cap; the global layers a
+                                  scaled RoPE of their own
+:func:`gemma4_layer`              ``v_norm``; global layers with their own heads and
+                                  no ``W_value``; the last layers reuse earlier keys
+                                  and values (:class:`~attention.SharedKVAttention`)
+:func:`gpt_oss_layer`             ``sinks``, sliding and global layers, YaRN, a bias
+:func:`qwen3_next_layer`          ``W_gate``, QK-norm, a quarter of each head
+                                  rotating; :func:`gated_deltanet_layer` in three
+                                  layers of four (Qwen3-Next, Qwen3.5)
+:func:`llama4_layer`              chunked layers with a QK-norm after RoPE and
+                                  without a scale (RMS, though ``transformers`` calls
+                                  it ``L2Norm``); global NoPE layers whose queries
+                                  warm with the position
+                                  (:class:`~attention.NoPEWithTemperature`)
+:func:`command_a_layer`           sliding layers with RoPE, global ones without (NoPE)
+:func:`deepseek_v3_layer`         :class:`~attention.MultiHeadLatentAttention`
+                                  (DeepSeek-V3, Kimi K2)
+:func:`deepseek_v32_layer`        :class:`~attention.SparseLatentAttention` with its
+                                  indexer (DeepSeek-V3.2, GLM-5)
+:func:`llama_32_vision_layer`     Llama's layers, and in some
+                                  :class:`~attention.CrossAttention` to the image,
+                                  with ``q_norm``, ``k_norm`` over each head
+================================  ===================================================
+
+A builder reads the model's facts, and :class:`Sizes` makes the same model smaller:
+fewer heads, a narrower width, a shorter window, in the names the model's config
+uses. What is not a size (a RoPE base or scaling, a bias, a cap) is a fact: a
+different one is a different model, a ``dataclasses.replace`` of its
+:class:`~attention.models.ModelFacts`.
 
 An encoder's layers (BERT, ModernBERT) attend both ways, which the causal
 :class:`~attention.GroupedQueryAttention` does not: :func:`~attention.models.layer_for`
@@ -45,9 +61,10 @@ weights copied, in float64 to 1e-10 (``tests/test_recipes.py``).
 
 >>> import torch
 >>> from attention import MODELS, layer_for
+>>> from attention.models import Sizes
 >>> gemma3 = MODELS["Gemma 3 27B"]
->>> small = {"d_in": 16, "num_heads": 4, "num_kv_heads": 2, "head_dim": 4}
->>> local, glob = layer_for(gemma3, 0, **small), layer_for(gemma3, 5, **small)
+>>> small = Sizes(hidden_size=16, num_heads=4, num_kv_heads=2, head_dim=4)
+>>> local, glob = layer_for(gemma3, 0, sizes=small), layer_for(gemma3, 5, sizes=small)
 >>> local.window, glob.window, local.rotary.base, glob.rotary.scaling
 (1024, None, 10000.0, {'rope_type': 'linear', 'factor': 8.0})
 >>> local.q_norm
@@ -58,6 +75,9 @@ Linear(in_features=5376, out_features=4096, bias=False)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
 from torch import nn
 
 from attention import _checks
@@ -65,46 +85,616 @@ from attention.cross import CrossAttention
 from attention.delta import GatedDeltaNet
 from attention.gqa import GroupedQueryAttention
 from attention.latent import MultiHeadLatentAttention
-from attention.models.facts import HYBRID, MAMBA, NO_MIXER, ModelFacts
+from attention.models.facts import (
+    CHUNKED,
+    CROSS,
+    FULL,
+    HYBRID,
+    LINEAR,
+    MAMBA,
+    NO_MIXER,
+    SLIDING,
+    ModelFacts,
+)
 from attention.nope import NoPEWithTemperature
 from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.rope import Rotary
 from attention.shared_kv import SharedKVAttention
 from attention.sparse import SparseLatentAttention
 
-__all__ = ["layer_for"]
+__all__ = [
+    "BUILDERS",
+    "Sizes",
+    "command_a_layer",
+    "deepseek_v3_layer",
+    "deepseek_v32_layer",
+    "gated_deltanet_layer",
+    "gemma2_layer",
+    "gemma3_layer",
+    "gemma4_layer",
+    "gpt_oss_layer",
+    "layer_for",
+    "llama4_layer",
+    "llama_32_vision_layer",
+    "llama_layer",
+    "olmo2_layer",
+    "qwen3_layer",
+    "qwen3_next_layer",
+]
 
-#: Family facts that ``ModelFacts`` does not hold, by config class (their defaults
-#: there, and the released config.json's): a bias on the four projections
-#: (``attention_bias``) and the RMS norms' epsilon (``rms_norm_eps``).
-_BIAS = {"GptOssConfig": True}
-_NORM_EPS = {"Llama4TextConfig": 1e-5, "MllamaTextConfig": 1e-5}
-#: The overrides that shape the rotation rather than the module.
-_ROPE_OVERRIDES = ("rope_base", "rope_scaling", "partial_rotary_factor")
+
+@dataclass(frozen=True, kw_only=True)
+class Sizes:
+    """The same model, smaller: sizes that replace the model's own in a recipe.
+
+    Each field is named as :class:`~attention.models.ModelFacts` (and the model's
+    ``config.json``) names it; ``None``, the default, keeps the model's own. A size
+    given applies wherever the model uses it, in every layer (Gemma 4's global layers
+    take ``num_kv_heads`` and ``head_dim`` too), and a layer kind that has no such
+    size ignores it: a Gated DeltaNet layer has no ``num_heads``, a latent one no
+    ``head_dim`` nor ``num_kv_heads``, a full-attention layer no ``sliding_window``.
+    The output width follows ``hidden_size``.
+
+    Attributes
+    ----------
+    hidden_size : int or None
+        The width of the layer's input and output (``d_in`` and ``d_out``).
+    num_heads, num_kv_heads, head_dim : int or None
+        Query heads, key/value heads and their size.
+    max_position_embeddings : int or None
+        The positions the layer allows (its ``context_length``).
+    sliding_window, attention_chunk_size : int or None
+        The window of the sliding layers, the chunk of the chunked ones.
+    q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim : int or None
+        Multi-head latent attention's sizes (DeepSeek).
+    index_n_heads, index_head_dim, index_topk : int or None
+        The lightning indexer's heads, their size and the keys it picks (DeepSeek-V3.2).
+    linear_num_key_heads, linear_num_value_heads : int or None
+        Gated DeltaNet's query/key heads and value heads (Qwen3-Next).
+    linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim : int or None
+        Their sizes, and the taps of its short convolution.
+
+    Raises
+    ------
+    TypeError
+        For a size that is not an integer, or a name that is not a field.
+    ValueError
+        For a size below 1.
+
+    Examples
+    --------
+    >>> Sizes(hidden_size=32, num_heads=4)
+    Sizes(hidden_size=32, num_heads=4)
+    >>> Sizes(num_heads=0)
+    Traceback (most recent call last):
+        ...
+    ValueError: Sizes: num_heads must be at least 1, got 0
+    """
+
+    hidden_size: int | None = None
+    num_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    max_position_embeddings: int | None = None
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    index_n_heads: int | None = None
+    index_head_dim: int | None = None
+    index_topk: int | None = None
+    linear_num_key_heads: int | None = None
+    linear_num_value_heads: int | None = None
+    linear_key_head_dim: int | None = None
+    linear_value_head_dim: int | None = None
+    linear_conv_kernel_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is not None:
+                object.__setattr__(self, item.name, _checks.positive_int("Sizes", item.name, value))
+
+    def __repr__(self) -> str:
+        given = [(f.name, getattr(self, f.name)) for f in fields(self)]
+        inner = ", ".join(f"{name}={value!r}" for name, value in given if value is not None)
+        return f"Sizes({inner})"
+
+    def of(self, facts: ModelFacts, name: str, own: int | None = None) -> int | None:
+        """The size ``name``: the one given, else the model's (``own``, or its fact)."""
+        given = getattr(self, name)
+        if given is not None:
+            return given
+        return getattr(facts, name) if own is None else own
 
 
-def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Module:
-    """Layer ``layer_index`` of the model ``facts`` describes, at its sizes, untrained.
+# -- the shared plumbing: sizes, rotation ----------------------------------------------
 
-    The kind follows ``facts.layer_types`` and ``facts.uses_rope``: full, sliding
-    (``window``), chunked (``chunk``), NoPE (no ``rotary``), reusing another layer's
-    keys and values (``facts.kv_shared``: a :class:`SharedKVAttention`), latent
-    (DeepSeek), Gated DeltaNet (Qwen3-Next's linear-attention layers) or
-    cross-attention (Llama 3.2 Vision's image layers: a :class:`~attention.CrossAttention`).
+
+def _attention(facts: ModelFacts, index: int, sizes: Sizes) -> dict:
+    """The arguments every family's :class:`GroupedQueryAttention` takes for layer
+    ``index``: its sizes (the model's, or those ``sizes`` gives), its window or chunk
+    (on a layer of that kind), and the bias on its four projections."""
+    kind = facts.layer_types[index]
+    num_kv_heads, head_dim = facts.layer_kv_shapes[index]  # Gemma 4: the global's own
+    width = sizes.of(facts, "hidden_size")
+    bias = facts.attention_bias
+    return {
+        "d_in": width,
+        "d_out": width,
+        "context_length": sizes.of(facts, "max_position_embeddings"),
+        "num_heads": sizes.of(facts, "num_heads"),
+        "num_kv_heads": sizes.of(facts, "num_kv_heads", num_kv_heads),
+        "head_dim": sizes.of(facts, "head_dim", head_dim),
+        "window": sizes.of(facts, "sliding_window") if kind == SLIDING else None,
+        "chunk": sizes.of(facts, "attention_chunk_size") if kind == CHUNKED else None,
+        "qkv_bias": bias,
+        "out_bias": bias,
+    }
+
+
+def _rotary(facts: ModelFacts, index: int, head_dim: int) -> Rotary | None:
+    """Layer ``index``'s RoPE over heads of ``head_dim``; ``None`` on a NoPE layer. The
+    local layers of Gemma 3 and 4 have a plain one, of their own base."""
+    if not facts.uses_rope[index]:
+        return None
+    local_own = facts.layer_types[index] != FULL and facts.local_rope_theta is not None
+    base = facts.local_rope_theta if local_own else facts.rope_theta
+    scaling = None if local_own else facts.rope_scaling
+    return Rotary(head_dim, base, scaling, facts.partial_rotary_factor)
+
+
+def _latent(facts: ModelFacts, sizes: Sizes) -> dict:
+    """The arguments of DeepSeek's :class:`MultiHeadLatentAttention`: its widths, heads
+    and latent sizes (the model's, or those ``sizes`` gives), and its RoPE (YaRN)."""
+    width = sizes.of(facts, "hidden_size")
+    latent = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
+    return {
+        "d_in": width,
+        "d_out": width,
+        "context_length": sizes.of(facts, "max_position_embeddings"),
+        **{name: sizes.of(facts, name) for name in ("num_heads", *latent, "v_head_dim")},
+        "rope_base": facts.rope_theta,
+        "rope_scaling": facts.rope_scaling,
+    }
+
+
+# -- each family's layer ----------------------------------------------------------------
+
+
+def llama_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """Llama 2 and 3: RoPE and grouped key/value heads, nothing more.
+
+    The families whose layers differ only in their kind build theirs so too: Mistral's
+    sliding window (``window``), SmolLM3's every fourth layer without RoPE (no
+    ``rotary``), and Gemma's and Phi-4's plain layers.
 
     Parameters
     ----------
     facts : ModelFacts
-        An entry of :data:`~attention.models.MODELS`.
+        The model's facts.
+    index : int
+        The layer, 0-based.
+    sizes : Sizes
+        Sizes that replace the model's (``Sizes()``: none).
+
+    Returns
+    -------
+    GroupedQueryAttention
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> llama_layer(MODELS["Mistral 7B"], 0, Sizes(sliding_window=4)).window
+    4
+    """
+    kwargs = _attention(facts, index, sizes)
+    return GroupedQueryAttention(**kwargs, rotary=_rotary(facts, index, kwargs["head_dim"]))
+
+
+def qwen3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """Qwen3: an RMSNorm over each head's queries and keys (QK-norm), before RoPE.
+
+    Parameters and returns as :func:`llama_layer`.
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> qwen3_layer(MODELS["Qwen3 8B"], 0, Sizes(hidden_size=8, head_dim=2)).k_norm
+    RMSNorm(2, eps=1e-06)
+    """
+    kwargs = _attention(facts, index, sizes)
+    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    return GroupedQueryAttention(
+        **kwargs,
+        rotary=_rotary(facts, index, head_dim),
+        q_norm=RMSNorm(head_dim, eps),
+        k_norm=RMSNorm(head_dim, eps),
+    )
+
+
+def olmo2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """OLMo 2: QK-norm over the whole query and key projections (``num_heads *
+    head_dim`` features), not head by head. OLMo 3 adds sliding layers, MiniMax-M2
+    rotates half of each head: their facts say so.
+
+    Parameters and returns as :func:`llama_layer`.
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> small = Sizes(num_heads=4, num_kv_heads=4, head_dim=2)
+    >>> olmo2_layer(MODELS["OLMo 2 7B"], 0, small).q_norm
+    ProjectionRMSNorm(8, eps=1e-06)
+    """
+    kwargs = _attention(facts, index, sizes)
+    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    return GroupedQueryAttention(
+        **kwargs,
+        rotary=_rotary(facts, index, head_dim),
+        q_norm=ProjectionRMSNorm(kwargs["num_heads"] * head_dim, eps),
+        k_norm=ProjectionRMSNorm(kwargs["num_kv_heads"] * head_dim, eps),
+    )
+
+
+def gemma2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """Gemma 2: sliding and global layers in turn; the scores scaled by
+    ``query_pre_attn_scalar ** -0.5`` and capped, ``softcap * tanh(s / softcap)``.
+
+    Parameters and returns as :func:`llama_layer`.
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> gemma2_layer(MODELS["Gemma 2 9B"], 0, Sizes(head_dim=8)).softcap
+    50.0
+    """
+    kwargs = _attention(facts, index, sizes)
+    return GroupedQueryAttention(
+        **kwargs,
+        rotary=_rotary(facts, index, kwargs["head_dim"]),
+        scale=facts.query_pre_attn_scalar**-0.5,
+        softcap=facts.attn_logit_softcapping,
+    )
+
+
+def gemma3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """Gemma 3: five sliding layers to a global one, Gemma 2's scale, QK-norm over
+    each head instead of the cap; the global layers' RoPE has its own base and a
+    linear scaling, the local layers' a base of their own (``local_rope_theta``).
+
+    Parameters and returns as :func:`llama_layer`.
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> gemma3_layer(MODELS["Gemma 3 27B"], 0, Sizes(head_dim=8)).rope_base
+    10000.0
+    """
+    kwargs = _attention(facts, index, sizes)
+    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    return GroupedQueryAttention(
+        **kwargs,
+        rotary=_rotary(facts, index, head_dim),
+        scale=facts.query_pre_attn_scalar**-0.5,
+        q_norm=RMSNorm(head_dim, eps),
+        k_norm=RMSNorm(head_dim, eps),
+    )
+
+
+def gemma4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
+    """Gemma 4: Gemma 3's layers with a scale of 1 and a norm over the values too
+    (without a learned scale); the global layers have heads of their own, and with
+    ``attention_k_eq_v`` no ``W_value``: their keys serve as values. The last
+    ``num_kv_shared_layers`` layers reuse earlier keys and values.
+
+    Parameters as :func:`llama_layer`.
+
+    Returns
+    -------
+    GroupedQueryAttention or SharedKVAttention
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> gemma4_layer(MODELS["Gemma 4 31B"], 5, Sizes(head_dim=8)).W_value is None
+    True
+    """
+    kwargs = _attention(facts, index, sizes)
+    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    rotary = _rotary(facts, index, head_dim)
+    if facts.kv_shared[index]:  # queries of its own, an earlier layer's keys and values
+        shape = {name: kwargs[name] for name in ("d_in", "d_out", "num_heads", "head_dim")}
+        return SharedKVAttention(**shape, rotary=rotary, window=kwargs["window"], scale=facts.scale)
+    layer = GroupedQueryAttention(
+        **kwargs,
+        rotary=rotary,
+        scale=facts.scale,
+        q_norm=RMSNorm(head_dim, eps),
+        k_norm=RMSNorm(head_dim, eps),
+        v_norm=RMSNorm(head_dim, eps, elementwise_affine=False),
+    )
+    if facts.attention_k_eq_v and facts.layer_types[index] == FULL:
+        layer.W_value = None  # the global layers' values are their keys
+    return layer
+
+
+def gpt_oss_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """gpt-oss: a learned sink logit per head joins each softmax (``sinks``); sliding
+    and global layers in turn, YaRN, and a bias on the four projections.
+
+    Parameters and returns as :func:`llama_layer`.
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> small = Sizes(num_heads=4, num_kv_heads=2, head_dim=8)
+    >>> layer = gpt_oss_layer(MODELS["gpt-oss-20b"], 0, small)
+    >>> layer.window, layer.sinks.shape, layer.W_key.bias is not None
+    (128, torch.Size([4]), True)
+    """
+    kwargs = _attention(facts, index, sizes)  # the bias: attention_bias, True
+    return GroupedQueryAttention(
+        **kwargs,
+        rotary=_rotary(facts, index, kwargs["head_dim"]),  # YaRN, in every layer
+        sinks=True,  # always in GptOssAttention
+    )
+
+
+def gated_deltanet_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GatedDeltaNet:
+    """A Gated DeltaNet layer (Qwen3-Next's and Qwen3.5's linear-attention layers): no
+    keys and values cached, a state of fixed size (chapter 26).
+
+    Parameters as :func:`llama_layer`.
+
+    Returns
+    -------
+    GatedDeltaNet
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> small = Sizes(hidden_size=8, linear_key_head_dim=4, linear_value_head_dim=4)
+    >>> gated_deltanet_layer(MODELS["Qwen3-Next 80B-A3B"], 0, small).num_value_heads
+    32
+    """
+    return GatedDeltaNet(
+        sizes.of(facts, "hidden_size"),
+        sizes.of(facts, "linear_num_key_heads"),
+        sizes.of(facts, "linear_num_value_heads"),
+        sizes.of(facts, "linear_key_head_dim"),
+        sizes.of(facts, "linear_value_head_dim"),
+        conv_size=sizes.of(facts, "linear_conv_kernel_dim"),
+        eps=facts.rms_norm_eps,
+    )
+
+
+def qwen3_next_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
+    """Qwen3-Next and Qwen3.5: Gated DeltaNet in three layers of four; in the fourth,
+    full attention whose output is gated, ``sigmoid(W_gate x)`` on each head's, with
+    QK-norm over each head and RoPE over a quarter of each head.
+
+    Parameters as :func:`llama_layer`.
+
+    Returns
+    -------
+    GroupedQueryAttention or GatedDeltaNet
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> qwen3_next_layer(MODELS["Qwen3-Next 80B-A3B"], 3, Sizes(hidden_size=8)).W_gate
+    Linear(in_features=8, out_features=4096, bias=False)
+    """
+    if facts.layer_types[index] == LINEAR:
+        return gated_deltanet_layer(facts, index, sizes)
+    kwargs = _attention(facts, index, sizes)
+    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    layer = GroupedQueryAttention(**kwargs, rotary=_rotary(facts, index, head_dim))
+    # The gate's weights are drawn after the module's own
+    gate = kwargs["num_heads"] * head_dim
+    layer.W_gate = nn.Linear(kwargs["d_in"], gate, bias=facts.attention_bias)
+    layer.q_norm, layer.k_norm = RMSNorm(head_dim, eps), RMSNorm(head_dim, eps)
+    return layer
+
+
+def llama4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """Llama 4: chunked layers with RoPE and an RMS norm of each head's queries and
+    keys without a learned scale (``transformers``' ``Llama4TextL2Norm``, after RoPE;
+    a norm without a scale commutes with a rotation); every fourth layer global,
+    without RoPE, its queries warming with the position (``NoPEWithTemperature``).
+
+    Parameters as :func:`llama_layer`.
+
+    Returns
+    -------
+    GroupedQueryAttention or NoPEWithTemperature
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> scout, small = MODELS["Llama 4 Scout"], Sizes(hidden_size=8, head_dim=2)
+    >>> llama4_layer(scout, 0, small).chunk, llama4_layer(scout, 3, small).floor_scale
+    (8192, 8192)
+    """
+    kwargs = _attention(facts, index, sizes)
+    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    if not facts.uses_rope[index]:  # the global layers
+        warming = {"attn_scale": facts.attn_scale, "floor_scale": facts.floor_scale}
+        return NoPEWithTemperature(**warming, **kwargs)
+    return GroupedQueryAttention(
+        **kwargs,
+        rotary=_rotary(facts, index, head_dim),
+        q_norm=RMSNorm(head_dim, eps, elementwise_affine=False),
+        k_norm=RMSNorm(head_dim, eps, elementwise_affine=False),
+    )
+
+
+def command_a_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
+    """Command A (Cohere 2): three sliding layers with RoPE, then a global one without
+    any position encoding (NoPE), ``Cohere2Attention`` rotating in its sliding layers
+    only.
+
+    Parameters and returns as :func:`llama_layer`.
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> command_a = MODELS["Command A"]
+    >>> [command_a_layer(command_a, i, Sizes(hidden_size=8, head_dim=2)).rotary is None
+    ...  for i in range(4)]
+    [False, False, False, True]
+    """
+    kwargs = _attention(facts, index, sizes)
+    sliding = facts.layer_types[index] == SLIDING
+    rotary = _rotary(facts, index, kwargs["head_dim"]) if sliding else None
+    return GroupedQueryAttention(**kwargs, rotary=rotary)
+
+
+def deepseek_v3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> MultiHeadLatentAttention:
+    """DeepSeek-V3 (and Kimi K2): multi-head latent attention, every layer caching a
+    latent and a rotary key shared by the heads (chapter 13).
+
+    Parameters as :func:`llama_layer`.
+
+    Returns
+    -------
+    MultiHeadLatentAttention
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> deepseek_v3_layer(MODELS["DeepSeek-V3"], 0, Sizes(hidden_size=8)).kv_lora_rank
+    512
+    """
+    return MultiHeadLatentAttention(**_latent(facts, sizes))
+
+
+def deepseek_v32_layer(facts: ModelFacts, index: int, sizes: Sizes) -> SparseLatentAttention:
+    """DeepSeek-V3.2 (and GLM-5): DeepSeek-V3's latent attention over the keys a
+    lightning indexer picks for each query, ``index_topk`` of them (chapter 22).
+
+    Parameters as :func:`llama_layer`.
+
+    Returns
+    -------
+    SparseLatentAttention
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> small = Sizes(hidden_size=8, index_topk=4)
+    >>> deepseek_v32_layer(MODELS["DeepSeek-V3.2"], 0, small).index_top_k
+    4
+    """
+    indexer = {
+        "index_top_k": sizes.of(facts, "index_topk"),
+        "index_num_heads": sizes.of(facts, "index_n_heads"),
+        "index_head_dim": sizes.of(facts, "index_head_dim"),
+    }
+    return SparseLatentAttention(**_latent(facts, sizes), **indexer)
+
+
+def llama_32_vision_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
+    """Llama 3.2 Vision's text model: Llama's layers, and in ``cross_attention_layers``
+    a cross-attention to the image, projected to the text's width
+    (``MllamaTextCrossAttention``), with an RMSNorm over each head of the queries and
+    the keys. Its ``head_dim`` is ``hidden_size // num_heads``.
+
+    Parameters as :func:`llama_layer`.
+
+    Returns
+    -------
+    GroupedQueryAttention or CrossAttention
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> vision = MODELS["Llama 3.2 11B Vision"]
+    >>> small = Sizes(hidden_size=16, num_heads=4, num_kv_heads=2)
+    >>> llama_32_vision_layer(vision, 3, small).q_norm
+    RMSNorm(4, eps=1e-05)
+    """
+    if facts.layer_types[index] != CROSS:
+        return llama_layer(facts, index, sizes)
+    width, num_heads = sizes.of(facts, "hidden_size"), sizes.of(facts, "num_heads")
+    head_dim = sizes.of(facts, "head_dim", width // num_heads)
+    if num_heads * head_dim != width:
+        raise ValueError(
+            f"layer_for: a cross-attention layer's head_dim is hidden_size // num_heads, "
+            f"got hidden_size={width}, num_heads={num_heads} and head_dim={head_dim}"
+        )
+    eps, bias = facts.rms_norm_eps, facts.attention_bias
+    return CrossAttention(  # the image's length is its own: no context_length
+        width,
+        width,
+        width,
+        num_heads=num_heads,
+        num_kv_heads=sizes.of(facts, "num_kv_heads"),
+        qkv_bias=bias,
+        out_bias=bias,
+        q_norm=RMSNorm(head_dim, eps),
+        k_norm=RMSNorm(head_dim, eps),
+    )
+
+
+#: Each family's builder, by the ``transformers`` config class of its models
+#: (``ModelFacts.config_class``).
+BUILDERS: dict[str, Callable[[ModelFacts, int, Sizes], nn.Module]] = {
+    "LlamaConfig": llama_layer,
+    "MistralConfig": llama_layer,
+    "GemmaConfig": llama_layer,
+    "Phi3Config": llama_layer,
+    "SmolLM3Config": llama_layer,
+    "Qwen3Config": qwen3_layer,
+    "Olmo2Config": olmo2_layer,
+    "Olmo3Config": olmo2_layer,
+    "MiniMaxM2Config": olmo2_layer,
+    "Gemma2Config": gemma2_layer,
+    "Gemma3TextConfig": gemma3_layer,
+    "Gemma4TextConfig": gemma4_layer,
+    "GptOssConfig": gpt_oss_layer,
+    "Qwen3NextConfig": qwen3_next_layer,
+    "Qwen3_5MoeTextConfig": qwen3_next_layer,
+    "Llama4TextConfig": llama4_layer,
+    "Cohere2Config": command_a_layer,
+    "DeepseekV3Config": deepseek_v3_layer,
+    "DeepseekV32Config": deepseek_v32_layer,
+    "GlmMoeDsaConfig": deepseek_v32_layer,
+    "MllamaTextConfig": llama_32_vision_layer,
+}
+
+
+def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None) -> nn.Module:
+    """Layer ``layer_index`` of the model ``facts`` describes, untrained, at its sizes or
+    at ``sizes``.
+
+    The builder of the model's family (:data:`BUILDERS`, by ``facts.config_class``)
+    builds it: :func:`llama_layer`, :func:`qwen3_layer`, :func:`olmo2_layer`,
+    :func:`gemma2_layer`, :func:`gemma3_layer`, :func:`gemma4_layer`,
+    :func:`gpt_oss_layer`, :func:`qwen3_next_layer` (and :func:`gated_deltanet_layer`),
+    :func:`llama4_layer`, :func:`command_a_layer`, :func:`deepseek_v3_layer`,
+    :func:`deepseek_v32_layer` or :func:`llama_32_vision_layer`. The layer's kind
+    follows ``facts.layer_types`` and ``facts.uses_rope``: full, sliding (``window``),
+    chunked (``chunk``), NoPE (no ``rotary``), reusing another layer's keys and values
+    (``facts.kv_shared``: a :class:`~attention.SharedKVAttention`), latent (DeepSeek),
+    Gated DeltaNet (Qwen3-Next's linear-attention layers) or cross-attention (Llama
+    3.2 Vision's image layers: a :class:`~attention.CrossAttention`).
+
+    Parameters
+    ----------
+    facts : ModelFacts
+        An entry of :data:`~attention.models.MODELS`, or a ``dataclasses.replace`` of
+        one (another RoPE base or scaling, a bias: another model).
     layer_index : int
         0-based, below ``facts.layers``.
-    **overrides
-        Arguments of the module's constructor that replace the model's (``d_in``,
-        ``num_heads``, ``num_kv_heads``, ``head_dim``, ``context_length``, ``out_bias``,
-        ..., for a small layer; ``d_out`` follows ``d_in``), and for RoPE ``rope_base``,
-        ``rope_scaling`` and ``partial_rotary_factor``. ``window`` and ``chunk`` replace
-        the model's sliding window and chunk size, on the layers of that kind only. A Gated DeltaNet
-        layer takes ``d_in`` and its own sizes, and leaves the attention sizes out.
+    sizes : Sizes, optional
+        The same model, smaller: each size given replaces the model's wherever the
+        model uses it, and a layer kind without such a size ignores it (see
+        :class:`Sizes`). ``None``: the model's own sizes.
 
     Returns
     -------
@@ -113,13 +703,21 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
         one seed, its weights are drawn in the order of the module's own layers, the
         parts (``W_gate``) after them.
 
+    Raises
+    ------
+    TypeError
+        If ``facts`` is not a ModelFacts or ``sizes`` not a Sizes.
+    ValueError
+        For a layer past the last, or a model or layer kind with no recipe yet.
+
     Examples
     --------
     >>> from attention import MODELS
-    >>> scout = MODELS["Llama 4 Scout"]
-    >>> [type(layer_for(scout, i, d_in=8, head_dim=2)).__name__ for i in (0, 3)]
+    >>> from attention.models import Sizes
+    >>> scout, small = MODELS["Llama 4 Scout"], Sizes(hidden_size=8, head_dim=2)
+    >>> [type(layer_for(scout, i, sizes=small)).__name__ for i in (0, 3)]
     ['GroupedQueryAttention', 'NoPEWithTemperature']
-    >>> layer_for(scout, 0, d_in=8, head_dim=2).chunk
+    >>> layer_for(scout, 0, sizes=small).chunk
     8192
     """
     if not isinstance(facts, ModelFacts):
@@ -129,6 +727,13 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
         raise ValueError(
             f"layer_for: expected a layer_index from 0 to {facts.layers - 1} for "
             f"{facts.name!r}, got {layer_index}"
+        )
+    if sizes is None:
+        sizes = Sizes()
+    if not isinstance(sizes, Sizes):
+        raise TypeError(
+            f"layer_for: sizes must be a Sizes (Sizes(hidden_size=..., num_heads=..., "
+            f"...)) or None, got {type(sizes).__name__}"
         )
     kind = facts.layer_types[index]
     no_recipe = facts.linear_attention == "Kimi Delta Attention" or facts.compressed is not None
@@ -144,159 +749,10 @@ def layer_for(facts: ModelFacts, layer_index: int, **overrides: object) -> nn.Mo
             "and GroupedQueryAttention is causal; compute them with attend (a padding mask, "
             "sliding_window_mask(..., causal=False) on local layers)"
         )
-    if kind == "cross_attention":
-        return _cross(facts, overrides)
-    if kind == "linear_attention":
-        return _gated_deltanet(facts, overrides)
-    if facts.kv_lora_rank is not None:
-        return _latent(facts, overrides)
-    return _grouped(facts, index, kind, overrides)
-
-
-def _gated_deltanet(facts: ModelFacts, overrides: dict) -> GatedDeltaNet:
-    sizes = {
-        "d_in": facts.hidden_size,
-        "num_key_heads": facts.linear_num_key_heads,
-        "num_value_heads": facts.linear_num_value_heads,
-        "key_head_dim": facts.linear_key_head_dim,
-        "value_head_dim": facts.linear_value_head_dim,
-        "conv_size": facts.linear_conv_kernel_dim,
-    }
-    # A hybrid's attention sizes given for all its layers do not apply here
-    attention_only = {"num_heads", "num_kv_heads", "head_dim", "context_length", "window"}
-    attention_only |= {"chunk", "qkv_bias", "out_bias", "d_out", *_ROPE_OVERRIDES}
-    own = {name: value for name, value in overrides.items() if name not in attention_only}
-    return GatedDeltaNet(**(sizes | own))
-
-
-def _attention_sizes(facts: ModelFacts, overrides: dict) -> dict:
-    """The sizes every attention layer takes: width (``d_in`` may be overridden), length, heads."""
-    d_in = overrides.pop("d_in", facts.hidden_size)
-    return {
-        "d_in": d_in,
-        "d_out": d_in,
-        "context_length": facts.max_position_embeddings,
-        "num_heads": facts.num_heads,
-    }
-
-
-def _cross(facts: ModelFacts, overrides: dict) -> CrossAttention:
-    """Llama 3.2 Vision's cross-attention layer (``MllamaTextCrossAttention``): the image
-    (projected to the text's width) as the context, no bias, an RMSNorm per head on the
-    queries and the keys (``cross.qk_norm``). Its ``head_dim`` is ``d_in // num_heads``."""
-    d_in = overrides.pop("d_in", facts.hidden_size)
-    num_heads = overrides.pop("num_heads", facts.num_heads)
-    head_dim = overrides.pop("head_dim", d_in // num_heads)
-    overrides.pop("context_length", None)  # the context is the image's, of any length
-    if num_heads * head_dim != d_in:
+    builder = BUILDERS.get(facts.config_class)
+    if builder is None:
         raise ValueError(
-            f"layer_for: a cross-attention layer's head_dim is d_in // num_heads, got "
-            f"d_in={d_in}, num_heads={num_heads} and head_dim={head_dim}"
+            f"layer_for: no recipe for {facts.name!r} yet: no builder for its config "
+            f"class, {facts.config_class}"
         )
-    eps = _NORM_EPS.get(facts.config_class, 1e-6)
-    norms = {}
-    if facts.cross_qk_norm == "head":
-        norms = {"q_norm": RMSNorm(head_dim, eps), "k_norm": RMSNorm(head_dim, eps)}
-    kwargs = {"num_kv_heads": facts.num_kv_heads, "out_bias": False} | overrides
-    return CrossAttention(d_in, d_in, d_in, num_heads=num_heads, **kwargs, **norms)
-
-
-def _latent(facts: ModelFacts, overrides: dict) -> MultiHeadLatentAttention:
-    kwargs = _attention_sizes(facts, overrides) | {
-        "q_lora_rank": facts.q_lora_rank,
-        "kv_lora_rank": facts.kv_lora_rank,
-        "qk_nope_head_dim": facts.qk_nope_head_dim,
-        "qk_rope_head_dim": facts.qk_rope_head_dim,
-        "v_head_dim": facts.v_head_dim,
-        "rope_base": facts.rope_theta,
-        "rope_scaling": facts.rope_scaling,
-    }
-    if facts.indexer is None:
-        return MultiHeadLatentAttention(**(kwargs | overrides))
-    indexer = {
-        "index_top_k": facts.indexer.top_k,
-        "index_num_heads": facts.indexer.num_heads,
-        "index_head_dim": facts.indexer.head_dim,
-    }
-    return SparseLatentAttention(**(kwargs | indexer | overrides))
-
-
-def _grouped(facts: ModelFacts, index: int, kind: str, overrides: dict) -> nn.Module:
-    """A GroupedQueryAttention (or a kin of it) with the parts of the model's layer."""
-    full = kind == "full_attention"
-    num_kv_heads, head_dim = facts.layer_kv_shapes[index]  # Gemma 4: the global's own
-    bias = _BIAS.get(facts.config_class, False)
-    kwargs = _attention_sizes(facts, overrides) | {
-        "num_kv_heads": num_kv_heads,
-        "head_dim": head_dim,
-        "qkv_bias": bias,
-        "out_bias": bias,
-        "scale": facts.scale,
-        "softcap": facts.attn_logit_softcapping,
-        "sinks": facts.sinks,
-    }
-    if facts.scale is None and facts.query_pre_attn_scalar is not None:  # Gemma 2 and 3
-        kwargs["scale"] = facts.query_pre_attn_scalar**-0.5
-    # A window or chunk given is the model's, for the layers of that kind
-    window = overrides.pop("window", facts.sliding_window)
-    chunk = overrides.pop("chunk", facts.attention_chunk_size)
-    kwargs["window"] = window if kind == "sliding_attention" else None
-    kwargs["chunk"] = chunk if kind == "chunked_attention" else None
-    rope = {name: overrides.pop(name) for name in _ROPE_OVERRIDES if name in overrides}
-    kwargs |= overrides
-    uses_rope = facts.uses_rope[index]
-    eps = _NORM_EPS.get(facts.config_class, 1e-6)
-    if facts.kv_shared[index]:
-        return _shared(kwargs, _rotary(facts, full, kwargs, rope))
-    if uses_rope:
-        kwargs["rotary"] = _rotary(facts, full, kwargs, rope)
-    if not uses_rope and facts.attn_temperature_tuning:  # Llama 4's NoPE layers
-        temperature = {"attn_scale": facts.attn_scale, "floor_scale": facts.floor_scale}
-        layer = NoPEWithTemperature(**(temperature | kwargs))
-    else:
-        layer = GroupedQueryAttention(**kwargs)
-    _add_parts(layer, facts, full, uses_rope, eps)
-    return layer
-
-
-def _rotary(facts: ModelFacts, full: bool, kwargs: dict, rope: dict) -> Rotary:
-    """The layer's RoPE: Gemma 3 and 4's local layers have a plain one of their own."""
-    local_own = not full and facts.local_rope_theta is not None
-    base = facts.local_rope_theta if local_own else facts.rope_theta
-    scaling = None if local_own else facts.rope_scaling
-    return Rotary(
-        kwargs["head_dim"],
-        rope.get("rope_base", base),
-        rope.get("rope_scaling", scaling),
-        rope.get("partial_rotary_factor", facts.partial_rotary_factor),
-    )
-
-
-def _add_parts(
-    layer: GroupedQueryAttention, facts: ModelFacts, full: bool, uses_rope: bool, eps: float
-) -> None:
-    """The parts, after the module's own layers, in the order W_gate, the norms."""
-    heads, kv_heads, head_dim = layer.num_heads, layer.num_kv_heads, layer.head_dim
-    if facts.output_gate:  # Qwen3-Next: sigmoid(W_gate(x)) on the heads' outputs
-        bias = layer.W_query.bias is not None
-        layer.W_gate = nn.Linear(layer.d_in, heads * head_dim, bias=bias)
-    if facts.qk_norm == "head":  # Qwen3, Gemma 3 and 4, Qwen3-Next
-        layer.q_norm, layer.k_norm = RMSNorm(head_dim, eps), RMSNorm(head_dim, eps)
-    elif facts.qk_norm == "projection":  # OLMo 2
-        layer.q_norm = ProjectionRMSNorm(heads * head_dim, eps)
-        layer.k_norm = ProjectionRMSNorm(kv_heads * head_dim, eps)
-    elif facts.qk_norm == "l2" and uses_rope:  # Llama 4, on its RoPE layers
-        # Llama 4 normalises after RoPE; a norm without a scale commutes with a rotation.
-        layer.q_norm = RMSNorm(head_dim, eps, elementwise_affine=False)
-        layer.k_norm = RMSNorm(head_dim, eps, elementwise_affine=False)
-    if facts.value_norm:  # Gemma 4
-        layer.v_norm = RMSNorm(head_dim, eps, elementwise_affine=False)
-    if facts.attention_k_eq_v and full:  # Gemma 4's global layers: values are keys
-        layer.W_value = None
-
-
-def _shared(kwargs: dict, rotary: Rotary) -> SharedKVAttention:
-    """A layer that reuses the keys and values of the last earlier layer of its kind."""
-    sizes = {name: kwargs[name] for name in ("d_in", "d_out", "num_heads", "head_dim")}
-    window, scale = kwargs["window"], kwargs["scale"]
-    return SharedKVAttention(**sizes, rotary=rotary, window=window, scale=scale)
+    return builder(facts, index, sizes)

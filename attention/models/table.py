@@ -86,6 +86,8 @@ _ENTRIES = (
         max_position_embeddings=1024,
         trained_context=1024,
         context_source="Radford et al. 2019, section 2.3: a context of 1024 tokens",
+        attention_bias=True,
+        rms_norm_eps=None,
         learned_positions=True,
         weights=Weights(
             parameters=124_439_808,
@@ -105,6 +107,8 @@ _ENTRIES = (
         max_position_embeddings=1024,
         trained_context=1024,
         context_source="Radford et al. 2019, section 2.3: a context of 1024 tokens",
+        attention_bias=True,
+        rms_norm_eps=None,
         learned_positions=True,
         weights=Weights(
             parameters=354_823_168,
@@ -125,6 +129,8 @@ _ENTRIES = (
         trained_context=2048,
         context_source="the model card, huggingface.co/bigscience/bloom: 'Sequence length "
         "of 2048 tokens used'",
+        attention_bias=True,
+        rms_norm_eps=None,
         alibi=True,
     ),
     ModelFacts(
@@ -140,11 +146,14 @@ _ENTRIES = (
         max_position_embeddings=4096,
         trained_context=4096,
         context_source="Touvron et al. 2023 (Llama 2), table 1: context length 4k",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(theta=10000.0),
         weights=Weights(
             parameters=6_738_415_616,
             source="the released weights (untied embeddings and output layer)",
         ),
+        class_defaults=("attention_bias",),
     ),
     ModelFacts(
         name="Llama 3 8B",
@@ -159,6 +168,8 @@ _ENTRIES = (
         max_position_embeddings=8192,
         trained_context=8192,
         context_source="the model card: context length 8k",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(theta=500000.0),
     ),
     ModelFacts(
@@ -174,6 +185,8 @@ _ENTRIES = (
         max_position_embeddings=32768,
         trained_context=8192,
         context_source="Jiang et al. 2023 (Mistral 7B), table 1: context_len 8192",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(theta=10000.0),
         local=Sliding(window=4096),
     ),
@@ -191,6 +204,8 @@ _ENTRIES = (
         max_position_embeddings=8192,
         trained_context=8192,
         context_source="Gemma Team 2024 (Gemma), table 1: context length 8192",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0),
     ),
     ModelFacts(
@@ -210,6 +225,8 @@ _ENTRIES = (
         trained_context=131072,
         context_source="Gemma 3 technical report, section 2.2: 128K tokens, RoPE rescaled "
         "by 8 on the global layers",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(
             theta=1_000_000.0, scaling={"rope_type": "linear", "factor": 8.0}, local_theta=10000.0
         ),
@@ -221,6 +238,8 @@ _ENTRIES = (
             "local_rope_theta",
             "global_every",
             "max_position_embeddings",
+            "attention_bias",
+            "rms_norm_eps",
         ),
     ),
     ModelFacts(
@@ -237,6 +256,8 @@ _ENTRIES = (
         trained_context=131072,
         context_source="DeepSeek-AI 2024 (DeepSeek-V3 technical report), section 4.3: "
         "extended to 32K, then to 128K, with YaRN",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(
             theta=10000.0,
             scaling={
@@ -277,6 +298,8 @@ _ENTRIES = (
         trained_context=32768,
         context_source="the model card of Qwen/Qwen3-8B: context length 32,768 natively "
         "(131,072 with YaRN, which the released config leaves off)",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=1_000_000.0),
         parts=LayerParts(qk_norm="head"),
     ),
@@ -296,6 +319,8 @@ _ENTRIES = (
         trained_context=8192,
         context_source="Gemma 2 technical report, section 2: context length 8192, "
         "sliding window 4096 in every other layer",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0),
         local=Sliding(window=4096, global_every=2),
         scores=Scores(query_pre_attn_scalar=256, softcap=50.0),
@@ -317,6 +342,8 @@ _ENTRIES = (
         max_position_embeddings=262144,
         trained_context=262144,
         context_source="the model card of google/gemma-4-31B-it: context length 256K",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(
             theta=1_000_000.0,
             scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
@@ -346,6 +373,8 @@ _ENTRIES = (
         max_position_embeddings=131072,
         trained_context=131072,
         context_source="the model card of google/gemma-4-E2B-it: context length 128K",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(
             theta=1_000_000.0,
             scaling={"rope_type": "proportional", "partial_rotary_factor": 0.25},
@@ -374,6 +403,8 @@ _ENTRIES = (
         trained_context=131072,
         context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
         "to 131,072 tokens with YaRN",
+        attention_bias=True,
+        rms_norm_eps=1e-5,
         rope=Rope(
             theta=150000.0,
             scaling={
@@ -408,6 +439,8 @@ _ENTRIES = (
         trained_context=131072,
         context_source="gpt-oss model card (arXiv 2508.10925), section 2: context extended "
         "to 131,072 tokens with YaRN",
+        attention_bias=True,
+        rms_norm_eps=1e-5,
         rope=Rope(
             theta=150000.0,
             scaling={
@@ -443,6 +476,8 @@ _ENTRIES = (
         trained_context=262144,
         context_source="Meta 2025, 'The Llama 4 herd' (ai.meta.com/blog/"
         "llama-4-multimodal-intelligence): pre-trained and post-trained with a 256K context",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(
             theta=500000.0,
             scaling={
@@ -476,6 +511,8 @@ _ENTRIES = (
         trained_context=65536,
         context_source="Hugging Face 2025, 'SmolLM3: smol, multilingual, long-context "
         "reasoner' (huggingface.co/blog/smollm3): trained up to 64k, 128k with YaRN",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=5_000_000.0, nope_every=4),
     ),
     ModelFacts(
@@ -494,6 +531,8 @@ _ENTRIES = (
         trained_context=4096,
         context_source="2 OLMo 2 Furious (OLMo et al. 2024), section 3: pretrained on "
         "sequences of 4096 tokens",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=500000.0),
         parts=LayerParts(qk_norm="projection"),
     ),
@@ -514,6 +553,8 @@ _ENTRIES = (
         trained_context=262144,
         context_source="the model card of Qwen/Qwen3-Next-80B-A3B-Instruct: context "
         "length 262,144 natively",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=10_000_000.0, partial_rotary_factor=0.25),
         local=LinearAttention(
             mixer="Gated DeltaNet",
@@ -544,6 +585,8 @@ _ENTRIES = (
         trained_context=262144,
         context_source="the model card of Qwen/Qwen3.5-397B-A17B: context length 262,144 "
         "natively, extensible up to 1,010,000 tokens",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=10_000_000.0, partial_rotary_factor=0.25),
         local=LinearAttention(
             mixer="Gated DeltaNet",
@@ -577,6 +620,8 @@ _ENTRIES = (
         trained_context=1048576,
         context_source="the model card of moonshotai/Kimi-Linear-48B-A3B-Instruct: "
         "context length 1M (model_max_length 1,048,576 in its config.json)",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         latent=Latent(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
         local=LinearAttention(
             mixer="Kimi Delta Attention",
@@ -610,6 +655,8 @@ _ENTRIES = (
         context_source="DeepSeek-AI 2025 (DeepSeek-V3.2 technical report), section 2.1.1: "
         "continued pre-training on sequences of 128K tokens from DeepSeek-V3.1-Terminus, "
         "whose context length has been extended to 128K",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(
             theta=10000.0,
             scaling={
@@ -644,6 +691,8 @@ _ENTRIES = (
         max_position_embeddings=131072,
         trained_context=131072,
         context_source="the model card of meta-llama/Llama-3.1-70B: context length 128k",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(
             theta=500000.0,
             scaling={
@@ -669,6 +718,8 @@ _ENTRIES = (
         trained_context=16384,
         context_source="Abdin et al. 2024 (Phi-4 technical report, arXiv 2412.08905): "
         "midtraining extends the context from 4K to 16K tokens",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(theta=250000.0),
         weights=Weights(parameters=14_000_000_000, source="the model card of microsoft/phi-4: 14B"),
     ),
@@ -690,6 +741,8 @@ _ENTRIES = (
         "supports a context of 256K, but is configured in Hugging Face for 128K "
         "(max_position_embeddings); the table keeps the configured 128K, as it keeps no "
         "context past the positions the config allows",
+        attention_bias=False,
+        rms_norm_eps=None,
         rope=Rope(theta=50000.0, nope_every=4),
         local=Sliding(window=4096, global_every=4),
         weights=Weights(
@@ -713,6 +766,8 @@ _ENTRIES = (
         trained_context=131072,
         context_source="the model card of mistralai/Mistral-Small-3.1-24B-Instruct-2503: "
         "a context window of up to 128k tokens",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(theta=1_000_000_000.0),
     ),
     ModelFacts(
@@ -732,6 +787,8 @@ _ENTRIES = (
         trained_context=131072,
         context_source="the model card of nvidia/Nemotron-H-47B-Reasoning-128K: 128K-token "
         "contexts",
+        attention_bias=False,
+        rms_norm_eps=None,
         mamba=Mamba(
             mixer="Mamba-2",
             inner_size=256 * 64,
@@ -761,6 +818,8 @@ _ENTRIES = (
         max_position_embeddings=131072,
         trained_context=131072,
         context_source="the model card of moonshotai/Kimi-K2-Instruct: context length 128K",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(
             theta=50000.0,
             scaling={
@@ -803,6 +862,8 @@ _ENTRIES = (
         trained_context=196608,
         context_source="the config's max_position_embeddings: no source read here gives "
         "the length MiniMax-M2 was trained on",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=5_000_000.0, partial_rotary_factor=0.5),
         parts=LayerParts(qk_norm="projection"),
         weights=Weights(
@@ -827,6 +888,8 @@ _ENTRIES = (
         context_source="OLMo et al. 2025 (Olmo 3, arXiv 2512.13961): the long-context stage "
         "extends the context from 8K to 65K tokens, with YaRN on the full-attention layers "
         "only",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(
             theta=500000.0,
             scaling={
@@ -859,6 +922,8 @@ _ENTRIES = (
         context_source="GLM-5 Team 2026 (GLM-5 technical report, arXiv 2602.15763): the "
         "context is extended to 200K tokens in mid-training; 202,752 is the config's "
         "max_position_embeddings",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(theta=1_000_000.0),
         latent=Latent(
             kv_lora_rank=512,
@@ -894,6 +959,8 @@ _ENTRIES = (
         trained_context=1048576,
         context_source="the model card of deepseek-ai/DeepSeek-V4-Flash: context length 1M "
         "(max_position_embeddings 1,048,576 in its config.json)",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
         local=Sliding(window=128),
         compressed=Compressed(csa_rate=4, hca_rate=128, rope_theta=160000.0),
@@ -922,6 +989,8 @@ _ENTRIES = (
         trained_context=512,
         context_source="Devlin et al. 2018 (BERT), appendix A.2: sequences of 128 tokens "
         "for 90% of the steps, then of 512 for the rest",
+        attention_bias=True,
+        rms_norm_eps=None,
         learned_positions=True,
         bidirectional=True,
     ),
@@ -941,6 +1010,8 @@ _ENTRIES = (
         max_position_embeddings=8192,
         trained_context=8192,
         context_source="Warner et al. 2024 (ModernBERT): a native sequence length of 8,192 tokens",
+        attention_bias=False,
+        rms_norm_eps=None,
         rope=Rope(theta=160000.0, local_theta=10000.0),
         local=Sliding(window=64, full_attention_layers=(0, 3, 6, 9, 12, 15, 18, 21)),
         bidirectional=True,
@@ -961,6 +1032,8 @@ _ENTRIES = (
         trained_context=448,
         context_source="the config's max_target_positions: the decoder's learned position "
         "table has no row further",
+        attention_bias=False,
+        rms_norm_eps=None,
         learned_positions=True,
         cross=Cross(context_tokens=1500),
     ),
@@ -979,6 +1052,8 @@ _ENTRIES = (
         max_position_embeddings=131072,
         trained_context=131072,
         context_source="the model card: context length 128k",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
         rope=Rope(
             theta=500000.0,
             scaling={
