@@ -214,7 +214,7 @@ def test_olmo3_scales_its_rope_on_the_full_layers_only():
     positions = torch.arange(40)[None] * step
     for kind, scaled in (("sliding_attention", False), ("full_attention", True)):
         index = facts.layer_types.index(kind)
-        layer = layer_for(facts, index, d_in=16, num_heads=2, num_kv_heads=2)
+        layer = layer_for(facts, index, sizes=Sizes(hidden_size=16, num_heads=2, num_kv_heads=2))
         assert (layer.rotary.scaling is not None) is scaled
         cos, sin = theirs(x, positions, layer_type=kind)
         expected, _ = apply_rotary_pos_emb(x, x, cos.to(F64), sin.to(F64))
