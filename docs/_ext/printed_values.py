@@ -224,6 +224,8 @@ def shifted(text: str, units: int) -> str:
 # 1.4950, 0.17, −0.25. Not part of a longer token (2.13.0, x_0.25, 1.5e-4 counts
 # from its mantissa's digits only if written with two decimals).
 PROSE_NUMBER = re.compile(r"(?<![\w.])[-−]?\d+\.\d{2,}(?:e[+-]?\d+)?(?![\w]|\.\d)")
+# A link's target, an autolink or a bare address: read by a browser, not a reader.
+ADDRESS = re.compile(r"\]\([^)\s]*\)|<https?://[^>\s]*>|https?://\S+")
 
 
 def unprinted(prose: str, printed: list[str]) -> tuple[int, list[str]]:
@@ -236,7 +238,13 @@ def unprinted(prose: str, printed: list[str]) -> tuple[int, list[str]]:
     (2, [])
     >>> unprinted("The highest score is 1.4970.", ["1.4950", "0.9544"])
     (1, ['1.4970'])
+
+    An address is not prose: a paper's arXiv number in a link is no restated value.
+
+    >>> unprinted("[Wang et al.](https://arxiv.org/abs/2409.12191), <https://x.org/1.25>", [])
+    (0, [])
     """
+    prose = ADDRESS.sub(" ", prose)
     found = [match.group().replace("−", "-") for match in PROSE_NUMBER.finditer(prose)]
     missing = [n for n in found if not any(same_number(n, value) for value in printed)]
     return len(found), missing
