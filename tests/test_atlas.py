@@ -297,7 +297,7 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
 def test_from_config_gives_back_each_entry(facts) -> None:
     """The config transformers builds from an entry's released fields reads back as the
     entry: every mechanism, and every byte of its cache."""
-    from test_model_facts import released_config
+    from test_models_table import released_config
 
     # A config that sets no position limit (BLOOM's) cannot say the context: the entry's.
     given = facts.trained_context if facts.max_position_embeddings is None else None
@@ -368,13 +368,6 @@ def test_the_bill_is_weights_plus_a_batch_of_caches() -> None:
 def test_the_bill_refuses_what_it_cannot_mean(kwargs, error) -> None:
     with pytest.raises(error, match=r"^bill: expected"):
         bill(MODELS["GPT-2"], 10, **kwargs)
-
-
-def test_layer_cache_numbers_refuses_a_negative_or_a_float_length() -> None:
-    with pytest.raises(ValueError, match="expected tokens >= 0"):
-        MODELS["GPT-2"].layer_cache_numbers(-1)
-    with pytest.raises(TypeError, match="expected tokens to be an int"):
-        MODELS["GPT-2"].layer_cache_numbers(1.0)
 
 
 # -- the recipe, the strip, the command ----------------------------------------------------
