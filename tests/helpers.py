@@ -479,6 +479,25 @@ def layout_input(layout: dict) -> torch.Tensor:
     return torch.randn(size, generator=generator, dtype=F64)
 
 
+#: RoPE's base in the Part III comparisons (transformers' attention takes cos and sin of it).
+BASE = 10000.0
+
+
+def randomize_new_parameters(gqa: GroupedQueryAttention, seed: int) -> GroupedQueryAttention:
+    """Give the norms' weights and the sinks random values, so that copying them matters.
+
+    (They start at ones and zeros, which a mix-up of two of them would not reveal.)
+    """
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for norm in (gqa.q_norm, gqa.k_norm):
+            if norm is not None and norm.weight is not None:
+                norm.weight.copy_(0.5 + torch.rand(norm.weight.shape, generator=generator))
+        if gqa.sinks is not None:
+            gqa.sinks.copy_(torch.randn(gqa.sinks.shape, generator=generator, dtype=F64))
+    return gqa
+
+
 def count_check_calls(monkeypatch) -> dict[str, int]:
     """Count calls of every function in attention._checks from now on, by name."""
     counts: dict[str, int] = {}

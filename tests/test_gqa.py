@@ -1,5 +1,10 @@
 """GroupedQueryAttention: head sharing, the book's module as a special case, and parity
-with SDPA's ``enable_gqa`` and with transformers' ``LlamaAttention`` and ``MistralAttention``.
+with SDPA's ``enable_gqa`` and with transformers' ``LlamaAttention`` and ``MistralAttention``;
+Part III's options and parts (``softcap``, ``sinks``, ``scale``, QK-norm per head or over
+the projection, ``W_gate``, ``v_norm``, no ``W_value``): the defaults are today's module
+and draw the same weights from a seed, each option at its limit changes nothing, each
+is refused when it cannot mean anything, and decoding with every one on gives the full
+pass's outputs.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) wherever both sides
 compute in float64; ``hf_models.FLOAT32_STEP`` (1e-5) against Llama's eager kernel,
@@ -12,6 +17,7 @@ import pytest
 import torch
 from helpers import (
     BAD_ARGUMENTS,
+    BASE,
     F64,
     Shape,
     build,
@@ -21,6 +27,7 @@ from helpers import (
     make,
     make_gqa,
     make_input,
+    randomize_new_parameters,
     shapes,
     with_edge_shapes,
 )
@@ -45,6 +52,7 @@ from attention import (
     GroupedQueryAttention,
     KVCache,
     MultiHeadAttention,
+    Rotary,
     apply_rope,
     causal_mask,
     grouped_query_attention,
@@ -549,3 +557,245 @@ def test_a_bad_allowed_names_the_expected_and_given_shapes(allowed, message):
     error = ValueError if isinstance(allowed, torch.Tensor) else TypeError
     with pytest.raises(error, match=r"^GroupedQueryAttention: expected allowed, .*" + message):
         gqa(torch.randn(2, 4, 8), cache=cache, allowed=allowed)
+
+
+# --- Part III's parts and options: QK-norm per head or over the projection, a cap ---------
+
+
+def test_qk_norm_per_head_and_over_the_projection_differ_with_more_than_one_head():
+    """One head's size depends on the others only when the norm spans the projection."""
+    layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
+    layout |= {"context_length": 4, "num_tokens": 4, "batch": 1, "qkv_bias": False, "seed": 3}
+    x = layout_input(layout)
+    head = make_gqa(layout, parts=("qk_norm",))(x)
+    projection = make_gqa(layout, parts=("qk_norm_projection",))(x)
+    assert (head - projection).abs().max() > 1e-3
+
+
+def test_a_small_softcap_changes_the_output():
+    """So the Gemma 2 comparison sees the cap: a cap of 0.05 flattens every row."""
+    layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
+    layout |= {"context_length": 5, "num_tokens": 5, "batch": 1, "qkv_bias": False, "seed": 1}
+    x = layout_input(layout)
+    capped = make_gqa(layout, softcap=0.05)
+    assert (capped(x) - make_gqa(layout)(x)).abs().max() > 1e-3
+    weights = capped.attention_weights(x)  # scores within (-0.05, 0.05): nearly uniform
+    uniform = torch.tril(torch.ones(5, 5, dtype=F64)) / torch.arange(1, 6, dtype=F64)[:, None]
+    torch.testing.assert_close(weights[0, 0], uniform, atol=0.06, rtol=0)
+
+
+# --- the module's defaults are today's module ---------------------------------------------
+
+
+def todays_module(layout: dict, x: torch.Tensor, rope: bool) -> torch.Tensor:
+    """Today's GroupedQueryAttention written out from the same seed: four nn.Linear layers
+    drawn in order, the heads, RoPE, causal SDPA over repeated heads, out_proj."""
+    d, heads, kv_heads = layout["d_model"], layout["num_heads"], layout["num_kv_heads"]
+    head_dim, bias = layout["head_dim"], layout["qkv_bias"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        layers = [
+            torch.nn.Linear(d, d, bias=bias),
+            torch.nn.Linear(d, kv_heads * head_dim, bias=bias),
+            torch.nn.Linear(d, kv_heads * head_dim, bias=bias),
+            torch.nn.Linear(d, d, bias=bias),
+        ]
+    w_q, w_k, w_v, out = (layer.to(F64) for layer in layers)
+    b, n, _ = x.shape
+
+    def split(t, h):
+        return t.view(b, n, h, head_dim).transpose(1, 2)
+
+    q, k, v = split(w_q(x), heads), split(w_k(x), kv_heads), split(w_v(x), kv_heads)
+    if rope:
+        q, k = apply_rope(q, base=BASE), apply_rope(k, base=BASE)
+    group = heads // kv_heads
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    context = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return out(context.transpose(1, 2).reshape(b, n, d))
+
+
+NEW_OFF = {
+    "softcap": None,
+    "sinks": False,
+    "scale": None,
+    "rotary": None,
+    "q_norm": None,
+    "k_norm": None,
+    "v_norm": None,
+    "W_gate": None,
+}
+
+
+@given(layout=gqa_layouts(even_head_dim=True), rope=st.booleans())
+def test_defaults_are_todays_module(layout, rope):
+    """Same seed: the same parameter names, weights, random-number use and outputs."""
+    base = {"rope_base": BASE} if rope else {}
+    with torch.random.fork_rng(devices=[]):
+        gqa = make_gqa(layout, **base)
+        after_default = torch.random.get_rng_state()
+    explicit = make_gqa(layout, **base, **NEW_OFF)
+    names = ["W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weight"]
+    if layout["qkv_bias"]:  # make_gqa: out_bias follows qkv_bias
+        names = [
+            f"{layer}.{kind}"
+            for layer in ("W_query", "W_key", "W_value", "out_proj")
+            for kind in ("weight", "bias")
+        ]
+    assert [name for name, _ in gqa.named_parameters()] == names
+    assert [name for name, _ in explicit.named_parameters()] == names
+    assert gqa.W_gate is gqa.q_norm is gqa.k_norm is gqa.v_norm is gqa.sinks is None
+    x = layout_input(layout)
+    torch.testing.assert_close(gqa(x), todays_module(layout, x, rope), **EXACT)
+    assert torch.equal(gqa(x), explicit(x))
+    with torch.random.fork_rng(devices=[]):
+        make_gqa(layout, **base, **NEW_OFF)
+        assert torch.equal(torch.random.get_rng_state(), after_default)
+
+
+OPTIONS_ON = [
+    pytest.param({"parts": ("qk_norm",)}, {"q_norm.weight", "k_norm.weight"}, id="qk_norm"),
+    pytest.param(
+        {"parts": ("qk_norm_projection",)},
+        {"q_norm.weight", "k_norm.weight"},
+        id="qk_norm_projection",
+    ),
+    pytest.param({"softcap": 30.0}, set(), id="softcap"),
+    pytest.param({"sinks": True}, {"sinks"}, id="sinks"),
+    pytest.param({"scale": 0.5}, set(), id="scale"),
+    pytest.param({"parts": ("v_norm",)}, set(), id="v_norm"),
+    pytest.param({"parts": ("W_gate",)}, {"W_gate.weight", "W_gate.bias"}, id="W_gate"),
+]
+
+
+@pytest.mark.parametrize(("option", "new_names"), OPTIONS_ON)
+def test_each_option_and_part_keeps_the_existing_weights_of_the_same_seed(option, new_names):
+    """Parts come after out_proj: W_query to out_proj are drawn as before."""
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 2, "d_model": 8}
+    layout |= {"context_length": 4, "num_tokens": 4, "batch": 1, "qkv_bias": True, "seed": 5}
+    default = make_gqa(layout).state_dict()
+    with_option = make_gqa(layout, **option).state_dict()
+    for name, tensor in default.items():
+        assert torch.equal(with_option[name], tensor), name
+    assert set(with_option) - set(default) == new_names
+
+
+# --- the module's limits: cap, sink and gate that do nothing ------------------------------
+
+
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_module_softcap_towards_infinity_is_no_cap(layout):
+    x = layout_input(layout)
+    capped = make_gqa(layout, rope_base=BASE, softcap=1e9)
+    plain = make_gqa(layout, rope_base=BASE)
+    torch.testing.assert_close(capped(x), plain(x), **EXACT)
+    torch.testing.assert_close(capped.attention_weights(x), plain.attention_weights(x), **EXACT)
+
+
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_module_sinks_of_minus_infinity_are_no_sinks(layout):
+    x = layout_input(layout)
+    sunk = make_gqa(layout, rope_base=BASE, sinks=True)
+    with torch.no_grad():
+        sunk.sinks.fill_(float("-inf"))
+    plain = make_gqa(layout, rope_base=BASE)
+    torch.testing.assert_close(sunk(x), plain(x), **EXACT)
+    torch.testing.assert_close(sunk.attention_weights(x), plain.attention_weights(x), **EXACT)
+
+
+@given(layout=gqa_layouts(even_head_dim=True), bias=st.sampled_from([1e3, float("inf")]))
+def test_module_saturated_gate_is_no_gate(layout, bias):
+    """A gate bias so large that sigmoid gives exactly 1 passes every output through."""
+    layout = layout | {"qkv_bias": True}
+    x = layout_input(layout)
+    gated = make_gqa(layout, rope_base=BASE, parts=("W_gate",))
+    with torch.no_grad():
+        gated.W_gate.weight.zero_()
+        gated.W_gate.bias.fill_(bias)
+    torch.testing.assert_close(gated(x), make_gqa(layout, rope_base=BASE)(x), **EXACT)
+
+
+def test_module_gate_of_zero_logits_halves_the_heads_outputs():
+    """sigmoid(0) = 1/2 on every number into out_proj: the output minus the bias halves."""
+    layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 2, "d_model": 4}
+    layout |= {"context_length": 3, "num_tokens": 3, "batch": 1, "qkv_bias": True, "seed": 7}
+    x = layout_input(layout)
+    gated, plain = make_gqa(layout, parts=("W_gate",)), make_gqa(layout)
+    with torch.no_grad():
+        gated.W_gate.weight.zero_()
+        gated.W_gate.bias.zero_()
+    bias = plain.out_proj.bias
+    torch.testing.assert_close(gated(x) - bias, (plain(x) - bias) / 2, **EXACT)
+
+
+def test_module_sinks_make_rows_sum_below_one():
+    layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 2, "d_model": 4}
+    layout |= {"context_length": 3, "num_tokens": 3, "batch": 1, "qkv_bias": False, "seed": 7}
+    gqa = make_gqa(layout, sinks=True)
+    sums = gqa.attention_weights(layout_input(layout)).sum(-1)
+    assert (sums < 1).all() and (sums > 0).all()
+
+
+def test_cache_bytes_per_token_is_the_same_without_w_value():
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 2, "d_model": 8}
+    layout |= {"context_length": 4, "num_tokens": 4, "batch": 1, "qkv_bias": False, "seed": 0}
+    plain, shared = make_gqa(layout), make_gqa(layout, parts=("no_W_value", "v_norm"))
+    assert shared.W_value is None
+    assert shared.cache_bytes_per_token == plain.cache_bytes_per_token == 2 * 2 * 2 * 8
+
+
+# --- the options' and parts' errors, and decoding with every one on -----------------------
+
+
+BAD_OPTIONS = [
+    ({"softcap": 0}, r"softcap must be a positive, finite number .*got 0"),
+    ({"softcap": -50.0}, r"softcap must be a positive, finite number .*got -50.0"),
+    ({"softcap": True}, r"softcap must be a positive number .*got True of type bool", TypeError),
+    ({"sinks": 1}, r"sinks must be True or False .*got 1 of type int", TypeError),
+    ({"scale": 0}, r"scale must be a positive number or None, got 0"),
+    ({"scale": -0.5}, r"scale must be a positive number or None, got -0.5"),
+    ({"scale": True}, r"scale must be a positive number or None, got True", TypeError),
+    # Part III's former flags: each says which part or recipe replaces it
+    ({"qk_norm": True}, r"qk_norm= is no longer taken; give the parts q_norm= and k_norm="),
+    ({"value_norm": True}, r"value_norm= is no longer taken; give the part v_norm="),
+    ({"output_gate": True}, r"output_gate= is no longer taken; assign the part W_gate"),
+    ({"keys_as_values": True}, r"keys_as_values= is no longer taken; set layer.W_value = None"),
+    ({"rope_scaling": {}}, r"rope_scaling= is no longer taken; give rotary=Rotary\("),
+    ({"partial_rotary_factor": 0.5}, r"partial_rotary_factor= .*rotary=Rotary\("),
+    ({"rope_base": 1e4, "rotary": Rotary(4)}, r"give rope_base or rotary, not both"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message", "error"),
+    [(kwargs, message, *(error or [ValueError])) for kwargs, message, *error in BAD_OPTIONS],
+    ids=[", ".join(map(repr, row[0].items())) for row in BAD_OPTIONS],
+)
+def test_module_rejects_bad_options(kwargs, message, error):
+    with pytest.raises(error, match="^GroupedQueryAttention: " + message):
+        GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"q_norm": "rms"}, {"W_gate": torch.ones(2)}, {"rotary": 10000.0}, {"qk_nrom": True}],
+    ids=["q_norm", "W_gate", "rotary", "misspelt"],
+)
+def test_module_rejects_parts_that_are_not_modules_and_unknown_keywords(kwargs):
+    with pytest.raises(TypeError, match=r"^GroupedQueryAttention: "):
+        GroupedQueryAttention(8, 8, 4, num_heads=2, num_kv_heads=1, **kwargs)
+
+
+@given(layout=gqa_layouts(even_head_dim=True), window=st.one_of(st.none(), st.integers(1, 4)))
+def test_every_option_on_decodes_with_a_cache_as_one_full_pass(layout, window):
+    """Prefill then one token at a time gives the full pass's outputs, every option on."""
+    layout = layout | {"num_tokens": layout["context_length"]}
+    options = {"softcap": 2.0, "sinks": True, "scale": 0.7}
+    parts = ("W_gate", "qk_norm", "v_norm", "no_W_value")
+    gqa = make_gqa(layout, rope_base=BASE, window=window, parts=parts, **options)
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    x = layout_input(layout)
+    cache, prefill = KVCache(), (layout["num_tokens"] + 1) // 2
+    steps = [gqa(x[:, :prefill], cache=cache)]
+    steps += [gqa(x[:, i : i + 1], cache=cache) for i in range(prefill, x.shape[1])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), gqa(x), **EXACT)

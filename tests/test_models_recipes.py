@@ -1,14 +1,20 @@
 """``attention.models.recipes``: each model's layer, from ``layer_for``, against transformers' own.
 
-The Part III test files check the recipes of Qwen3, OLMo 2, Gemma 2, 3 and 4, gpt-oss,
-Qwen3-Next and Llama 4's chunked layers against their transformers classes; this file
-adds Llama 3, Mistral, SmolLM3's NoPE layers, Llama 4's NoPE layers with their query
-temperature, Gemma 4's layers that reuse keys and values, DeepSeek-V3's MLA, and the
-structure of every layer of every model in ``MODELS``.
+Llama 2 and 3, Gemma and SmolLM3 (its NoPE layers too) against ``LlamaAttention``, and
+Mistral against ``MistralAttention``; Part III's recipes against the class that runs
+each model: QK-norm per head (Qwen3) and over the projection (OLMo 2), Gemma 2's cap
+and scale, Gemma 3's QK-norm with a window, gpt-oss's sinks, Qwen3-Next's output gate
+with QK-norm (whole heads rotating, and a quarter of each, as released), Gemma 4's
+value norm and keys as values (its global layer as released, with proportional RoPE);
+Llama 4's NoPE layers with their query temperature, Gemma 4's layers that reuse keys
+and values, DeepSeek-V3's MLA, and the structure of every layer of every model in
+``MODELS``.
 
-Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with float64 cos
-and sin; Llama 4's temperature, which transformers computes in float32 whatever the
-model's dtype, at ``hf_models.FLOAT32_STEP`` (1e-5), and exactly where it is 1.
+Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with float64 cos and
+sin, and transformers' float32 steps (its RMS norms, its eager softmax) run in float64
+within the test (``float64_norms``, ``float64_softmax``); ``hf_models.FLOAT32_STEP``
+(1e-5) against the modules as shipped, and for Llama 4's temperature, which
+transformers computes in float32 whatever the model's dtype (exactly where it is 1).
 """
 
 from __future__ import annotations
@@ -17,41 +23,65 @@ import dataclasses
 
 import pytest
 import torch
-from helpers import F64, changed, gqa_layouts, layout_input, layout_sizes, make_layer
+from helpers import (
+    BASE,
+    F64,
+    changed,
+    gqa_layouts,
+    layout_input,
+    layout_sizes,
+    make_gqa,
+    make_layer,
+    randomize_new_parameters,
+)
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
     causal_4d,
     deepseek_attention,
     float64_norms,
+    float64_softmax,
+    gemma2_attention,
+    gemma3_attention,
+    gemma4_attention,
+    gpt_oss_attention,
     llama_attention,
     mistral_attention,
+    olmo2_attention,
+    qwen3_attention,
+    qwen3_next_attention,
+    qwen3_next_query_gate,
     rope_cos_sin,
 )
 from hypothesis import given
 from hypothesis import strategies as st
 from transformers import Llama4TextConfig
+from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 from transformers.models.llama4 import modeling_llama4
+from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRotaryEmbedding
 
 from attention import (
     MODELS,
     CrossAttention,
     GatedDeltaNet,
     GroupedQueryAttention,
+    KVCache,
     MultiHeadLatentAttention,
     NoPEWithTemperature,
     SharedKVAttention,
     SparseLatentAttention,
     layer_for,
+    rope_frequencies,
 )
-from attention.models import BUILDERS, Sizes
+from attention.models import BUILDERS, ModelFacts, Sizes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 SMALL = Sizes(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8, max_position_embeddings=8)
 
 
-def positions_cos_sin(x: torch.Tensor, head_dim: int, base: float):
+def positions_cos_sin(x: torch.Tensor, head_dim: int, base: float = BASE):
+    """cos and sin of positions 0, 1, ... of ``x`` at ``base`` (BASE unless given)."""
     return rope_cos_sin(torch.arange(x.shape[1]).expand(x.shape[0], -1), head_dim, base)
 
 
@@ -172,6 +202,244 @@ def test_deepseek_v3_recipe_matches_deepseek_v3_attention(seed):
     theirs = float64_norms(deepseek_attention(mla))  # its RMS norms in float64
     expected, _ = theirs(x, cos_sin, causal_4d(6, 6))
     torch.testing.assert_close(mla(x), expected, **EXACT)
+
+
+# --- Part III's recipes against their transformers classes, at RoPE's base BASE -----------
+
+
+def at_base(model: str, **rope: object) -> ModelFacts:
+    """``model``'s facts with RoPE's base ``BASE`` (and ``rope``'s other changes): the
+    comparisons below give transformers' attention cos and sin of that base."""
+    return changed(MODELS[model], rope={"theta": BASE, **rope})
+
+
+def causal_window(n: int, window: int | None = None) -> torch.Tensor:
+    """``(1, 1, n, n)``, True where query i may attend key j: j <= i, and i - j < window."""
+    allowed = causal_4d(n, n)
+    if window is not None:
+        allowed = allowed & (torch.arange(n)[:, None] - torch.arange(n)[None, :] < window)
+    return allowed
+
+
+def additive_causal(n: int, window: int | None = None) -> torch.Tensor:
+    """The eager kernels' mask: 0 where a query may attend, -inf elsewhere."""
+    hidden = ~causal_window(n, window)
+    return torch.zeros(1, 1, n, n, dtype=F64).masked_fill(hidden, float("-inf"))
+
+
+# --- QK-norm: Qwen3 (per head) and OLMo 2 (over the projection) ---------------------------
+
+
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_qwen3_recipe_matches_qwen3_attention(layout):
+    gqa = randomize_new_parameters(make_layer(layout, at_base("Qwen3 8B")), layout["seed"])
+    x = layout_input(layout)
+    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
+    exact = float64_norms(qwen3_attention(gqa), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = qwen3_attention(gqa)  # normalizes in float32
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_olmo2_recipe_matches_olmo2_attention(layout):
+    gqa = make_layer(layout, at_base("OLMo 2 7B"))
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    assert gqa.q_norm.weight.shape == (gqa.d_out,)
+    assert gqa.k_norm.weight.shape == (gqa.num_kv_heads * gqa.head_dim,)
+    x = layout_input(layout)
+    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
+    exact = float64_norms(olmo2_attention(gqa), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = olmo2_attention(gqa)
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
+# --- softcap and scale: Gemma 2; QK-norm in place of the cap: Gemma 3 ---------------------
+
+
+@given(
+    layout=gqa_layouts(even_head_dim=True),
+    query_pre_attn_scalar=st.sampled_from([1, 7, 168]),
+    softcap=st.floats(0.05, 5.0),
+    window=st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_gemma2_recipe_matches_gemma2_attention(layout, query_pre_attn_scalar, softcap, window):
+    """Global layers, and sliding ones (Gemma 2 alternates them); the cap and scale drawn."""
+    kind = "full_attention" if window is None else "sliding_attention"
+    scores = {"query_pre_attn_scalar": query_pre_attn_scalar, "softcap": softcap}
+    gemma2 = changed(at_base("Gemma 2 9B"), scores=scores)
+    gqa = make_layer(layout, gemma2, kind, sliding_window=window)
+    theirs = gemma2_attention(gqa, query_pre_attn_scalar)
+    x = layout_input(layout)
+    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), additive_causal(x.shape[1], window)
+    with float64_softmax():
+        out, weights = theirs(x, cos_sin, mask)
+    torch.testing.assert_close(gqa(x), out, **EXACT)
+    torch.testing.assert_close(gqa.attention_weights(x), weights, **EXACT)
+    out, weights = theirs(x, cos_sin, mask)  # softmax in float32
+    torch.testing.assert_close(gqa(x), out, **FLOAT32_STEP)
+    torch.testing.assert_close(gqa.attention_weights(x), weights, **FLOAT32_STEP)
+
+
+@given(
+    layout=gqa_layouts(even_head_dim=True),
+    query_pre_attn_scalar=st.sampled_from([1, 7, 168]),
+    window=st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_gemma3_recipe_matches_gemma3_attention(layout, query_pre_attn_scalar, window):
+    """Gemma 3 replaced Gemma 2's cap with QK-norm (zero-centred weights: 1 + w).
+
+    The global layer's linear RoPE scaling is left out here (transformers' attention
+    takes the cos and sin it is given); tests/test_models_recipes.py runs it.
+    """
+    kind = "full_attention" if window is None else "sliding_attention"
+    scores = {"query_pre_attn_scalar": query_pre_attn_scalar}
+    gemma3 = changed(at_base("Gemma 3 27B", scaling=None), scores=scores)
+    gqa = make_layer(layout, gemma3, kind, sliding_window=window)
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    x = layout_input(layout)
+    mask = causal_window(x.shape[1], window)
+    cos_sin = positions_cos_sin(x, gqa.head_dim)
+    exact = float64_norms(gemma3_attention(gqa, query_pre_attn_scalar), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = gemma3_attention(gqa, query_pre_attn_scalar)
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
+# --- sinks: gpt-oss -----------------------------------------------------------------------
+
+
+@given(layout=gqa_layouts(even_head_dim=True), window=st.one_of(st.none(), st.integers(1, 4)))
+def test_gpt_oss_recipe_matches_gpt_oss_attention(layout, window):
+    """Full-attention layers, and sliding ones (gpt-oss alternates them); plain RoPE."""
+    kind = "full_attention" if window is None else "sliding_attention"
+    gpt_oss = at_base("gpt-oss-20b", scaling=None)
+    gqa = make_layer(layout, gpt_oss, kind, sliding_window=window)
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    theirs = gpt_oss_attention(gqa)
+    x = layout_input(layout)
+    cos, sin = positions_cos_sin(x, gqa.head_dim)
+    half = gqa.head_dim // 2  # gpt-oss's rotary embedding gives each angle once
+    out, weights = theirs(
+        x, (cos[..., :half], sin[..., :half]), additive_causal(x.shape[1], window)
+    )
+    # gpt-oss's eager kernel keeps the logits' dtype: float64 throughout, no patch needed.
+    torch.testing.assert_close(gqa(x), out, **EXACT)
+    ours = gqa.attention_weights(x)
+    torch.testing.assert_close(ours, weights, **EXACT)
+    assert (ours.sum(-1) < 1).all()
+
+
+# --- output gate with QK-norm: Qwen3-Next -------------------------------------------------
+
+
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_qwen3_next_recipe_with_whole_heads_rotating_matches_qwen3_next_attention(layout):
+    gqa = make_layer(layout, at_base("Qwen3-Next 80B-A3B", partial_rotary_factor=1.0))
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    x = layout_input(layout)
+    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
+    exact = float64_norms(qwen3_next_attention(gqa), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = qwen3_next_attention(gqa)  # 1 + weight, in float32
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
+@given(layout=gqa_layouts(even_head_dim=True), seed=st.integers(0, 2**16))
+def test_qwen3_next_recipe_as_released_with_a_quarter_of_each_head_rotating(layout, seed):
+    """QK-norm, the gate and partial_rotary_factor=0.25 together, as Qwen3-Next runs them."""
+    layout = layout | {"head_dim": 8, "d_model": layout["num_heads"] * 8, "seed": seed}
+    gqa = make_layer(layout, at_base("Qwen3-Next 80B-A3B"))
+    assert gqa.rotary.partial_rotary_factor == 0.25
+    gqa = randomize_new_parameters(gqa, seed)
+    x = layout_input(layout)
+    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    cos_sin = rope_cos_sin(positions, 2, BASE)  # the rotary dimension: int(8 * 0.25) = 2
+    mask = causal_4d(x.shape[1], x.shape[1])
+    exact = float64_norms(qwen3_next_attention(gqa), ("q_norm", "k_norm"))
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask)[0], **EXACT)
+    shipped = qwen3_next_attention(gqa)
+    cos_sin = Qwen3NextRotaryEmbedding(shipped.config)(x, positions)  # float32 angles
+    torch.testing.assert_close(gqa(x), shipped(x, cos_sin, mask)[0], **FLOAT32_STEP)
+
+
+def test_qwen3_next_query_and_gate_rows_alternate_per_head():
+    """Head h's query rows, then head h's gate rows: what view + chunk(2) splits."""
+    layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 2, "d_model": 4}
+    layout |= {"context_length": 2, "num_tokens": 2, "batch": 1, "qkv_bias": True, "seed": 0}
+    gqa = make_gqa(layout, parts=("W_gate",))
+    weight, bias = qwen3_next_query_gate(gqa)
+    q, g = gqa.W_query.weight, gqa.W_gate.weight
+    torch.testing.assert_close(weight, torch.cat((q[:2], g[:2], q[2:], g[2:])), **EXACT)
+    qb, gb = gqa.W_query.bias, gqa.W_gate.bias
+    torch.testing.assert_close(bias, torch.cat((qb[:2], gb[:2], qb[2:], gb[2:])), **EXACT)
+
+
+# --- value norm and keys as values: Gemma 4 -----------------------------------------------
+
+
+@given(layout=gqa_layouts(even_head_dim=True), seed=st.integers(0, 2**16))
+def test_gemma4_global_layer_recipe_as_released(layout, seed):
+    """Keys as values, the value norm, QK-norm, scale 1 and proportional RoPE over a
+    quarter of a head of 16, on Gemma 4's global layer with its default rope_parameters.
+
+    EXACT takes float64 cos and sin from :func:`rope_frequencies` (checked against
+    transformers' formula in float64 by tests/test_rope.py); as shipped, Gemma 4's
+    own rotary embedding, in float32.
+    """
+    layout = layout | {"head_dim": 16, "d_model": layout["num_heads"] * 16, "seed": seed}
+    scaling = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
+    gqa = make_layer(layout, "Gemma 4 31B")
+    assert gqa.rotary.scaling == scaling and gqa.rope_base == 1e6 and gqa.W_value is None
+    gqa = randomize_new_parameters(gqa, seed)
+    x = layout_input(layout)
+    positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+    mask = causal_4d(x.shape[1], x.shape[1])
+    inv_freq, factor = rope_frequencies(16, 1e6, scaling)
+    angles = positions.to(F64)[..., None] * inv_freq
+    angles = torch.cat((angles, angles), dim=-1)
+    cos_sin = (angles.cos() * factor, angles.sin() * factor)
+    exact = float64_norms(gemma4_attention(gqa, released_rope=True), ("q_norm", "k_norm", "v_norm"))
+    full = exact.config.rope_parameters["full_attention"]
+    assert full == {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}
+    torch.testing.assert_close(gqa(x), exact(x, cos_sin, mask, shared_kv_states={})[0], **EXACT)
+    shipped = gemma4_attention(gqa, released_rope=True)
+    cos_sin = Gemma4TextRotaryEmbedding(shipped.config)(x, positions, "full_attention")
+    out, _ = shipped(x, cos_sin, mask, shared_kv_states={})
+    torch.testing.assert_close(gqa(x), out, **FLOAT32_STEP)
+
+
+@pytest.mark.parametrize(
+    ("model", "keys_as_values"),
+    [("Gemma 4 31B", True), ("Gemma 4 E2B", False)],
+    ids=["k_eq_v", "own_values"],
+)
+@given(layout=gqa_layouts(even_head_dim=True))
+def test_gemma4_recipes_match_gemma4_text_attention(layout, model, keys_as_values):
+    """The global layer of Gemma 4 31B (keys as values) and of E2B (its own values)."""
+    gqa = make_layer(layout, at_base(model, scaling=None))
+    gqa = randomize_new_parameters(gqa, layout["seed"])
+    assert (gqa.W_value is None) == keys_as_values
+    x = layout_input(layout)
+    cos_sin, mask = positions_cos_sin(x, gqa.head_dim), causal_4d(x.shape[1], x.shape[1])
+    exact = float64_norms(gemma4_attention(gqa), ("q_norm", "k_norm", "v_norm"))
+    out, _ = exact(x, cos_sin, mask, shared_kv_states={})
+    torch.testing.assert_close(gqa(x), out, **EXACT)
+    shipped, _ = gemma4_attention(gqa)(x, cos_sin, mask, shared_kv_states={})
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
+
+
+def test_keys_as_values_caches_keys_and_values_apart():
+    """After k_norm and RoPE the keys differ from the values: the cache holds both."""
+    layout = {"num_heads": 2, "num_kv_heads": 1, "head_dim": 4, "d_model": 8}
+    layout |= {"context_length": 6, "num_tokens": 6, "batch": 1, "qkv_bias": False, "seed": 2}
+    gqa = make_layer(layout, at_base("Gemma 4 31B", scaling=None))
+    x = layout_input(layout)
+    cache = KVCache()
+    steps = [gqa(x[:, :4], cache=cache), gqa(x[:, 4:5], cache=cache), gqa(x[:, 5:], cache=cache)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), gqa(x), **EXACT)
+    assert cache.nbytes == 6 * gqa.cache_bytes_per_token == 6 * 2 * 4 * 8
 
 
 # --- every layer of every model --------------------------------------------------------
