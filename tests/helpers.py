@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import re
 from collections.abc import Callable
 
@@ -496,6 +497,11 @@ def randomize_new_parameters(gqa: GroupedQueryAttention, seed: int) -> GroupedQu
         if gqa.sinks is not None:
             gqa.sinks.copy_(torch.randn(gqa.sinks.shape, generator=generator, dtype=F64))
     return gqa
+
+
+def decode_splits(n: int, prefill: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of a prefill of ``prefill`` tokens, then one token at a time to ``n``."""
+    return list(itertools.pairwise([0, *range(prefill, n + 1)]))
 
 
 def count_check_calls(monkeypatch) -> dict[str, int]:

@@ -4,11 +4,17 @@ Part III's options and parts (``softcap``, ``sinks``, ``scale``, QK-norm per hea
 the projection, ``W_gate``, ``v_norm``, no ``W_value``): the defaults are today's module
 and draw the same weights from a seed, each option at its limit changes nothing, each
 is refused when it cannot mean anything, and decoding with every one on gives the full
-pass's outputs.
+pass's outputs. ``chunk``: attention within chunks. Decoding with a rolling cache,
+against ``MistralAttention`` (``sliding_window``) and ``Llama4TextAttention`` on a
+chunked layer, each with transformers' own cache built from the config
+(``DynamicSlidingWindowLayer``) and its own mask.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) wherever both sides
-compute in float64; ``hf_models.FLOAT32_STEP`` (1e-5) against Llama's eager kernel,
-whose softmax runs in float32, and against ``LlamaRotaryEmbedding``'s float32 angles.
+compute in float64, with the steps transformers computes in float32 (Mistral's cos and
+sin, Llama 4's complex ``freqs_cis`` and its rotation, done in complex64) replaced by
+float64 ones; ``hf_models.FLOAT32_STEP`` (1e-5) against Llama's eager kernel, whose
+softmax runs in float32, and against the rotary embeddings' float32 angles (Llama's,
+Mistral's and Llama 4's modules as shipped).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from helpers import (
     Shape,
     build,
     count_check_calls,
+    decode_splits,
     gqa_layouts,
     layout_input,
     make,
@@ -35,18 +42,27 @@ from hf_models import (
     EXACT,
     FLOAT32_STEP,
     causal_4d,
+    freqs_cis_float64,
+    llama4_chunked_attention,
+    llama4_decode,
     llama_attention,
     llama_config,
     mistral_attention,
     padded_causal_4d,
     rope_cos_sin,
+    rotate_float64,
 )
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn import functional as F
-from transformers import DynamicCache
-from transformers.masking_utils import sliding_window_causal_mask_function
+from transformers import DynamicCache, MistralConfig
+from transformers.masking_utils import (
+    create_sliding_window_causal_mask,
+    sliding_window_causal_mask_function,
+)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+from transformers.models.llama4 import modeling_llama4
+from transformers.models.mistral.modeling_mistral import MistralRotaryEmbedding
 
 from attention import (
     GroupedQueryAttention,
@@ -55,6 +71,7 @@ from attention import (
     Rotary,
     apply_rope,
     causal_mask,
+    chunked_mask,
     grouped_query_attention,
     padding_mask,
 )
@@ -799,3 +816,134 @@ def test_every_option_on_decodes_with_a_cache_as_one_full_pass(layout, window):
     steps = [gqa(x[:, :prefill], cache=cache)]
     steps += [gqa(x[:, i : i + 1], cache=cache) for i in range(prefill, x.shape[1])]
     torch.testing.assert_close(torch.cat(steps, dim=1), gqa(x), **EXACT)
+
+
+# --- chunked attention: a module with chunk -----------------------------------------------
+
+
+def test_a_chunked_module_attends_within_chunks_only():
+    gqa = GroupedQueryAttention(8, 8, 7, num_heads=2, num_kv_heads=1, chunk=3)
+    weights = gqa.attention_weights(torch.randn(1, 7, 8))
+    assert torch.all((weights > 0) == chunked_mask(7, 3))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message", "error"),
+    [
+        ({"chunk": 0}, r"chunk must be at least 1, got 0", ValueError),
+        ({"chunk": -3}, r"chunk must be at least 1, got -3", ValueError),
+        ({"chunk": 2.5}, r"chunk must be a positive integer, got 2.5 of type float", TypeError),
+        ({"chunk": True}, r"chunk must be a positive integer, got the boolean True", TypeError),
+        (
+            {"chunk": 4, "window": 2},
+            r"give window \(a sliding window\) or chunk \(chunked local attention\), not both, "
+            r"got window=2 and chunk=4",
+            ValueError,
+        ),
+    ],
+)
+def test_bad_chunk_names_what_was_expected_and_given(kwargs, message, error):
+    with pytest.raises(error, match=r"^GroupedQueryAttention: " + message):
+        GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1, **kwargs)
+
+
+def test_defaults_are_unchanged():
+    """No chunk: no attribute changes the layers or the random draws."""
+    torch.manual_seed(3)
+    plain = GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1)
+    torch.manual_seed(3)
+    chunked = GroupedQueryAttention(8, 8, 6, num_heads=2, num_kv_heads=1, chunk=2)
+    assert plain.chunk is None and chunked.chunk == 2
+    assert plain.state_dict().keys() == chunked.state_dict().keys()
+    for name, tensor in plain.state_dict().items():
+        assert torch.equal(tensor, chunked.state_dict()[name])
+
+
+# --- decoding with a rolling cache against Mistral's and Llama 4's layers -----------------
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    window=st.integers(2, 5),
+    data=st.data(),
+)
+def test_rolling_decoding_matches_mistral_with_its_sliding_window_cache(layout, window, data):
+    """3 x window tokens after a prefill, one at a time: transformers' DynamicCache built
+    from the config (a DynamicSlidingWindowLayer) and its own sliding-window mask."""
+    n = 3 * window
+    layout |= {"num_tokens": n, "context_length": n, "qkv_bias": False}
+    gqa = make_gqa(layout, rope_base=10000.0, window=window)
+    mistral = mistral_attention(gqa, "sdpa")
+    config = mistral.config
+    x = layout_input(layout)
+    ours, theirs = KVCache(window=window), DynamicCache(config=config)
+    assert type(theirs.layers[0]).__name__ == "DynamicSlidingWindowLayer"
+    prefill = data.draw(st.integers(1, window), label="prefill")
+    for start, stop in decode_splits(n, prefill):
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        new = x[:, start:stop]
+        mask = create_sliding_window_causal_mask(config, new, None, theirs, positions)
+        cos_sin = rope_cos_sin(positions, gqa.head_dim, 10000.0)
+        expected, _ = mistral(new, cos_sin, mask, theirs)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **EXACT)
+        # the same window - 1 keys kept, in the same order
+        torch.testing.assert_close(ours.keys, theirs.layers[0].keys, **EXACT)
+        assert ours.seen_tokens == theirs.get_seq_length() == stop
+        assert ours.nbytes <= x.shape[0] * window * gqa.cache_bytes_per_token
+
+
+def test_rolling_decoding_matches_mistral_as_shipped():
+    """Mistral's own rotary embedding (float32 angles) at float32's tolerance."""
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
+    layout |= {"num_tokens": 12, "context_length": 12, "batch": 1, "qkv_bias": False, "seed": 5}
+    gqa = make_gqa(layout, rope_base=10000.0, window=4)
+    mistral = mistral_attention(gqa, "sdpa")
+    config = mistral.config
+    assert isinstance(config, MistralConfig)
+    rotary = MistralRotaryEmbedding(config)
+    x = layout_input(layout)
+    ours, theirs = KVCache(window=4), DynamicCache(config=config)
+    for start, stop in decode_splits(12, 1):
+        positions = torch.arange(start, stop)[None]
+        new = x[:, start:stop]
+        mask = create_sliding_window_causal_mask(config, new, None, theirs, positions)
+        expected, _ = mistral(new, rotary(new, positions), mask, theirs)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **FLOAT32_STEP)
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    chunk=st.integers(2, 4),
+    data=st.data(),
+)
+def test_chunked_decoding_matches_llama4_chunked_layer(layout, chunk, data):
+    """Prefill, then 3 x chunk more tokens one at a time, against Llama 4's own chunked
+    mask and cache, its complex rotation done in float64.
+
+    Not chunk=1 (nor window=1 with Mistral): transformers' DynamicSlidingWindowLayer
+    keeps ``keys[:, :, -sliding_window + 1:]``, which for 1 is ``[-0:]``, every token,
+    while its mask is sized for none, and the sdpa call broadcasts that one column
+    over all of them. Ours at chunk=1 is checked against the full pass above.
+    """
+    n = 3 * chunk + data.draw(st.integers(1, 4), label="extra tokens")
+    layout |= {"num_tokens": n, "context_length": n}
+    gqa = make_gqa(layout, rope_base=500000.0, chunk=chunk)
+    theirs = llama4_chunked_attention(gqa)
+    x = layout_input(layout)
+    splits = decode_splits(n, data.draw(st.integers(1, n), label="prefill"))
+
+    def rotary(new, positions):
+        return freqs_cis_float64(positions, gqa.head_dim, 500000.0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(modeling_llama4, "apply_rotary_emb", rotate_float64)
+        llama4_decode(gqa, theirs, x, splits, rotary, EXACT)
+
+
+def test_chunked_decoding_matches_llama4_as_shipped():
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
+    layout |= {"num_tokens": 11, "context_length": 11, "batch": 2, "qkv_bias": True, "seed": 7}
+    gqa = make_gqa(layout, rope_base=500000.0, chunk=3)
+    theirs = llama4_chunked_attention(gqa)
+    rotary = modeling_llama4.Llama4TextRotaryEmbedding(theirs.config)
+    llama4_decode(gqa, theirs, layout_input(layout), decode_splits(11, 4), rotary, FLOAT32_STEP)

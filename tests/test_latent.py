@@ -229,3 +229,17 @@ def test_a_bad_allowed_names_the_expected_and_given_shapes():
         r".*got shape \(3,\)",
     ):
         mla(torch.randn(1, 3, 8), allowed=torch.ones(3, dtype=torch.bool))
+
+
+# --- its cache counts what it has seen ----------------------------------------------------
+
+
+def test_latent_attention_counts_what_its_cache_has_seen():
+    mla = MultiHeadLatentAttention(
+        8, 8, 6, num_heads=2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=4
+    ).double()
+    x = torch.randn(1, 6, 8, dtype=F64)
+    cache = LatentCache()
+    steps = [mla(x[:, :3], cache=cache), *(mla(x[:, i : i + 1], cache=cache) for i in range(3, 6))]
+    assert cache.seen_tokens == len(cache) == 6
+    torch.testing.assert_close(torch.cat(steps, dim=1), mla(x), **EXACT)

@@ -6,15 +6,18 @@ each model: QK-norm per head (Qwen3) and over the projection (OLMo 2), Gemma 2's
 and scale, Gemma 3's QK-norm with a window, gpt-oss's sinks, Qwen3-Next's output gate
 with QK-norm (whole heads rotating, and a quarter of each, as released), Gemma 4's
 value norm and keys as values (its global layer as released, with proportional RoPE);
-Llama 4's NoPE layers with their query temperature, Gemma 4's layers that reuse keys
-and values, DeepSeek-V3's MLA, and the structure of every layer of every model in
-``MODELS``.
+decoding with the rolling cache against Gemma 3's and gpt-oss's sliding layers and
+Llama 4 Scout's chunked layer with its L2 QK-norm, each with transformers' own cache
+and mask; Llama 4's NoPE layers with their query temperature, Gemma 4's layers that
+reuse keys and values, DeepSeek-V3's MLA, and the structure of every layer of every
+model in ``MODELS``.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with float64 cos and
-sin, and transformers' float32 steps (its RMS norms, its eager softmax) run in float64
-within the test (``float64_norms``, ``float64_softmax``); ``hf_models.FLOAT32_STEP``
-(1e-5) against the modules as shipped, and for Llama 4's temperature, which
-transformers computes in float32 whatever the model's dtype (exactly where it is 1).
+sin, and transformers' float32 steps (its RMS norms, its eager softmax, Llama 4's
+complex rotation) run in float64 within the test (``float64_norms``,
+``float64_softmax``, ``rotate_float64``); ``hf_models.FLOAT32_STEP`` (1e-5) against the
+modules as shipped, and for Llama 4's temperature, which transformers computes in
+float32 whatever the model's dtype (exactly where it is 1).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from helpers import (
     BASE,
     F64,
     changed,
+    decode_splits,
     gqa_layouts,
     layout_input,
     layout_sizes,
@@ -37,26 +41,36 @@ from helpers import (
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
+    _common,
     causal_4d,
+    copy_projections,
     deepseek_attention,
     float64_norms,
     float64_softmax,
+    freqs_cis_float64,
     gemma2_attention,
     gemma3_attention,
     gemma4_attention,
     gpt_oss_attention,
+    llama4_chunked_attention,
+    llama4_decode,
     llama_attention,
     mistral_attention,
     olmo2_attention,
+    per_head_norms,
     qwen3_attention,
     qwen3_next_attention,
     qwen3_next_query_gate,
     rope_cos_sin,
+    rotate_float64,
 )
 from hypothesis import given
 from hypothesis import strategies as st
-from transformers import Llama4TextConfig
+from transformers import DynamicCache, Gemma3TextConfig, GptOssConfig, Llama4TextConfig
+from transformers.masking_utils import create_sliding_window_causal_mask
+from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama4 import modeling_llama4
 from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRotaryEmbedding
 
@@ -440,6 +454,152 @@ def test_keys_as_values_caches_keys_and_values_apart():
     steps = [gqa(x[:, :4], cache=cache), gqa(x[:, 4:5], cache=cache), gqa(x[:, 5:], cache=cache)]
     torch.testing.assert_close(torch.cat(steps, dim=1), gqa(x), **EXACT)
     assert cache.nbytes == 6 * gqa.cache_bytes_per_token == 6 * 2 * 4 * 8
+
+
+# --- Gemma 3's and gpt-oss's sliding layers, Llama 4 Scout's chunked layer: decoding ------
+
+
+def randomized(gqa: GroupedQueryAttention, seed: int) -> GroupedQueryAttention:
+    """``gqa`` with its QK-norm weights and sinks drawn at random (they start at 1 and 0)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in (gqa.q_norm, gqa.k_norm, gqa.sinks):
+            weight = getattr(parameter, "weight", parameter)
+            if weight is not None:
+                weight.copy_(torch.rand(weight.shape, generator=generator, dtype=F64) + 0.5)
+    return gqa
+
+
+def gemma3_sliding_attention(gqa: GroupedQueryAttention, query_pre_attn_scalar: int):
+    """``Gemma3Attention`` on a sliding layer, holding ``gqa``'s weights.
+
+    Gemma 3 stores its QK-norm weights zero-centred (applied as ``1 + w``): ours minus one.
+    """
+    assert per_head_norms(gqa) and gqa.scale == query_pre_attn_scalar**-0.5
+    config = Gemma3TextConfig(
+        **_common(gqa, "sdpa"),
+        head_dim=gqa.head_dim,
+        query_pre_attn_scalar=query_pre_attn_scalar,
+        sliding_window=gqa.window,
+        layer_types=["sliding_attention"],
+        rms_norm_eps=gqa.q_norm.eps,
+    )
+    theirs = Gemma3Attention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight - 1.0)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight - 1.0)
+    return theirs
+
+
+def gpt_oss_sliding_attention(gqa: GroupedQueryAttention):
+    """``GptOssAttention`` on a sliding layer (eager: the kernel with the sinks)."""
+    config = GptOssConfig(
+        **_common(gqa, "eager"),
+        head_dim=gqa.head_dim,
+        sliding_window=gqa.window,
+        layer_types=["sliding_attention"],
+    )
+    theirs = GptOssAttention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.sinks.copy_(gqa.sinks)
+    return theirs
+
+
+def sliding_decode(gqa, theirs, x, splits, tolerance, cos_sin=None):
+    """Decode with ours and theirs, each with its own cache and theirs with its own mask."""
+    config = theirs.config
+    ours, their_cache = KVCache(window=gqa.window), DynamicCache(config=config)
+    assert type(their_cache.layers[0]).__name__ == "DynamicSlidingWindowLayer"
+    for start, stop in splits:
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        new = x[:, start:stop]
+        mask = create_sliding_window_causal_mask(config, new, None, their_cache, positions)
+        cos, sin = rope_cos_sin(positions, gqa.head_dim, gqa.rope_base)
+        if cos_sin == "half":  # gpt-oss's rotary embedding gives each angle once
+            cos, sin = cos[..., : gqa.head_dim // 2], sin[..., : gqa.head_dim // 2]
+        expected, _ = theirs(new, (cos, sin), mask, their_cache)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **tolerance)
+        assert ours.seen_tokens == their_cache.get_seq_length() == stop
+        assert len(ours) == min(stop, gqa.window - 1)
+        assert ours.nbytes <= x.shape[0] * gqa.window * gqa.cache_bytes_per_token
+    torch.testing.assert_close(ours.keys, their_cache.layers[0].keys, **tolerance)
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    window=st.integers(2, 5),
+    query_pre_attn_scalar=st.sampled_from([3, 168]),
+    data=st.data(),
+)
+def test_rolling_decoding_matches_gemma3_sliding_layer(layout, window, query_pre_attn_scalar, data):
+    """QK-norm (1 + w), query_pre_attn_scalar ** -0.5 and a window, decoding 3 x window
+    tokens after a prefill with transformers' own sliding cache and mask. Gemma3RMSNorm
+    computes in float32: swapped for a float64 norm of the same function here."""
+    n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
+    layout |= {"num_tokens": n, "context_length": n}
+    scores = {"query_pre_attn_scalar": query_pre_attn_scalar}  # the local base: 10000
+    gemma3 = changed(MODELS["Gemma 3 27B"], scores=scores)
+    gqa = make_layer(layout, gemma3, "sliding_attention", sliding_window=window)
+    assert gqa.rope_base == 10000.0
+    gqa = randomized(gqa, layout["seed"])
+    theirs = float64_norms(
+        gemma3_sliding_attention(gqa, query_pre_attn_scalar), ("q_norm", "k_norm")
+    )
+    x = layout_input(layout)
+    sliding_decode(gqa, theirs, x, decode_splits(n, n - 3 * window), EXACT)
+
+
+def test_rolling_decoding_matches_gemma3_as_shipped():
+    layout = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 8, "d_model": 32}
+    layout |= {"num_tokens": 14, "context_length": 14, "batch": 2, "qkv_bias": False, "seed": 9}
+    gqa = make_layer(layout, "Gemma 3 27B", "sliding_attention", sliding_window=4)  # 168
+    gqa = randomized(gqa, 9)
+    theirs = gemma3_sliding_attention(gqa, 168)  # its norms in float32
+    sliding_decode(gqa, theirs, layout_input(layout), decode_splits(14, 2), FLOAT32_STEP)
+
+
+@given(
+    layout=gqa_layouts(max_tokens=2, even_head_dim=True),
+    window=st.integers(2, 5),
+    data=st.data(),
+)
+def test_rolling_decoding_matches_gpt_oss_sliding_layer(layout, window, data):
+    """Sinks and a window (gpt-oss's 128 at toy size), decoding with its sliding cache.
+    Its eager kernel keeps the logits' dtype: float64 throughout, no patch needed."""
+    n = 3 * window + data.draw(st.integers(1, 3), label="prefill")
+    layout |= {"num_tokens": n, "context_length": n}
+    unscaled = changed(MODELS["gpt-oss-20b"], rope={"scaling": None})  # its base, 150000
+    gqa = make_layer(layout, unscaled, "sliding_attention", sliding_window=window)
+    gqa = randomized(gqa, 1)
+    theirs = gpt_oss_sliding_attention(gqa)
+    x = layout_input(layout)
+    sliding_decode(gqa, theirs, x, decode_splits(n, n - 3 * window), EXACT, cos_sin="half")
+
+
+@given(layout=gqa_layouts(max_tokens=2, even_head_dim=True), chunk=st.integers(2, 4))
+def test_chunked_decoding_with_qk_norm_matches_llama4_scouts_chunked_layer(layout, chunk):
+    """Scout's chunked layers apply an L2 norm (RMS, no weight) to q and k after RoPE;
+    its recipe, an RMSNorm without a weight, before. A rotation keeps the RMS, so the
+    order does not matter. Llama4TextL2Norm computes in float32: patched to float64.
+    Scout's llama3 RoPE scaling is left out (tests/test_models_recipes.py runs it)."""
+    n = 3 * chunk + 1
+    layout |= {"num_tokens": n, "context_length": n}
+    unscaled = changed(MODELS["Llama 4 Scout"], rope={"scaling": None})
+    gqa = make_layer(layout, unscaled, "chunked_attention", attention_chunk_size=chunk)
+    assert gqa.rope_base == 500000.0 and gqa.q_norm.weight is None
+    theirs = llama4_chunked_attention(gqa, use_qk_norm=True)
+    assert isinstance(theirs.qk_norm, modeling_llama4.Llama4TextL2Norm)
+    x = layout_input(layout)
+
+    def rotary(new, positions):
+        return freqs_cis_float64(positions, gqa.head_dim, 500000.0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(modeling_llama4, "apply_rotary_emb", rotate_float64)
+        patch.setattr(modeling_llama4.Llama4TextL2Norm, "forward", lambda self, t: self._norm(t))
+        llama4_decode(gqa, theirs, x, decode_splits(n, 1), rotary, EXACT)
 
 
 # --- every layer of every model --------------------------------------------------------
