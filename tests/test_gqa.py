@@ -7,14 +7,16 @@ is refused when it cannot mean anything, and decoding with every one on gives th
 pass's outputs. ``chunk``: attention within chunks. Decoding with a rolling cache,
 against ``MistralAttention`` (``sliding_window``) and ``Llama4TextAttention`` on a
 chunked layer, each with transformers' own cache built from the config
-(``DynamicSlidingWindowLayer``) and its own mask.
+(``DynamicSlidingWindowLayer``) and its own mask. A ``rotary`` with a scaling (linear,
+llama3, yarn, dynamic NTK) against ``LlamaAttention``, in a full pass and decoding step
+by step, and with a partial rotary factor against ``GPTNeoXAttention``.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) wherever both sides
 compute in float64, with the steps transformers computes in float32 (Mistral's cos and
-sin, Llama 4's complex ``freqs_cis`` and its rotation, done in complex64) replaced by
-float64 ones; ``hf_models.FLOAT32_STEP`` (1e-5) against Llama's eager kernel, whose
-softmax runs in float32, and against the rotary embeddings' float32 angles (Llama's,
-Mistral's and Llama 4's modules as shipped).
+sin, Llama 4's complex ``freqs_cis`` and its rotation, done in complex64, the scaled
+RoPE tables: ``tests/rope_reference.py``) replaced by float64 ones;
+``hf_models.FLOAT32_STEP`` (1e-5) against Llama's eager kernel, whose softmax runs in
+float32, and against the rotary embeddings' float32 angles (the modules as shipped).
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from helpers import (
     make_gqa,
     make_input,
     randomize_new_parameters,
+    rotary_gqa,
+    scaled_gqa,
     shapes,
+    vectors,
     with_edge_shapes,
 )
 from hf_models import (
@@ -54,12 +59,15 @@ from hf_models import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from rope_reference import MODULE_SCALINGS, rope_config, their_cos_sin, their_frequencies
 from torch.nn import functional as F
-from transformers import DynamicCache, MistralConfig
+from transformers import DynamicCache, GPTNeoXConfig, MistralConfig
 from transformers.masking_utils import (
     create_sliding_window_causal_mask,
     sliding_window_causal_mask_function,
 )
+from transformers.models.gpt_neox import modeling_gpt_neox
+from transformers.models.llama import modeling_llama
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from transformers.models.llama4 import modeling_llama4
 from transformers.models.mistral.modeling_mistral import MistralRotaryEmbedding
@@ -68,6 +76,7 @@ from attention import (
     GroupedQueryAttention,
     KVCache,
     MultiHeadAttention,
+    MultiHeadLatentAttention,
     Rotary,
     apply_rope,
     causal_mask,
@@ -947,3 +956,178 @@ def test_chunked_decoding_matches_llama4_as_shipped():
     theirs = llama4_chunked_attention(gqa)
     rotary = modeling_llama4.Llama4TextRotaryEmbedding(theirs.config)
     llama4_decode(gqa, theirs, layout_input(layout), decode_splits(11, 4), rotary, FLOAT32_STEP)
+
+
+# --- rotary with a scaling, against LlamaAttention and GPTNeoXAttention -------------------
+
+
+def llama_with(gqa: GroupedQueryAttention, scaling: dict):
+    config = rope_config(gqa.head_dim, gqa.rope_base, scaling)
+    config.hidden_size, config.num_attention_heads = gqa.d_in, gqa.num_heads
+    config.num_key_value_heads = gqa.num_kv_heads
+    return llama_attention(gqa, config=config), config
+
+
+@pytest.mark.parametrize("name", list(MODULE_SCALINGS))
+def test_gqa_with_rope_scaling_matches_llama_attention_in_float64(name):
+    """A full pass of 20 tokens: past the original context of yarn and dynamic."""
+    scaling = MODULE_SCALINGS[name]
+    gqa = scaled_gqa(scaling)
+    theirs, config = llama_with(gqa, scaling)
+    x = vectors(4, 2, 20, 32)
+    positions = torch.arange(20)[None]
+    inv_freq, factor = their_frequencies(config, float64=True, num_tokens=20)
+    expected, _ = theirs(x, their_cos_sin(inv_freq, factor, positions), causal_4d(20, 20))
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    # as shipped: LlamaRotaryEmbedding, float32 angles
+    cos_sin = modeling_llama.LlamaRotaryEmbedding(config)(x, positions)
+    torch.testing.assert_close(gqa(x), theirs(x, cos_sin, causal_4d(20, 20))[0], **FLOAT32_STEP)
+
+
+@pytest.mark.parametrize("name", ["llama3", "yarn", "dynamic"])
+def test_gqa_decoding_with_rope_scaling_matches_llama_attention_step_by_step(name):
+    """Prefill 5 tokens, then decode 9 one at a time, with both caches.
+
+    Dynamic NTK scales for the tokens seen so far: from the 9th token on (past the
+    original 8), each step rotates its query and key with speeds for its own length,
+    and the cached keys keep the rotation they got; transformers' rotary embedding,
+    called with each step's position, does the same.
+    """
+    scaling = MODULE_SCALINGS[name]
+    gqa = scaled_gqa(scaling, seed=1)
+    theirs, config = llama_with(gqa, scaling)
+    rotary = modeling_llama.LlamaRotaryEmbedding(config)  # keeps its state across steps
+    x = vectors(5, 1, 14, 32)
+    ours_cache, their_cache, shipped_cache = KVCache(), DynamicCache(), DynamicCache()
+    for start, stop in [(0, 5), *((p, p + 1) for p in range(5, 14))]:
+        step, positions = x[:, start:stop], torch.arange(start, stop)[None]
+        ours = gqa(step, cache=ours_cache)
+        inv_freq, factor = their_frequencies(config, float64=True, num_tokens=stop)
+        cos_sin = their_cos_sin(inv_freq, factor, positions)
+        mask = causal_4d(stop - start, stop)
+        expected, _ = theirs(step, cos_sin, mask, their_cache)
+        torch.testing.assert_close(ours, expected, **EXACT)
+        shipped, _ = theirs(step, rotary(step, positions), mask, shipped_cache)
+        torch.testing.assert_close(ours, shipped, **FLOAT32_STEP)
+
+
+def test_static_scalings_decode_as_one_full_pass_and_dynamic_does_not():
+    """Linear, yarn and llama3 speeds do not depend on the length: a cache changes
+    nothing. Dynamic NTK's do once past the original context: decoding there differs
+    from one pass over all the tokens, whose keys were all rotated for the full length.
+    """
+    x = vectors(6, 1, 14, 32)
+    for name, scaling in MODULE_SCALINGS.items():
+        gqa = scaled_gqa(scaling)
+        cache = KVCache()
+        steps = [gqa(x[:, :5], cache=cache)] + [
+            gqa(x[:, p : p + 1], cache=cache) for p in range(5, 14)
+        ]
+        decoded = torch.cat(steps, dim=1)
+        full = gqa(x)
+        if name == "dynamic":
+            # up to the original 8 tokens: plain RoPE, as a pass over those 8 alone
+            torch.testing.assert_close(decoded[:, :8], gqa(x[:, :8]), **EXACT)
+            assert not torch.allclose(decoded[:, 8:], full[:, 8:], rtol=1e-6, atol=1e-6)
+        else:
+            torch.testing.assert_close(decoded, full, **EXACT)
+
+
+def test_dynamic_decoding_past_the_original_context_grows_no_table():
+    gqa = scaled_gqa(MODULE_SCALINGS["dynamic"], seed=2)
+    x = vectors(7, 1, 30, 32)
+    cache = KVCache()
+    gqa(x[:, :8], cache=cache)
+    (before,) = [cos.shape for cos, _ in gqa.rotary._tables.values()]
+    for p in range(8, 30):
+        gqa(x[:, p : p + 1], cache=cache)
+    assert [cos.shape for cos, _ in gqa.rotary._tables.values()] == [before]
+
+
+def neox_attention(gqa: GroupedQueryAttention, fraction: float, scaling: dict | None):
+    """transformers' ``GPTNeoXAttention`` (partial rotary) holding ``gqa``'s weights.
+
+    GPT-NeoX fuses the three projections into ``query_key_value``, head by head: the
+    rows of head ``h`` are its query, then its key, then its value.
+    """
+    params = {"rope_type": "default", **(scaling or {}), "rope_theta": gqa.rope_base}
+    config = GPTNeoXConfig(
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        attention_bias=True,
+        max_position_embeddings=gqa.context_length,
+        rope_parameters={**params, "partial_rotary_factor": fraction},
+        attn_implementation="sdpa",
+    )
+    theirs = modeling_gpt_neox.GPTNeoXAttention(config, layer_idx=0).to(F64).eval()
+    heads, head_dim = gqa.num_heads, gqa.head_dim
+    with torch.no_grad():
+        for part in ("weight", "bias"):
+            per_head = [
+                getattr(layer, part).view(heads, head_dim, -1)
+                for layer in (gqa.W_query, gqa.W_key, gqa.W_value)
+            ]
+            fused = torch.cat(per_head, dim=1).reshape(3 * heads * head_dim, -1).squeeze(-1)
+            getattr(theirs.query_key_value, part).copy_(fused)
+        theirs.dense.weight.copy_(gqa.out_proj.weight)
+        theirs.dense.bias.copy_(gqa.out_proj.bias)
+    return theirs, config
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5])
+@pytest.mark.parametrize("scaling", [None, MODULE_SCALINGS["linear"]], ids=["plain", "linear"])
+def test_gqa_partial_rotary_matches_gpt_neox_attention(fraction, scaling):
+    """GPT-NeoX rotates the first quarter of each head (``rotary_pct`` 0.25)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        gqa = rotary_gqa(
+            32, 32, 64, num_heads=2, num_kv_heads=2, qkv_bias=True, rope_base=10000.0,
+            rope_scaling=scaling, partial_rotary_factor=fraction,
+        ).to(F64).eval()  # fmt: skip
+    theirs, config = neox_attention(gqa, fraction, scaling)
+    assert theirs.rotary_ndims == int(16 * fraction)
+    x = vectors(8, 2, 9, 32)
+    positions = torch.arange(9)[None]
+    inv_freq, factor = their_frequencies(config, float64=True)
+    expected, _ = theirs(
+        x, causal_4d(9, 9), position_embeddings=their_cos_sin(inv_freq, factor, positions)
+    )
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    rotary = modeling_gpt_neox.GPTNeoXRotaryEmbedding(config)
+    shipped, _ = theirs(x, causal_4d(9, 9), position_embeddings=rotary(x, positions))
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
+
+
+@given(seed=st.integers(0, 2**16), num_tokens=st.integers(1, 12))
+def test_default_arguments_keep_todays_modules_exactly(seed, num_tokens):
+    """The same seed, the same weights, the same outputs bit for bit."""
+    x = vectors(seed, 1, num_tokens, 32)
+    plain = scaled_gqa(None, seed)
+    explicit = scaled_gqa(
+        {"rope_type": "default", "rope_theta": 10000.0}, seed, partial_rotary_factor=1.0
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        before = GroupedQueryAttention(
+            32, 32, 64, num_heads=4, num_kv_heads=2, rope_base=10000.0, out_bias=False
+        )  # rope_base makes a plain Rotary
+    before = before.to(F64).eval()
+    assert list(plain.state_dict()) == list(before.state_dict())
+    for name, tensor in before.state_dict().items():
+        assert torch.equal(plain.state_dict()[name], tensor)
+    assert torch.equal(plain(x), before(x)) and torch.equal(explicit(x), before(x))
+    mla_kwargs = {
+        "num_heads": 2,
+        "kv_lora_rank": 4,
+        "qk_nope_head_dim": 3,
+        "qk_rope_head_dim": 4,
+        "v_head_dim": 3,
+    }
+    mlas = []
+    for scaling in (None, {"rope_type": "default"}):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            mlas.append(
+                MultiHeadLatentAttention(32, 32, 64, **mla_kwargs, rope_scaling=scaling).to(F64)
+            )
+    assert mlas[0]._scale is None and torch.equal(mlas[0](x), mlas[1](x))

@@ -28,6 +28,8 @@ from transformers.masking_utils import (
 
 from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
 
+pytestmark = pytest.mark.usefixtures("single_thread")
+
 
 def grid(mask_function, num_queries: int, num_keys: int, offset: int = 0) -> torch.Tensor:
     """Evaluate one of transformers' index-based mask functions on every (query, key) pair."""

@@ -8,16 +8,18 @@ with QK-norm (whole heads rotating, and a quarter of each, as released), Gemma 4
 value norm and keys as values (its global layer as released, with proportional RoPE);
 decoding with the rolling cache against Gemma 3's and gpt-oss's sliding layers and
 Llama 4 Scout's chunked layer with its L2 QK-norm, each with transformers' own cache
-and mask; Llama 4's NoPE layers with their query temperature, Gemma 4's layers that
-reuse keys and values, DeepSeek-V3's MLA, and the structure of every layer of every
-model in ``MODELS``.
+and mask; the released recipes with their scaled RoPE (gpt-oss's YaRN, Gemma 4's
+proportional RoPE, Qwen3-Next's partial rotary); Llama 4's NoPE layers with their
+query temperature, Gemma 4's layers that reuse keys and values, DeepSeek-V3's MLA, OLMo
+3's RoPE per layer type, and the structure of every layer of every model in ``MODELS``.
 
 Tolerances (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12) with float64 cos and
-sin, and transformers' float32 steps (its RMS norms, its eager softmax, Llama 4's
-complex rotation) run in float64 within the test (``float64_norms``,
-``float64_softmax``, ``rotate_float64``); ``hf_models.FLOAT32_STEP`` (1e-5) against the
-modules as shipped, and for Llama 4's temperature, which transformers computes in
-float32 whatever the model's dtype (exactly where it is 1).
+sin (for scaled RoPE, transformers' formulas run in float64: ``tests/rope_reference.py``),
+and transformers' float32 steps (its RMS norms, its eager softmax, Llama 4's complex
+rotation) run in float64 within the test (``float64_norms``, ``float64_softmax``,
+``rotate_float64``); ``hf_models.FLOAT32_STEP`` (1e-5) against the modules as shipped,
+and for Llama 4's temperature, which transformers computes in float32 whatever the
+model's dtype (exactly where it is 1).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from helpers import (
     make_gqa,
     make_layer,
     randomize_new_parameters,
+    vectors,
 )
 from hf_models import (
     EXACT,
@@ -66,12 +69,16 @@ from hf_models import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from rope_reference import MODULE_SCALINGS, their_cos_sin, their_frequencies
 from transformers import DynamicCache, Gemma3TextConfig, GptOssConfig, Llama4TextConfig
 from transformers.masking_utils import create_sliding_window_causal_mask
 from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention
+from transformers.models.gemma4 import modeling_gemma4
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+from transformers.models.gpt_oss import modeling_gpt_oss
 from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama4 import modeling_llama4
+from transformers.models.qwen3_next import modeling_qwen3_next
 from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRotaryEmbedding
 
 from attention import (
@@ -600,6 +607,150 @@ def test_chunked_decoding_with_qk_norm_matches_llama4_scouts_chunked_layer(layou
         patch.setattr(modeling_llama4, "apply_rotary_emb", rotate_float64)
         patch.setattr(modeling_llama4.Llama4TextL2Norm, "forward", lambda self, t: self._norm(t))
         llama4_decode(gqa, theirs, x, decode_splits(n, 1), rotary, EXACT)
+
+
+# --- the released recipes with their scaled RoPE: gpt-oss, Gemma 4, Qwen3-Next ------------
+
+
+def part3_gqa(seed: int, head_dim: int, facts: ModelFacts) -> GroupedQueryAttention:
+    """The first full-attention layer of the model ``facts`` describes, from its recipe,
+    float64, with 4 query heads and 2 key/value heads, random norm weights and sinks
+    (they start at ones and zeros, which would hide a mix-up). Its bias is the
+    model's ``attention_bias``, on all four projections or none."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        sizes = Sizes(
+            hidden_size=4 * head_dim,
+            num_heads=4,
+            num_kv_heads=2,
+            head_dim=head_dim,
+            max_position_embeddings=64,
+        )
+        index = facts.layer_types.index("full_attention")
+        gqa = layer_for(facts, index, sizes=sizes)
+        gqa = gqa.to(F64).eval()
+        with torch.no_grad():
+            for norm in (gqa.q_norm, gqa.k_norm):
+                if norm is not None:
+                    norm.weight.uniform_(0.5, 1.5)
+            if getattr(gqa, "sinks", None) is not None:
+                gqa.sinks.normal_()
+    return gqa
+
+
+def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
+    """gpt-oss's attention as released: yarn (factor 32, no truncation) and sinks.
+
+    Over an original context of 8 positions here, so that 20 tokens reach past it.
+    """
+    yarn = {**MODULE_SCALINGS["yarn"]}
+    gpt_oss = changed(MODELS["gpt-oss-120b"], rope={"scaling": yarn})  # its bias, as released
+    gqa = part3_gqa(6, 8, gpt_oss)
+    assert gqa.rope_base == 150000.0 and gqa.sinks is not None
+    config = modeling_gpt_oss.GptOssConfig(
+        attention_bias=True,  # as released
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        num_key_value_heads=gqa.num_kv_heads,
+        head_dim=gqa.head_dim,
+        max_position_embeddings=256,
+        rope_parameters={**yarn, "rope_theta": 150000.0},
+        layer_types=["full_attention"],
+        num_hidden_layers=1,
+        attn_implementation="eager",  # the kernel with the sinks
+    )
+    theirs = modeling_gpt_oss.GptOssAttention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.sinks.copy_(gqa.sinks)
+    x = vectors(14, 2, 20, gqa.d_in)
+    positions = torch.arange(20)[None]
+    mask = torch.zeros(1, 1, 20, 20, dtype=F64).masked_fill(~causal_4d(20, 20), float("-inf"))
+    inv_freq, factor = their_frequencies(config, float64=True)
+    cos, sin = (t[..., : gqa.head_dim // 2] for t in their_cos_sin(inv_freq, factor, positions))
+    # gpt-oss's eager kernel keeps the logits' dtype: float64 throughout
+    expected, weights = theirs(x, (cos, sin), mask)
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    torch.testing.assert_close(gqa.attention_weights(x), weights, **EXACT)
+    shipped, _ = theirs(x, modeling_gpt_oss.GptOssRotaryEmbedding(config)(x, positions), mask)
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
+
+
+def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
+    """A global layer of Gemma 4: its head rotates a quarter of its pairs."""
+    proportional = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
+    gqa = part3_gqa(7, 16, MODELS["Gemma 4 31B"])
+    assert gqa.rotary.scaling == proportional and gqa.rope_base == 1e6 and gqa.scale == 1.0
+    config = modeling_gemma4.Gemma4TextConfig(
+        attention_bias=False,
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        num_key_value_heads=gqa.num_kv_heads,
+        head_dim=8,  # the sliding layer's, unused here
+        global_head_dim=gqa.head_dim,
+        num_global_key_value_heads=gqa.num_kv_heads,
+        attention_k_eq_v=True,
+        rms_norm_eps=gqa.q_norm.eps,
+        num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"],
+        attn_implementation="sdpa",
+    )
+    assert config.rope_parameters["full_attention"] == {**proportional, "rope_theta": 1e6}
+    theirs = modeling_gemma4.Gemma4TextAttention(config, layer_idx=1).to(F64).eval()
+    assert theirs.head_dim == gqa.head_dim and theirs.v_proj is None
+    copy_projections(gqa, theirs)
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight)
+    x = vectors(15, 2, 9, gqa.d_in)
+    positions = torch.arange(9)[None]
+    layer = config.per_layer_config["full_attention"]
+    inv_freq, factor = their_frequencies(layer, float64=True, layer_type="full_attention")
+    cos_sin = their_cos_sin(inv_freq, factor, positions)
+    rotary = modeling_gemma4.Gemma4TextRotaryEmbedding(config)
+    shipped_cos_sin = rotary(x, positions, "full_attention")
+    shipped, _ = theirs(x, shipped_cos_sin, causal_4d(9, 9), shared_kv_states={})
+    exact = float64_norms(theirs, ("q_norm", "k_norm", "v_norm"))  # swaps them in place
+    expected, _ = exact(x, cos_sin, causal_4d(9, 9), shared_kv_states={})
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
+
+
+def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
+    """Qwen3-Next's attention as released: a quarter of each head rotates, QK-norm
+    (zero-centred: its weight is ours minus 1) and the output gate."""
+    gqa = part3_gqa(8, 16, MODELS["Qwen3-Next 80B-A3B"])
+    assert gqa.rope_base == 1e7 and gqa.rotary.partial_rotary_factor == 0.25
+    config = modeling_qwen3_next.Qwen3NextConfig(
+        attention_bias=False,
+        hidden_size=gqa.d_in,
+        num_attention_heads=gqa.num_heads,
+        num_key_value_heads=gqa.num_kv_heads,
+        head_dim=gqa.head_dim,
+        partial_rotary_factor=0.25,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7},
+        rms_norm_eps=gqa.q_norm.eps,
+        layer_types=["full_attention"],
+        num_hidden_layers=1,
+        attn_implementation="sdpa",
+    )
+    assert config.rope_parameters["partial_rotary_factor"] == 0.25
+    theirs = modeling_qwen3_next.Qwen3NextAttention(config, layer_idx=0).to(F64).eval()
+    copy_projections(gqa, theirs, query_weight=qwen3_next_query_gate(gqa))
+    with torch.no_grad():
+        theirs.q_norm.weight.copy_(gqa.q_norm.weight - 1.0)
+        theirs.k_norm.weight.copy_(gqa.k_norm.weight - 1.0)
+    x = vectors(16, 2, 9, gqa.d_in)
+    positions = torch.arange(9)[None]
+    inv_freq, factor = their_frequencies(config, float64=True)
+    assert len(inv_freq) == 2  # a rotary dim of 4 in a head of 16
+    cos_sin = their_cos_sin(inv_freq, factor, positions)
+    shipped_cos_sin = modeling_qwen3_next.Qwen3NextRotaryEmbedding(config)(x, positions)
+    shipped, _ = theirs(x, shipped_cos_sin, causal_4d(9, 9))
+    exact = float64_norms(theirs, ("q_norm", "k_norm"))
+    expected, _ = exact(x, cos_sin, causal_4d(9, 9))
+    torch.testing.assert_close(gqa(x), expected, **EXACT)
+    torch.testing.assert_close(gqa(x), shipped, **FLOAT32_STEP)
 
 
 # --- every layer of every model --------------------------------------------------------
