@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import re
 from collections.abc import Callable
 
@@ -29,6 +30,7 @@ from attention import (
     MultiHeadLatentAttention,
     ProjectionRMSNorm,
     RMSNorm,
+    Rotary,
     SelfAttentionV1,
     SelfAttentionV2,
     _checks,
@@ -477,6 +479,58 @@ def layout_input(layout: dict) -> torch.Tensor:
     generator = torch.Generator().manual_seed(layout["seed"] + 1)
     size = (layout["batch"], layout["num_tokens"], layout["d_model"])
     return torch.randn(size, generator=generator, dtype=F64)
+
+
+#: RoPE's base in the Part III comparisons (transformers' attention takes cos and sin of it).
+BASE = 10000.0
+
+
+def randomize_new_parameters(gqa: GroupedQueryAttention, seed: int) -> GroupedQueryAttention:
+    """Give the norms' weights and the sinks random values, so that copying them matters.
+
+    (They start at ones and zeros, which a mix-up of two of them would not reveal.)
+    """
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for norm in (gqa.q_norm, gqa.k_norm):
+            if norm is not None and norm.weight is not None:
+                norm.weight.copy_(0.5 + torch.rand(norm.weight.shape, generator=generator))
+        if gqa.sinks is not None:
+            gqa.sinks.copy_(torch.randn(gqa.sinks.shape, generator=generator, dtype=F64))
+    return gqa
+
+
+def decode_splits(n: int, prefill: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of a prefill of ``prefill`` tokens, then one token at a time to ``n``."""
+    return list(itertools.pairwise([0, *range(prefill, n + 1)]))
+
+
+def vectors(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+def rotary_gqa(
+    d_in: int,
+    d_out: int,
+    context_length: int,
+    *,
+    rope_base: float,
+    rope_scaling: dict | None = None,
+    partial_rotary_factor: float = 1.0,
+    **kwargs,
+) -> GroupedQueryAttention:
+    """A GroupedQueryAttention whose ``rotary`` part has the scaling and partial factor."""
+    head_dim = d_out // kwargs["num_heads"]
+    rotary = Rotary(head_dim, rope_base, rope_scaling, partial_rotary_factor)
+    return GroupedQueryAttention(d_in, d_out, context_length, rotary=rotary, **kwargs)
+
+
+def scaled_gqa(scaling: dict | None, seed: int = 0, **kwargs) -> GroupedQueryAttention:
+    options = {"num_heads": 4, "num_kv_heads": 2, "rope_base": 10000.0, "out_bias": False}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        gqa = rotary_gqa(32, 32, 64, **{**options, **kwargs}, rope_scaling=scaling)
+    return gqa.to(F64).eval()
 
 
 def count_check_calls(monkeypatch) -> dict[str, int]:

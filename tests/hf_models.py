@@ -18,6 +18,10 @@ Part III's builders (Qwen3, OLMo 2, Gemma 2 and 3, gpt-oss, Qwen3-Next, Gemma 4)
 the layer that :func:`attention.layer_for` builds for the model (a
 :class:`~attention.GroupedQueryAttention` with the model's parts) onto the model's
 attention class; :func:`copy_projections` copies the shared layers.
+:func:`llama4_chunked_attention` is Llama 4's chunked layer holding a
+:class:`~attention.GroupedQueryAttention`'s weights, its query and key rows reordered
+for its interleaved rotation (done in float64 by :func:`rotate_float64`), and
+:func:`llama4_decode` decodes with both, each with its own cache and mask.
 """
 
 from __future__ import annotations
@@ -27,33 +31,43 @@ from collections.abc import Iterator
 from unittest import mock
 
 import torch
+from helpers import F64
 from torch import nn
 from torch.nn import functional as F
 from transformers import (
     DeepseekV3Config,
+    DynamicCache,
     Gemma2Config,
     Gemma3TextConfig,
     Gemma4TextConfig,
     GptOssConfig,
+    Llama4TextConfig,
     LlamaConfig,
     MistralConfig,
     Olmo2Config,
     Qwen3Config,
     Qwen3NextConfig,
 )
-from transformers.masking_utils import sdpa_mask
+from transformers.masking_utils import create_chunked_causal_mask, sdpa_mask
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
 from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention
 from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextAttention
 from transformers.models.gpt_oss.modeling_gpt_oss import GptOssAttention
 from transformers.models.llama.modeling_llama import LlamaAttention
+from transformers.models.llama4 import modeling_llama4
 from transformers.models.mistral.modeling_mistral import MistralAttention
 from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention
 from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextAttention
 
-from attention import GroupedQueryAttention, MultiHeadLatentAttention, ProjectionRMSNorm, RMSNorm
+from attention import (
+    GroupedQueryAttention,
+    KVCache,
+    MultiHeadLatentAttention,
+    ProjectionRMSNorm,
+    RMSNorm,
+)
 
 #: Tolerance where both sides compute in float64 throughout.
 EXACT = {"rtol": 1e-10, "atol": 1e-12}
@@ -480,3 +494,72 @@ def padded_causal_4d(attention_mask: torch.Tensor, num_queries: int) -> torch.Te
         attention_mask=attention_mask.bool(),
         allow_is_causal_skip=False,
     )
+
+
+# Llama 4's chunked layer, and decoding with its own cache and chunked mask
+
+
+def llama4_chunked_attention(
+    gqa: GroupedQueryAttention, use_qk_norm: bool = False
+) -> torch.nn.Module:
+    """``Llama4TextAttention`` on a chunked layer (a RoPE layer), holding ``gqa``'s weights.
+
+    Llama 4 rotates interleaved pairs (dims 2i, 2i + 1, as complex numbers); ``gqa``
+    rotates the half-split pairs (i, i + head_dim / 2) with the same frequencies. Giving
+    Llama 4 the query and key rows of each head in the order 0, h/2, 1, h/2 + 1, ...
+    makes its interleaved pairs ours: the rotated queries and keys are ours permuted
+    alike within each head, and their dot products, so the scores, are the same.
+    ``use_qk_norm``: Scout's L2 norm on these layers (``rms_norm_eps`` from ``gqa``'s).
+    """
+    config = llama_config(gqa, "sdpa", cls=Llama4TextConfig)
+    config.attention_chunk_size = gqa.chunk
+    config.num_hidden_layers, config.no_rope_layers = 1, [1]  # 1: this layer uses RoPE
+    config.layer_types, config.use_qk_norm = ["chunked_attention"], use_qk_norm
+    if use_qk_norm:
+        config.rms_norm_eps = gqa.q_norm.eps
+    theirs = modeling_llama4.Llama4TextAttention(config, layer_idx=0).to(F64).eval()
+    half = gqa.head_dim // 2
+    order = torch.arange(gqa.head_dim).view(2, half).t().flatten()  # 0, h/2, 1, h/2 + 1, ...
+
+    def interleaved(weight: torch.Tensor) -> torch.Tensor:
+        return weight.view(-1, gqa.head_dim, *weight.shape[1:])[:, order].flatten(0, 1)
+
+    with torch.no_grad():
+        pairs = [("q_proj", gqa.W_query, True), ("k_proj", gqa.W_key, True)]
+        pairs += [("v_proj", gqa.W_value, False), ("o_proj", gqa.out_proj, False)]
+        for name, ours, rotated in pairs:
+            layer = getattr(theirs, name)
+            assert (layer.bias is None) == (ours.bias is None)
+            for mine, their in ((ours.weight, layer.weight), (ours.bias, layer.bias)):
+                if mine is not None:
+                    their.copy_(interleaved(mine) if rotated else mine)
+    return theirs
+
+
+def freqs_cis_float64(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
+    """Llama 4's complex rotary factors ``exp(i * position * inv_freq)``, in complex128."""
+    cos, sin = rope_cos_sin(positions, head_dim, base)
+    half = head_dim // 2
+    return torch.complex(cos[..., :half], sin[..., :half])
+
+
+def rotate_float64(xq, xk, freqs_cis):
+    """``modeling_llama4.apply_rotary_emb`` without its cast to float32 (complex64)."""
+    xq_ = torch.view_as_complex(xq.reshape(*xq.shape[:-1], -1, 2).contiguous())
+    xk_ = torch.view_as_complex(xk.reshape(*xk.shape[:-1], -1, 2).contiguous())
+    rotated = (torch.view_as_real(t * freqs_cis[:, :, None, :]).flatten(3) for t in (xq_, xk_))
+    return tuple(rotated)
+
+
+def llama4_decode(gqa, theirs, x, splits, rotary, tolerance):
+    config = theirs.config
+    ours, their_cache = KVCache(chunk=gqa.chunk), DynamicCache(config=config)
+    assert type(their_cache.layers[0]).__name__ == "DynamicSlidingWindowLayer"
+    for start, stop in splits:
+        positions = torch.arange(start, stop).expand(x.shape[0], -1)
+        new = x[:, start:stop]
+        mask = create_chunked_causal_mask(config, new, None, their_cache, positions)
+        expected, _ = theirs(new, rotary(new, positions), mask, their_cache)
+        torch.testing.assert_close(gqa(new, cache=ours), expected, **tolerance)
+        assert ours.seen_tokens == their_cache.get_seq_length() == stop
+        assert len(ours) == stop % gqa.chunk

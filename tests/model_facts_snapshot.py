@@ -2,7 +2,7 @@
 
 ``tests/data/model_facts_snapshot.json`` was written by this script once, from the
 flat ``ModelFacts`` of commit 5a74127, before its fields moved into typed groups;
-``test_model_facts.py`` recomputes the records from today's table and requires them
+``test_models_facts.py`` recomputes the records from today's table and requires them
 equal, so that the move changed no attribute and no figure of any model. It was written
 again when Part VII added its encoders and cross-attention models, with their four
 attributes and ``cross_cache_bytes`` (the records of the other models only gained those

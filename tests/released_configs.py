@@ -1,6 +1,6 @@
 """The released ``config.json`` of each model added to ``MODELS`` with the atlas, as
 read, for a second implementation of its entry: ``facts_from_config`` applied to the
-file must give the facts the table types by hand (``test_atlas.py``).
+file must give the facts the table types by hand (``test_models_readers.py``).
 
 Each dict keeps the file's fields that the attention depends on, spelled as the file
 spells them (``rope_scaling`` with its old ``"type"`` key, ``compress_ratios``,

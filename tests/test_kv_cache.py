@@ -1,7 +1,15 @@
 """KVCache: prefill plus one-token steps == one full pass; memory == the formula;
 parity with LlamaAttention + DynamicCache; errors.
 
-Tolerances (float64): EXACT (rtol 1e-10, atol 1e-12), outputs and cached keys/values.
+The rolling cache (``KVCache(window=...)``, ``KVCache(chunk=...)``): after each call it
+keeps the last ``window - 1`` tokens (with ``chunk``, those of the current chunk), in
+token order, written in place within a fixed storage; decoding with it, in steps of any
+size, gives the outputs of one full pass, and its memory stays within ``window``
+tokens; it crops back only as far as it still holds, and ``context_length`` bounds the
+tokens seen, not those held.
+
+Tolerances (float64): EXACT (rtol 1e-10, atol 1e-12), outputs and cached keys/values;
+the few float32 modules, at ``torch.testing.assert_close``'s float32 defaults.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transformers import DynamicCache
 
-from attention import GroupedQueryAttention, KVCache, kv_cache_bytes_per_token
+from attention import GroupedQueryAttention, KVCache, kv_cache_bytes_per_token, padding_mask
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -37,7 +45,7 @@ def test_prefill_then_steps_equals_one_full_pass(layout, rope, window, data):
     cache = KVCache(window=window)
     pieces = [gqa(x[:, a:b], cache=cache) for a, b in itertools.pairwise(cuts)]
     torch.testing.assert_close(torch.cat(pieces, dim=1), gqa(x), **EXACT)
-    # A window's cache rolls: it keeps the last window - 1 tokens (tests/test_part3_local.py)
+    # A window's cache rolls: it keeps the last window - 1 tokens (the rolling cache, below)
     held = n if window is None else min(n, window - 1)
     assert len(cache) == held and cache.seen_tokens == n
     assert cache.shape == (x.shape[0], gqa.num_kv_heads, held, gqa.head_dim)
@@ -223,3 +231,264 @@ def test_a_cache_filled_in_inference_mode_goes_on_outside_it():
         cache.update(torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2))
     keys, _ = cache.update(torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
     assert torch.equal(keys, torch.tensor([[[[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]]]))
+
+
+# --- a rolling cache: a window's last tokens, or the current chunk's ----------------------
+
+
+@st.composite
+def local_runs(draw: st.DrawFn, *, max_local: int = 6) -> tuple[dict, dict, list[int]]:
+    """A layout, ``{"window": w}`` or ``{"chunk": c}``, and the cuts of a prefill + steps.
+
+    The sequence spans up to three windows (or chunks) and more; the steps after the
+    prefill are of 1 to 3 tokens.
+    """
+    layout = draw(gqa_layouts(max_tokens=2, even_head_dim=True))
+    size = draw(st.integers(1, max_local), label="window or chunk")
+    local = draw(st.sampled_from([{"window": size}, {"chunk": size}]), label="local")
+    n = draw(st.integers(1, 3 * size + 3), label="num_tokens")
+    layout |= {"num_tokens": n, "context_length": n}
+    cuts = [0, draw(st.integers(1, n), label="prefill")]
+    while cuts[-1] < n:
+        cuts.append(min(n, cuts[-1] + draw(st.integers(1, 3), label="step")))
+    return layout, local, cuts
+
+
+def held_after(seen: int, window: int | None = None, chunk: int | None = None) -> int:
+    """What the cache should hold once it has seen ``seen`` tokens: what the next query sees."""
+    return min(seen, window - 1) if window is not None else seen % chunk
+
+
+@given(run=local_runs(), rope=st.booleans())
+def test_rolling_cache_decoding_equals_one_full_pass(run, rope):
+    """Any prefill, then steps of 1 to 3 tokens: the full pass's outputs, and at most
+    window - 1 tokens held (the current chunk's with chunk), oldest first."""
+    layout, local, cuts = run
+    base = {"rope_base": 10000.0} if rope else {}
+    gqa = make_gqa(layout, **base, **local)
+    x = layout_input(layout)
+    # The same weights without the window (the seed draws the same layers): its cache
+    # keeps every key, rotated at its position, to compare what the rolling one holds.
+    everything = KVCache()
+    make_gqa(layout, **base)(x, cache=everything)
+    cache, pieces = KVCache(**local), []
+    size = local.get("window", local.get("chunk"))
+    most = x.shape[0] * size * gqa.cache_bytes_per_token  # the bytes of `size` tokens
+    for start, stop in itertools.pairwise(cuts):
+        pieces.append(gqa(x[:, start:stop], cache=cache))
+        held = held_after(stop, **local)
+        assert cache.seen_tokens == stop and len(cache) == held
+        assert cache.nbytes == x.shape[0] * held * gqa.cache_bytes_per_token <= most
+        torch.testing.assert_close(cache.keys, everything.keys[..., stop - held : stop, :])
+        torch.testing.assert_close(cache.values, everything.values[..., stop - held : stop, :])
+    torch.testing.assert_close(torch.cat(pieces, dim=1), gqa(x), **EXACT)
+
+
+@pytest.mark.parametrize("window", [1, 4])
+def test_decoding_three_windows_one_token_at_a_time_keeps_memory_within_the_window(window):
+    torch.manual_seed(0)
+    n = 3 * window
+    gqa = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, rope_base=10.0)
+    local = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, window=window)
+    local.load_state_dict(gqa.state_dict())
+    x = torch.randn(1, n, 8)
+    cache, steps = KVCache(window=window), []
+    for i in range(n):
+        steps.append(local(x[:, i : i + 1], cache=cache))
+        assert cache.nbytes <= window * local.cache_bytes_per_token
+    assert cache.seen_tokens == n and len(cache) == window - 1
+    torch.testing.assert_close(torch.cat(steps, dim=1), local(x))
+    # Not what the full attention gives: the window hid something.
+    assert not torch.allclose(torch.cat(steps, dim=1), gqa(x))
+
+
+def test_rolling_writes_in_place_within_a_fixed_storage():
+    """Decoding writes each token into room after the kept ones, moving them to the front
+    when the room runs out: the storage is never replaced, never more than the window
+    plus a quarter of it (16 tokens at least), and a long prefill is not kept."""
+    window, per_token = 40, 2 * 1 * 4 * 4  # key and value, 1 head, head_dim 4, float32
+    gqa = GroupedQueryAttention(4, 4, 1000, num_heads=1, num_kv_heads=1, window=window).eval()
+    x = torch.randn(1, 300, 4)
+    cache = KVCache(window=window)
+    with torch.no_grad():
+        gqa(x[:, :100], cache=cache)  # a prefill of 100 tokens
+        storage = cache.keys.untyped_storage()
+        assert storage.nbytes() == (window - 1 + 16) * per_token // 2  # keys only
+        where = storage.data_ptr()
+        steps = [gqa(x[:, i : i + 1], cache=cache) for i in range(100, 300)]
+        assert cache.keys.untyped_storage().data_ptr() == where
+        assert cache.values.untyped_storage().nbytes() == storage.nbytes()
+        expected = gqa(x)[:, 100:]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected)
+    assert len(cache) == window - 1 and cache.nbytes == (window - 1) * per_token
+
+
+def test_the_kept_keys_are_views_in_token_order_that_the_caller_can_read():
+    cache = KVCache(window=4)
+    keys = torch.arange(10.0).view(1, 1, 10, 1)
+    returned, _ = cache.update(keys, keys)
+    assert torch.equal(returned, keys)  # the whole sequence to attend over
+    assert cache.keys.flatten().tolist() == [7.0, 8.0, 9.0]
+    for token in range(10, 40):
+        new = torch.full((1, 1, 1, 1), float(token))
+        returned, _ = cache.update(new, new)
+        assert returned.flatten().tolist() == [token - 3.0, token - 2.0, token - 1.0, token]
+    assert cache.keys.flatten().tolist() == [37.0, 38.0, 39.0] and cache.seen_tokens == 40
+
+
+def test_a_chunks_cache_keeps_only_the_current_chunk():
+    cache, held = KVCache(chunk=4), []
+    for token in range(9):
+        new = torch.full((1, 1, 1, 1), float(token))
+        cache.update(new, new)
+        held.append(cache.keys.flatten().tolist())
+    # positions 0-3, 4-7, 8-: after position 3 the next token starts a chunk
+    assert held == [
+        [0.0], [0.0, 1.0], [0.0, 1.0, 2.0], [], [4.0], [4.0, 5.0], [4.0, 5.0, 6.0], [], [8.0]
+    ]  # fmt: skip
+    assert cache.seen_tokens == 9 and len(cache) == 1
+
+
+def test_backward_through_rolling_steps_gives_the_full_pass_gradients():
+    torch.manual_seed(0)
+    gqa = GroupedQueryAttention(8, 8, 9, num_heads=2, num_kv_heads=1, rope_base=10.0, window=3)
+    x = torch.randn(1, 9, 8)
+    cache = KVCache(window=3)
+    steps = [gqa(x[:, :4], cache=cache), *(gqa(x[:, i : i + 1], cache=cache) for i in range(4, 9))]
+    assert len(cache) == 2
+    cached = torch.autograd.grad(torch.cat(steps, dim=1).square().sum(), gqa.W_key.weight)[0]
+    full = torch.autograd.grad(gqa(x).square().sum(), gqa.W_key.weight)[0]
+    torch.testing.assert_close(cached, full)
+
+
+@given(layout=gqa_layouts(max_tokens=2, even_head_dim=True), data=st.data())
+def test_padding_stays_hidden_while_the_cache_rolls(layout, data):
+    """allowed spans every token seen; the columns of dropped tokens are not used."""
+    window = data.draw(st.integers(2, 4), label="window")
+    n = data.draw(st.integers(2, 3 * window), label="num_tokens")
+    layout |= {"num_tokens": n, "context_length": n, "batch": 2}
+    gqa = make_gqa(layout, rope_base=10000.0, window=window)
+    x = layout_input(layout)
+    lengths = data.draw(st.lists(st.integers(1, n), min_size=2, max_size=2), label="lengths")
+    allowed = padding_mask(lengths, n).flip(-1)  # left padding: the real tokens last
+    full = gqa(x, allowed=allowed)
+    prefill = data.draw(st.integers(1, n), label="prefill")
+    cache = KVCache(window=window)
+    pieces = [gqa(x[:, :prefill], cache=cache, allowed=allowed[:, :prefill])]
+    pieces += [
+        gqa(x[:, i : i + 1], cache=cache, allowed=allowed[:, : i + 1]) for i in range(prefill, n)
+    ]
+    got = torch.cat(pieces, dim=1)
+    for i, length in enumerate(lengths):  # a padding query may see nothing: no output
+        torch.testing.assert_close(got[i, n - length :], full[i, n - length :], **EXACT)
+
+
+# --- crop and context_length with a rolling cache -----------------------------------------
+
+
+def test_crop_counts_positions_and_cannot_reach_dropped_tokens():
+    cache = KVCache(window=4)
+    keys = torch.arange(10.0).view(1, 1, 10, 1)
+    cache.update(keys, keys)  # holds positions 7, 8, 9
+    with pytest.raises(
+        ValueError,
+        match=r"^KVCache: cannot crop to 6 tokens: the next token, at position 6, would see "
+        r"the keys from position 3 on \(window=4\), but this rolling cache has seen 10 tokens "
+        r"and dropped the first 7 of them; start a new KVCache",
+    ):
+        cache.crop(6)
+    with pytest.raises(ValueError, match=r"cannot crop to 11 tokens: the cache has seen only 10"):
+        cache.crop(11)
+    cache.crop(10)  # nothing to forget
+    assert cache.seen_tokens == 10 and cache.keys.flatten().tolist() == [7.0, 8.0, 9.0]
+
+
+def test_a_window_cache_cannot_go_back_once_it_rolled():
+    """Token 9 would see tokens 6 to 9, and the cache dropped 0 to 6: crop refuses,
+    and leaves the cache as it was; before it drops anything, it goes back freely."""
+    gqa = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1, window=4)
+    cache = KVCache(window=4)
+    gqa(torch.randn(1, 10, 8), cache=cache)
+    with pytest.raises(
+        ValueError,
+        match=r"^KVCache: cannot crop to 9 tokens: the next token, at position 9, would see "
+        r"the keys from position 6 on \(window=4\)",
+    ):
+        cache.crop(9)
+    assert cache.seen_tokens == 10 and len(cache) == 3  # unchanged by the refused crop
+    cache.crop(0)  # but back to nothing it always goes, as a new cache
+    x = torch.randn(1, 5, 8)
+    torch.testing.assert_close(gqa(x, cache=cache), gqa(x, cache=KVCache(window=4)))
+    young = KVCache(window=4)
+    gqa(torch.randn(1, 3, 8), cache=young)
+    young.crop(1)
+    assert young.seen_tokens == len(young) == 1
+
+
+def test_a_layer_refuses_a_cache_built_for_another_window():
+    """A rolling cache serves only its own window or chunk; a full one serves any."""
+    local = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1, window=4)
+    full = GroupedQueryAttention(8, 8, 20, num_heads=2, num_kv_heads=1)
+    x = torch.randn(1, 3, 8)
+    for layer, cache, wanted in (
+        (local, KVCache(window=3), r"KVCache\(window=4\)"),
+        (local, KVCache(chunk=4), r"KVCache\(window=4\)"),
+        (full, KVCache(window=4), r"KVCache\(\)"),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"^GroupedQueryAttention: the layer has window=.*give the layer a " + wanted,
+        ):
+            layer(x, cache=cache)
+        assert cache.seen_tokens == 0
+    everything = KVCache()  # keeps every token: the window's mask picks the keys
+    torch.testing.assert_close(local(x, cache=everything), local(x))
+
+
+def test_a_chunk_cache_can_go_back_within_its_chunk():
+    torch.manual_seed(0)
+    gqa = GroupedQueryAttention(8, 8, 12, num_heads=2, num_kv_heads=1, rope_base=10.0, chunk=4)
+    x = torch.randn(1, 12, 8)
+    full = gqa(x)
+    cache = KVCache(chunk=4)
+    gqa(x[:, :10], cache=cache)  # holds positions 8 and 9
+    cache.crop(9)
+    torch.testing.assert_close(gqa(x[:, 9:11], cache=cache), full[:, 9:11])
+    cache.crop(8)  # back to the chunk's start: nothing held, nothing needed
+    assert len(cache) == 0
+    torch.testing.assert_close(gqa(x[:, 8:], cache=cache), full[:, 8:])
+    with pytest.raises(
+        ValueError, match=r"cannot crop to 7 tokens: .* this rolling cache has seen 12"
+    ):
+        cache.crop(7)
+
+
+def test_context_length_bounds_the_tokens_seen_not_held():
+    gqa = GroupedQueryAttention(8, 8, 5, num_heads=2, num_kv_heads=1, window=2)
+    cache = KVCache(window=2)
+    for _ in range(5):
+        gqa(torch.randn(1, 1, 8), cache=cache)
+    assert len(cache) == 1
+    with pytest.raises(
+        ValueError,
+        match=r"the cache has seen 5 tokens \(holding the last 1\) and 1 more make 6, "
+        r"past context_length=5",
+    ):
+        gqa(torch.randn(1, 1, 8), cache=cache)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message", "error"),
+    [
+        ({"window": 0}, r"window must be at least 1, got 0", ValueError),
+        ({"chunk": "4"}, r"chunk must be a positive integer, got '4' of type str", TypeError),
+        (
+            {"window": 3, "chunk": 3},
+            r"give window \(a sliding .*, not both, got window=3 and chunk=3",
+            ValueError,
+        ),
+    ],
+)
+def test_a_cache_rejects_a_bad_window_or_chunk(kwargs, message, error):
+    with pytest.raises(error, match=r"^KVCache: " + message):
+        KVCache(**kwargs)

@@ -1,4 +1,5 @@
-"""MultiHeadLatentAttention against transformers' DeepseekV3Attention, its cache, errors.
+"""MultiHeadLatentAttention against transformers' DeepseekV3Attention, its cache, errors;
+with DeepSeek-V3's YaRN (``rope_scaling``), its softmax scale and rotation included.
 
 Tolerances (float64):
 
@@ -8,13 +9,17 @@ Tolerances (float64):
   the attention agree to rounding.
 * FLOAT32_STEP (1e-5) against the module untouched, with ``DeepseekV3RotaryEmbedding``:
   ``DeepseekV3RMSNorm`` normalizes in float32 and the rotary angles are float32.
+* With YaRN, EXACT against transformers' RoPE formulas run in float64
+  (``tests/rope_reference.py``), FLOAT32_STEP against the module as shipped.
 """
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
-from helpers import BAD_ARGUMENTS, F64, count_check_calls, layout_input, make
+from helpers import BAD_ARGUMENTS, F64, count_check_calls, layout_input, make, vectors
 from hf_models import (
     EXACT,
     FLOAT32_STEP,
@@ -27,8 +32,12 @@ from hf_models import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
+from rope_reference import their_cos_sin, their_frequencies
 from transformers import DynamicCache
-from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RotaryEmbedding
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+    DeepseekV3Attention,
+    DeepseekV3RotaryEmbedding,
+)
 
 from attention import (
     KVCache,
@@ -229,3 +238,83 @@ def test_a_bad_allowed_names_the_expected_and_given_shapes():
         r".*got shape \(3,\)",
     ):
         mla(torch.randn(1, 3, 8), allowed=torch.ones(3, dtype=torch.bool))
+
+
+# --- its cache counts what it has seen ----------------------------------------------------
+
+
+def test_latent_attention_counts_what_its_cache_has_seen():
+    mla = MultiHeadLatentAttention(
+        8, 8, 6, num_heads=2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=4
+    ).double()
+    x = torch.randn(1, 6, 8, dtype=F64)
+    cache = LatentCache()
+    steps = [mla(x[:, :3], cache=cache), *(mla(x[:, i : i + 1], cache=cache) for i in range(3, 6))]
+    assert cache.seen_tokens == len(cache) == 6
+    torch.testing.assert_close(torch.cat(steps, dim=1), mla(x), **EXACT)
+
+
+# --- rope_scaling: DeepSeek-V3's YaRN -----------------------------------------------------
+
+
+#: DeepSeek-V3's released rope_parameters (config.json), with a short original context.
+DEEPSEEK_YARN = {
+    "rope_type": "yarn",
+    "factor": 40.0,
+    "original_max_position_embeddings": 8,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+}
+
+
+def deepseek_yarn_attention(mla: MultiHeadLatentAttention, scaling: dict):
+    """``DeepseekV3Attention`` with ``mla``'s weights and a yarn ``rope_parameters``.
+
+    It reads ``mscale_all_dim`` when it is built, for its softmax scale, so the module
+    is built from a yarn config and given the weights of ``deepseek_attention``'s.
+    """
+    config = deepseek_config(mla)
+    config.rope_parameters = {**scaling, "rope_theta": mla.rope_base}
+    config.max_position_embeddings = 320
+    theirs = DeepseekV3Attention(config, layer_idx=0).to(F64).eval()
+    theirs.load_state_dict(deepseek_attention(mla).state_dict())
+    return theirs, config
+
+
+@pytest.mark.parametrize("interleave", [True, False], ids=["interleaved", "half-split"])
+@pytest.mark.parametrize(
+    "scaling",
+    [DEEPSEEK_YARN, {**DEEPSEEK_YARN, "mscale": 0.707, "mscale_all_dim": 0.0}],
+    ids=["deepseek-v3", "attention-factor-only"],
+)
+def test_mla_yarn_matches_deepseek_v3_attention(interleave, scaling):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(4)
+        mla = MultiHeadLatentAttention(
+            32, 32, 40, num_heads=3, q_lora_rank=12, kv_lora_rank=8, qk_nope_head_dim=6,
+            qk_rope_head_dim=8, v_head_dim=5, rope_interleave=interleave, rope_scaling=scaling,
+        ).to(F64).eval()  # fmt: skip
+    theirs, config = deepseek_yarn_attention(mla, scaling)
+    mscale = 0.1 * scaling["mscale_all_dim"] * math.log(40.0) + 1.0
+    assert theirs.scaling == pytest.approx(14**-0.5 * mscale**2)
+    x = vectors(9, 2, 24, 32)
+    positions = torch.arange(24)[None]
+    inv_freq, factor = their_frequencies(config, float64=True)
+    cos_sin = their_cos_sin(inv_freq, factor, positions)
+    expected, _ = float64_norms(theirs)(x, cos_sin, causal_4d(24, 24))
+    torch.testing.assert_close(mla(x), expected, **EXACT)
+    # As shipped: its own rotary embedding and norms (float32), the eager path
+    theirs, _ = deepseek_yarn_attention(mla, scaling)
+    theirs.config._attn_implementation = "eager"
+    mask = torch.zeros(1, 1, 24, 24, dtype=F64).masked_fill(~causal_4d(24, 24), float("-inf"))
+    shipped, weights = theirs(x, DeepseekV3RotaryEmbedding(config)(x, positions), mask)
+    torch.testing.assert_close(mla(x), shipped, **FLOAT32_STEP)
+    torch.testing.assert_close(mla.attention_weights(x), weights, **FLOAT32_STEP)
+    # Decoding with the latent cache gives the same outputs
+    cache = LatentCache()
+    steps = [mla(x[:, :10], cache=cache)] + [
+        mla(x[:, p : p + 1], cache=cache) for p in range(10, 24)
+    ]
+    torch.testing.assert_close(torch.cat(steps, dim=1), mla(x), **EXACT)

@@ -1,5 +1,5 @@
-"""causal_mask, sliding_window_mask (causal and both ways) and padding_mask against
-transformers and PyTorch.
+"""causal_mask, sliding_window_mask (causal and both ways), chunked_mask (Llama 4's
+chunked attention) and padding_mask against transformers and PyTorch.
 
 Masks are booleans, compared for equality; attention outputs with EXACT (rtol 1e-10,
 atol 1e-12) in float64.
@@ -14,17 +14,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn import functional as F
 from torch.nn.attention.bias import causal_lower_right
-from transformers import MistralConfig, ModernBertConfig
+from transformers import Llama4TextConfig, MistralConfig, ModernBertConfig
 from transformers.masking_utils import (
     causal_mask_function,
+    chunked_causal_mask_function,
     create_bidirectional_sliding_window_mask,
+    create_chunked_causal_mask,
     create_sliding_window_causal_mask,
     padding_mask_function,
     sliding_window_bidirectional_mask_function,
     sliding_window_causal_mask_function,
 )
 
-from attention import causal_mask, padding_mask, sliding_window_mask
+from attention import causal_mask, chunked_mask, padding_mask, sliding_window_mask
+
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def grid(mask_function, num_queries: int, num_keys: int, offset: int = 0) -> torch.Tensor:
@@ -198,3 +202,48 @@ def test_bad_input_names_what_was_expected_and_given(call, message):
 def test_input_of_a_wrong_type_raises_a_type_error(call, message):
     with pytest.raises(TypeError, match=message):
         call()
+
+
+# --- chunked_mask: Llama 4's chunked attention --------------------------------------------
+
+
+@given(num_tokens=st.integers(1, 40), chunk=st.integers(1, 12))
+def test_chunked_mask_is_transformers_chunked_causal_mask(num_tokens, chunk):
+    """The mask function transformers builds for Llama 4, and its create_chunked_causal_mask."""
+    index = torch.arange(num_tokens)
+    function = chunked_causal_mask_function(chunk, torch.zeros(1, dtype=torch.long))
+    expected = function(0, 0, index[:, None], index[None, :])
+    assert torch.equal(chunked_mask(num_tokens, chunk), expected)
+    config = Llama4TextConfig(
+        hidden_size=8, num_attention_heads=2, num_hidden_layers=1, attention_chunk_size=chunk
+    )
+    config._attn_implementation = "sdpa"
+    embeds = torch.zeros(1, num_tokens, 8)
+    built = create_chunked_causal_mask(
+        config, embeds, None, None, index[None], allow_is_causal_skip=False
+    )
+    assert torch.equal(built, chunked_mask(num_tokens, chunk)[None, None])
+
+
+def test_chunked_mask_by_hand():
+    assert torch.equal(chunked_mask(4, 4), torch.ones(4, 4, dtype=torch.bool).tril())
+    assert torch.equal(chunked_mask(3, 1), torch.eye(3, dtype=torch.bool))
+    # each token sees from its chunk's start to itself: 0, 1 | 2, 3 | 4
+    assert chunked_mask(5, 2).sum(dim=1).tolist() == [1, 2, 1, 2, 1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "error"),
+    [
+        (
+            (4, 0),
+            r"chunk must be an integer >= 1 \(how many positions each chunk spans\), ",
+            ValueError,
+        ),
+        ((4, 1.0), r"chunk must be an integer >= 1 .*got 1.0 of type float", TypeError),
+        ((0, 2), r"num_tokens must be at least 1, got 0", ValueError),
+    ],
+)
+def test_chunked_mask_rejects_bad_sizes(args, message, error):
+    with pytest.raises(error, match=r"^chunked_mask: " + message):
+        chunked_mask(*args)

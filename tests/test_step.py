@@ -1,10 +1,17 @@
-"""attend: the one attention step that the fast variants, GQA and MLA call."""
+"""attend: the one attention step that the fast variants, GQA and MLA call.
+
+Both implementations compute the formula, with a bias and dropout; ``softcap`` and
+``sinks`` (Gemma 2's and gpt-oss's eager kernels) against those kernels written out, at
+their limits (a cap of 1e9, sinks of -inf) and with a fully masked query; the errors.
+
+Tolerance (float64): ``hf_models.EXACT`` (rtol 1e-10, atol 1e-12).
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import F64, make
+from helpers import F64, expect, make
 from hf_models import EXACT
 from hypothesis import given
 from hypothesis import strategies as st
@@ -196,3 +203,138 @@ def test_every_module_attends_through_the_one_step(monkeypatch, build, implement
     calls = _counting(monkeypatch)
     module(torch.randn(2, 3, module.d_in))
     assert calls == [implementation]
+
+
+# --- softcap and sinks: Gemma 2's and gpt-oss's eager kernels -----------------------------
+
+
+def attend_inputs(seed: int, num_heads: int = 4, num_kv_heads: int = 2, n: int = 5):
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, num_heads, n, 8, generator=generator, dtype=F64)
+    k, v = (torch.randn(2, num_kv_heads, n, 8, generator=generator, dtype=F64) for _ in "kv")
+    return q, k, v
+
+
+def written_out(q, k, v, allowed=None, scale=None, softcap=None, sinks=None):
+    """Gemma 2's and gpt-oss's eager kernels, written out: scale, cap, mask, sink, softmax."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    scores = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    if sinks is not None:
+        column = sinks[None, :, None, None].expand(*scores.shape[:-1], 1)
+        weights = torch.softmax(torch.cat((scores, column), dim=-1), dim=-1)[..., :-1]
+    else:
+        weights = torch.softmax(scores, dim=-1)
+    return weights @ v
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    softcap=st.one_of(st.none(), st.floats(0.01, 50.0)),
+    with_sinks=st.booleans(),
+    causal=st.booleans(),
+    implementation=st.sampled_from(["sdpa", "eager"]),
+)
+def test_attend_caps_and_sinks_as_written_out(seed, softcap, with_sinks, causal, implementation):
+    q, k, v = attend_inputs(seed)
+    sinks = torch.randn(4, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    sinks = sinks if with_sinks else None
+    allowed = torch.ones(5, 5, dtype=torch.bool).tril() if causal else None
+    ours = attend(
+        q, k, v, causal=causal, softcap=softcap, sinks=sinks, implementation=implementation
+    )
+    expected = written_out(q, k, v, allowed, softcap=softcap, sinks=sinks)
+    torch.testing.assert_close(ours, expected, **EXACT)
+
+
+def test_attend_runs_sdpa_without_cap_or_sinks_and_the_eager_way_with_them(monkeypatch):
+    """SDPA cannot cap scores or add a sink: with either, the eager way runs."""
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
+    q, k, v = attend_inputs(0)
+    attend(q, k, v, causal=True)
+    assert len(calls) == 1
+    attend(q, k, v, causal=True, softcap=30.0)
+    attend(q, k, v, causal=True, sinks=torch.zeros(4, dtype=F64))
+    assert len(calls) == 1
+
+
+@given(seed=st.integers(0, 2**16), causal=st.booleans())
+def test_attend_with_an_enormous_softcap_is_uncapped(seed, causal):
+    q, k, v = attend_inputs(seed)
+    uncapped = attend(q, k, v, causal=causal, implementation="eager")
+    torch.testing.assert_close(attend(q, k, v, causal=causal, softcap=1e9), uncapped, **EXACT)
+
+
+@given(seed=st.integers(0, 2**16), causal=st.booleans())
+def test_attend_with_sinks_of_minus_infinity_has_no_sink(seed, causal):
+    q, k, v = attend_inputs(seed)
+    no_sink = attend(q, k, v, causal=causal, implementation="eager")
+    sinks = torch.full((4,), float("-inf"), dtype=F64)
+    torch.testing.assert_close(attend(q, k, v, causal=causal, sinks=sinks), no_sink, **EXACT)
+
+
+def test_attend_sink_takes_its_share_and_a_fully_masked_query_gets_zeros():
+    """A sink of log(3) next to one key of score 0: the key keeps 1 / (1 + 3) of the weight."""
+    q = torch.zeros(1, 1, 2, 4, dtype=F64)
+    k, v = torch.zeros(1, 1, 2, 4, dtype=F64), torch.ones(1, 1, 2, 4, dtype=F64)
+    allowed = torch.tensor([[True, False], [False, False]])  # query 1 sees nothing
+    sinks = torch.tensor([3.0], dtype=F64).log()
+    out = attend(q, k, v, allowed=allowed, sinks=sinks)
+    torch.testing.assert_close(out[0, 0, 0], torch.full((4,), 0.25, dtype=F64), **EXACT)
+    assert torch.equal(out[0, 0, 1], torch.zeros(4, dtype=F64))
+
+
+BAD_ATTEND = [
+    pytest.param(
+        {"softcap": 0}, "attend: softcap must be a positive, finite number", ValueError, id="0"
+    ),
+    pytest.param(
+        {"softcap": -1.0}, "attend: softcap must be a positive, finite", ValueError, id="neg"
+    ),
+    pytest.param(
+        {"softcap": float("inf")},
+        "attend: softcap must be a positive, finite",
+        ValueError,
+        id="inf",
+    ),
+    pytest.param(
+        {"softcap": True}, "attend: softcap must be a positive number", TypeError, id="bool"
+    ),
+    pytest.param(
+        {"softcap": "30"}, "attend: softcap must be a positive number", TypeError, id="str"
+    ),
+    pytest.param(
+        {"sinks": torch.zeros(2, dtype=F64)},
+        "attend: sinks must be None or a tensor of shape (num_heads,) = (4,)",
+        ValueError,
+        id="shape",
+    ),
+    pytest.param(
+        {"sinks": torch.zeros(4)},
+        "attend: sinks must be None or a tensor of shape (num_heads,) = (4,) and of "
+        "q's dtype torch.float64, got shape (4,) and dtype torch.float32",
+        ValueError,
+        id="dtype",
+    ),
+    pytest.param(
+        {"sinks": [0.0] * 4}, "attend: sinks must be None or a tensor", TypeError, id="list"
+    ),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message", "error"), BAD_ATTEND)
+def test_attend_rejects_bad_softcap_and_sinks(kwargs, message, error):
+    q, k, v = attend_inputs(0)
+    with expect(message, error):
+        attend(q, k, v, **kwargs)

@@ -57,7 +57,7 @@ An encoder's layers (BERT, ModernBERT) attend both ways, which the causal
 refuses them, and chapter 29 builds them from :func:`~attention.attend`.
 
 Every recipe is checked against the ``transformers`` class of its model, the
-weights copied, in float64 to 1e-10 (``tests/test_recipes.py``).
+weights copied, in float64 to 1e-10 (``tests/test_models_recipes.py``).
 
 >>> import torch
 >>> from attention import MODELS, layer_for

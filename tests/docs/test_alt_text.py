@@ -5,7 +5,7 @@ picture. A figure cell marked ``alt_drawn: true`` promises that every number in 
 alt text is drawn in its figure, which is computed from the package and ``MODELS``.
 This test draws each such figure and holds it to that promise, so an alt text cannot
 keep a number the table or the drawing no longer gives. The lint against typed model
-facts (``tests/test_model_facts.py``) leaves those alt texts to this test.
+facts (``tests/test_models_table.py``) leaves those alt texts to this test.
 """
 
 from __future__ import annotations

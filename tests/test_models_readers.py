@@ -1,12 +1,20 @@
-"""The atlas: facts read from a config, checked against what transformers' own cache
-keeps, to the byte; the weights, the recipe, the strip and the command."""
+"""facts_from_config (``attention.models.readers``): any model's facts, read from its
+config, checked against what transformers' own cache keeps, to the byte.
+
+A tiny config of each model type the readers know (``tests/tiny_configs.py``), built
+and run by transformers with its cache: after a prefill and each decoding step, every
+layer's bytes are those the facts count (``layer_cache_bytes``, the bill's cache). A
+dict, a path and a config read alike; what the readers cannot read is refused by name;
+each ``MODELS`` entry, through the transformers config built from it, reads back as the
+entry, and each released ``config.json`` (``tests/released_configs.py``) as the entry
+typed by hand.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import json
-import math
 
 import pytest
 import torch
@@ -16,21 +24,13 @@ from tiny_configs import BASE, TINY, WINDOW, tiny_config
 
 from attention import MODELS, ModelFacts
 from attention.models import (
-    BITS,
     CHUNKED,
     CSA,
     HCA,
-    INDEXED,
     SLIDING,
-    STRIP_LETTERS,
-    bill,
     facts_from_config,
-    format_bytes,
-    layer_strip,
-    parameter_count,
     recipe,
 )
-from attention.models.__main__ import main
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -297,7 +297,7 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
 def test_from_config_gives_back_each_entry(facts) -> None:
     """The config transformers builds from an entry's released fields reads back as the
     entry: every mechanism, and every byte of its cache."""
-    from test_model_facts import released_config
+    from test_models_table import released_config
 
     # A config that sets no position limit (BLOOM's) cannot say the context: the entry's.
     given = facts.trained_context if facts.max_position_embeddings is None else None
@@ -328,133 +328,6 @@ def test_the_released_file_reads_as_the_entry_typed_by_hand(name) -> None:
 
 def test_every_released_file_has_its_entry() -> None:
     assert set(RELEASED) <= set(MODELS)
-
-
-# -- weights and the bill ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("model_type", ["llama", "qwen3_next", "deepseek_v4"])
-def test_the_parameter_count_is_that_of_the_built_model(model_type) -> None:
-    config = tiny_config(model_type)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    assert parameter_count(config) == sum(p.numel() for p in model.parameters())
-
-
-def test_the_released_gpt2_counts_as_the_table_says() -> None:
-    assert parameter_count({"model_type": "gpt2"}) == MODELS["GPT-2"].parameters
-
-
-def test_the_bill_is_weights_plus_a_batch_of_caches() -> None:
-    qwen = MODELS["Qwen3.5 397B-A17B"]
-    b = bill(qwen, 32768, batch=4, dtype="fp8", cache_dtype="bf16")
-    assert b.weights == qwen.parameters  # one byte a parameter
-    assert b.cache == 4 * qwen.cache_bytes(32768) == sum(b.per_kind.values())
-    assert b.total == b.weights + b.cache
-    int4 = bill(qwen, 32768, batch=4, dtype="int4", cache_dtype="int4", state_dtype="int4")
-    numbers = sum(a + s for a, s in qwen.layer_cache_numbers(32768))
-    assert (int4.weights, int4.cache) == (qwen.parameters // 2, 4 * numbers // 2)
-    assert bill(MODELS["Llama 3 8B"], 10).weights is None  # no count in the table
-
-
-@pytest.mark.parametrize(
-    "kwargs, error",
-    [
-        ({"dtype": "bf8"}, ValueError),
-        ({"cache_dtype": torch.bfloat16}, TypeError),
-        ({"batch": 0}, ValueError),
-        ({"batch": 1.5}, TypeError),
-    ],
-)
-def test_the_bill_refuses_what_it_cannot_mean(kwargs, error) -> None:
-    with pytest.raises(error, match=r"^bill: expected"):
-        bill(MODELS["GPT-2"], 10, **kwargs)
-
-
-def test_layer_cache_numbers_refuses_a_negative_or_a_float_length() -> None:
-    with pytest.raises(ValueError, match="expected tokens >= 0"):
-        MODELS["GPT-2"].layer_cache_numbers(-1)
-    with pytest.raises(TypeError, match="expected tokens to be an int"):
-        MODELS["GPT-2"].layer_cache_numbers(1.0)
-
-
-# -- the recipe, the strip, the command ----------------------------------------------------
-
-
-@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
-def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
-    text = recipe(facts)
-    assert text == recipe(facts) and text.startswith(f"{facts.name}: {facts.layers} layers")
-    present = {
-        "sliding (window": facts.sliding_window and not facts.bidirectional,
-        "positions each side": facts.sliding_window and facts.bidirectional,
-        "chunked (chunk": facts.attention_chunk_size,
-        "MLA": facts.latent,
-        "DeepSeek Sparse Attention": INDEXED in facts.layer_types,  # not V4's CSA layers
-        "sinks": facts.sinks,
-        "output gate": facts.output_gate,
-        "QK-norm": facts.qk_norm or facts.cross_qk_norm,
-        "NoPE": facts.nope_every or facts.positions == "none",
-        "YaRN": (facts.rope_scaling or {}).get("rope_type") == "yarn",
-        "learned positions": facts.learned_positions,
-        "ALiBi": facts.alibi,
-        "of fixed state": facts.state_bytes(),
-        "capped": (facts.sliding_window or facts.attention_chunk_size) and not facts.bidirectional,
-        "an encoder: attends both ways, no cache": facts.bidirectional,
-        "cross-attention in": facts.cross,
-        "reuse earlier layers' keys": facts.num_kv_shared_layers,
-    }
-    for words, has in present.items():
-        assert (words in text) == bool(has), words
-    if facts.linear_attention:
-        assert facts.linear_attention in text
-
-
-def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:
-    gemma = MODELS["Gemma 2 9B"]  # 21 full layers grow, 21 sliding are capped
-    full_layers = gemma.layer_types.count("full_attention")
-    per_token = full_layers * gemma.layer_kv_bytes_per_token()[1]
-    assert f"cache per token: {format_bytes(per_token)} growing" in recipe(gemma)
-
-
-def test_the_strip_has_a_letter_per_layer_and_a_legend() -> None:
-    gemma = MODELS["Gemma 4 E2B"]
-    letters, legend = layer_strip(gemma).split("\n")
-    assert len(letters) == gemma.layers
-    expected = [
-        STRIP_LETTERS[k].lower() if shared else STRIP_LETTERS[k]
-        for k, shared in zip(gemma.layer_types, gemma.kv_shared, strict=True)
-    ]
-    assert list(letters) == expected
-    assert "lower case" in legend and f"window {gemma.sliding_window}" in legend
-    assert len(layer_strip(MODELS["DeepSeek-V3"], width=10).split("\n")) == 8  # 61 layers
-
-
-def test_the_command_prints_recipe_strip_and_bill_for_a_name(capsys) -> None:
-    facts = MODELS["gpt-oss-20b"]
-    assert main(["gpt-oss-20b", "--tokens", "1000", "--batch", "2", "--cache-dtype", "fp8"]) == 0
-    out = capsys.readouterr().out
-    expected = bill(facts, 1000, batch=2, cache_dtype="fp8")
-    assert out.startswith(recipe(facts) + "\n\n" + layer_strip(facts) + "\n")
-    assert f"cache (fp8, states fp32): {format_bytes(expected.cache)}" in out
-    assert f"total: {format_bytes(expected.total)}" in out
-
-
-def test_the_command_reads_a_config_file_and_counts_its_weights(tmp_path, capsys) -> None:
-    config = tiny_config("llama")
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
-    assert main([str(path), "--tokens", "64", "--dtype", "int4"]) == 0
-    out = capsys.readouterr().out
-    parameters = parameter_count(config)
-    assert f"({parameters:,} parameters)" in out
-    assert f"weights (int4): {format_bytes(math.ceil(parameters * BITS['int4'] / 8))}" in out
-
-
-def test_the_command_names_what_it_cannot_read(capsys) -> None:
-    with pytest.raises(SystemExit) as caught:
-        main(["no such model"])
-    assert caught.value.code == 2
-    assert "expected a config.json path or a name from MODELS" in capsys.readouterr().err
 
 
 def test_facts_from_config_takes_the_names_the_table_gives() -> None:

@@ -1,0 +1,57 @@
+"""What a model costs to serve (``attention.models.costs``): ``parameter_count`` and
+``bill``.
+
+``parameter_count`` of a tiny config is the number of weights transformers builds for
+it (and GPT-2's released count); the bill is the weights plus a batch of caches, in
+the number types it is given, and refuses what it cannot mean. That each cache's bytes
+are those transformers keeps is ``tests/test_models_readers.py``'s check.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from tiny_configs import tiny_config
+
+from attention import MODELS
+from attention.models import bill, parameter_count
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3_next", "deepseek_v4"])
+def test_the_parameter_count_is_that_of_the_built_model(model_type) -> None:
+    config = tiny_config(model_type)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    assert parameter_count(config) == sum(p.numel() for p in model.parameters())
+
+
+def test_the_released_gpt2_counts_as_the_table_says() -> None:
+    assert parameter_count({"model_type": "gpt2"}) == MODELS["GPT-2"].parameters
+
+
+def test_the_bill_is_weights_plus_a_batch_of_caches() -> None:
+    qwen = MODELS["Qwen3.5 397B-A17B"]
+    b = bill(qwen, 32768, batch=4, dtype="fp8", cache_dtype="bf16")
+    assert b.weights == qwen.parameters  # one byte a parameter
+    assert b.cache == 4 * qwen.cache_bytes(32768) == sum(b.per_kind.values())
+    assert b.total == b.weights + b.cache
+    int4 = bill(qwen, 32768, batch=4, dtype="int4", cache_dtype="int4", state_dtype="int4")
+    numbers = sum(a + s for a, s in qwen.layer_cache_numbers(32768))
+    assert (int4.weights, int4.cache) == (qwen.parameters // 2, 4 * numbers // 2)
+    assert bill(MODELS["Llama 3 8B"], 10).weights is None  # no count in the table
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"dtype": "bf8"}, ValueError),
+        ({"cache_dtype": torch.bfloat16}, TypeError),
+        ({"batch": 0}, ValueError),
+        ({"batch": 1.5}, TypeError),
+    ],
+)
+def test_the_bill_refuses_what_it_cannot_mean(kwargs, error) -> None:
+    with pytest.raises(error, match=r"^bill: expected"):
+        bill(MODELS["GPT-2"], 10, **kwargs)

@@ -1,0 +1,118 @@
+"""A model's attention in words (``attention.models.text``) and the command
+``python -m attention.models`` (``attention.models.__main__``).
+
+The recipe names each mechanism a model has, and only those, and the cache per token
+that grows; the strip has a letter per layer and a legend; the command prints the
+recipe, the strip and the bill for a name or a ``config.json``, and names what it
+cannot read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+# tiny_config builds a transformers config, whose weights the command counts with
+# transformers: the import marks this file for `nox -s tests-latest` (noxfile.py).
+import transformers  # noqa: F401
+from tiny_configs import tiny_config
+
+from attention import MODELS
+from attention.models import (
+    BITS,
+    INDEXED,
+    STRIP_LETTERS,
+    bill,
+    format_bytes,
+    layer_strip,
+    parameter_count,
+    recipe,
+)
+from attention.models.__main__ import main
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+# -- the recipe and the strip ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
+    text = recipe(facts)
+    assert text == recipe(facts) and text.startswith(f"{facts.name}: {facts.layers} layers")
+    present = {
+        "sliding (window": facts.sliding_window and not facts.bidirectional,
+        "positions each side": facts.sliding_window and facts.bidirectional,
+        "chunked (chunk": facts.attention_chunk_size,
+        "MLA": facts.latent,
+        "DeepSeek Sparse Attention": INDEXED in facts.layer_types,  # not V4's CSA layers
+        "sinks": facts.sinks,
+        "output gate": facts.output_gate,
+        "QK-norm": facts.qk_norm or facts.cross_qk_norm,
+        "NoPE": facts.nope_every or facts.positions == "none",
+        "YaRN": (facts.rope_scaling or {}).get("rope_type") == "yarn",
+        "learned positions": facts.learned_positions,
+        "ALiBi": facts.alibi,
+        "of fixed state": facts.state_bytes(),
+        "capped": (facts.sliding_window or facts.attention_chunk_size) and not facts.bidirectional,
+        "an encoder: attends both ways, no cache": facts.bidirectional,
+        "cross-attention in": facts.cross,
+        "reuse earlier layers' keys": facts.num_kv_shared_layers,
+    }
+    for words, has in present.items():
+        assert (words in text) == bool(has), words
+    if facts.linear_attention:
+        assert facts.linear_attention in text
+
+
+def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:
+    gemma = MODELS["Gemma 2 9B"]  # 21 full layers grow, 21 sliding are capped
+    full_layers = gemma.layer_types.count("full_attention")
+    per_token = full_layers * gemma.layer_kv_bytes_per_token()[1]
+    assert f"cache per token: {format_bytes(per_token)} growing" in recipe(gemma)
+
+
+def test_the_strip_has_a_letter_per_layer_and_a_legend() -> None:
+    gemma = MODELS["Gemma 4 E2B"]
+    letters, legend = layer_strip(gemma).split("\n")
+    assert len(letters) == gemma.layers
+    expected = [
+        STRIP_LETTERS[k].lower() if shared else STRIP_LETTERS[k]
+        for k, shared in zip(gemma.layer_types, gemma.kv_shared, strict=True)
+    ]
+    assert list(letters) == expected
+    assert "lower case" in legend and f"window {gemma.sliding_window}" in legend
+    assert len(layer_strip(MODELS["DeepSeek-V3"], width=10).split("\n")) == 8  # 61 layers
+
+
+# -- the command -------------------------------------------------------------------------
+
+
+def test_the_command_prints_recipe_strip_and_bill_for_a_name(capsys) -> None:
+    facts = MODELS["gpt-oss-20b"]
+    assert main(["gpt-oss-20b", "--tokens", "1000", "--batch", "2", "--cache-dtype", "fp8"]) == 0
+    out = capsys.readouterr().out
+    expected = bill(facts, 1000, batch=2, cache_dtype="fp8")
+    assert out.startswith(recipe(facts) + "\n\n" + layer_strip(facts) + "\n")
+    assert f"cache (fp8, states fp32): {format_bytes(expected.cache)}" in out
+    assert f"total: {format_bytes(expected.total)}" in out
+
+
+def test_the_command_reads_a_config_file_and_counts_its_weights(tmp_path, capsys) -> None:
+    config = tiny_config("llama")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+    assert main([str(path), "--tokens", "64", "--dtype", "int4"]) == 0
+    out = capsys.readouterr().out
+    parameters = parameter_count(config)
+    assert f"({parameters:,} parameters)" in out
+    assert f"weights (int4): {format_bytes(math.ceil(parameters * BITS['int4'] / 8))}" in out
+
+
+def test_the_command_names_what_it_cannot_read(capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["no such model"])
+    assert caught.value.code == 2
+    assert "expected a config.json path or a name from MODELS" in capsys.readouterr().err
