@@ -264,7 +264,7 @@ def paged_blocks(
                     gid=gid,
                 )
             )
-            if used:
+            if used and reader is not None:  # used: the block is a sequence's (reader's)
                 token = first + slot
                 names = labels.get(reader)
                 text = str(names[token]) if names is not None else str(token)
