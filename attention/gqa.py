@@ -225,6 +225,7 @@ class GroupedQueryAttention(nn.Module):
 
     # The optional parts, set by name in __init__ (an nn.Module's submodule or None).
     W_gate: nn.Module | None
+    W_value: nn.Linear | None  # None: the values are the keys (Gemma 4's recipe sets it)
     q_norm: nn.Module | None
     k_norm: nn.Module | None
     v_norm: nn.Module | None

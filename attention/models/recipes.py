@@ -58,6 +58,8 @@ Linear(in_features=5376, out_features=4096, bias=False)
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from attention import _checks
@@ -194,10 +196,10 @@ def _cross(facts: ModelFacts, overrides: dict) -> CrossAttention:
             f"d_in={d_in}, num_heads={num_heads} and head_dim={head_dim}"
         )
     eps = _NORM_EPS.get(facts.config_class, 1e-6)
-    norms = {}
+    norms: dict[str, Any] = {}
     if facts.cross_qk_norm == "head":
         norms = {"q_norm": RMSNorm(head_dim, eps), "k_norm": RMSNorm(head_dim, eps)}
-    kwargs = {"num_kv_heads": facts.num_kv_heads, "out_bias": False} | overrides
+    kwargs: dict[str, Any] = {"num_kv_heads": facts.num_kv_heads, "out_bias": False} | overrides
     return CrossAttention(d_in, d_in, d_in, num_heads=num_heads, **kwargs, **norms)
 
 
@@ -250,6 +252,7 @@ def _grouped(facts: ModelFacts, index: int, kind: str, overrides: dict) -> nn.Mo
         return _shared(kwargs, _rotary(facts, full, kwargs, rope))
     if uses_rope:
         kwargs["rotary"] = _rotary(facts, full, kwargs, rope)
+    layer: GroupedQueryAttention
     if not uses_rope and facts.attn_temperature_tuning:  # Llama 4's NoPE layers
         temperature = {"attn_scale": facts.attn_scale, "floor_scale": facts.floor_scale}
         layer = NoPEWithTemperature(**(temperature | kwargs))
