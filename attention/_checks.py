@@ -13,12 +13,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise
-from typing import TYPE_CHECKING, Protocol, SupportsIndex
+from typing import Protocol, SupportsIndex
 
 import torch
-
-if TYPE_CHECKING:
-    from attention.cache import Cache
 
 
 class _Weighted(Protocol):
@@ -32,6 +29,17 @@ class _Layer(_Weighted, Protocol):
 
     d_in: int
     context_length: int
+
+
+class _Seen(Protocol):
+    """A cache, as :func:`cached_input` reads it (every ``attention.Cache`` is one)."""
+
+    reindexes_positions: bool
+
+    @property
+    def seen_tokens(self) -> int: ...
+
+    def __len__(self) -> int: ...
 
 
 def whole_number(owner: str, value: object, what: str) -> int:
@@ -281,7 +289,7 @@ def module_input(
     return x
 
 
-def cached_input(module: _Layer, x: object, cache: Cache | None) -> tuple[torch.Tensor, int]:
+def cached_input(module: _Layer, x: object, cache: _Seen | None) -> tuple[torch.Tensor, int]:
     """Check the input of a forward pass that can decode with a cache (checked before).
 
     Checks :func:`module_input`'s rules, and that the cached and the new tokens fit in
