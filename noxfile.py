@@ -151,10 +151,16 @@ def tests_latest(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Check style and common mistakes with ruff."""
-    session.install("-c", CONSTRAINTS, "ruff")  # no torch needed
+    """Check style and common mistakes with ruff, then the package's types with mypy.
+
+    mypy ([tool.mypy] in pyproject.toml) checks every function body in attention/, so a
+    misspelled attribute fails here. It reads what the package imports, so the session
+    installs the package with torch (the CPU build), numpy, matplotlib and transformers.
+    """
+    install(session, "-e", ".[lint,plot,transformers]", "numpy")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
 
 
 # `sphinx-build`, through Sphinx's own entry point (sphinx.cmd.build.main), with its

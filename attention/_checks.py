@@ -11,10 +11,35 @@ the wrong shape or dtype) raises a ``ValueError``.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise
+from typing import Protocol, SupportsIndex
 
 import torch
+
+
+class _Weighted(Protocol):
+    """A module, as :func:`module_input` reads it: its parameters (their dtype)."""
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+
+class _Layer(_Weighted, Protocol):
+    """A layer that decodes with a cache, as :func:`cached_input` reads it."""
+
+    d_in: int
+    context_length: int
+
+
+class _Seen(Protocol):
+    """A cache, as :func:`cached_input` reads it (every ``attention.Cache`` is one)."""
+
+    reindexes_positions: bool
+
+    @property
+    def seen_tokens(self) -> int: ...
+
+    def __len__(self) -> int: ...
 
 
 def whole_number(owner: str, value: object, what: str) -> int:
@@ -26,9 +51,11 @@ def whole_number(owner: str, value: object, what: str) -> int:
     if isinstance(value, bool):
         raise TypeError(f"{owner}: {what}, got the boolean {value}")
     try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{owner}: {what}, got {value!r} of type {type(value).__name__}") from None
+        if isinstance(value, SupportsIndex):  # what operator.index takes
+            return operator.index(value)
+    except TypeError:  # an __index__ that raises, or returns a non-int
+        pass
+    raise TypeError(f"{owner}: {what}, got {value!r} of type {type(value).__name__}") from None
 
 
 def positive_int(owner: str, name: str, value: object) -> int:
@@ -154,11 +181,13 @@ def multi_head_arguments(
     >>> multi_head_arguments("MHA", 3, 4, 6, 2, 0.0)
     (3, 4, 6, 2, 2, 0.0)
     """
-    checked = sizes(owner, d_in=d_in, d_out=d_out, context_length=context_length)
+    d_in, d_out, context_length = sizes(
+        owner, d_in=d_in, d_out=d_out, context_length=context_length
+    )
     (heads,) = sizes(owner, num_heads=num_heads)
     rate = dropout_rate(owner, dropout)
-    heads_divide(owner, checked[1], heads)
-    return (*checked, heads, checked[1] // heads, rate)
+    heads_divide(owner, d_out, heads)
+    return (d_in, d_out, context_length, heads, d_out // heads, rate)
 
 
 def float_tensor(
@@ -170,7 +199,7 @@ def float_tensor(
     *,
     min_rank: int = 0,
 ) -> torch.Tensor:
-    """Raise unless ``x`` is a floating-point tensor, of ``rank`` dimensions if given.
+    """Return ``x``, or raise unless it is a floating-point tensor, of ``rank`` dimensions if given.
 
     ``min_rank`` asks for at least that many dimensions instead, as ``(..., tokens, dim)``
     does. ``layout`` names the dimensions in the error, e.g. ``"(batch, heads, tokens, dim)"``.
@@ -190,23 +219,30 @@ def float_tensor(
     return x
 
 
-def attention_inputs(owner: str, q: object, k: object, v: object, layout: str, fits) -> None:
-    """Raise unless ``q``, ``k`` and ``v`` are floating-point tensors that fit together.
+def attention_inputs(
+    owner: str,
+    q: object,
+    k: object,
+    v: object,
+    layout: str,
+    fits: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], bool],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Return ``q``, ``k`` and ``v``, or raise unless they are floating-point tensors that fit.
 
     ``fits(q, k, v)`` says whether their shapes do; ``layout`` says, in the error, what
     was expected (``"expected q (batch, heads, tokens, dim), ..."``).
     """
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        float_tensor(owner, name, x)
+    q, k, v = (float_tensor(owner, name, x) for name, x in (("q", q), ("k", k), ("v", v)))
     if not fits(q, k, v):
         raise ValueError(
             f"{owner}: {layout}, got q of shape {tuple(q.shape)}, k of shape "
             f"{tuple(k.shape)} and v of shape {tuple(v.shape)}"
         )
+    return q, k, v
 
 
 def module_input(
-    module: torch.nn.Module,
+    module: _Weighted,
     x: object,
     *,
     d_in: int,
@@ -253,7 +289,7 @@ def module_input(
     return x
 
 
-def cached_input(module: torch.nn.Module, x: object, cache: object) -> tuple[torch.Tensor, int]:
+def cached_input(module: _Layer, x: object, cache: _Seen | None) -> tuple[torch.Tensor, int]:
     """Check the input of a forward pass that can decode with a cache (checked before).
 
     Checks :func:`module_input`'s rules, and that the cached and the new tokens fit in
@@ -282,13 +318,14 @@ def cached_input(module: torch.nn.Module, x: object, cache: object) -> tuple[tor
     return x, num_cached
 
 
-def allowed_tensor(owner: str, allowed: object) -> None:
-    """Raise unless ``allowed`` is a bool tensor (the shape is the caller's to check)."""
+def allowed_tensor(owner: str, allowed: object) -> torch.Tensor:
+    """Return ``allowed``, or raise unless it is a bool tensor (the caller checks the shape)."""
     expected = "allowed must be a bool tensor, True where a query may attend"
     if not isinstance(allowed, torch.Tensor):
         raise TypeError(f"{owner}: {expected}, got {type(allowed).__name__}")
     if allowed.dtype != torch.bool:
         raise ValueError(f"{owner}: {expected}, got {allowed.dtype}")
+    return allowed
 
 
 def allowed_mask(
@@ -307,14 +344,14 @@ def allowed_mask(
         f"(batch, num_keys) = {(batch, num_keys)} or (batch, num_queries, num_keys) = "
         f"{(batch, num_queries, num_keys)} ({keys})"
     )
-    bool_mask(owner, allowed, expected, (batch, num_keys), (batch, num_queries, num_keys))
+    allowed = bool_mask(owner, allowed, expected, (batch, num_keys), (batch, num_queries, num_keys))
     if allowed.dim() == 2:
         return allowed[:, None, None, :]  # (batch, 1, 1, num_keys): the same for every query
     return allowed[:, None]  # (batch, 1, num_queries, num_keys)
 
 
-def bool_mask(owner: str, allowed: object, expected: str, *shapes: tuple[int, ...]) -> None:
-    """Raise ``"{owner}: {expected}, got ..."`` unless ``allowed`` is a bool tensor.
+def bool_mask(owner: str, allowed: object, expected: str, *shapes: tuple[int, ...]) -> torch.Tensor:
+    """Return ``allowed``, or raise ``"{owner}: {expected}, got ..."`` unless it is a bool tensor.
 
     Its shape must be one of ``shapes``.
     """
@@ -327,6 +364,7 @@ def bool_mask(owner: str, allowed: object, expected: str, *shapes: tuple[int, ..
         )
     if tuple(allowed.shape) not in shapes:
         raise ValueError(f"{owner}: {expected}, got shape {tuple(allowed.shape)}")
+    return allowed
 
 
 def sequence_lengths(owner: str, cu_seqlens: object, total_tokens: int | None = None) -> list[int]:

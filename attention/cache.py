@@ -160,7 +160,7 @@ class _CacheBase:
     writes :meth:`_forget` (and :meth:`_why_not_crop` if it cannot always go back).
     """
 
-    reindexes_positions: ClassVar[bool] = False
+    reindexes_positions: bool = False  # as Cache declares it (a ClassVar would not match)
     _holds: ClassVar[str]
     _layers: ClassVar[tuple[str, ...]]
 
@@ -229,6 +229,6 @@ def _check_cache(layer: object, cache: object, wanted: type, expected: str) -> N
         if isinstance(cache, wanted):
             return
     message = f"{owner}: cache must be {expected} or None, got {name}"
-    if serves:
+    if serves and isinstance(cache, _CacheBase):  # only a _CacheBase serves named layers
         message += f"; {name} holds {cache._holds}: pass it to {serves[0]}"
     raise TypeError(message)

@@ -52,6 +52,8 @@ class CausalAttention(nn.Module):
             [-0.5874,  0.0058]], grad_fn=<SliceBackward0>)
     """
 
+    mask: torch.Tensor  # a buffer: register_buffer("mask", ...) in __init__
+
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         super().__init__()
         owner = type(self).__name__

@@ -113,6 +113,7 @@ class CrossAttentionCache(_CacheBase):
             )
         if keys is not None:
             self.keys, self.values = _check_new(owner, keys, values, None, None)
+        assert self.keys is not None and self.values is not None  # given now, or before
         self._seen += num_new
         return self.keys, self.values
 
@@ -174,6 +175,10 @@ class CrossAttention(nn.Module):
     (torch.Size([1, 4, 6, 10]), True)
     """
 
+    # The optional norms, set by name in __init__ (an nn.Module's submodule or None).
+    q_norm: nn.Module | None
+    k_norm: nn.Module | None
+
     def __init__(
         self,
         d_in: int,
@@ -229,22 +234,28 @@ class CrossAttention(nn.Module):
         _check_cache(self, cache, CrossAttentionCache, "a CrossAttentionCache")
         x = _checks.module_input(self, x, d_in=self.d_in)
         batch, num_queries, _ = x.shape
-        filled = cache is not None and cache.keys is not None
-        if not filled or context is not None:
-            context = self._check_context(x, context, cache if filled else None)
+        # The cache, if it holds the context's keys and values (computed at the first step)
+        filled = cache if cache is not None and cache.keys is not None else None
+        if filled is not None:
+            if context is not None:
+                self._check_context(x, context, filled)
+            context_tokens = len(filled)
+        else:
+            context = self._check_context(x, context, None)
+            context_tokens = context.shape[1]
+        checked = None
         if allowed is not None:  # checked before the cache takes anything
-            context_tokens = len(cache) if filled else context.shape[1]
             expected = (batch, self.num_heads, num_queries, context_tokens)
-            allowed = _check_allowed(owner, allowed, expected)
+            checked = _check_allowed(owner, allowed, expected)
         queries = self._heads(self.W_query(x), self.num_heads, self.q_norm)  # (b, h, q, d)
-        if filled:  # the context's keys and values, computed at the first step
-            keys, values = cache.update(None, None, num_queries)
+        if filled is not None:  # the context's keys and values, computed at the first step
+            keys, values = filled.update(None, None, num_queries)
         else:
             keys = self._heads(self.W_key(context), self.num_kv_heads, self.k_norm)
             values = self._heads(self.W_value(context), self.num_kv_heads, None)
             if cache is not None:  # (b, num_kv_heads, context_tokens, head_dim), kept
                 keys, values = cache.update(keys, values, num_queries)
-        return queries, keys, values, allowed
+        return queries, keys, values, checked
 
     def _check_context(
         self, x: torch.Tensor, context: object, cache: CrossAttentionCache | None
@@ -320,7 +331,7 @@ def _check_allowed(
     owner: str, allowed: object, expected: tuple[int, int, int, int]
 ) -> torch.Tensor:
     """``allowed``, a bool tensor broadcastable to ``expected``, or raise."""
-    _checks.allowed_tensor(owner, allowed)
+    allowed = _checks.allowed_tensor(owner, allowed)
     try:
         fits = torch.broadcast_shapes(allowed.shape, expected) == expected
     except RuntimeError:

@@ -54,11 +54,11 @@ def _check(
     """Check the arguments of :func:`~attention.gated_delta_rule`; return the chunk size or None."""
     qk_layout = "(batch, tokens, heads_k, dim_k)"
     gate_layout = "(batch, tokens, heads_v)"
-    _checks.float_tensor(_OWNER, "q", q, 4, qk_layout)
-    _checks.float_tensor(_OWNER, "k", k, 4, qk_layout)
-    _checks.float_tensor(_OWNER, "v", v, 4, "(batch, tokens, heads_v, dim_v)")
-    _checks.float_tensor(_OWNER, "g", g, 3, gate_layout)
-    _checks.float_tensor(_OWNER, "beta", beta, 3, gate_layout)
+    q = _checks.float_tensor(_OWNER, "q", q, 4, qk_layout)
+    k = _checks.float_tensor(_OWNER, "k", k, 4, qk_layout)
+    v = _checks.float_tensor(_OWNER, "v", v, 4, "(batch, tokens, heads_v, dim_v)")
+    g = _checks.float_tensor(_OWNER, "g", g, 3, gate_layout)
+    beta = _checks.float_tensor(_OWNER, "beta", beta, 3, gate_layout)
     if q.shape != k.shape:
         raise ValueError(
             f"{_OWNER}: q and k must have the same shape {qk_layout}, got q {tuple(q.shape)} "
@@ -94,7 +94,7 @@ def _check(
         )
     if initial_state is not None:
         layout = "(batch, heads_v, dim_k, dim_v)"
-        _checks.float_tensor(_OWNER, "initial_state", initial_state, 4, layout)
+        initial_state = _checks.float_tensor(_OWNER, "initial_state", initial_state, 4, layout)
         expected = (batch, heads_v, dim_k, dim_v)
         if tuple(initial_state.shape) != expected:
             raise ValueError(

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 
-class _FromModule:
+class _FromModule(nn.Module):
     """``from_module`` and ``runs_on_cpu``, for every variant."""
 
     #: Whether the class runs forward and backward on a CPU (else tests skip it).
@@ -220,6 +220,8 @@ class TorchMHAAdapter(_Arguments):
     ValueError: TorchMHAAdapter: torch.nn.MultiheadAttention needs d_in == d_out ...
     """
 
+    mask: torch.Tensor  # a buffer: register_buffer("mask", ...) in __init__
+
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
         if self.d_in != self.d_out:
@@ -319,6 +321,8 @@ class FusedQKVAttention(FastMultiHeadAttention):
             [0.2575, 0.4028]], grad_fn=<IndexBackward0>)
     """
 
+    mask: torch.Tensor  # a buffer: register_buffer("mask", ...) in __init__
+
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
         self.dropout = nn.Dropout(self.dropout_p)
@@ -403,7 +407,7 @@ class FlexAttention(FastMultiHeadAttention):
 
 #: The variants that run on this installation, by class name. FlexAttention is listed
 #: only where CUDA is available.
-VARIANTS: dict[str, type[nn.Module]] = {
+VARIANTS: dict[str, type[_FromModule]] = {
     cls.__name__: cls
     for cls in (
         FusedQKVAttention,

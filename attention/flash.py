@@ -29,9 +29,9 @@ __all__ = [
 
 
 def _backward_inputs(
-    q: object,
-    k: object,
-    v: object,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     out: object,
     lse: object,
     grad_out: object,
@@ -49,9 +49,9 @@ def _backward_inputs(
         ("lse", lse, tuple(q.shape[:-1])),
     ):
         if name == "lse":
-            _checks.tensor(owner, name, tensor)
+            tensor = _checks.tensor(owner, name, tensor)
         else:
-            _checks.float_tensor(owner, name, tensor)
+            tensor = _checks.float_tensor(owner, name, tensor)
         if tuple(tensor.shape) != tuple(shape) or tensor.dtype != q.dtype:
             raise ValueError(
                 f"{owner}: expected {name} of shape {tuple(shape)} and dtype {q.dtype} "

@@ -223,6 +223,13 @@ class GroupedQueryAttention(nn.Module):
     True
     """
 
+    # The optional parts, set by name in __init__ (an nn.Module's submodule or None).
+    W_gate: nn.Module | None
+    W_value: nn.Linear | None  # None: the values are the keys (Gemma 4's recipe sets it)
+    q_norm: nn.Module | None
+    k_norm: nn.Module | None
+    v_norm: nn.Module | None
+
     def __init__(
         self,
         d_in: int,
@@ -304,7 +311,7 @@ class GroupedQueryAttention(nn.Module):
         return projected.view(batch, num_tokens, num_heads, self.head_dim).transpose(1, 2)
 
     def _project(
-        self, x: object, cache: KeyValueCache | None, allowed: object = None
+        self, x: object, cache: KeyValueCache | None, allowed: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Queries, keys and values (cached ones included), and the mask (``None``: see all)."""
         owner = type(self).__name__
@@ -333,7 +340,10 @@ class GroupedQueryAttention(nn.Module):
         values = keys if self.W_value is None else self._heads(self.W_value(x), self.num_kv_heads)
         norms = (self.q_norm, self.k_norm, self.v_norm)
         qkv = (queries, keys, values)
-        return tuple(t if norm is None else norm(t) for t, norm in zip(qkv, norms, strict=True))
+        queries, keys, values = (
+            t if norm is None else norm(t) for t, norm in zip(qkv, norms, strict=True)
+        )
+        return queries, keys, values
 
     def _rotate(
         self, queries: torch.Tensor, keys: torch.Tensor, start: int
@@ -368,7 +378,12 @@ class GroupedQueryAttention(nn.Module):
         return self.rotary(queries, start), self.rotary(keys), start
 
     def _mask(
-        self, num_tokens: int, num_keys: int, start: int, allowed: object, device: torch.device
+        self,
+        num_tokens: int,
+        num_keys: int,
+        start: int,
+        allowed: torch.Tensor | None,
+        device: torch.device,
     ) -> torch.Tensor | None:
         """Mask: causal, window or chunk, and ``allowed``; ``None`` lets SDPA see every key."""
         first = start + num_tokens - num_keys  # the first held key's position
@@ -413,8 +428,16 @@ class GroupedQueryAttention(nn.Module):
         queries, keys, values, mask = self._project(x, cache, allowed)
         dropout = self.dropout.p if self.training else 0.0
         # (b, num_heads, n, head_dim), each query head reading its group's key/value head
-        options = {"scale": self.scale, "softcap": self.softcap, "sinks": self.sinks}
-        context = _attend(queries, keys, values, mask, dropout=dropout, **options)
+        context = _attend(
+            queries,
+            keys,
+            values,
+            mask,
+            dropout=dropout,
+            scale=self.scale,
+            softcap=self.softcap,
+            sinks=self.sinks,
+        )
         batch, num_tokens, _ = x.shape
         context = context.transpose(1, 2).reshape(batch, num_tokens, -1)  # heads side by side
         if self.W_gate is not None:  # gate: each head's output dimensions, by the input

@@ -52,6 +52,8 @@ class Head(nn.Module):
     torch.Size([4, 8, 16])
     """
 
+    tril: torch.Tensor  # a buffer: register_buffer("tril", ...) in __init__
+
     def __init__(self, n_embd: int, head_size: int, block_size: int, dropout: float = 0.0):
         super().__init__()
         self.n_embd, self.head_size, self.block_size = _checks.sizes(

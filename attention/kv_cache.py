@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from attention import _checks
-from attention.cache import _CacheBase
+from attention.cache import Cache, _CacheBase
 
 __all__ = ["KVCache", "kv_cache_bytes_per_token"]
 
@@ -142,8 +142,8 @@ class KVCache(_CacheBase):
     def __init__(self, window: int | None = None, chunk: int | None = None) -> None:
         super().__init__()
         self.window, self.chunk = _local_sizes(type(self).__name__, window, chunk)
-        most = None if chunk is None else self.chunk - 1  # the most tokens ever kept
-        most = most if window is None else self.window - 1
+        most = None if self.chunk is None else self.chunk - 1  # the most tokens ever kept
+        most = most if self.window is None else self.window - 1
         self._storage = _Storage(most)
 
     @property
@@ -271,9 +271,12 @@ class _Storage:
         """The held tokens' ``i``-th tensor (0: keys, 1: values), or ``None`` while empty."""
         return None if self.held is None else self.held[i]
 
-    def _view(self, start: int, length: int) -> None:
+    def _view(self, start: int, length: int) -> tuple[torch.Tensor, ...]:
+        # Never while empty: crop and keep_last come after an update, as does cat's call.
+        assert self.tensors is not None
         self.start, self.length = start, length
         self.held = tuple(t[..., start : start + length, :] for t in self.tensors)
+        return self.held
 
     def cat(self, *new: torch.Tensor) -> tuple[torch.Tensor, ...]:
         held, length, num_new = self.held, self.length, new[0].shape[-2]
@@ -288,7 +291,7 @@ class _Storage:
         usable = self.tensors is not None and not (
             self.tensors[0].is_inference() and not torch.is_inference_mode_enabled()
         )
-        size = self.tensors[0].shape[-2] if usable else 0
+        size = self.tensors[0].shape[-2] if usable and self.tensors is not None else 0
         if num_new > size - self.start - length:  # no room after the held tokens
             needed = length + num_new
             most = needed if self.most is None else self.most
@@ -299,9 +302,10 @@ class _Storage:
                 whole = new
                 if held is not None:
                     whole = tuple(torch.cat(pair, dim=-2) for pair in zip(held, new, strict=True))
-                keep = min(self.most, whole[0].shape[-2])
+                keep = min(most, whole[0].shape[-2])  # most is self.most: not None here
                 if size < keep:
                     self.tensors = tuple(_empty(t, capacity) for t in whole)
+                assert self.tensors is not None  # new, or size >= keep >= 1: usable
                 for stored, t in zip(self.tensors, whole, strict=True):
                     stored[..., :keep, :] = t[..., t.shape[-2] - keep :, :]
                 self._view(0, keep)
@@ -309,15 +313,17 @@ class _Storage:
             overlap = size >= needed and self.start < length  # moving within the storage
             if size < needed:  # a larger storage, the held tokens first
                 self.tensors = tuple(_empty(t, capacity) for t in new)
+            assert self.tensors is not None  # new, or size >= needed >= 1: usable
             for stored, t in zip(self.tensors, held if held is not None else (), strict=False):
                 # the held tokens to the front; a copy first where the two places overlap
                 stored[..., :length, :] = t.clone() if overlap else t
             self.start = 0
         stop = self.start + length + num_new
+        # Set above, unless an empty storage is given no tokens: that raises here.
+        assert self.tensors is not None
         for stored, t in zip(self.tensors, new, strict=True):
             stored[..., self.start + length : stop, :] = t  # only the new tokens are copied
-        self._view(self.start, length + num_new)
-        return self.held
+        return self._view(self.start, length + num_new)
 
     def keep_last(self, count: int) -> None:
         """Hold only the last ``count`` tokens (the rolling caches')."""
@@ -357,6 +363,7 @@ def _check_new(
         )
     if held_keys is None:
         return keys, values
+    assert held_values is not None  # a cache holds keys and values together
     for name, new, old in zip(names, (keys, values), (held_keys, held_values), strict=True):
         if (
             new.shape[:-2] != old.shape[:-2]
@@ -396,7 +403,7 @@ def _local_sizes(owner: str, window: object, chunk: object) -> tuple[int | None,
 
 
 def _check_layer_cache(
-    owner: str, cache: object, window: int | None, chunk: int | None, allowed: object
+    owner: str, cache: Cache, window: int | None, chunk: int | None, allowed: object
 ) -> None:
     """Raise unless ``cache`` can serve a layer with this ``window`` or ``chunk``.
 

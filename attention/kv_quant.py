@@ -372,7 +372,7 @@ class QuantizedKVCache(_CacheBase):
         ``nbytes / len(cache)`` is the cache's bytes per token.
         """
         quantized = 0 if self._quantized is None else self._quantized.nbytes
-        if self.residual_keys is None:
+        if self.residual_keys is None or self.residual_values is None:  # both, or neither
             return quantized
         return quantized + self.residual_keys.nbytes + self.residual_values.nbytes
 
@@ -397,7 +397,8 @@ class QuantizedKVCache(_CacheBase):
             )
         keys, values = keys.detach(), values.detach()
         self._seen += keys.shape[-2]
-        if self.residual_keys is not None:  # (b, kv_heads, residual + num_new, head_dim)
+        # (b, kv_heads, residual + num_new, head_dim); both None, or both held
+        if self.residual_keys is not None and self.residual_values is not None:
             keys = torch.cat((self.residual_keys, keys), dim=-2)
             values = torch.cat((self.residual_values, values), dim=-2)
         # Quantize the oldest whole groups beyond the residual_length newest tokens.
@@ -418,12 +419,15 @@ class QuantizedKVCache(_CacheBase):
         if not length:
             self._quantized = self.residual_keys = self.residual_values = None
             return
+        # Every update leaves a residual (perhaps of 0 tokens), and length > 0 had one.
+        assert self.residual_keys is not None and self.residual_values is not None
         quantized = self.quantized_tokens
         if length >= quantized:
             keep = length - quantized
             self.residual_keys = self.residual_keys[..., :keep, :]
             self.residual_values = self.residual_values[..., :keep, :]
             return
+        assert self._quantized is not None  # length < quantized_tokens: some are
         keys, values = self._quantized.dequantize()
         whole = length // self.group_size * self.group_size
         q, groups = self._quantized, whole // self.group_size

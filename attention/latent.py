@@ -116,7 +116,8 @@ class LatentCache(_CacheBase):
         owner, names = type(self).__name__, ("latent", "rope_keys")
         latent, rope_keys = _check_new(owner, latent, rope_keys, self.latent, self.rope_keys, names)
         self._seen += latent.shape[-2]
-        return self._storage.cat(latent, rope_keys)
+        latent, rope_keys = self._storage.cat(latent, rope_keys)
+        return latent, rope_keys
 
     def _forget(self, length: int) -> None:  # crop: it keeps every token, so it goes back
         if not length:
@@ -308,7 +309,7 @@ class MultiHeadLatentAttention(nn.Module):
         return self.rotary(x, start)  # apply_rope's rotation, from position start
 
     def _project(
-        self, x: object, cache: LatentCache | None, allowed: object = None
+        self, x: object, cache: LatentCache | None, allowed: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         _check_cache(self, cache, *self._cache_type)
         x, num_cached = _checks.cached_input(self, x, cache)
@@ -364,7 +365,11 @@ class MultiHeadLatentAttention(nn.Module):
         return self.out_proj(context)  # (b, n, d_out)
 
     def _attend_heads(
-        self, x: torch.Tensor, projected: tuple, cache: LatentCache | None, allowed: object
+        self,
+        x: torch.Tensor,
+        projected: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
+        cache: LatentCache | None,
+        allowed: torch.Tensor | None,
     ) -> torch.Tensor:
         """Each head's context, ``(b, H, n, v_head_dim)``, from ``_project``'s four tensors.
 

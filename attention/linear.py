@@ -42,8 +42,10 @@ def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
 def _check_inputs(q: object, k: object, v: object, causal: object, form: object) -> None:
     """Raise an error, naming the argument, for inputs linear_attention cannot take."""
     layout = "(batch, heads, tokens, dim)"
-    for name, x in (("q", q), ("k", k), ("v", v)):
+    q, k, v = (
         _checks.float_tensor(_OWNER, name, x, 4, layout)
+        for name, x in (("q", q), ("k", k), ("v", v))
+    )
     if not q.dtype == k.dtype == v.dtype:
         raise ValueError(
             f"{_OWNER}: q, k and v must have one dtype, got {q.dtype}, {k.dtype} and {v.dtype}"

@@ -22,7 +22,7 @@ from attention.tiled import _qkv, tiled_attention
 __all__ = ["merge_attention_states", "split_kv_attention"]
 
 
-def _states(outs: object, lses: object) -> None:
+def _states(outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> None:
     """Check :func:`merge_attention_states`'s arguments."""
     owner = "merge_attention_states"
     for name, seq in (("outs", outs), ("lses", lses)):

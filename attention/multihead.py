@@ -9,6 +9,9 @@ one projection per query, key and value, splitting the result into heads with
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -59,7 +62,8 @@ class MultiHeadAttentionWrapper(nn.Module):
     def attention_weights(self, x: torch.Tensor) -> torch.Tensor:
         """Each head's attention weights, shape ``(batch, num_heads, num_tokens, num_tokens)``."""
         _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
-        return torch.stack([head.attention_weights(x) for head in self.heads], dim=1)
+        heads = cast("Iterable[CausalAttention]", self.heads)  # a ModuleList of them
+        return torch.stack([head.attention_weights(x) for head in heads], dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _checks.module_input(self, x, d_in=self.d_in, context_length=self.context_length)
@@ -104,6 +108,8 @@ class MultiHeadAttention(nn.Module):
     >>> sum(p.numel() for p in gpt2.parameters())
     2360064
     """
+
+    mask: torch.Tensor  # a buffer: register_buffer("mask", ...) in __init__
 
     def __init__(
         self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, *, out_bias=True
@@ -185,6 +191,7 @@ class MultiHeadAttention(nn.Module):
                 f"got {type(wrapper).__name__}"
             )
         first = wrapper.heads[0]
+        assert isinstance(first, CausalAttention)  # a wrapper's heads are CausalAttention
         reference = first.W_query.weight
         with torch.random.fork_rng(devices=[]):  # leave the caller's random stream alone
             mha = cls(

@@ -250,6 +250,7 @@ def simulate_ring_attention(
                 local[r][0], local[j][1], local[j][2], r, j, world_size, causal, zigzag
             )
             state = _merge(state, part)
+        assert state is not None  # step 0, the diagonal block, always has scores
         out[..., positions[r].to(q.device), :] = state[0]
     return out
 
@@ -351,7 +352,9 @@ def ring_attention(
         part = _ring_step(q, kv[..., :split], kv[..., split:], rank, j, world_size, causal, zigzag)
         state = _merge(state, part)
         for request in requests:
+            assert request is not None  # None only for a process outside group, refused above
             request.wait()
         if requests:
             kv = incoming
+    assert state is not None  # step 0, the diagonal block, always has scores
     return state[0]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TypeGuard
 
 import torch
 
@@ -304,7 +305,7 @@ def _llama3(inv_freq: torch.Tensor, params: dict) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def _is_dynamic(key: tuple | None) -> bool:
+def _is_dynamic(key: tuple | None) -> TypeGuard[tuple]:
     return key is not None and dict(key)["rope_type"] == "dynamic"
 
 

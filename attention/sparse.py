@@ -237,7 +237,7 @@ def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
         "expected q (batch, heads, num_queries, dim), k (batch, heads_kv, num_keys, dim) "
         "and v (batch, heads_kv, num_keys, dim_v), with heads_kv dividing heads"
     )
-    _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
+    q, k, v = _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
     if not q.dtype == k.dtype == v.dtype:
         raise ValueError(
             f"{owner}: q, k and v must share a dtype, got {q.dtype}, {k.dtype} and {v.dtype}"
@@ -550,13 +550,18 @@ class SparseLatentAttention(MultiHeadLatentAttention):
         return self.indexer(x, q_latent, cache=index_cache, allowed=allowed)
 
     def _attend_heads(
-        self, x: torch.Tensor, projected: tuple, cache: SparseLatentCache | None, allowed: object
+        self,
+        x: torch.Tensor,
+        projected: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None],
+        cache: LatentCache | None,
+        allowed: torch.Tensor | None,
     ) -> torch.Tensor:
         """Attend over the keys the indexer picks, which it picks causally (no ``mask``).
 
         :meth:`~attention.MultiHeadLatentAttention.forward` calls it, with this layer's
         :class:`SparseLatentCache`, updated in place.
         """
+        assert cache is None or isinstance(cache, SparseLatentCache)  # _project refused others
         queries, keys, values, _ = projected
         scores = self._index_scores(x, cache, allowed)  # -inf where allowed is False
         dropout = self.dropout.p if self.training else 0.0

@@ -160,7 +160,7 @@ def _check(
         "num_keys, head_dim) and v (batch, num_kv_heads, num_keys, "
         "value_dim) with num_kv_heads dividing num_heads"
     )
-    _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
+    q, k, v = _checks.attention_inputs(owner, q, k, v, layout, _grouped_heads)
     if allowed is not None:
         _checks.allowed_tensor(owner, allowed)
     _checks.flag(owner, "causal", causal, "each query sees itself and the keys before it")

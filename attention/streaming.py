@@ -107,7 +107,9 @@ class StreamingCache(_CacheBase):
     @property
     def nbytes(self) -> int:
         """Bytes held by the kept keys and values."""
-        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
+        if self.keys is None or self.values is None:  # both None, or both held
+            return 0
+        return self.keys.nbytes + self.values.nbytes
 
     @property
     def capacity(self) -> int:
@@ -144,7 +146,7 @@ class StreamingCache(_CacheBase):
                 f"tokens seen), and every new token needs its keys; feed at most "
                 f"recent={self.recent} tokens per call"
             )
-        if self.keys is not None:
+        if self.keys is not None and self.values is not None:  # both None, or both held
             keys = torch.cat((self.keys, keys), dim=-2)  # (..., held + num_new, dim)
             values = torch.cat((self.values, values), dim=-2)
         self._seen += num_new
@@ -169,6 +171,7 @@ class StreamingCache(_CacheBase):
         if not length:
             self.keys = self.values = None
         else:  # nothing was evicted: the first `length` held are the first seen
+            assert self.keys is not None and self.values is not None  # length > 0 are held
             self.keys, self.values = self.keys[..., :length, :], self.values[..., :length, :]
 
     def __repr__(self) -> str:

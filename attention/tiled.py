@@ -35,9 +35,12 @@ def _qkv(owner: str, q: object, k: object, v: object, causal: object) -> int:
     Leading dimensions must match, except that ``q`` may have a whole multiple of
     ``k``'s heads (dimension -3): grouped-query attention.
     """
-    tensors = {"q": q, "k": k, "v": v}
-    for name, tensor in tensors.items():
-        _checks.float_tensor(owner, name, tensor, layout="(..., num_tokens, features)", min_rank=2)
+    layout = "(..., num_tokens, features)"
+    tensors = {
+        name: _checks.float_tensor(owner, name, tensor, layout=layout, min_rank=2)
+        for name, tensor in (("q", q), ("k", k), ("v", v))
+    }
+    q, k, v = tensors["q"], tensors["k"], tensors["v"]
     _flag(owner, "causal", causal)
     shapes = ", ".join(f"{name} {tuple(t.shape)}" for name, t in tensors.items())
     if len({(t.dtype, t.device) for t in tensors.values()}) > 1:

@@ -875,10 +875,28 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     _rounded(ax, 0.3, frame_bottom, width - 0.45, frame_top - frame_bottom, rounding=0.15, **frame)
     layers = f"× {facts.layers} layers"
     right = width - 0.25
-    bold = {"size": 11, "fontweight": "bold", "gid": "layers"}
-    _text(ax, right, frame_bottom + 0.1, layers, ha="right", va="bottom", **bold)
-    muted = {"size": 8.5, "color": MUTED, "style": "italic"}
-    _text(ax, right, frame_top - 0.08, "one decoder block", ha="right", va="top", **muted)
+    _text(
+        ax,
+        right,
+        frame_bottom + 0.1,
+        layers,
+        ha="right",
+        va="bottom",
+        size=11,
+        fontweight="bold",
+        gid="layers",
+    )
+    _text(
+        ax,
+        right,
+        frame_top - 0.08,
+        "one decoder block",
+        ha="right",
+        va="top",
+        size=8.5,
+        color=MUTED,
+        style="italic",
+    )
     # The residual stream runs straight down; each half of the block branches off it and
     # is added back onto it.
     ax.plot([lane, lane], [embed_y, final_y + bh], color=INK, linewidth=1.6)

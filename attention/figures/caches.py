@@ -242,15 +242,15 @@ def paged_blocks(
             color=INK if block in readers else MUTED,
         )
         owners = readers.get(block, [])
-        seq_id = owners[0] if owners else None
-        if seq_id is not None:
-            index = cache.block_table(seq_id).index(block)
+        reader = owners[0] if owners else None
+        if reader is not None:
+            index = cache.block_table(reader).index(block)
             first = index * size  # the first token this block holds
-            filled = min(size, cache.num_tokens(seq_id) - first)
-        fill = SHARED_FILL if len(owners) > 1 else fills.get(seq_id)
+            filled = min(size, cache.num_tokens(reader) - first)
+        fill = SHARED_FILL if len(owners) > 1 else None if reader is None else fills.get(reader)
         for slot in range(size):
             x = left + slot * cell
-            used = seq_id is not None and slot < filled
+            used = reader is not None and slot < filled
             gid = f"block {block} slot {slot}"
             ax.add_patch(
                 Rectangle(
@@ -264,9 +264,9 @@ def paged_blocks(
                     gid=gid,
                 )
             )
-            if used:
+            if used and reader is not None:  # used: the block is a sequence's (reader's)
                 token = first + slot
-                names = labels.get(seq_id)
+                names = labels.get(reader)
                 text = str(names[token]) if names is not None else str(token)
                 _text(
                     ax, x + cell / 2, y + cell / 2, text, size=6.5 if len(text) > 3 else 8, gid=gid

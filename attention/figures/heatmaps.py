@@ -44,6 +44,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.patches import Patch, PathPatch
 from matplotlib.path import Path
+from matplotlib.typing import ColorType
 
 from attention import _checks
 from attention.figures.style import (
@@ -84,10 +85,10 @@ def _labels(owner: str, which: str, labels: Sequence[object] | None, n: int) -> 
             f"{owner}: {which} labels must be a sequence of {n} tokens, got the string "
             f"{labels!r}; split it into tokens first"
         )
-    labels = [str(label) for label in labels]
-    if len(labels) != n:
-        raise ValueError(f"{owner}: expected {n} {which} labels, got {len(labels)}")
-    return labels
+    texts = [str(label) for label in labels]
+    if len(texts) != n:
+        raise ValueError(f"{owner}: expected {n} {which} labels, got {len(texts)}")
+    return texts
 
 
 def _refuse_mask(owner: str, mask: object) -> None:
@@ -197,6 +198,7 @@ def _draw(
     rows, cols = values.shape
     # A cell's side in points, taken before imshow shrinks the axes to make the cells square.
     fig, box = ax.get_figure(root=True), ax.get_position()  # a SubFigure has no size of its own
+    assert fig is not None  # an Axes drawn on is in a figure
     width, height = fig.get_size_inches()
     cell_points = 72 * min(box.width * width / cols, box.height * height / rows)
     image = ax.imshow(
@@ -374,7 +376,7 @@ def heatmap(
     )
 
     own = ax is None
-    if own:
+    if ax is None:
         # ~0.6 inch cells for a small matrix, shrinking so a big one stays ~7 inches,
         # plus room for the token labels (longer tokens, more room) and the colorbar.
         cell = min(0.6, max(0.12, 7.0 / max(rows, cols)))
@@ -382,8 +384,9 @@ def heatmap(
         margin = 1.0 + 0.07 * longest
         width = cols * cell + margin + (1.2 if colorbar else 0.3)
         height = rows * cell + margin + (0.4 if title else 0.1) + 0.3
-        fig, ax = plt.subplots(figsize=(width, height), layout="constrained", facecolor=FACECOLOR)
+        _, ax = plt.subplots(figsize=(width, height), layout="constrained", facecolor=FACECOLOR)
     fig = ax.get_figure()
+    assert fig is not None  # an Axes drawn on is in a figure
     image = _draw(ax, values, hidden, style, title)
     if xlabel:
         ax.set_xlabel(xlabel)
@@ -394,6 +397,7 @@ def heatmap(
         bar.outline.set_visible(False)
     if own and hidden.any():
         # Only in a figure of our own: in someone else's there is no free corner to use.
+        assert isinstance(fig, Figure)  # plt.subplots made it, above
         _legend(fig)
     return ax
 
@@ -512,6 +516,7 @@ def head_grid(
             ax.set_xlabel("key (attended to)")
         if h % ncols == 0:
             ax.set_ylabel("query (attending)")
+    assert image is not None  # num_heads >= 1 panels drawn
     bar = fig.colorbar(image, ax=axes[:num_heads].tolist(), shrink=0.9, pad=0.02)
     bar.outline.set_visible(False)
     if suptitle:
@@ -628,7 +633,7 @@ def memory_curves(
         raise ValueError(f"{owner}: expected base 2 or 10, got {base!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5), layout="constrained", facecolor=FACECOLOR)
-    colour = None
+    colour: ColorType | None = None
     for curve in curves:
         if curve.kind is not None:
             colour = LAYER_COLORS[curve.kind]

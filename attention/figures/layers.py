@@ -30,6 +30,7 @@ from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, Rectangle
 from matplotlib.path import Path
+from matplotlib.typing import ColorType
 
 from attention.figures.style import (
     CURRENT,
@@ -420,7 +421,7 @@ def rotary_pairs(
     return fig
 
 
-def _contrast(colour: object) -> str:
+def _contrast(colour: ColorType) -> str:
     """Black or white, whichever reads better on ``colour`` (as the heatmaps' cells)."""
     return ink(ListedColormap([colour]), 0.0)
 

@@ -264,12 +264,10 @@ def delta_rule_step(
     y = height - main_top
     _value_cells(ax, x_before, y, state, cell, "before", low=-bound, high=bound)
     _value_cells(ax, x_k, y, unit[:, None], cell, "k", low=-bound, high=bound)
-    for text in ax.texts:  # the key is a column: gids "k i", not "k i 0"
-        if (text.get_gid() or "").startswith("k ") and text.get_gid().endswith(" 0"):
-            text.set_gid(text.get_gid()[:-2])
-    for patch in ax.patches:
-        if (patch.get_gid() or "").startswith("k ") and patch.get_gid().endswith(" 0"):
-            patch.set_gid(patch.get_gid()[:-2])
+    for artist in [*ax.texts, *ax.patches]:  # the key is a column: gids "k i", not "k i 0"
+        gid = artist.get_gid() or ""
+        if gid.startswith("k ") and gid.endswith(" 0"):
+            artist.set_gid(gid[:-2])
     _value_cells(ax, x_write, y, write, cell, "write", low=-bound, high=bound)
     _value_cells(ax, x_after, y, after, cell, "after", low=-bound, high=bound)
     middle = y - d_k * cell / 2
@@ -283,8 +281,8 @@ def delta_rule_step(
         (x_write + d_v * cell / 2, "k (β (v − Sᵀk))ᵀ\none rank-one write"),
         (x_after + d_v * cell / 2, "S after"),
     )
-    for x, text in captions:
-        _text(ax, x, bottom, text, va="top", size=8.5)
+    for x, caption in captions:
+        _text(ax, x, bottom, caption, va="top", size=8.5)
     read_top = bottom - 0.45
     _value_cells(ax, x_after, read_top, read, cell, "read", low=-bound, high=bound)
     _row_label(ax, x_after - 0.12, read_top - cell / 2, "what S returns for k after")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -198,7 +199,7 @@ def labelled_texts(fig: Figure) -> dict[str, str]:
         raise TypeError(f"labelled_texts: expected a matplotlib Figure, got {type(fig).__name__}")
     if not fig.axes:
         raise ValueError("labelled_texts: expected a figure with axes, got one with none")
-    return {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    return {gid: t.get_text() for t in fig.axes[0].texts if (gid := t.get_gid())}
 
 
 # -- Checks of the figures' arguments, through attention._checks ---------------------
@@ -264,7 +265,7 @@ def _labels_arg(owner: str, labels: object, n: int, each: str = "") -> list[str]
     return [str(label) for label in labels]
 
 
-def _facts(owner: str, model: object) -> object:
+def _facts(owner: str, model: object) -> ModelFacts:
     """A ModelFacts, from itself or from its name in MODELS."""
     if isinstance(model, ModelFacts):
         return model
@@ -277,7 +278,7 @@ def _facts(owner: str, model: object) -> object:
     return MODELS[model]
 
 
-def _models(owner: str, models: object) -> list:
+def _models(owner: str, models: object) -> list[ModelFacts]:
     """One or several models (names or ModelFacts) as a non-empty list of ModelFacts."""
     if isinstance(models, str) or not isinstance(models, Sequence):
         models = [models]
@@ -287,7 +288,7 @@ def _models(owner: str, models: object) -> list:
     return facts
 
 
-def _all_models() -> list:
+def _all_models() -> list[ModelFacts]:
     return list(MODELS.values())
 
 
@@ -342,7 +343,7 @@ def _text(
     va: str = "center",
     size: float = 9,
     color: object = INK,
-    **style: object,
+    **style: Any,
 ) -> Text:
     """``text`` at (x, y), in inches on a :func:`_canvas`: in ink, 9 points, centred on
     the point unless ``ha`` and ``va`` say otherwise; ``style`` goes to ``ax.text``
@@ -351,7 +352,7 @@ def _text(
 
 
 def _rounded(
-    ax: Axes, x: float, y: float, w: float, h: float, *, rounding: float = 0.08, **style: object
+    ax: Axes, x: float, y: float, w: float, h: float, *, rounding: float = 0.08, **style: Any
 ) -> None:
     """A rectangle with rounded corners and its lower-left corner at (x, y); ``style``
     goes to its ``FancyBboxPatch`` (``facecolor=``, ``edgecolor=``, ``gid=``...)."""
@@ -433,7 +434,7 @@ def _cell(
     edge: str = "white",
     linewidth: float = 1,
     text_gid: str | None = None,
-    **patch: object,
+    **patch: Any,
 ) -> None:
     """A square cell with its lower-left corner at (x, y) and centred text.
 
@@ -448,7 +449,7 @@ def _cell(
 def _masked_or(ax: Axes, xy: tuple[float, float], side: float, masked: bool, **cell) -> None:
     """A square cell styled by ``cell`` (``facecolor=``, ``gid=``...), or hatched as every
     masked cell of the site."""
-    style = {"edgecolor": "white", "linewidth": 1} | cell
+    style: dict[str, Any] = {"edgecolor": "white", "linewidth": 1} | cell
     if masked:
         style |= {"facecolor": MASKED_COLOR, "edgecolor": MASKED_HATCH_COLOR, "linewidth": 0}
         style |= {"hatch": MASKED_HATCH, "label": "masked"}

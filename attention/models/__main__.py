@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     print(layer_strip(facts))
     print()
     print(f"Bill for {args.batch} x {format_number(tokens)} tokens:")
-    if result.weights is None:
+    if result.weights is None or parameters is None:  # both None, or neither
         print(f"  weights ({args.dtype}): unknown")
     else:
         count = f"{format_number(parameters)} parameters"

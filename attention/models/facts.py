@@ -47,8 +47,8 @@ size in the others:
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
-from typing import ClassVar
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, ClassVar
 
 import torch
 
@@ -122,6 +122,8 @@ class _Group:
     """A group of facts. It checks each field against the type the field declares (a
     number must be positive) and the choices it lists, if any, and its repr names the
     fields a model sets, the required ones first."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # each subclass is a dataclass
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
@@ -368,7 +370,7 @@ class Latent(_Group):
     v_head_dim: int
     q_lora_rank: int | None = None
 
-    def bytes_per_token(self, dtype: torch.dtype) -> int:
+    def bytes_per_token(self, dtype: torch.dtype | int) -> int:
         """Bytes one layer caches per token: the latent and the shared rotary key."""
         return latent_cache_bytes_per_token(1, self.kv_lora_rank, self.qk_rope_head_dim, dtype)
 
@@ -1083,7 +1085,9 @@ class ModelFacts:
             return None
         return self.layers * (self.sliding_window - 1)
 
-    def layer_kv_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> tuple[int, ...]:
+    def layer_kv_bytes_per_token(
+        self, dtype: torch.dtype | int = torch.bfloat16
+    ) -> tuple[int, ...]:
         """Bytes each layer's cache grows by per token, in ``dtype`` numbers.
 
         ``2 * kv_heads * head_dim * bytes`` (the full-attention layers' own heads and size

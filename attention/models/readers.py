@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attention import _checks
 from attention.models.facts import (
@@ -46,6 +47,9 @@ from attention.models.facts import (
     TemperatureTuning,
 )
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
+
 __all__ = ["LOADED_AS", "as_config", "facts_from_config"]
 
 # Each model type's reader, by transformers' model_type. The config class of each is
@@ -73,7 +77,7 @@ def _reader(*model_types: str):
 LOADED_AS = {"kimi_k2": "deepseek_v3"}
 
 
-def as_config(config: object):
+def as_config(config: object) -> PreTrainedConfig:
     """A ``transformers`` config (its text model's) from a config object, a
     ``config.json`` dict or a path to one (or to its folder).
 

@@ -67,13 +67,13 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         return facts.linear_attention
     if kind == INDEXED:
         return f"DeepSeek Sparse Attention (top {format_number(facts.index_topk)})"
-    if kind == MAMBA:
-        return facts.mamba.mixer
-    if kind == HYBRID:
-        return f"attention beside {facts.mamba.mixer}"
+    if kind in (MAMBA, HYBRID):
+        assert facts.mamba is not None  # a model with Mamba layers describes them
+        return facts.mamba.mixer if kind == MAMBA else f"attention beside {facts.mamba.mixer}"
     if kind == NO_MIXER:
         return "MLP only"
     if kind in (CSA, HCA):
+        assert facts.compressed is not None  # a model with compressed layers describes them
         rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
         label = "compressed sparse" if kind == CSA else "heavily compressed"
         top = f", top {format_number(facts.index_topk)}" if kind == CSA else ""
@@ -130,6 +130,7 @@ def _positions(facts: ModelFacts) -> str:
     if facts.positions == "none":
         return "no position encoding (NoPE)"
     rope = facts.rope
+    assert rope is not None  # positions == "rope"
     text = f"RoPE (base {format_number(rope.theta)}"
     if rope.local_theta is not None and rope.local_theta != rope.theta:
         local = "local" if facts.bidirectional else "sliding"
@@ -222,12 +223,15 @@ def recipe(facts: ModelFacts) -> str:
 
 
 def _cross(facts: ModelFacts) -> str:
+    assert facts.cross is not None  # called for a model with cross-attention
     where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
     if facts.cross_qk_norm == "head":
         where += " (QK-norm per head)"
     if facts.max_source_positions is None:
         return f"cross-attention in {where}, to a context of the input's length"
-    size = format_bytes(facts.cross_cache_bytes())
+    cache_bytes = facts.cross_cache_bytes()
+    assert cache_bytes is not None  # None only without max_source_positions, returned above
+    size = format_bytes(cache_bytes)
     return (
         f"cross-attention in {where} to {format_number(facts.max_source_positions)} encoded tokens "
         f"({size} of their keys and values, cached once)"
