@@ -280,6 +280,8 @@ class _Storage:
 
     def cat(self, *new: torch.Tensor) -> tuple[torch.Tensor, ...]:
         held, length, num_new = self.held, self.length, new[0].shape[-2]
+        if held is None and num_new == 0:  # nothing held, nothing new: nothing to keep
+            return new
         tracked = torch.is_grad_enabled() and any(t.requires_grad for t in new)
         if tracked or (self.tensors is not None and self.tensors[0].requires_grad):
             # Autograd keeps earlier steps' tensors for backward: no writing in place.

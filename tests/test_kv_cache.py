@@ -97,6 +97,17 @@ def test_decoding_matches_llama_attention_with_dynamic_cache(layout, base, data)
     torch.testing.assert_close(ours.values, theirs.layers[0].values, **EXACT)
 
 
+@pytest.mark.parametrize("window", [None, 3])
+def test_an_empty_cache_given_no_tokens_stays_empty_and_fills_later(window):
+    cache = KVCache(window=window)
+    keys, values = cache.update(torch.zeros(1, 2, 0, 4), torch.zeros(1, 2, 0, 4))
+    assert keys.shape == values.shape == (1, 2, 0, 4)
+    assert (len(cache), cache.seen_tokens, cache.nbytes) == (0, 0, 0)
+    new = torch.randn(1, 2, 5, 4)
+    keys, _ = cache.update(new, new)
+    assert torch.equal(keys, new) and cache.seen_tokens == 5
+
+
 def test_positions_continue_from_the_cache_length():
     """A token decoded after 3 cached ones is rotated as position 3, not 0."""
     gqa = GroupedQueryAttention(8, 8, context_length=4, num_heads=2, num_kv_heads=1, rope_base=10.0)

@@ -114,7 +114,7 @@ def _check_field(owner: str, name: str, declared: str, value: object) -> None:
             f"{owner}: expected {name} to be {declared}, got {value!r} of type "
             f"{type(value).__name__}"
         )
-    if kind in ("int", "float") and not value > 0:
+    if isinstance(value, int | float) and kind in ("int", "float") and not value > 0:
         raise ValueError(f"{owner}: expected {name} > 0, got {value}")
 
 
@@ -129,7 +129,7 @@ class _Group:
         owner = type(self).__name__
         for item in fields(self):
             value = getattr(self, item.name)
-            _check_field(owner, item.name, item.type, value)
+            _check_field(owner, item.name, str(item.type), value)  # a str: annotations
             choices = item.metadata.get("choices", (value,))
             if value is not None and value not in choices:
                 raise ValueError(
@@ -1064,6 +1064,12 @@ class ModelFacts:
         return tuple(i >= first_shared for i in range(self.layers))
 
     @property
+    def _head_dim(self) -> int:
+        """``head_dim``, which ``__post_init__`` fills in where the entry leaves it out."""
+        assert self.head_dim is not None
+        return self.head_dim
+
+    @property
     def layer_kv_shapes(self) -> tuple[tuple[int, int], ...]:
         """``(key/value heads, head_dim)`` of each layer's attention.
 
@@ -1071,7 +1077,7 @@ class ModelFacts:
         where the model gives them (Gemma 4); a linear-attention layer has the shape of
         the others, though it does not use it.
         """
-        local = (self.num_kv_heads, self.head_dim)
+        local = (self.num_kv_heads, self._head_dim)
         full = (self.num_global_kv_heads or local[0], self.global_head_dim or local[1])
         return tuple(full if kind == FULL else local for kind in self.layer_types)
 
@@ -1168,16 +1174,17 @@ class ModelFacts:
         if self.cross.context_tokens is None:
             return None
         layers = self.layers if self.cross.layers is None else len(self.cross.layers)
-        per_token = kv_cache_bytes_per_token(layers, self.num_kv_heads, self.head_dim, dtype)
+        per_token = kv_cache_bytes_per_token(layers, self.num_kv_heads, self._head_dim, dtype)
         return per_token * self.cross.context_tokens
 
     def _tokens_kept(self, kind: str, tokens: int) -> int:
         """Of ``tokens`` tokens, those a layer of ``kind`` keeps keys and values of."""
         if self.compressed is not None and kind in (CSA, HCA):  # a window, then entries
-            return min(tokens, self.local.tokens_kept)
-        if self.local is None or kind != self.local.kind or self.local.tokens_kept is None:
-            return tokens
-        return min(tokens, self.local.tokens_kept)
+            window = self.local.tokens_kept if self.local is not None else None
+            assert window is not None  # a compressed model slides (_check_across_groups)
+            return min(tokens, window)
+        kept = None if self.local is None or kind != self.local.kind else self.local.tokens_kept
+        return tokens if kept is None else min(tokens, kept)
 
     def layer_state_bytes(
         self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
@@ -1237,10 +1244,13 @@ class ModelFacts:
         for the compressor and for the indexer alike."""
         if kind not in (CSA, HCA):
             return 0
+        assert self.compressed is not None  # only a compressed model has these kinds
+        widths: tuple[int, ...]
         if kind == HCA:
-            rate, widths = self.compressed.hca_rate, (self.head_dim,)
+            rate, widths = self.compressed.hca_rate, (self._head_dim,)
         else:
-            rate, widths = self.compressed.csa_rate, (self.head_dim, self.indexer.head_dim)
+            assert self.indexer is not None  # a CSA layer's indexer (_check_across_groups)
+            rate, widths = self.compressed.csa_rate, (self._head_dim, self.indexer.head_dim)
         entries, waiting = divmod(tokens, rate)
         overlap = 2 * rate if kind == CSA and entries else 0
         wide = 2 if kind == CSA else 1

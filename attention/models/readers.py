@@ -98,15 +98,14 @@ def as_config(config: object) -> PreTrainedConfig:
         if "model_type" not in config:
             raise ValueError(f"{owner}: expected the config to name its model_type, got none")
         fields = {key: value for key, value in config.items() if key != "model_type"}
-        model_type = config["model_type"]
+        model_type = named = config["model_type"]
         if model_type in LOADED_AS and model_type not in transformers.CONFIG_MAPPING:
             model_type = LOADED_AS[model_type]
         try:
             config = transformers.AutoConfig.for_model(model_type, **fields)
         except ValueError as error:
             raise ValueError(
-                f"{owner}: expected a model_type this transformers knows, got "
-                f"{config['model_type']!r} ({error})"
+                f"{owner}: expected a model_type this transformers knows, got {named!r} ({error})"
             ) from None
     if not isinstance(config, transformers.PretrainedConfig):
         raise TypeError(

@@ -203,8 +203,26 @@ class Sizes:
         inner = ", ".join(f"{name}={value!r}" for name, value in given if value is not None)
         return f"Sizes({inner})"
 
-    def of(self, facts: ModelFacts, name: str, own: int | None = None) -> int | None:
-        """The size ``name``: the one given, else the model's (``own``, or its fact)."""
+    def of(self, facts: ModelFacts, name: str, own: int | None = None) -> int:
+        """The size ``name``: the one given, else the model's (``own``, or its fact).
+
+        Raises a ``ValueError`` if neither says it: the model has no such size.
+
+        >>> from attention.models import MODELS
+        >>> Sizes(num_heads=4).of(MODELS["Llama 3 8B"], "num_heads")
+        4
+        >>> Sizes().of(MODELS["Llama 3 8B"], "kv_lora_rank")
+        Traceback (most recent call last):
+            ...
+        ValueError: Sizes: 'Llama 3 8B' has no kv_lora_rank, and none was given
+        """
+        size = self.of_optional(facts, name, own)
+        if size is None:
+            raise ValueError(f"Sizes: {facts.name!r} has no {name}, and none was given")
+        return size
+
+    def of_optional(self, facts: ModelFacts, name: str, own: int | None = None) -> int | None:
+        """As :meth:`of`, for a size the model may lack (``None``): MLA's ``q_lora_rank``."""
         given = getattr(self, name)
         if given is not None:
             return given
@@ -212,6 +230,13 @@ class Sizes:
 
 
 # -- the shared plumbing: sizes, rotation ----------------------------------------------
+
+
+def _eps(facts: ModelFacts) -> float:
+    """The epsilon of the model's RMS norms, which a family with such norms must state."""
+    if facts.rms_norm_eps is None:
+        raise ValueError(f"layer_for: {facts.name!r} states no rms_norm_eps for its norms")
+    return facts.rms_norm_eps
 
 
 def _attention(facts: ModelFacts, index: int, sizes: Sizes) -> dict:
@@ -251,11 +276,12 @@ def _latent(facts: ModelFacts, sizes: Sizes) -> dict:
     """The arguments of DeepSeek's :class:`MultiHeadLatentAttention`: its widths, heads
     and latent sizes (the model's, or those ``sizes`` gives), and its RoPE (YaRN)."""
     width = sizes.of(facts, "hidden_size")
-    latent = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
+    latent = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
     return {
         "d_in": width,
         "d_out": width,
         "context_length": sizes.of(facts, "max_position_embeddings"),
+        "q_lora_rank": sizes.of_optional(facts, "q_lora_rank"),  # None: no query latent
         **{name: sizes.of(facts, name) for name in ("num_heads", *latent, "v_head_dim")},
         "rope_base": facts.rope_theta,
         "rope_scaling": facts.rope_scaling,
@@ -307,7 +333,7 @@ def qwen3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtte
     RMSNorm(2, eps=1e-06)
     """
     kwargs = _attention(facts, index, sizes)
-    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    head_dim, eps = kwargs["head_dim"], _eps(facts)
     return GroupedQueryAttention(
         **kwargs,
         rotary=_rotary(facts, index, head_dim),
@@ -331,7 +357,7 @@ def olmo2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtte
     ProjectionRMSNorm(8, eps=1e-06)
     """
     kwargs = _attention(facts, index, sizes)
-    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    head_dim, eps = kwargs["head_dim"], _eps(facts)
     return GroupedQueryAttention(
         **kwargs,
         rotary=_rotary(facts, index, head_dim),
@@ -375,7 +401,7 @@ def gemma3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     10000.0
     """
     kwargs = _attention(facts, index, sizes)
-    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    head_dim, eps = kwargs["head_dim"], _eps(facts)
     return GroupedQueryAttention(
         **kwargs,
         rotary=_rotary(facts, index, head_dim),
@@ -404,7 +430,7 @@ def gemma4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
     True
     """
     kwargs = _attention(facts, index, sizes)
-    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    head_dim, eps = kwargs["head_dim"], _eps(facts)
     rotary = _rotary(facts, index, head_dim)
     if facts.kv_shared[index]:  # queries of its own, an earlier layer's keys and values
         shape = {name: kwargs[name] for name in ("d_in", "d_out", "num_heads", "head_dim")}
@@ -468,7 +494,7 @@ def gated_deltanet_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GatedDe
         sizes.of(facts, "linear_key_head_dim"),
         sizes.of(facts, "linear_value_head_dim"),
         conv_size=sizes.of(facts, "linear_conv_kernel_dim"),
-        eps=facts.rms_norm_eps,
+        eps=_eps(facts),
     )
 
 
@@ -492,7 +518,7 @@ def qwen3_next_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
     if facts.layer_types[index] == LINEAR:
         return gated_deltanet_layer(facts, index, sizes)
     kwargs = _attention(facts, index, sizes)
-    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    head_dim, eps = kwargs["head_dim"], _eps(facts)
     layer = GroupedQueryAttention(**kwargs, rotary=_rotary(facts, index, head_dim))
     # The gate's weights are drawn after the module's own
     gate = kwargs["num_heads"] * head_dim
@@ -521,7 +547,7 @@ def llama4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     (8192, 8192)
     """
     kwargs = _attention(facts, index, sizes)
-    head_dim, eps = kwargs["head_dim"], facts.rms_norm_eps
+    head_dim, eps = kwargs["head_dim"], _eps(facts)
     if not facts.uses_rope[index]:  # the global layers
         warming = {"attn_scale": facts.attn_scale, "floor_scale": facts.floor_scale}
         return NoPEWithTemperature(**warming, **kwargs)
@@ -627,7 +653,7 @@ def llama_32_vision_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Mod
             f"layer_for: a cross-attention layer's head_dim is hidden_size // num_heads, "
             f"got hidden_size={width}, num_heads={num_heads} and head_dim={head_dim}"
         )
-    eps, bias = facts.rms_norm_eps, facts.attention_bias
+    eps, bias = _eps(facts), facts.attention_bias
     return CrossAttention(  # the image's length is its own: no context_length
         width,
         width,

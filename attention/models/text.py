@@ -54,7 +54,16 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
     >>> from attention.models import MODELS, SLIDING
     >>> kind_name(MODELS["Mistral 7B"], SLIDING)
     'sliding (window 4,096)'
+    >>> kind_name(MODELS["Mistral 7B"], "mamba")
+    Traceback (most recent call last):
+        ...
+    ValueError: kind_name: expected a layer kind of 'Mistral 7B' (sliding_attention), got 'mamba'
     """
+    if kind not in facts.layer_types:  # its window, rate or mixer would be missing
+        kinds = ", ".join(dict.fromkeys(facts.layer_types))
+        raise ValueError(
+            f"kind_name: expected a layer kind of {facts.name!r} ({kinds}), got {kind!r}"
+        )
     if kind == SLIDING and facts.bidirectional:
         return f"local ({format_number(facts.sliding_window)} positions each side)"
     if kind == SLIDING:
