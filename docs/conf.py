@@ -19,7 +19,7 @@ release = version = attention.__version__
 
 extensions = [
     "myst_nb",
-    "page_runs",  # the kernels: an IPython folder of the build's own; cached pages' outputs saved
+    "page_runs",  # the pages run ahead, by jupyter-cache's parallel executor, before the gallery
     "sphinx.ext.autodoc",
     "sphinx.ext.viewcode",  # the API page links each object to its highlighted source
     "viewcode_backlinks",  # and each source block links back to its object's own anchor
@@ -71,20 +71,19 @@ myst_heading_anchors = 3
 # transformers imports tqdm, which warns on stderr (and so fails the build) in a
 # Jupyter kernel without ipywidgets. Harmless; silenced for the kernels this build runs.
 os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
-# Every page runs on every build: myst-nb runs it in a fresh Jupyter kernel as Sphinx
-# reads it, several side by side under `sphinx-build -j` (Sphinx's parallel reading),
-# and logs its seconds ("Executed notebook in ..."). docs/_ext/page_runs.py sets up
-# what those kernels inherit.
-nb_execution_mode = "force"
+# Every page runs on every build, before Sphinx reads it: docs/_ext/page_runs.py empties
+# myst-nb's cache, runs every notebook page into it with jupyter-cache's parallel
+# executor, a kernel per core (the log gives each page's seconds), and myst-nb takes
+# the outputs from there. The cache's folder is named after a hash of the package's
+# source, the constraints file and the Python version (docs/_ext/live_cache.py).
+nb_execution_mode = "cache"
+cache = live_cache(DOCS.parent, DOCS / "_build")
+nb_execution_cache_path = str(cache)
 # Reuse mode (ATTENTION_DOCS_CACHE, set by `nox -s docs -- --reuse` and `nox -s
-# docs-live`): myst-nb's cache mode, in a jupyter-cache folder keyed on the package's
-# source, the constraints file and the Python version (docs/_ext/live_cache.py), so that
-# a page re-runs only when its code or one of those has changed.
+# docs-live`): the cache is kept between builds, so that a page re-runs only when its
+# code, the package, the constraints or Python have changed.
 LIVE_CACHE = os.environ.get("ATTENTION_DOCS_CACHE")
-if LIVE_CACHE:
-    cache = live_cache(DOCS.parent, DOCS / "_build")
-    nb_execution_mode = "cache"
-    nb_execution_cache_path = str(cache)
+page_runs_reuse = bool(LIVE_CACHE)
 # A cell that raises is a warning naming the page (and fails the build under -W), not
 # an abort: the build goes on, so that every other problem is reported in the same run.
 nb_execution_raise_on_error = False
@@ -141,10 +140,11 @@ sphinx_gallery_conf = {
     "first_notebook_cell": install_cell(release),
     "within_subsection_order": "FileNameSortKey",
 }
-if LIVE_CACHE:
-    # sphinx-gallery re-runs only the scripts whose text changed (its md5 files), and all
-    # of them once after a change to the package, constraints or Python (a new folder).
-    sphinx_gallery_conf["run_stale_examples"] = not cache.exists()
+if LIVE_CACHE and not cache.exists():
+    # In reuse mode sphinx-gallery re-runs only the scripts whose text changed (its md5
+    # files), and all of them once after a change to the package, constraints or Python
+    # (a new cache folder). `nox -s docs` deletes the generated gallery: all of them run.
+    sphinx_gallery_conf["run_stale_examples"] = True
 
 # -- Copy buttons: copy code, never the prompts or outputs ------------------------
 copybutton_exclude = ".linenos, .gp, .go"

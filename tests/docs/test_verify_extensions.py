@@ -37,9 +37,11 @@ extensions = ["myst_nb", "page_runs", "sphinx_gallery.gen_gallery", "verify_outp
 exclude_patterns = ["_build", "auto_gallery/*.ipynb", "auto_gallery/*.py",
                     "auto_gallery/*.zip", "auto_gallery/*.md5", "auto_gallery/*.json"]
 import os
-# As the site: every page runs, or in reuse mode (ATTENTION_DOCS_CACHE) myst-nb's cache.
-nb_execution_mode = "cache" if os.environ.get("ATTENTION_DOCS_CACHE") else "force"
+# As the site: page_runs runs the page into myst-nb's cache, emptied first unless in
+# reuse mode (ATTENTION_DOCS_CACHE).
+nb_execution_mode = "cache"
 nb_execution_cache_path = os.path.join(os.path.dirname(__file__), "_build", "jupyter_cache")
+page_runs_reuse = bool(os.environ.get("ATTENTION_DOCS_CACHE"))
 nb_execution_raise_on_error = False  # as the site: report, and go on
 nb_merge_streams = False  # as the site: verify_outputs joins a cell's printed chunks
 sphinx_gallery_conf = {{
@@ -389,7 +391,7 @@ def test_verify_outputs_warns_when_myst_nb_would_merge_streams(caplog):
 def test_the_saved_notebook_has_its_outputs_run_or_taken_from_the_cache(tmp_path):
     root = make_project(tmp_path)
     saved = root / "_build" / "jupyter_execute" / "page.ipynb"
-    for run in ("run", "taken from the cache"):  # reuse mode: the second build runs nothing
+    for run in ("run", "kept"):  # reuse mode: the second build runs nothing
         code, warnings = build(root, ATTENTION_DOCS_CACHE="1")
         assert code == 0 and warning_lines(warnings) == [], (run, warnings)
         # myst-nb 1.4 saves a page taken from its cache without its outputs;
