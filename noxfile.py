@@ -184,9 +184,10 @@ def build_docs(session: nox.Session, html: Path, env: dict[str, str]) -> None:
         "--keep-going",
         "-n",
         *([] if reuse else ["-E", "-a"]),
-        # Pages and gallery scripts run side by side. One process more than cores:
-        # when Sphinx writes the pages, its main process only hands them out (it
-        # writes with -j minus one workers), and would leave a core idle.
+        # As many gallery scripts side by side (sphinx-gallery's `parallel`), and Sphinx's
+        # readers and writers; the pages run before, a kernel per core (page_runs.py).
+        # One process more than cores: when Sphinx writes the pages, its main process
+        # only hands them out (it writes with -j minus one workers).
         "-j",
         str((os.cpu_count() or 1) + 1),
         "-b",

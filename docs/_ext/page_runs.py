@@ -39,6 +39,7 @@ the cached notebook there, merged into the page's (jupyter-cache's
 
 from __future__ import annotations
 
+import logging as stdlib_logging
 import os
 import shutil
 import time
@@ -53,6 +54,10 @@ from sphinx.project import Project
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
+
+#: The executor's logger: its warnings (a page that raised) only, and multiprocessing's.
+QUIET = stdlib_logging.getLogger("page_runs.jupyter_cache")
+QUIET.setLevel(stdlib_logging.WARNING)
 
 #: How jupyter-cache reads a MyST notebook: myst-nb's reader, as myst-nb registers it.
 MYST_READER = {"name": "myst_nb_md", "type": "plugin"}
@@ -143,7 +148,7 @@ def run_pages(app: Sphinx) -> None:
     if not cache.list_unexecuted():
         logger.info("page_runs: all %d notebook pages are in the cache", len(pages))
         return
-    executor = load_executor("local-parallel", cache)
+    executor = load_executor("local-parallel", cache, logger=QUIET)
     result = executor.run_and_cache(timeout=app.config.nb_execution_timeout)
     for uri in result.succeeded:
         record = cache.get_cached_project_nb(uri)
