@@ -163,42 +163,44 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
 
 
-# `sphinx-build`, through Sphinx's own entry point (sphinx.cmd.build.main), with its
-# exit status, but without the interpreter's teardown: a process that has imported
-# torch, matplotlib and transformers and holds every page's doctree spends 3 to 5 s of
-# CPU freeing it all (measured on a 2-core AMD EPYC), which the build would wait for.
-# Every file is written and closed, and every worker joined, before main() returns.
-SPHINX_BUILD = (
-    "import os, sys; from sphinx.cmd.build import main; status = main(sys.argv[1:]); "
-    "sys.stdout.flush(); sys.stderr.flush(); os._exit(status)"
-)
+REUSE = "--reuse"
 
 
 def build_docs(session: nox.Session, html: Path, env: dict[str, str]) -> None:
-    """A clean, verifying build: every page and script re-run, any warning fails."""
+    """A clean, verifying build: every page and script re-run, any warning fails.
+
+    With ``--reuse`` first among the session's arguments, the build is not clean: it
+    keeps what an earlier build made, Sphinx re-reads only the pages that changed, and
+    a page or script runs again only when its code, the package (attention/), the
+    constraints file or the Python version has changed (docs/_ext/live_cache.py).
+    """
     install(session, "-e", ".[docs]")
-    # Nothing from an earlier build may stand in for re-running an example.
-    shutil.rmtree(html.parent, ignore_errors=True)
-    shutil.rmtree(DOCS / "auto_gallery", ignore_errors=True)
+    args = list(session.posargs)
+    reuse = args[:1] == [REUSE]
+    if reuse:
+        args.pop(0)
+        env = {**env, "ATTENTION_DOCS_CACHE": "1"}
+    else:
+        # Nothing from an earlier build may stand in for re-running an example.
+        shutil.rmtree(html.parent, ignore_errors=True)
+        shutil.rmtree(DOCS / "auto_gallery", ignore_errors=True)
     session.run(
-        "python",
-        "-c",
-        SPHINX_BUILD,
+        "sphinx-build",
         "-W",
         "--keep-going",
         "-n",
-        "-E",
-        "-a",
-        # Pages and gallery scripts run side by side. One process more than cores:
-        # when Sphinx writes the pages, its main process only hands them out (it
-        # writes with -j minus one workers), and would leave a core idle.
+        *([] if reuse else ["-E", "-a"]),
+        # As many gallery scripts side by side (sphinx-gallery's `parallel`), and Sphinx's
+        # readers and writers; the pages run before, a kernel per core (page_runs.py).
+        # One process more than cores: when Sphinx writes the pages, its main process
+        # only hands them out (it writes with -j minus one workers).
         "-j",
         str((os.cpu_count() or 1) + 1),
         "-b",
         "html",
         str(DOCS),
         str(html),
-        *session.posargs,
+        *args,
         env={**DOCS_ENV, **env},
     )
 
@@ -211,6 +213,12 @@ def docs(session: nox.Session) -> None:
     differs from the one written in the page or script, and on a number in the prose
     that the page never printed (see docs/contributing.md). `nox -s downloads` then
     runs every download of the built site as a reader would.
+
+    `nox -s docs -- --reuse` is the quick rebuild while writing: it keeps the last
+    build, and re-runs a page or script only when its code, the package's source
+    (attention/), the constraints file or the Python version has changed (myst-nb's
+    cache mode, sphinx-gallery's own staleness check: docs/_ext/live_cache.py). It
+    verifies only what it re-runs: `nox -s docs` is the check.
     """
     build_docs(session, BUILD / "html", {})
 
@@ -291,9 +299,10 @@ def downloads(session: nox.Session) -> None:
 def docs_live(session: nox.Session) -> None:
     """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit.
 
-    Unlike `nox -s docs`, it re-runs a chapter only when its code or the package's
-    source has changed, and a gallery script only when it has changed or the package
-    has (myst-nb's cache mode, in a cache keyed on attention/: docs/_ext/live_cache.py).
+    As `nox -s docs -- --reuse`, it re-runs a chapter or gallery script only when its
+    code, the package's source (attention/), the constraints file or the Python version
+    has changed (myst-nb's cache mode and sphinx-gallery's staleness check, in a cache
+    keyed on those: docs/_ext/live_cache.py).
     """
     install(session, "-e", ".[docs]", "sphinx-autobuild")
     session.run(

@@ -19,21 +19,18 @@ release = version = attention.__version__
 
 extensions = [
     "myst_nb",
-    "execute_ahead",  # pages run beside the gallery scripts: after myst_nb, before the gallery
+    "page_runs",  # the pages run ahead, by jupyter-cache's parallel executor, before the gallery
     "sphinx.ext.autodoc",
     "sphinx.ext.viewcode",  # the API page links each object to its highlighted source
     "viewcode_backlinks",  # and each source block links back to its object's own anchor
-    "toctree_cache",  # the sidebar's entries worked out once, not once a page
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.intersphinx",
     "sphinx_copybutton",
     "sphinx_design",
     "sphinx_gallery.gen_gallery",
-    "gallery_workers",  # the gallery's workers: forked warm, a cheaper collector, ended
     "verify_outputs",
     "verify_gallery",
-    "kernels",  # the chapters' kernels: the build's own IPython folder, a quick exit, a quiet log
     "downloads",
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
     "model_cards",  # a page per model of MODELS, written into docs/models/ as the build starts
@@ -74,19 +71,19 @@ myst_heading_anchors = 3
 # transformers imports tqdm, which warns on stderr (and so fails the build) in a
 # Jupyter kernel without ipywidgets. Harmless; silenced for the kernels this build runs.
 os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
-# Every page runs on every build, as soon as the build starts and side by side with the
-# gallery scripts (docs/_ext/execute_ahead.py), which hands it to myst-nb through
-# myst-nb's cache; the build empties that cache first, so no page is shown from an
-# earlier build.
+# Every page runs on every build, before Sphinx reads it: docs/_ext/page_runs.py empties
+# myst-nb's cache, runs every notebook page into it with jupyter-cache's parallel
+# executor, a kernel per core (the log gives each page's seconds), and myst-nb takes
+# the outputs from there. The cache's folder is named after a hash of the package's
+# source, the constraints file and the Python version (docs/_ext/live_cache.py).
 nb_execution_mode = "cache"
-# `nox -s docs-live` only (it sets ATTENTION_DOCS_CACHE): the cache is kept between
-# builds, keyed on the package's source (docs/_ext/live_cache.py), so that while you
-# write, a page re-runs only when its code or attention/ has changed.
+cache = live_cache(DOCS.parent, DOCS / "_build")
+nb_execution_cache_path = str(cache)
+# Reuse mode (ATTENTION_DOCS_CACHE, set by `nox -s docs -- --reuse` and `nox -s
+# docs-live`): the cache is kept between builds, so that a page re-runs only when its
+# code, the package, the constraints or Python have changed.
 LIVE_CACHE = os.environ.get("ATTENTION_DOCS_CACHE")
-if LIVE_CACHE:
-    cache = live_cache(DOCS.parent / "attention", DOCS / "_build")
-    nb_execution_cache_path = str(cache)
-    execute_ahead_keep = True
+page_runs_reuse = bool(LIVE_CACHE)
 # A cell that raises is a warning naming the page (and fails the build under -W), not
 # an abort: the build goes on, so that every other problem is reported in the same run.
 nb_execution_raise_on_error = False
@@ -110,6 +107,9 @@ mathjax_path = "mathjax/tex-svg.js"
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # the NumPy-style docstrings already give types and shapes
 autodoc_default_options = {"members": True}
+# No table-of-contents entry per documented object: the API page would have some two
+# thousand, copied into every page's sidebar; its sections are entries enough.
+toc_object_entries = False
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False
 napoleon_custom_sections = [("Shapes", "notes_style")]
@@ -131,19 +131,20 @@ sphinx_gallery_conf = {
     "min_reported_time": 10**9,
     "matplotlib_animations": False,
     "image_scrapers": ("matplotlib",),
-    "reset_modules": ("matplotlib", "seaborn", "gallery_workers.freeze_survivors"),
+    "reset_modules": ("matplotlib", "seaborn"),
     # Only what print() shows, so that the page shows what the downloaded script prints.
     "capture_repr": (),
-    # Run scripts side by side when sphinx-build runs with -j.
+    # Run scripts side by side, as many as sphinx-build's -j (sphinx-gallery's own option).
     "parallel": True,
     # Every downloaded notebook installs the package at this site's version first.
     "first_notebook_cell": install_cell(release),
     "within_subsection_order": "FileNameSortKey",
 }
-if LIVE_CACHE:
-    # sphinx-gallery re-runs only the scripts you edit, and all of them once after a
-    # change to the package (a new cache folder).
-    sphinx_gallery_conf["run_stale_examples"] = not cache.exists()
+if LIVE_CACHE and not cache.exists():
+    # In reuse mode sphinx-gallery re-runs only the scripts whose text changed (its md5
+    # files), and all of them once after a change to the package, constraints or Python
+    # (a new cache folder). `nox -s docs` deletes the generated gallery: all of them run.
+    sphinx_gallery_conf["run_stale_examples"] = True
 
 # -- Copy buttons: copy code, never the prompts or outputs ------------------------
 copybutton_exclude = ".linenos, .gp, .go"

@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         copies.append(copy)
     env = reader_environment(args.python.absolute(), args.wheels.resolve(), args.work / "home")
     # One download per core, each with its share of the cores, as the docs build gives
-    # its kernels (kernels.py): a reader runs one at a time, but here two torch thread
+    # its kernels (page_runs.py): a reader runs one at a time, but here two torch thread
     # pools on two cores spin against each other and small training loops run ten times
     # slower (a notebook of chapter 15: 7 s alone, 70 s beside another).
     workers = os.cpu_count() or 1

@@ -162,10 +162,8 @@ def trained_view() -> dict:
     and random draws included, up to the one that trains, so that this is the head the
     gallery shows. The scores are read as soon as the model exists, before the training
     block runs, and again once it has its ``checkpoints``; what the script prints is
-    dropped, and torch's print options are restored.
+    dropped, and torch's print options are set back to its defaults.
     """
-    from torch._tensor_str import printoptions
-
     _, blocks = split_code_and_text_blocks(str(REPO / GALLERY))
     script: dict = {"__name__": "plot_train_previous_token"}
     states = []
@@ -497,10 +495,19 @@ class Printed:
 
 def _tensor_text(*tensors: torch.Tensor) -> str:
     """How the chapters print tensors: torch's repr, 4 decimals, no scientific notation."""
-    from torch._tensor_str import printoptions
-
     with printoptions(precision=4, sci_mode=False):
         return "\n".join(str(t) for t in tensors)
+
+
+@contextlib.contextmanager
+def printoptions(**options):
+    """torch's print options set to ``options``, then to torch's defaults again: torch
+    has no public way to read them back, and nothing else in the build prints tensors."""
+    torch.set_printoptions(**options)
+    try:
+        yield
+    finally:
+        torch.set_printoptions(profile="default")
 
 
 def _v(data: dict, name: str) -> dict:

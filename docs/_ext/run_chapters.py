@@ -10,7 +10,7 @@ A chapter fails where ``nox -s docs`` would fail it: a cell that raises, that wr
 to stderr (a ``FutureWarning`` about a renamed argument, say: ``nb_output_stderr`` in
 ``conf.py``), or that prints other values than its ``expect``, number by number
 (:func:`verify_outputs.check_notebook`). Each chapter runs in its own kernel, in its
-own folder, as myst-nb runs it, with an IPython folder of its own (as ``kernels.py``).
+own folder, as myst-nb runs it, with an IPython folder of its own (as ``page_runs.py``).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
     failed = 0
     with tempfile.TemporaryDirectory() as work:
-        # As kernels.py: an IPython folder of its own, so that no startup file or profile
+        # As page_runs.py: an IPython folder of its own, so that no startup file or profile
         # in ~/.ipython changes what a chapter prints.
         os.environ["IPYTHONDIR"] = str(Path(work) / "ipython")
         for chapter in map(Path, argv):

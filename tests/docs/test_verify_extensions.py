@@ -22,6 +22,7 @@ import nbformat
 import pytest
 from docutils import nodes, utils
 from fill_expected import fill, fill_script
+from jupyter_cache import get_cache
 from printed_values import expected_output, printed_text, without_expectations
 from verify_gallery import block_outputs, figure_alt
 from verify_outputs import figure_problems, join_printed_chunks, prose_lines
@@ -31,11 +32,16 @@ EXTENSIONS = Path(__file__).resolve().parents[2] / "docs" / "_ext"
 CONF = f"""
 import sys
 sys.path.insert(0, {str(EXTENSIONS)!r})
-extensions = ["myst_nb", "execute_ahead", "sphinx_gallery.gen_gallery", "verify_outputs",
+extensions = ["myst_nb", "page_runs", "sphinx_gallery.gen_gallery", "verify_outputs",
               "verify_gallery"]
 exclude_patterns = ["_build", "auto_gallery/*.ipynb", "auto_gallery/*.py",
                     "auto_gallery/*.zip", "auto_gallery/*.md5", "auto_gallery/*.json"]
-nb_execution_mode = "cache"  # as the site: execute_ahead runs the page, into a fresh cache
+import os
+# As the site: page_runs runs the page into myst-nb's cache, emptied first unless in
+# reuse mode (ATTENTION_DOCS_CACHE).
+nb_execution_mode = "cache"
+nb_execution_cache_path = os.path.join(os.path.dirname(__file__), "_build", "jupyter_cache")
+page_runs_reuse = bool(os.environ.get("ATTENTION_DOCS_CACHE"))
 nb_execution_raise_on_error = False  # as the site: report, and go on
 nb_merge_streams = False  # as the site: verify_outputs joins a cell's printed chunks
 sphinx_gallery_conf = {{
@@ -150,9 +156,9 @@ def make_project(top: Path, page: str = PAGE, script: str = SCRIPT) -> Path:
     return root
 
 
-def build(root: Path) -> tuple[int, str]:
+def build(root: Path, **extra: str) -> tuple[int, str]:
     """Build ``root`` checking as on another CPU, as ``nox -s docs-other-cpu`` does."""
-    env = {**os.environ, "ATTENTION_OTHER_CPU": "1"}
+    env = {**os.environ, "ATTENTION_OTHER_CPU": "1", **extra}
     warnings = root / "warnings.txt"
     result = subprocess.run(
         [
@@ -382,42 +388,20 @@ def test_verify_outputs_warns_when_myst_nb_would_merge_streams(caplog):
     assert caplog.text == ""
 
 
-def test_the_page_ran_ahead_and_its_saved_notebook_has_its_outputs(good_build):
-    from jupyter_cache import get_cache
-
-    root, _, _ = good_build
-    records = get_cache(root / "_build" / ".jupyter_cache").list_cache_records()
-    assert [(Path(r.uri).name, r.data["executed_by"]) for r in records] == [
-        ("page.md", "execute_ahead")
-    ]
-    # myst-nb 1.4 saves a page taken from its cache without its outputs;
-    # execute_ahead.restore_outputs puts them back.
-    executed = nbformat.read(root / "_build" / "jupyter_execute" / "page.ipynb", as_version=4)
-    code = [cell for cell in executed.cells if cell.cell_type == "code"]
-    assert [bool(cell.outputs) for cell in code] == [False, True, True]  # the import prints nothing
-
-
-FAKE_RELEASE = """\
-import importlib.metadata
-_version = importlib.metadata.version
-importlib.metadata.version = lambda name: "9.0.0" if name == "myst-nb" else _version(name)
-"""
-
-
-def test_on_a_myst_nb_it_does_not_know_the_pages_run_as_plain_myst_nb_runs_them(tmp_path):
+def test_the_saved_notebook_has_its_outputs_run_or_taken_from_the_cache(tmp_path):
     root = make_project(tmp_path)
-    (root / "conf.py").write_text(FAKE_RELEASE + CONF)
-    code, warnings = build(root)
-    assert code == 0, warnings
-    (warning,) = warning_lines(warnings)  # that one, and nothing from the page's checks
-    assert "execute_ahead: myst-nb 9.0.0 is not a release it knows (1.4)" in warning
-    assert 'nb_execution_mode = "force"' in warning
-    assert "[execute_ahead.unknown_myst_nb]" in warning
-    # myst-nb ran the page itself, not from a cache, and saved its outputs.
-    assert not (root / "_build" / ".jupyter_cache").exists()
-    executed = nbformat.read(root / "_build" / "jupyter_execute" / "page.ipynb", as_version=4)
-    code_cells = [cell for cell in executed.cells if cell.cell_type == "code"]
-    assert [bool(cell.outputs) for cell in code_cells] == [False, True, True]
+    saved = root / "_build" / "jupyter_execute" / "page.ipynb"
+    for run in ("run", "kept"):  # reuse mode: the second build runs nothing
+        code, warnings = build(root, ATTENTION_DOCS_CACHE="1")
+        assert code == 0 and warning_lines(warnings) == [], (run, warnings)
+        # myst-nb 1.4 saves a page taken from its cache without its outputs;
+        # page_runs.restore_outputs puts them back.
+        executed = nbformat.read(saved, as_version=4)
+        code_cells = [cell for cell in executed.cells if cell.cell_type == "code"]
+        assert [bool(cell.outputs) for cell in code_cells] == [False, True, True], run
+        saved.unlink()
+    records = get_cache(root / "_build" / "jupyter_cache").list_cache_records()
+    assert [Path(record.uri).name for record in records] == ["page.md"]
 
 
 def test_the_gallery_thumbnail_says_what_its_figure_says(good_build):

@@ -1,12 +1,11 @@
-"""The docs build's Jupyter kernels: an IPython folder of its own, a quick exit, a quiet log."""
+"""The docs build's Jupyter kernels: an IPython folder of its own, a quiet log
+(docs/_ext/page_runs.py)."""
 
 import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
-import kernels
 import nbformat
+import page_runs as kernels
 import pytest
 from nbclient import NotebookClient
 
@@ -29,49 +28,20 @@ def run_notebook(*sources: str) -> nbformat.NotebookNode:
     return notebook
 
 
-def test_the_exit_handler_skips_only_the_handlers_registered_before_it():
-    # Handlers run last-registered first: the chapter's own (registered after the
-    # startup file) still run; the kernel's earlier housekeeping is skipped.
-    program = (
-        "import atexit\n"
-        "atexit.register(print, 'registered before the startup file')\n"
-        f"exec({kernels.EXIT_FAST!r})\n"
-        "atexit.register(print, 'registered by the chapter')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0
-    assert result.stdout == "registered by the chapter\n"
-
-
 def test_each_build_starts_from_a_fresh_ipython_folder(tmp_path, build_environment):
     app = fake_app(tmp_path)
-    stale = kernels.add_startup_file(app, "10-from-an-earlier-build.py", "raise SystemExit\n")
+    stale = kernels.ipython_dir(app) / "profile_default" / "startup" / "10-earlier.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("raise SystemExit\n")
 
     kernels.on_config_inited(app, config=None)
 
     ipython = kernels.ipython_dir(app)
-    startup = kernels.startup_folder(ipython)
     assert not stale.exists()
-    assert [path.name for path in startup.iterdir()] == ["00-exit-fast.py"]
-    assert (ipython / "profile_default" / "ipython_kernel_config.py").is_file()
+    assert [path.name for path in (ipython / "profile_default").iterdir()] == [
+        "ipython_kernel_config.py"
+    ]
     assert os.environ["IPYTHONDIR"] == str(ipython)
-
-
-def test_a_kernel_of_the_build_runs_its_startup_files_and_the_chapters_exit_handlers(
-    tmp_path, build_environment
-):
-    app = fake_app(tmp_path)
-    kernels.on_config_inited(app, config=None)
-    kernels.add_startup_file(app, "10-marker.py", "STARTED_BY_THE_BUILD = True\n")
-    written = tmp_path / "written-at-exit.txt"
-
-    at_exit = f"atexit.register(pathlib.Path({str(written)!r}).write_text, 'done')"
-    notebook = run_notebook("print(STARTED_BY_THE_BUILD)", f"import atexit, pathlib\n{at_exit}")
-
-    assert notebook.cells[0].outputs[0]["text"] == "True\n"
-    assert written.read_text() == "done"  # the kernel has exited, its handler ran
 
 
 LOG_ANOTHER_WARNING = (
@@ -82,7 +52,7 @@ LOG_ANOTHER_WARNING = (
 
 def test_a_plain_kernel_logs_the_tcp_notice(tmp_path, monkeypatch, capfd):
     # What the build's kernels would print without their configuration: if ipykernel
-    # stops printing it, this fails, and the filter in kernels.py can go.
+    # stops printing it, this fails, and the filter in page_runs.py can go.
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "plain-ipython"))
     run_notebook("1")
     assert kernels.TCP_NOTICE in capfd.readouterr().err
