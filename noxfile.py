@@ -108,7 +108,7 @@ def tests_latest(session: nox.Session) -> None:
     lifts the pins of transformers and of what it pulls in (their block of the
     constraints file), keeps every other pin (torch's among them), and runs the test
     files that import transformers with warnings as errors (pyproject.toml), then the
-    chapters that import it (docs/_ext/run_chapters.py: a cell that writes to stderr or
+    chapters that import it (docs/tools/run_chapters.py: a cell that writes to stderr or
     prints other values than its page fails, as in `nox -s docs`), so that a renamed or
     deprecated argument fails here before a reader's download meets it.
     """
@@ -145,7 +145,7 @@ def tests_latest(session: nox.Session) -> None:
     )
     # The chapters that use it, as a reader's download runs them: no warning, same values.
     chapters = using_transformers(DOCS.glob("chapters/*.md"))
-    session.run("python", "docs/_ext/run_chapters.py", *chapters, env=DOCS_ENV)
+    session.run("python", "docs/tools/run_chapters.py", *chapters, env=DOCS_ENV)
     session.log(f"passed with transformers {version}")
 
 
@@ -246,7 +246,7 @@ def downloads(session: nox.Session) -> None:
     copies every `.py` and `.ipynb` the site offers into an empty folder, and runs each
     there, offline: the
     notebooks' install cells are satisfied by the local wheel. Each must print what
-    its page shows (docs/_ext/check_downloads.py).
+    its page shows (docs/tools/check_downloads.py).
     """
     html = BUILD / "html"
     if not (html / "index.html").is_file():
@@ -283,7 +283,7 @@ def downloads(session: nox.Session) -> None:
     )
     session.run(
         "python",
-        str(DOCS / "_ext" / "check_downloads.py"),
+        str(DOCS / "tools" / "check_downloads.py"),
         "--site",
         str(html),
         "--python",

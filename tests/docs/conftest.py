@@ -1,4 +1,5 @@
-"""The docs extensions (docs/_ext) import each other by plain name, as Sphinx loads them."""
+"""The docs extensions (docs/_ext) import each other by plain name, as Sphinx loads them;
+the command-line tools beside them (docs/tools) are imported the same way."""
 
 import sys
 from pathlib import Path
@@ -6,7 +7,8 @@ from pathlib import Path
 import pytest
 
 EXTENSIONS = Path(__file__).resolve().parents[2] / "docs" / "_ext"
-sys.path.insert(0, str(EXTENSIONS))
+TOOLS = EXTENSIONS.parent / "tools"
+sys.path[:0] = [str(EXTENSIONS), str(TOOLS)]
 
 
 @pytest.fixture

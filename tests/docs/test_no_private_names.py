@@ -2,9 +2,10 @@
 
 A private name (one with a leading underscore, not a dunder) of Sphinx, myst-nb,
 jupyter's packages, ipykernel, joblib or torch may change or go in any release, without
-notice. This reads ``docs/_ext/*.py``, ``docs/conf.py``, ``noxfile.py`` and every module
-of ``attention/`` with :mod:`ast` and fails, naming file and line, on an import of such a
-name (``from torch._tensor_str import printoptions``) or an attribute access that
+notice. This reads ``docs/_ext/*.py``, ``docs/tools/*.py``, ``docs/conf.py``,
+``noxfile.py`` and every module of ``attention/`` with :mod:`ast` and fails, naming
+file and line, on an import of such a name (``from torch._tensor_str import
+printoptions``) or an attribute access that
 reaches one through a name bound to the library (``torch._C``, ``toctree._entries``
 after ``from sphinx.environment.adapters import toctree``, ``app._x`` where a function
 takes ``app: Sphinx``).
@@ -108,6 +109,7 @@ def private_names(source: str, filename: str = "<source>") -> list[str]:
 def scanned() -> list[Path]:
     return [
         *sorted((REPO / "docs" / "_ext").glob("*.py")),
+        *sorted((REPO / "docs" / "tools").glob("*.py")),
         REPO / "docs" / "conf.py",
         REPO / "noxfile.py",
         *sorted((REPO / "attention").rglob("*.py")),

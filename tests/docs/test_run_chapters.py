@@ -1,4 +1,4 @@
-"""docs/_ext/run_chapters.py: a chapter run outside the build fails where the build would."""
+"""docs/tools/run_chapters.py: a chapter run outside the build fails where the build would."""
 
 import run_chapters
 

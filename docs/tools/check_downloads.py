@@ -3,7 +3,7 @@
 ``nox -s downloads`` builds the wheel, makes a fresh virtual environment that has only
 that wheel (with its ``plot`` extra) and the notebook runner, then runs::
 
-    python docs/_ext/check_downloads.py --site docs/_build/html \\
+    python docs/tools/check_downloads.py --site docs/_build/html \\
         --python READER/bin/python --wheels DIST --work WORK
 
 Every downloadable ``.py`` and ``.ipynb`` of the site is copied into an empty folder
@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+# The checks are the docs build's own, in its extensions (docs/_ext).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_ext"))
 from printed_values import expected_output, explain, matches, normalise, printed_text
 
 VERSION_WARNING = "This example was written for"

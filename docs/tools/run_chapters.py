@@ -4,7 +4,7 @@
 the newest transformers the ``transformers`` extra allows, so that what a reader's
 downloaded notebook meets there is seen here first::
 
-    python docs/_ext/run_chapters.py docs/chapters/13-latent-attention.md ...
+    python docs/tools/run_chapters.py docs/chapters/13-latent-attention.md ...
 
 A chapter fails where ``nox -s docs`` would fail it: a cell that raises, that writes
 to stderr (a ``FutureWarning`` about a renamed argument, say: ``nb_output_stderr`` in
@@ -26,6 +26,9 @@ from jupyter_client.manager import KernelManager
 from myst_nb.core.read import read_myst_markdown_notebook
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+# The checks are the docs build's own, in its extensions (docs/_ext).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_ext"))
 from verify_outputs import check_notebook
 
 TIMEOUT_S = 300  # per cell, as nb_execution_timeout in conf.py

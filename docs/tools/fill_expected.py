@@ -2,12 +2,12 @@
 
 For authors. A chapter: write its cells, build the docs once, then run::
 
-    python docs/_ext/fill_expected.py docs/chapters/02-trainable-weights.md
+    python docs/tools/fill_expected.py docs/chapters/02-trainable-weights.md
 
 Every code cell that printed something and has neither ``expect`` nor ``unchecked``
 gets an ``expect`` with what it printed. A gallery script needs no build: ::
 
-    python docs/_ext/fill_expected.py gallery/plot_causal_mask_steps.py
+    python docs/tools/fill_expected.py gallery/plot_causal_mask_steps.py
 
 runs the script one top-level statement at a time and writes a ``# Expected
 output:`` comment after each statement that printed something (a loop's output goes
@@ -30,6 +30,9 @@ from pathlib import Path
 
 import nbformat
 import yaml
+
+# The checks are the docs build's own, in its extensions (docs/_ext).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_ext"))
 from printed_values import EXPECTED, UNCHECKED, normalise, printed_text
 
 FENCE = re.compile(r"^(`{3,})\{code-cell\}")
