@@ -107,7 +107,7 @@ The book's module, then an attention layer with Llama 3 8B's heads (its query he
 grouped over fewer key/value heads), its RoPE base and no bias, at a toy width:
 
 >>> import torch
->>> from attention import INPUTS, MODELS, GroupedQueryAttention, MultiHeadAttention
+>>> from attention import INPUTS, MODELS, GroupedQueryAttention, MultiHeadAttention, Rotary
 >>> _ = torch.manual_seed(123)
 >>> mha = MultiHeadAttention(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=2)
 >>> mha(INPUTS.unsqueeze(0)).shape  # (batch, num_tokens, d_out)
@@ -115,7 +115,7 @@ torch.Size([1, 6, 2])
 >>> llama = MODELS["Llama 3 8B"]
 >>> layer = GroupedQueryAttention(
 ...     3, 64, context_length=6, num_heads=llama.num_heads, num_kv_heads=llama.num_kv_heads,
-...     rope_base=llama.rope_theta, out_bias=False,
+...     rotary=Rotary(64 // llama.num_heads, llama.rope_theta), out_bias=False,
 ... )
 >>> layer(INPUTS.unsqueeze(0)).shape, layer.W_key.out_features
 (torch.Size([1, 6, 64]), 16)

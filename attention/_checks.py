@@ -106,6 +106,22 @@ def removed_keyword(owner: str, name: str, value: object, instead: str) -> None:
         raise ValueError(f"{owner}: {name}= is no longer taken; {instead} (got {name}={given})")
 
 
+def refuse_removed(owner: str, removed: dict, instead: dict[str, str]) -> None:
+    """Raise for each keyword in ``removed`` (a constructor's ``**removed``): a ``ValueError``
+    saying what to write now for one the API used to take (``instead``), a ``TypeError``
+    for any other, as Python's own for an unexpected keyword.
+
+    >>> refuse_removed("Layer", {"rope_base": 1e4}, {"rope_base": "give rotary="})
+    Traceback (most recent call last):
+        ...
+    ValueError: Layer: rope_base= is no longer taken; give rotary= (got rope_base=10000.0)
+    """
+    for name, value in removed.items():
+        if name not in instead:
+            raise TypeError(f"{owner}: unexpected keyword argument {name!r}")
+        removed_keyword(owner, name, value, instead[name])
+
+
 def dropout_rate(owner: str, value: object) -> float:
     """Return ``value`` as a float, or raise if it is not a probability in [0, 1)."""
     value = real_number(owner, value, "dropout must be a number in [0, 1)")

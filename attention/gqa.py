@@ -22,10 +22,11 @@ uses key/value head ``h // (num_heads // num_kv_heads)``. ``num_kv_heads == num_
 is multi-head attention, ``num_kv_heads == 1`` multi-query attention.
 
 :class:`GroupedQueryAttention` also takes the other changes today's decoders made:
-rotary position embeddings (``rope_base``), a sliding window (``window``) or chunks
-(``chunk``) and a :class:`~attention.KVCache`. What Part III's models add (QK-norm, a
-value norm, an output gate, scaled RoPE) are *parts* the layer holds, empty by default;
-:mod:`attention.models.recipes` assembles each model's layer from them. The module owns the
+rotary position embeddings (``rotary``, a :class:`~attention.Rotary`), a sliding window
+(``window``) or chunks (``chunk``) and a :class:`~attention.KVCache`. What Part III's
+models add (QK-norm, a value norm, an output gate, scaled RoPE) are *parts* the layer
+holds, empty by default; :mod:`attention.models.recipes` assembles each model's layer
+from them. The module owns the
 weights; the attention itself is the package's one attention step,
 :func:`~attention.attend`, which chapter 9 calls :func:`~attention.grouped_query_attention`.
 """
@@ -98,6 +99,7 @@ _REMOVED = {
     "construction (Qwen3-Next's recipe)",
     "keys_as_values": "set layer.W_value = None: the values are then W_key's output "
     "(Gemma 4's recipe)",
+    "rope_base": "give rotary=Rotary(head_dim, base)",
     "rope_scaling": "give rotary=Rotary(head_dim, base, scaling=...)",
     "partial_rotary_factor": "give rotary=Rotary(head_dim, base, partial_rotary_factor=...)",
 }
@@ -105,14 +107,6 @@ _REMOVED = {
 
 #: What ``forward`` takes as its cache, for the error that refuses another one.
 _KEY_VALUE_CACHES = "a KeyValueCache (KVCache, StreamingCache or QuantizedKVCache)"
-
-
-def _refuse_removed(owner: str, removed: dict) -> None:
-    """Raise for a keyword Part III used to take (naming its part) or an unknown one."""
-    for name, value in removed.items():
-        if name not in _REMOVED:
-            raise TypeError(f"{owner}: unexpected keyword argument {name!r}")
-        _checks.removed_keyword(owner, name, value, _REMOVED[name])
 
 
 def _check_groups(owner: str, num_heads: int, num_kv_heads: int) -> None:
@@ -151,8 +145,6 @@ class GroupedQueryAttention(nn.Module):
         Dropout probability on the attention weights, in [0, 1), while training.
     qkv_bias, out_bias : bool
         A bias on the query, key and value projections, on ``out_proj`` (drawn last).
-    rope_base : float, optional
-        RoPE with this base (Llama's half-split layout): ``rotary=Rotary(head_dim, base)``.
     window, chunk : int, optional
         A sliding window (the query at ``i`` sees keys ``i - window + 1`` to ``i``; its
         rolling cache, ``KVCache(window=window)``, keeps ``window - 1`` tokens) or
@@ -242,7 +234,6 @@ class GroupedQueryAttention(nn.Module):
         dropout: float = 0.0,
         qkv_bias: bool = False,
         out_bias: bool = True,
-        rope_base: float | None = None,
         window: int | None = None,
         chunk: int | None = None,
         scale: float | None = None,
@@ -257,7 +248,7 @@ class GroupedQueryAttention(nn.Module):
     ):
         super().__init__()
         owner = type(self).__name__
-        _refuse_removed(owner, removed)
+        _checks.refuse_removed(owner, removed, _REMOVED)
         _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         self.d_in, self.d_out, self.context_length = _checks.sizes(
             owner, d_in=d_in, d_out=d_out, context_length=context_length
@@ -275,11 +266,9 @@ class GroupedQueryAttention(nn.Module):
         self.softcap = check_softcap(owner, softcap)
         self.scale = _check_scale(owner, scale)
         _checks.flag(owner, "sinks", sinks, "a learned sink logit per query head")
-        if rope_base is not None and rotary is not None:
-            raise ValueError(f"{owner}: give rope_base or rotary, not both")
         if rotary is not None and not isinstance(rotary, Rotary):
             raise TypeError(f"{owner}: rotary must be a Rotary or None, got {rotary!r}")
-        self.rotary = rotary if rope_base is None else Rotary(self.head_dim, rope_base)
+        self.rotary = rotary
         q_dim, kv_dim = num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         # Same layers, in the same order, as the book's MultiHeadAttention: one seed,
         # the same weights when num_kv_heads == num_heads.
@@ -294,11 +283,6 @@ class GroupedQueryAttention(nn.Module):
             if part is not None and not isinstance(part, nn.Module):
                 raise TypeError(f"{owner}: {name} must be an nn.Module or None, got {part!r}")
             setattr(self, name, part)
-
-    @property
-    def rope_base(self) -> float | None:
-        """The base of ``rotary``, ``None`` without RoPE."""
-        return None if self.rotary is None else self.rotary.base
 
     @property
     def cache_bytes_per_token(self) -> int:

@@ -132,6 +132,28 @@ class LatentCache(_CacheBase):
         )
 
 
+#: Keywords MLA used to take, and what to write now.
+_REMOVED = {
+    "bias": "write qkv_bias= for W_dq, W_dkv and W_kr, out_bias= for out_proj",
+    "rope_base": "give rotary=Rotary(qk_rope_head_dim, base, interleaved=True)",
+    "rope_scaling": "give rotary=Rotary(qk_rope_head_dim, base, scaling, interleaved=True)",
+    "rope_interleave": "give rotary=Rotary(qk_rope_head_dim, base, interleaved=...)",
+}
+
+
+def _rotary(owner: str, rotary: object, rope_dim: int, *, interleaved: bool) -> Rotary:
+    """``rotary``, checked to turn ``rope_dim`` numbers, or a plain one of that size."""
+    if rotary is None:
+        return Rotary(rope_dim, interleaved=interleaved)
+    if not isinstance(rotary, Rotary):
+        raise TypeError(f"{owner}: rotary must be a Rotary or None, got {type(rotary).__name__}")
+    if rotary.head_dim != rope_dim:
+        raise ValueError(
+            f"{owner}: expected a rotary over qk_rope_head_dim={rope_dim} numbers, got {rotary!r}"
+        )
+    return rotary
+
+
 class MultiHeadLatentAttention(nn.Module):
     """Causal multi-head latent attention, as in DeepSeek-V2 and V3.
 
@@ -166,20 +188,19 @@ class MultiHeadLatentAttention(nn.Module):
         up-projections and ``W_query`` have none, as in DeepSeek.
     out_bias : bool
         Bias on ``out_proj``. DeepSeek's ``attention_bias`` is ``qkv_bias=out_bias``.
-    rope_base : float
-        RoPE's base (``rope_parameters["rope_theta"]``).
-    rope_interleave : bool
-        Whether the rotary parts of ``W_uq``/``W_query`` and ``W_kr`` are laid out in
-        interleaved pairs, as in DeepSeek's weights and ``transformers``' default
-        (``rope_interleave=True``); ``False``: the half-split layout.
-    rope_scaling : dict, optional
-        RoPE scaled for a longer context, in ``transformers``' ``rope_parameters`` form
-        (see :func:`~attention.rope_frequencies`). DeepSeek-V3's is YaRN,
-        ``{"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings":
-        4096, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim":
-        1.0}``. As ``DeepseekV3Attention`` does, cos and sin are multiplied by the
-        attention factor, and with a nonzero ``mscale_all_dim`` the softmax scale
-        ``1 / sqrt(qk_head_dim)`` by ``(0.1 * mscale_all_dim * ln(factor) + 1) ** 2``.
+    rotary : Rotary, optional
+        The RoPE of the rotary parts, over ``qk_rope_head_dim`` numbers; default
+        ``Rotary(qk_rope_head_dim, interleaved=True)``: base 10,000, and the pairs laid
+        out as neighbours, as in DeepSeek's weights and ``transformers``' default
+        (``rope_interleave=True``); ``interleaved=False`` for the half-split layout.
+        Its ``scaling`` is RoPE scaled for a longer context, in ``transformers``'
+        ``rope_parameters`` form (see :func:`~attention.rope_frequencies`). DeepSeek-V3's
+        is YaRN, ``{"rope_type": "yarn", "factor": 40.0,
+        "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
+        "mscale": 1.0, "mscale_all_dim": 1.0}``. As ``DeepseekV3Attention`` does, cos
+        and sin are multiplied by the attention factor, and with a nonzero
+        ``mscale_all_dim`` the softmax scale ``1 / sqrt(qk_head_dim)`` by
+        ``(0.1 * mscale_all_dim * ln(factor) + 1) ** 2``.
     eps : float
         Epsilon of the RMS norms on the latents (``rms_norm_eps``).
     bias : None
@@ -235,17 +256,13 @@ class MultiHeadLatentAttention(nn.Module):
         dropout: float = 0.0,
         qkv_bias: bool = False,
         out_bias: bool = False,
-        rope_base: float = 10000.0,
-        rope_interleave: bool = True,
-        rope_scaling: dict | None = None,
+        rotary: Rotary | None = None,
         eps: float = 1e-6,
-        bias: None = None,
+        **removed: object,
     ):
         super().__init__()
         owner = type(self).__name__
-        _checks.removed_keyword(
-            owner, "bias", bias, "write qkv_bias= for W_dq, W_dkv and W_kr, out_bias= for out_proj"
-        )
+        _checks.refuse_removed(owner, removed, _REMOVED)
         _checks.flag(owner, "qkv_bias", qkv_bias, "whether W_dq, W_dkv and W_kr have a bias")
         _checks.flag(owner, "out_bias", out_bias, "whether out_proj has a bias")
         self.d_in, self.d_out, self.context_length, self.num_heads = _checks.sizes(
@@ -270,10 +287,8 @@ class MultiHeadLatentAttention(nn.Module):
                 f"numbers, got qk_rope_head_dim={qk_rope_head_dim}"
             )
         eps = _checks.positive_number(owner, "eps", eps)
-        self.rope_interleave = bool(rope_interleave)
         self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
-        self.rotary = Rotary(qk_rope_head_dim, rope_base, rope_scaling)  # checks both
-        self.rope_base, self.rope_scaling = self.rotary.base, self.rotary.scaling
+        self.rotary = _rotary(owner, rotary, qk_rope_head_dim, interleaved=True)
         # The softmax scale: None is 1 / sqrt(qk_head_dim); YaRN's mscale_all_dim raises it
         mscale = _softmax_mscale(self.rotary._key)
         self._scale = None if mscale == 1.0 else self.qk_head_dim**-0.5 * mscale * mscale
@@ -301,12 +316,7 @@ class MultiHeadLatentAttention(nn.Module):
         return (self.kv_lora_rank + self.qk_rope_head_dim) * self.W_dkv.weight.element_size()
 
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        if self.rope_interleave:
-            # Pairs are neighbours (0, 1), (2, 3), ...: reorder evens first, odds second,
-            # and the half-split rotation does the rest. transformers'
-            # apply_rotary_pos_emb_interleave returns the same, in the same order.
-            x = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
-        return self.rotary(x, start)  # apply_rope's rotation, from position start
+        return self.rotary(x, start)  # from position start, in the rotary's layout
 
     def _project(
         self, x: object, cache: LatentCache | None, allowed: torch.Tensor | None = None

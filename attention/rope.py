@@ -356,12 +356,20 @@ class Rotary:
     partial_rotary_factor : float
         The fraction of each head that rotates, in (0, 1] (Qwen3-Next: 0.25);
         ``int(head_dim * partial_rotary_factor)`` must be even.
+    interleaved : bool
+        ``True``: the pairs that turn together are neighbours, ``(x[0], x[1])``,
+        ``(x[2], x[3])``, ..., as in DeepSeek's weights (MLA's ``rope_interleave``). The
+        rotation reorders each vector evens first, odds second, and turns it as the
+        half-split layout does, returning that order, as ``transformers``'
+        ``apply_rotary_pos_emb_interleave`` does; the dot products of queries and keys
+        rotated alike are those of :func:`apply_rope_interleaved`. ``False``: the
+        half-split layout of :func:`apply_rope`.
 
     Attributes
     ----------
     rotary_dim : int
         The leading dimensions of each head that rotate.
-    base, scaling, partial_rotary_factor : float, dict or None, float
+    base, scaling, partial_rotary_factor, interleaved : float, dict or None, float, bool
 
     Examples
     --------
@@ -374,6 +382,9 @@ class Rotary:
     True
     >>> Rotary(8, 1e6, partial_rotary_factor=0.25)
     Rotary(head_dim=8, base=1000000.0, rotary_dim=2)
+    >>> pairs = Rotary(4, interleaved=True)  # neighbours turn together
+    >>> torch.equal(pairs(x), rope(torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)))
+    True
     """
 
     def __init__(
@@ -382,9 +393,18 @@ class Rotary:
         base: float = 10000.0,
         scaling: Mapping | None = None,
         partial_rotary_factor: float = 1.0,
+        *,
+        interleaved: bool = False,
     ):
         owner = type(self).__name__
         self.head_dim = _checks.positive_int(owner, "head_dim", head_dim)
+        what = "whether neighbours, not halves, turn together"
+        self.interleaved = _checks.flag(owner, "interleaved", interleaved, what)
+        if interleaved and partial_rotary_factor != 1.0:
+            raise ValueError(
+                f"{owner}: an interleaved rotation turns the whole head, got "
+                f"partial_rotary_factor={partial_rotary_factor}"
+            )
         # The one check of a base, a scaling and a partial factor (_settings)
         self.rotary_dim, self._key = _settings(
             owner, head_dim, base, scaling, partial_rotary_factor
@@ -426,12 +446,17 @@ class Rotary:
     def __call__(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Rotate ``x``, ``(..., num_tokens, head_dim)``, the tokens from position ``start`` on."""
         cos, sin = self.cos_sin(start, x.shape[-2], x)
+        if self.interleaved:
+            # Pairs are neighbours (0, 1), (2, 3), ...: evens first, odds second, and the
+            # half-split rotation does the rest (transformers' order, and its result).
+            x = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
         return _rotate(x, cos, sin)
 
     def __repr__(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling}"
+        layout = ", interleaved=True" if self.interleaved else ""
         sizes = f"head_dim={self.head_dim}, base={self.base}, rotary_dim={self.rotary_dim}"
-        return f"Rotary({sizes}{scaling})"
+        return f"Rotary({sizes}{scaling}{layout})"
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

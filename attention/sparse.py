@@ -31,7 +31,7 @@ from torch.nn import functional as F
 from attention import _checks
 from attention.cache import _check_cache
 from attention.kv_cache import KVCache
-from attention.latent import LatentCache, MultiHeadLatentAttention
+from attention.latent import LatentCache, MultiHeadLatentAttention, _rotary
 from attention.masks import _causal_mask
 from attention.rope import Rotary
 from attention.scaled import _scaled_dot_product_weights
@@ -250,6 +250,13 @@ def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
         )
 
 
+#: Keywords the indexer used to take, and what to write now.
+_REMOVED = {
+    "rope_base": "give rotary=Rotary(qk_rope_head_dim, base)",
+    "rope_scaling": "give rotary=Rotary(qk_rope_head_dim, base, scaling)",
+}
+
+
 class LightningIndexer(nn.Module):
     """DeepSeek-V3.2's lightning indexer: which keys each query should attend to.
 
@@ -284,11 +291,11 @@ class LightningIndexer(nn.Module):
     qk_rope_head_dim : int
         How many leading numbers of each query and key rotate: MLA's rotary size. Even,
         at most ``head_dim``.
-    rope_base : float
-        RoPE's base (``rope_parameters["rope_theta"]``).
-    rope_scaling : dict, optional
-        As in :class:`~attention.MultiHeadLatentAttention`; its attention factor scales
-        cos and sin here too, as ``transformers`` passes the indexer MLA's.
+    rotary : Rotary, optional
+        The RoPE of the first ``qk_rope_head_dim`` numbers, in the half-split layout;
+        default ``Rotary(qk_rope_head_dim)`` (base 10,000). In DeepSeek-V3.2 it has
+        MLA's base and scaling, whose attention factor scales cos and sin here too, as
+        ``transformers`` passes the indexer MLA's.
     eps : float
         Epsilon of the key's LayerNorm (1e-6 in ``transformers``).
 
@@ -333,12 +340,13 @@ class LightningIndexer(nn.Module):
         num_heads: int,
         head_dim: int,
         qk_rope_head_dim: int,
-        rope_base: float = 10000.0,
-        rope_scaling: dict | None = None,
+        rotary: Rotary | None = None,
         eps: float = 1e-6,
+        **removed: object,
     ):
         super().__init__()
         owner = type(self).__name__
+        _checks.refuse_removed(owner, removed, _REMOVED)
         self.d_in, self.q_lora_rank, self.num_heads = _checks.sizes(
             owner, d_in=d_in, q_lora_rank=q_lora_rank, num_heads=num_heads
         )
@@ -352,8 +360,7 @@ class LightningIndexer(nn.Module):
             )
         eps = _checks.positive_number(owner, "eps", eps)
         # Rotates the first qk_rope_head_dim numbers of each query and key
-        self.rotary = Rotary(qk_rope_head_dim, rope_base, rope_scaling)
-        self.rope_base = self.rotary.base
+        self.rotary = _rotary(owner, rotary, qk_rope_head_dim, interleaved=False)
         self.W_query = nn.Linear(q_lora_rank, num_heads * head_dim, bias=False)
         self.W_key = nn.Linear(d_in, head_dim, bias=False)
         self.k_norm = nn.LayerNorm(head_dim, eps=eps)
@@ -480,7 +487,7 @@ class SparseLatentAttention(MultiHeadLatentAttention):
     **kwargs
         Every keyword of :class:`~attention.MultiHeadLatentAttention`; ``q_lora_rank``
         is required, since the indexer's queries come from the query latent. The
-        indexer rotates with the same ``rope_base`` and ``rope_scaling``.
+        indexer rotates with ``rotary``'s base and scaling, in the half-split layout.
 
     Examples
     --------
@@ -527,8 +534,7 @@ class SparseLatentAttention(MultiHeadLatentAttention):
             num_heads=index_num_heads,
             head_dim=index_head_dim,
             qk_rope_head_dim=self.qk_rope_head_dim,
-            rope_base=self.rope_base,
-            rope_scaling=self.rope_scaling,
+            rotary=Rotary(self.qk_rope_head_dim, self.rotary.base, self.rotary.scaling),
         )
 
     @property

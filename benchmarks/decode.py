@@ -77,7 +77,7 @@ from harness import page_faults, pooled, quartiles, ratios, say
 from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
 
-from attention import GroupedQueryAttention, KVCache, kv_cache_bytes_per_token
+from attention import GroupedQueryAttention, KVCache, Rotary, kv_cache_bytes_per_token
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -129,7 +129,7 @@ def build(args: argparse.Namespace) -> tuple[GroupedQueryAttention, LlamaAttenti
         context_length=max(args.cached + args.rolling_cached) + 1,
         num_heads=args.num_heads,
         num_kv_heads=args.num_kv_heads,
-        rope_base=args.rope_base,
+        rotary=Rotary(d_out // args.num_heads, args.rope_base),
         out_bias=False,  # Llama's o_proj has no bias
     ).eval()
     config = LlamaConfig(
@@ -245,7 +245,7 @@ def build_windowed(args: argparse.Namespace, ours: GroupedQueryAttention) -> Gro
         context_length=max(args.rolling_cached, default=0) + steps,
         num_heads=ours.num_heads,
         num_kv_heads=ours.num_kv_heads,
-        rope_base=ours.rope_base,
+        rotary=ours.rotary,
         out_bias=False,
         window=args.window,
     ).eval()

@@ -100,6 +100,7 @@ from attention import (
     GatedDeltaNet,
     GatedDeltaNetCache,
     KVCache,
+    Rotary,
     gated_delta_rule,
     kv_cache_bytes_per_token,
 )
@@ -238,7 +239,7 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
             num_heads=args.index_heads,
             head_dim=args.index_dim,
             qk_rope_head_dim=args.index_rope_dim,
-            rope_base=MODEL.rope_theta,
+            rotary=Rotary(args.index_rope_dim, MODEL.rope_theta),
         ).eval()
     return layers
 

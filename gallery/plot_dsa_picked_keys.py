@@ -20,7 +20,7 @@ with ``top_k = 8``: the marked tokens, however far back, and keys nearby.
 import matplotlib.pyplot as plt
 import torch
 
-from attention import LightningIndexer, topk_sparse_attention
+from attention import LightningIndexer, Rotary, topk_sparse_attention
 from attention.figures import heatmap
 
 torch.manual_seed(0)
@@ -35,7 +35,12 @@ q_latent = content + 2.0 * m  # every query also looks for the marker
 x = torch.cat([content, torch.ones(tokens, 1)], dim=1)  # a constant last feature
 
 indexer = LightningIndexer(
-    dim + 1, dim, num_heads=1, head_dim=dim, qk_rope_head_dim=rotated, rope_base=100.0
+    dim + 1,
+    dim,
+    num_heads=1,
+    head_dim=dim,
+    qk_rope_head_dim=rotated,
+    rotary=Rotary(rotated, 100.0),
 )
 with torch.no_grad():
     indexer.W_query.weight.copy_(torch.eye(dim))

@@ -14,14 +14,15 @@ tokens a cache of 4 sinks and the 12 most recent tokens holds after each step of
 import matplotlib.pyplot as plt
 import torch
 
-from attention import GroupedQueryAttention, StreamingCache
+from attention import GroupedQueryAttention, Rotary, StreamingCache
 from attention.figures import heatmap
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
 steps = 40
-layer = GroupedQueryAttention(8, 8, 16, num_heads=2, num_kv_heads=1, rope_base=10000.0)
+rotary = Rotary(4, 10000.0)  # each head's 4 numbers turn, base 10,000
+layer = GroupedQueryAttention(8, 8, 16, num_heads=2, num_kv_heads=1, rotary=rotary)
 cache = StreamingCache(num_sinks=4, recent=12)
 x = torch.randn(1, steps, 8)
 held = torch.zeros(steps, steps)

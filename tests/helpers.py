@@ -296,16 +296,10 @@ BAD_ARGUMENTS = {
         ({"num_kv_heads": 0}, r"num_kv_heads must be at least 1, got 0"),
         ({"d_out": 10}, r"d_out=10 and num_heads=4"),
         (
-            {"d_out": 12, "rope_base": 10000.0},
-            r"Rotary: RoPE rotates pairs of numbers, so the rotary dimension must be even .*"
-            r"= int\(3 \* 1.0\) = 3",
+            {"rope_base": 10000.0},
+            r"rope_base= is no longer taken; give rotary=Rotary\(head_dim, base\)",
         ),
-        ({"rope_base": 1.0}, r"Rotary: base must be a number greater than 1, got 1.0"),
-        (
-            {"rope_base": "10000"},
-            r"Rotary: base must be a number greater than 1, got '10000'",
-            TypeError,
-        ),
+        ({"rotary": 10000.0}, r"rotary must be a Rotary or None, got 10000.0", TypeError),
         ({"window": 0}, r"window must be at least 1, got 0"),
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\).*got 1.5"),
         ({"out_bias": 0}, r"out_bias must be True or False.*got 0 of type int", TypeError),
@@ -319,8 +313,12 @@ BAD_ARGUMENTS = {
             r"v_head_dim must be a positive integer, got 2.0 of type float",
             TypeError,
         ),
-        ({"rope_base": 0.5}, r"Rotary: base must be a number greater than 1, got 0.5"),
-        ({"rope_base": "5"}, r"Rotary: base must be a number greater than 1, got '5'", TypeError),
+        (
+            {"rope_base": 0.5},
+            r"rope_base= is no longer taken; give rotary=Rotary\(qk_rope_head_dim, base",
+        ),
+        ({"rotary": "5"}, r"rotary must be a Rotary or None, got str", TypeError),
+        ({"rotary": Rotary(6)}, r"expected a rotary over qk_rope_head_dim=\d+ numbers"),
         ({"eps": 0}, r"eps must be a positive number, got 0"),
         ({"eps": None}, r"eps must be a positive number, got None", TypeError),
         ({"dropout": -0.1}, r"dropout must be in \[0, 1\).*got -0.1"),
@@ -389,9 +387,13 @@ def make_gqa(layout: dict, *, parts: tuple[str, ...] = (), **kwargs) -> GroupedQ
     projections or on none, so ``out_bias`` follows ``qkv_bias``. ``parts`` are added
     after construction, as :mod:`attention.models.recipes` adds them, from the same seed:
     ``"W_gate"``, ``"qk_norm"`` (per head), ``"qk_norm_projection"`` (OLMo 2's),
-    ``"v_norm"`` and ``"no_W_value"`` (Gemma 4's keys as values).
+    ``"v_norm"`` and ``"no_W_value"`` (Gemma 4's keys as values). ``rope_base`` is
+    this helper's shorthand for ``rotary=Rotary(layout["head_dim"], rope_base)``.
     """
     d = layout["num_heads"] * layout["head_dim"]
+    base = kwargs.pop("rope_base", None)
+    if base is not None:
+        kwargs["rotary"] = Rotary(layout["head_dim"], base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(layout["seed"])
         module = GroupedQueryAttention(

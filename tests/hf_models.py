@@ -75,6 +75,11 @@ EXACT = {"rtol": 1e-10, "atol": 1e-12}
 FLOAT32_STEP = {"rtol": 1e-5, "atol": 1e-5}
 
 
+def _base(gqa, default: float) -> float:
+    """The layer's RoPE base, or ``default`` for a layer without RoPE (its config needs one)."""
+    return default if gqa.rotary is None else gqa.rotary.base
+
+
 def rope_cos_sin(
     positions: torch.Tensor, head_dim: int, base: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,7 +103,10 @@ def llama_config(gqa: GroupedQueryAttention, implementation: str = "sdpa", cls=L
         head_dim=gqa.head_dim,
         attention_bias=gqa.W_query.bias is not None,
         max_position_embeddings=gqa.context_length,
-        rope_parameters={"rope_type": "default", "rope_theta": float(gqa.rope_base or 10000.0)},
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": gqa.rotary.base if gqa.rotary is not None else 10000.0,
+        },
         attn_implementation=implementation,
     )
 
@@ -149,10 +157,10 @@ def deepseek_config(mla: MultiHeadLatentAttention, implementation: str = "sdpa")
         qk_rope_head_dim=mla.qk_rope_head_dim,
         v_head_dim=mla.v_head_dim,
         attention_bias=mla.out_proj.bias is not None,  # deepseek_attention checks W_dkv's
-        rope_interleave=mla.rope_interleave,
+        rope_interleave=mla.rotary.interleaved,
         rms_norm_eps=mla.kv_norm.eps,
         max_position_embeddings=mla.context_length,
-        rope_parameters={"rope_type": "default", "rope_theta": mla.rope_base},
+        rope_parameters={"rope_type": "default", "rope_theta": mla.rotary.base},
         attn_implementation=implementation,
     )
 
@@ -283,7 +291,10 @@ def _common(gqa: GroupedQueryAttention, implementation: str) -> dict:
         "num_key_value_heads": gqa.num_kv_heads,
         "attention_bias": gqa.W_query.bias is not None,
         "max_position_embeddings": gqa.context_length,
-        "rope_parameters": {"rope_type": "default", "rope_theta": float(gqa.rope_base or 1e4)},
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": gqa.rotary.base if gqa.rotary is not None else 1e4,
+        },
         "attn_implementation": implementation,
         "num_hidden_layers": 1,
     }

@@ -38,6 +38,7 @@ from attention import (
     NoPEWithTemperature,
     PagedKVCache,
     QuantizedKVCache,
+    Rotary,
     SparseLatentAttention,
     SparseLatentCache,
     StreamingCache,
@@ -62,7 +63,8 @@ def discovered() -> list[type]:
 
 def gqa(**kwargs) -> GroupedQueryAttention:
     torch.manual_seed(0)
-    return GroupedQueryAttention(8, 8, 64, num_heads=2, num_kv_heads=1, rope_base=10.0, **kwargs)
+    rotary = Rotary(4, 10.0)
+    return GroupedQueryAttention(8, 8, 64, num_heads=2, num_kv_heads=1, rotary=rotary, **kwargs)
 
 
 def mla() -> MultiHeadLatentAttention:

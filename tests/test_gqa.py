@@ -216,8 +216,9 @@ def multi_query_attention(mqa: GroupedQueryAttention, x: torch.Tensor) -> tuple[
     q = F.linear(x, mqa.W_query.weight, mqa.W_query.bias)
     q = q.view(batch, num_tokens, heads, head_dim).transpose(1, 2)  # (b, heads, n, head_dim)
     k, v = (F.linear(x, w.weight, w.bias)[:, None] for w in (mqa.W_key, mqa.W_value))
-    if mqa.rope_base is not None:
-        q, k = apply_rope(q, base=mqa.rope_base), apply_rope(k, base=mqa.rope_base)
+    if mqa.rotary is not None:
+        base = mqa.rotary.base
+        q, k = apply_rope(q, base=base), apply_rope(k, base=base)
     k, v = (t.expand(batch, heads, num_tokens, head_dim) for t in (k, v))  # one head, shared
     context = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     out = F.linear(
@@ -256,7 +257,7 @@ def test_one_kv_head_is_multi_query_attention(
             num_heads=num_heads,
             num_kv_heads=1,
             qkv_bias=qkv_bias,
-            rope_base=rope_base,
+            rotary=None if rope_base is None else Rotary(2 * half_head_dim, rope_base),
         )
     mqa = mqa.to(F64).eval()
     x = torch.randn(batch, num_tokens, d, generator=torch.Generator().manual_seed(seed), dtype=F64)
@@ -453,7 +454,13 @@ def test_a_forward_checks_its_input_once_and_nothing_else(monkeypatch, window):
     from attention import KVCache
 
     gqa = GroupedQueryAttention(
-        8, 8, context_length=6, num_heads=4, num_kv_heads=2, rope_base=10.0, window=window
+        8,
+        8,
+        context_length=6,
+        num_heads=4,
+        num_kv_heads=2,
+        rotary=Rotary(2, 10.0),
+        window=window,
     )
     x, cache = torch.randn(2, 6, 8), KVCache(window=window)
     counts = count_check_calls(monkeypatch)
@@ -788,7 +795,7 @@ BAD_OPTIONS = [
     ({"keys_as_values": True}, r"keys_as_values= is no longer taken; set layer.W_value = None"),
     ({"rope_scaling": {}}, r"rope_scaling= is no longer taken; give rotary=Rotary\("),
     ({"partial_rotary_factor": 0.5}, r"partial_rotary_factor= .*rotary=Rotary\("),
-    ({"rope_base": 1e4, "rotary": Rotary(4)}, r"give rope_base or rotary, not both"),
+    ({"rope_base": 1e4}, r"rope_base= is no longer taken; give rotary=Rotary\(head_dim, base\)"),
 ]
 
 
@@ -962,7 +969,7 @@ def test_chunked_decoding_matches_llama4_as_shipped():
 
 
 def llama_with(gqa: GroupedQueryAttention, scaling: dict):
-    config = rope_config(gqa.head_dim, gqa.rope_base, scaling)
+    config = rope_config(gqa.head_dim, gqa.rotary.base, scaling)
     config.hidden_size, config.num_attention_heads = gqa.d_in, gqa.num_heads
     config.num_key_value_heads = gqa.num_kv_heads
     return llama_attention(gqa, config=config), config
@@ -1050,7 +1057,7 @@ def neox_attention(gqa: GroupedQueryAttention, fraction: float, scaling: dict | 
     GPT-NeoX fuses the three projections into ``query_key_value``, head by head: the
     rows of head ``h`` are its query, then its key, then its value.
     """
-    params = {"rope_type": "default", **(scaling or {}), "rope_theta": gqa.rope_base}
+    params = {"rope_type": "default", **(scaling or {}), "rope_theta": gqa.rotary.base}
     config = GPTNeoXConfig(
         hidden_size=gqa.d_in,
         num_attention_heads=gqa.num_heads,
@@ -1109,8 +1116,8 @@ def test_default_arguments_keep_todays_modules_exactly(seed, num_tokens):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         before = GroupedQueryAttention(
-            32, 32, 64, num_heads=4, num_kv_heads=2, rope_base=10000.0, out_bias=False
-        )  # rope_base makes a plain Rotary
+            32, 32, 64, num_heads=4, num_kv_heads=2, rotary=Rotary(8), out_bias=False
+        )  # a plain Rotary
     before = before.to(F64).eval()
     assert list(plain.state_dict()) == list(before.state_dict())
     for name, tensor in before.state_dict().items():
@@ -1128,6 +1135,12 @@ def test_default_arguments_keep_todays_modules_exactly(seed, num_tokens):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             mlas.append(
-                MultiHeadLatentAttention(32, 32, 64, **mla_kwargs, rope_scaling=scaling).to(F64)
+                MultiHeadLatentAttention(
+                    32,
+                    32,
+                    64,
+                    **mla_kwargs,
+                    rotary=Rotary(4, scaling=scaling, interleaved=True),
+                ).to(F64)
             )
     assert mlas[0]._scale is None and torch.equal(mlas[0](x), mlas[1](x))

@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transformers import DynamicCache
 
-from attention import GroupedQueryAttention, KVCache, kv_cache_bytes_per_token, padding_mask
+from attention import GroupedQueryAttention, KVCache, Rotary, kv_cache_bytes_per_token, padding_mask
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -110,7 +110,9 @@ def test_an_empty_cache_given_no_tokens_stays_empty_and_fills_later(window):
 
 def test_positions_continue_from_the_cache_length():
     """A token decoded after 3 cached ones is rotated as position 3, not 0."""
-    gqa = GroupedQueryAttention(8, 8, context_length=4, num_heads=2, num_kv_heads=1, rope_base=10.0)
+    gqa = GroupedQueryAttention(
+        8, 8, context_length=4, num_heads=2, num_kv_heads=1, rotary=Rotary(4, 10.0)
+    )
     x = torch.randn(1, 4, 8)
     cache = KVCache()
     gqa(x[:, :3], cache=cache)
@@ -227,7 +229,9 @@ def test_storage_grows_when_full_and_keeps_what_was_cached():
 def test_backward_through_cached_steps_gives_the_full_pass_gradients():
     """With gradients flowing, no step overwrites a tensor an earlier step saved for backward."""
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(8, 8, context_length=6, num_heads=2, num_kv_heads=1, rope_base=10.0)
+    gqa = GroupedQueryAttention(
+        8, 8, context_length=6, num_heads=2, num_kv_heads=1, rotary=Rotary(4, 10.0)
+    )
     x = torch.randn(1, 6, 8)
     cache = KVCache()
     steps = [gqa(x[:, :3], cache=cache), *(gqa(x[:, i : i + 1], cache=cache) for i in range(3, 6))]
@@ -299,7 +303,7 @@ def test_rolling_cache_decoding_equals_one_full_pass(run, rope):
 def test_decoding_three_windows_one_token_at_a_time_keeps_memory_within_the_window(window):
     torch.manual_seed(0)
     n = 3 * window
-    gqa = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, rope_base=10.0)
+    gqa = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, rotary=Rotary(4, 10.0))
     local = GroupedQueryAttention(8, 8, n, num_heads=2, num_kv_heads=1, window=window)
     local.load_state_dict(gqa.state_dict())
     x = torch.randn(1, n, 8)
@@ -362,7 +366,9 @@ def test_a_chunks_cache_keeps_only_the_current_chunk():
 
 def test_backward_through_rolling_steps_gives_the_full_pass_gradients():
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(8, 8, 9, num_heads=2, num_kv_heads=1, rope_base=10.0, window=3)
+    gqa = GroupedQueryAttention(
+        8, 8, 9, num_heads=2, num_kv_heads=1, rotary=Rotary(4, 10.0), window=3
+    )
     x = torch.randn(1, 9, 8)
     cache = KVCache(window=3)
     steps = [gqa(x[:, :4], cache=cache), *(gqa(x[:, i : i + 1], cache=cache) for i in range(4, 9))]
@@ -458,7 +464,9 @@ def test_a_layer_refuses_a_cache_built_for_another_window():
 
 def test_a_chunk_cache_can_go_back_within_its_chunk():
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(8, 8, 12, num_heads=2, num_kv_heads=1, rope_base=10.0, chunk=4)
+    gqa = GroupedQueryAttention(
+        8, 8, 12, num_heads=2, num_kv_heads=1, rotary=Rotary(4, 10.0), chunk=4
+    )
     x = torch.randn(1, 12, 8)
     full = gqa(x)
     cache = KVCache(chunk=4)

@@ -18,7 +18,7 @@ from hf_models import EXACT
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attention import GroupedQueryAttention, KVCache, QuantizedKVCache, quantize_kv
+from attention import GroupedQueryAttention, KVCache, QuantizedKVCache, Rotary, quantize_kv
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -194,7 +194,7 @@ def test_cache_bytes_per_token_fall_with_bits():
 @pytest.mark.parametrize("bits, tolerance", [(8, 0.02), (4, 0.3)])
 def test_decoding_with_a_quantized_cache_stays_close_to_the_full_cache(bits, tolerance):
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(32, 32, 64, num_heads=4, num_kv_heads=2, rope_base=10000.0)
+    gqa = GroupedQueryAttention(32, 32, 64, num_heads=4, num_kv_heads=2, rotary=Rotary(8, 10000.0))
     gqa = gqa.to(F64).eval()
     x = torch.randn(1, 48, 32, dtype=F64)
     full = gqa(x)
@@ -210,7 +210,9 @@ def test_decoding_with_a_quantized_cache_stays_close_to_the_full_cache(bits, tol
 
 def test_a_residual_as_long_as_the_text_is_the_full_cache():
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(8, 8, 16, num_heads=2, num_kv_heads=1, rope_base=100.0).to(F64)
+    gqa = GroupedQueryAttention(8, 8, 16, num_heads=2, num_kv_heads=1, rotary=Rotary(4, 100.0)).to(
+        F64
+    )
     x = torch.randn(2, 12, 8, dtype=F64)
     cache = QuantizedKVCache(4, group_size=4, residual_length=12)
     out = torch.cat([gqa(x[:, :5], cache=cache), gqa(x[:, 5:], cache=cache)], dim=1)

@@ -43,6 +43,7 @@ from attention import (
     KVCache,
     LatentCache,
     MultiHeadLatentAttention,
+    Rotary,
     kv_cache_bytes_per_token,
     latent_cache_bytes_per_token,
     padding_mask,
@@ -73,7 +74,9 @@ def mla_layouts(draw: st.DrawFn, max_tokens: int = 6) -> dict:
 
 def make_mla(layout: dict) -> MultiHeadLatentAttention:
     sizes = ("num_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
-    kwargs = {k: layout[k] for k in (*sizes, "v_head_dim", "rope_interleave")}
+    kwargs = {k: layout[k] for k in (*sizes, "v_head_dim")}
+    rope = Rotary(layout["qk_rope_head_dim"], interleaved=layout["rope_interleave"])
+    kwargs["rotary"] = rope
     # DeepSeek's attention_bias: a bias on the down-projections and on out_proj, or none
     kwargs |= {"qkv_bias": layout["attention_bias"], "out_bias": layout["attention_bias"]}
     with torch.random.fork_rng(devices=[]):
@@ -94,7 +97,7 @@ def test_matches_deepseek_v3_attention_in_float64(layout):
     x = layout_input(layout)
     n = x.shape[1]
     positions = torch.arange(n).expand(x.shape[0], -1)
-    cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
+    cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rotary.base)
     expected, _ = theirs(x, cos_sin, causal_4d(n, n))
     torch.testing.assert_close(mla(x), expected, **EXACT)
 
@@ -125,7 +128,7 @@ def test_cache_holds_the_latent_and_the_rotated_key_like_dynamic_cache(layout, d
     pieces = []
     for start, stop in zip([0, *range(prefill, n)], range(prefill, n + 1), strict=False):
         positions = torch.arange(start, stop).expand(x.shape[0], -1)
-        cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
+        cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rotary.base)
         mask = causal_4d(stop - start, stop) if stop - start > 1 else None
         # The cache goes 4th, by position: `past_key_values` before transformers 5.24, `cache`
         # after, and the old keyword warns (FutureWarning) from 5.24 on.
@@ -223,7 +226,7 @@ def test_a_right_padded_batch_matches_deepseek_v3_in_prefill_and_decoding(layout
     ours, their_cache = LatentCache(), DynamicCache()
     for start, stop in zip([0, *range(prefill, n)], range(prefill, n + 1), strict=False):
         positions = torch.arange(start, stop).expand(b, -1)
-        cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rope_base)
+        cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rotary.base)
         mask = padded_causal_4d(attention_mask[:, :stop], stop - start)
         expected, _ = theirs(x[:, start:stop], cos_sin, mask, their_cache)
         got = mla(x[:, start:stop], cache=ours, allowed=attention_mask[:, :stop])
@@ -276,7 +279,7 @@ def deepseek_yarn_attention(mla: MultiHeadLatentAttention, scaling: dict):
     is built from a yarn config and given the weights of ``deepseek_attention``'s.
     """
     config = deepseek_config(mla)
-    config.rope_parameters = {**scaling, "rope_theta": mla.rope_base}
+    config.rope_parameters = {**scaling, "rope_theta": mla.rotary.base}
     config.max_position_embeddings = 320
     theirs = DeepseekV3Attention(config, layer_idx=0).to(F64).eval()
     theirs.load_state_dict(deepseek_attention(mla).state_dict())
@@ -294,7 +297,8 @@ def test_mla_yarn_matches_deepseek_v3_attention(interleave, scaling):
         torch.manual_seed(4)
         mla = MultiHeadLatentAttention(
             32, 32, 40, num_heads=3, q_lora_rank=12, kv_lora_rank=8, qk_nope_head_dim=6,
-            qk_rope_head_dim=8, v_head_dim=5, rope_interleave=interleave, rope_scaling=scaling,
+            qk_rope_head_dim=8, v_head_dim=5,
+            rotary=Rotary(8, scaling=scaling, interleaved=interleave),
         ).to(F64).eval()  # fmt: skip
     theirs, config = deepseek_yarn_attention(mla, scaling)
     mscale = 0.1 * scaling["mscale_all_dim"] * math.log(40.0) + 1.0

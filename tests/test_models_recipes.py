@@ -198,7 +198,7 @@ def test_gemma4_shared_layers_attend_with_the_keys_and_values_of_their_source():
     store = layer_for(facts, source, sizes=sizes).to(F64).eval()
     shared = layer_for(facts, first_shared, sizes=sizes).to(F64).eval()
     assert isinstance(shared, SharedKVAttention) and isinstance(store, GroupedQueryAttention)
-    assert shared.window == store.window and shared.rotary.base == store.rope_base
+    assert shared.window == store.window and shared.rotary.base == store.rotary.base
     with torch.no_grad():
         for name in ("W_query", "out_proj"):
             getattr(shared, name).weight.copy_(getattr(store, name).weight)
@@ -216,10 +216,10 @@ def test_deepseek_v3_recipe_matches_deepseek_v3_attention(seed):
     unscaled = changed(MODELS["DeepSeek-V3"], rope={"scaling": None})
     torch.manual_seed(seed)
     mla = layer_for(unscaled, 0, sizes=sizes).to(F64).eval()
-    assert type(mla) is MultiHeadLatentAttention and mla.rope_base == 10000.0
+    assert type(mla) is MultiHeadLatentAttention and mla.rotary.base == 10000.0
     x = torch.randn(1, 6, 32, dtype=F64)
     positions = torch.arange(6)[None]
-    cos_sin = rope_cos_sin(positions, 4, mla.rope_base)
+    cos_sin = rope_cos_sin(positions, 4, mla.rotary.base)
     theirs = float64_norms(deepseek_attention(mla))  # its RMS norms in float64
     expected, _ = theirs(x, cos_sin, causal_4d(6, 6))
     torch.testing.assert_close(mla(x), expected, **EXACT)
@@ -412,7 +412,7 @@ def test_gemma4_global_layer_recipe_as_released(layout, seed):
     layout = layout | {"head_dim": 16, "d_model": layout["num_heads"] * 16, "seed": seed}
     scaling = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
     gqa = make_layer(layout, "Gemma 4 31B")
-    assert gqa.rotary.scaling == scaling and gqa.rope_base == 1e6 and gqa.W_value is None
+    assert gqa.rotary.scaling == scaling and gqa.rotary.base == 1e6 and gqa.W_value is None
     gqa = randomize_new_parameters(gqa, seed)
     x = layout_input(layout)
     positions = torch.arange(x.shape[1]).expand(x.shape[0], -1)
@@ -523,7 +523,7 @@ def sliding_decode(gqa, theirs, x, splits, tolerance, cos_sin=None):
         positions = torch.arange(start, stop).expand(x.shape[0], -1)
         new = x[:, start:stop]
         mask = create_sliding_window_causal_mask(config, new, None, their_cache, positions)
-        cos, sin = rope_cos_sin(positions, gqa.head_dim, gqa.rope_base)
+        cos, sin = rope_cos_sin(positions, gqa.head_dim, gqa.rotary.base)
         if cos_sin == "half":  # gpt-oss's rotary embedding gives each angle once
             cos, sin = cos[..., : gqa.head_dim // 2], sin[..., : gqa.head_dim // 2]
         expected, _ = theirs(new, (cos, sin), mask, their_cache)
@@ -549,7 +549,7 @@ def test_rolling_decoding_matches_gemma3_sliding_layer(layout, window, query_pre
     scores = {"query_pre_attn_scalar": query_pre_attn_scalar}  # the local base: 10000
     gemma3 = changed(MODELS["Gemma 3 27B"], scores=scores)
     gqa = make_layer(layout, gemma3, "sliding_attention", sliding_window=window)
-    assert gqa.rope_base == 10000.0
+    assert gqa.rotary.base == 10000.0
     gqa = randomized(gqa, layout["seed"])
     theirs = float64_norms(
         gemma3_sliding_attention(gqa, query_pre_attn_scalar), ("q_norm", "k_norm")
@@ -595,7 +595,7 @@ def test_chunked_decoding_with_qk_norm_matches_llama4_scouts_chunked_layer(layou
     layout |= {"num_tokens": n, "context_length": n}
     unscaled = changed(MODELS["Llama 4 Scout"], rope={"scaling": None})
     gqa = make_layer(layout, unscaled, "chunked_attention", attention_chunk_size=chunk)
-    assert gqa.rope_base == 500000.0 and gqa.q_norm.weight is None
+    assert gqa.rotary.base == 500000.0 and gqa.q_norm.weight is None
     theirs = llama4_chunked_attention(gqa, use_qk_norm=True)
     assert isinstance(theirs.qk_norm, modeling_llama4.Llama4TextL2Norm)
     x = layout_input(layout)
@@ -646,7 +646,7 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
     yarn = {**MODULE_SCALINGS["yarn"]}
     gpt_oss = changed(MODELS["gpt-oss-120b"], rope={"scaling": yarn})  # its bias, as released
     gqa = part3_gqa(6, 8, gpt_oss)
-    assert gqa.rope_base == 150000.0 and gqa.sinks is not None
+    assert gqa.rotary.base == 150000.0 and gqa.sinks is not None
     config = modeling_gpt_oss.GptOssConfig(
         attention_bias=True,  # as released
         hidden_size=gqa.d_in,
@@ -680,7 +680,7 @@ def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
     """A global layer of Gemma 4: its head rotates a quarter of its pairs."""
     proportional = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
     gqa = part3_gqa(7, 16, MODELS["Gemma 4 31B"])
-    assert gqa.rotary.scaling == proportional and gqa.rope_base == 1e6 and gqa.scale == 1.0
+    assert gqa.rotary.scaling == proportional and gqa.rotary.base == 1e6 and gqa.scale == 1.0
     config = modeling_gemma4.Gemma4TextConfig(
         attention_bias=False,
         hidden_size=gqa.d_in,
@@ -720,7 +720,7 @@ def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
     """Qwen3-Next's attention as released: a quarter of each head rotates, QK-norm
     (zero-centred: its weight is ours minus 1) and the output gate."""
     gqa = part3_gqa(8, 16, MODELS["Qwen3-Next 80B-A3B"])
-    assert gqa.rope_base == 1e7 and gqa.rotary.partial_rotary_factor == 0.25
+    assert gqa.rotary.base == 1e7 and gqa.rotary.partial_rotary_factor == 0.25
     config = modeling_qwen3_next.Qwen3NextConfig(
         attention_bias=False,
         hidden_size=gqa.d_in,
@@ -877,7 +877,7 @@ def test_a_layer_at_the_models_sizes():
     assert glob.rotary.scaling == facts.rope_scaling and glob.scale == 1.0
     local = layer_for(facts, 0)
     assert (local.num_kv_heads, local.head_dim, local.window) == (16, 256, 1024)
-    assert local.rope_base == facts.local_rope_theta and local.rotary.scaling is None
+    assert local.rotary.base == facts.local_rope_theta and local.rotary.scaling is None
 
 
 def test_one_seed_draws_the_recipes_weights_in_the_modules_order():

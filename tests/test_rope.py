@@ -689,6 +689,10 @@ def test_scalings_of_a_wrong_type_raise_a_type_error(kwargs, message):
             r"Rotary: scaling\['rope_type'\] must be one of .*got 'nope'",
         ),
         (
+            lambda: Rotary(4, scaling={**YARN, "rope_theta": 50.0}, interleaved=True),
+            r"Rotary: scaling\['rope_theta'\]=50.0 differs from base=10000.0",
+        ),
+        (
             lambda: MultiHeadLatentAttention(
                 8,
                 8,
@@ -698,9 +702,13 @@ def test_scalings_of_a_wrong_type_raise_a_type_error(kwargs, message):
                 qk_nope_head_dim=2,
                 qk_rope_head_dim=4,
                 v_head_dim=2,
-                rope_scaling={**YARN, "rope_theta": 50.0},
+                rope_scaling=YARN,
             ),
-            r"Rotary: scaling\['rope_theta'\]=50.0 differs from base=10000.0",
+            r"MultiHeadLatentAttention: rope_scaling= is no longer taken; give rotary=Rotary",
+        ),
+        (
+            lambda: Rotary(4, partial_rotary_factor=0.5, interleaved=True),
+            r"Rotary: an interleaved rotation turns the whole head, got partial_rotary_factor=0.5",
         ),
         (
             lambda: apply_rope_interleaved(

@@ -52,6 +52,7 @@ from attention import (
     KVCache,
     LatentCache,
     LightningIndexer,
+    Rotary,
     SparseLatentAttention,
     SparseLatentCache,
     attend,
@@ -327,7 +328,7 @@ def make_indexer(layout: dict) -> LightningIndexer:
         num_heads=layout["index_n_heads"],
         head_dim=layout["index_head_dim"],
         qk_rope_head_dim=layout["qk_rope_head_dim"],
-        rope_base=layout["rope_theta"],
+        rotary=Rotary(layout["qk_rope_head_dim"], layout["rope_theta"]),
     ).to(F64)
     with torch.no_grad():  # a LayerNorm that is not the identity
         indexer.k_norm.weight.normal_()
@@ -499,7 +500,8 @@ def test_indexer_scores_are_relu_scores_weighted_per_head():
         ({"num_heads": 0}, r"num_heads must be at least 1, got 0"),
         ({"qk_rope_head_dim": 3}, r"qk_rope_head_dim must be even .* got qk_rope_head_dim=3"),
         ({"qk_rope_head_dim": 10}, r"at most head_dim=8, got qk_rope_head_dim=10"),
-        ({"rope_base": 1.0}, r"Rotary: base must be a number greater than 1, got 1\.0"),
+        ({"rope_base": 1.0}, r"rope_base= is no longer taken; give rotary=Rotary\("),
+        ({"rotary": Rotary(2)}, r"expected a rotary over qk_rope_head_dim=4 numbers"),
         ({"eps": 0}, r"eps must be a positive number, got 0"),
     ],
 )
@@ -563,7 +565,8 @@ def dsa_layouts(draw: st.DrawFn) -> dict:
 def make_dsa(layout: dict) -> SparseLatentAttention:
     names = ("num_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
     kwargs = {k: layout[k] for k in (*names, "v_head_dim", "index_top_k", "index_num_heads")}
-    kwargs |= {"index_head_dim": layout["index_head_dim"], "rope_base": layout["rope_theta"]}
+    rotary = Rotary(layout["qk_rope_head_dim"], layout["rope_theta"], interleaved=True)
+    kwargs |= {"index_head_dim": layout["index_head_dim"], "rotary": rotary}
     kwargs |= {"qkv_bias": layout["attention_bias"], "out_bias": layout["attention_bias"]}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(layout["seed"])
@@ -583,7 +586,7 @@ def v32_attention(dsa: SparseLatentAttention, implementation: str) -> DeepseekV3
     """
     indexer = dsa.indexer
     layout = {"hidden_size": dsa.d_in, "q_lora_rank": dsa.q_lora_rank}
-    layout |= {"qk_rope_head_dim": dsa.qk_rope_head_dim, "rope_theta": dsa.rope_base}
+    layout |= {"qk_rope_head_dim": dsa.qk_rope_head_dim, "rope_theta": dsa.rotary.base}
     layout |= {"index_n_heads": indexer.num_heads, "index_head_dim": indexer.head_dim}
     config = v32_config(
         layout | {"index_topk": dsa.index_top_k},
@@ -623,7 +626,7 @@ def test_dsa_equals_deepseek_v32_attention_in_float64(implementation, layout, da
     n, rope = x.shape[1], dsa.qk_rope_head_dim
 
     def run(start: int, stop: int, cache=None) -> torch.Tensor:
-        cos_sin = rope_cos_sin(torch.arange(start, stop)[None], rope, dsa.rope_base)
+        cos_sin = rope_cos_sin(torch.arange(start, stop)[None], rope, dsa.rotary.base)
         mask = their_mask(stop - start, stop, implementation)
         with float64_casts(), float64_softmax():  # the cache goes 4th (see test_latent.py)
             return theirs(x[:, start:stop], cos_sin, mask, cache)[0]
@@ -695,11 +698,12 @@ def test_dsa_with_yarn_equals_deepseek_v32_attention_as_shipped(scaling, seed):
         torch.manual_seed(seed)
         dsa = SparseLatentAttention(
             32, 32, 40, num_heads=3, q_lora_rank=12, kv_lora_rank=8, qk_nope_head_dim=6,
-            qk_rope_head_dim=8, v_head_dim=5, rope_scaling=scaling, index_top_k=5,
+            qk_rope_head_dim=8, v_head_dim=5, index_top_k=5,
+            rotary=Rotary(8, scaling=scaling, interleaved=True),
             index_num_heads=4, index_head_dim=12,
         ).to(F64).eval()  # fmt: skip
     theirs = v32_attention(dsa, "eager")
-    theirs.config.rope_parameters = {**scaling, "rope_theta": dsa.rope_base}
+    theirs.config.rope_parameters = {**scaling, "rope_theta": dsa.rotary.base}
     theirs.config.max_position_embeddings = 320
     rebuilt = DeepseekV32Attention(theirs.config, layer_idx=0).to(F64).eval()
     rebuilt.load_state_dict(theirs.state_dict())  # built again: it reads mscale_all_dim when built

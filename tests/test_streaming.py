@@ -16,7 +16,7 @@ from hf_models import EXACT
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attention import GroupedQueryAttention, KVCache, StreamingCache, apply_rope
+from attention import GroupedQueryAttention, KVCache, Rotary, StreamingCache, apply_rope
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -77,7 +77,7 @@ def test_decoding_equals_attention_over_the_kept_tokens_at_positions_from_zero(
             capacity,
             num_heads=2 * num_kv_heads if num_kv_heads == 1 else 2,
             num_kv_heads=num_kv_heads,
-            rope_base=100.0 if rope else None,
+            rotary=Rotary(4, 100.0) if rope else None,
         )
         .to(F64)
         .eval()
@@ -103,7 +103,7 @@ def test_decoding_equals_attention_over_the_kept_tokens_at_positions_from_zero(
 def test_several_new_tokens_see_the_cache_as_it_is_after_the_call(num_sinks, recent, pieces, seed):
     torch.manual_seed(seed)
     capacity = num_sinks + recent
-    gqa = GroupedQueryAttention(4, 4, capacity, num_heads=2, num_kv_heads=1, rope_base=50.0)
+    gqa = GroupedQueryAttention(4, 4, capacity, num_heads=2, num_kv_heads=1, rotary=Rotary(2, 50.0))
     gqa = gqa.to(F64).eval()
     pieces = [min(p, recent) for p in pieces]
     x = torch.randn(1, sum(pieces), 4, dtype=F64)
@@ -117,7 +117,7 @@ def test_several_new_tokens_see_the_cache_as_it_is_after_the_call(num_sinks, rec
 
 def test_before_any_eviction_it_is_the_plain_cache():
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(6, 6, 10, num_heads=3, num_kv_heads=1, rope_base=10000.0)
+    gqa = GroupedQueryAttention(6, 6, 10, num_heads=3, num_kv_heads=1, rotary=Rotary(2, 10000.0))
     gqa = gqa.to(F64).eval()
     x = torch.randn(2, 10, 6, dtype=F64)
     streaming, plain = StreamingCache(2, 8), KVCache()
@@ -129,7 +129,7 @@ def test_before_any_eviction_it_is_the_plain_cache():
 
 
 def test_a_stream_outlives_the_module_context_length():
-    gqa = GroupedQueryAttention(4, 4, 6, num_heads=1, num_kv_heads=1, rope_base=100.0)
+    gqa = GroupedQueryAttention(4, 4, 6, num_heads=1, num_kv_heads=1, rotary=Rotary(4, 100.0))
     cache = StreamingCache(2, 4)
     for _ in range(20):
         gqa(torch.randn(1, 1, 4), cache=cache)

@@ -283,8 +283,13 @@ def _latent(facts: ModelFacts, sizes: Sizes) -> dict:
         "context_length": sizes.of(facts, "max_position_embeddings"),
         "q_lora_rank": sizes.of_optional(facts, "q_lora_rank"),  # None: no query latent
         **{name: sizes.of(facts, name) for name in ("num_heads", *latent, "v_head_dim")},
-        "rope_base": facts.rope_theta,
-        "rope_scaling": facts.rope_scaling,
+        # DeepSeek's weights lay the rotary parts out as neighbours (rope_interleave)
+        "rotary": Rotary(
+            sizes.of(facts, "qk_rope_head_dim"),
+            facts.rope_theta,
+            facts.rope_scaling,
+            interleaved=True,
+        ),
     }
 
 
@@ -397,7 +402,7 @@ def gemma3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     Examples
     --------
     >>> from attention.models import MODELS, Sizes
-    >>> gemma3_layer(MODELS["Gemma 3 27B"], 0, Sizes(head_dim=8)).rope_base
+    >>> gemma3_layer(MODELS["Gemma 3 27B"], 0, Sizes(head_dim=8)).rotary.base
     10000.0
     """
     kwargs = _attention(facts, index, sizes)
