@@ -495,10 +495,11 @@ class GatedDeltaNet(nn.Module):
     Shapes
     ------
     Input ``(batch, tokens, d_in)``; output the same. With a :class:`~attention.GatedDeltaNetCache`
-    the layer continues from the cache's states and updates them in place. ``allowed``,
-    a bool ``(batch, tokens)`` that is ``False`` at padding (as
-    :func:`~attention.padding_mask` gives it, the same mask the attention layers take),
-    zeroes the padding's inputs before anything else, as ``transformers``'
+    the layer continues from the cache's states and updates them in place.
+    ``padding_mask``, a bool ``(batch, tokens)`` that is ``False`` at padding (as
+    :func:`~attention.padding_mask` gives it), zeroes the padding's inputs before
+    anything else: a mask over the inputs, not the attention layers' ``allowed``, which
+    says which keys a query may attend to. It is done as ``transformers``'
     ``apply_mask_to_padding_states`` does in Qwen3-Next. Padding on the left then
     changes nothing for the real tokens: zero inputs write nothing, and a decayed zero
     state stays zero.
@@ -523,7 +524,7 @@ class GatedDeltaNet(nn.Module):
 
     >>> padded = torch.cat([torch.randn(1, 2, 8), x], dim=1)
     >>> real = torch.tensor([[False] * 2 + [True] * 6])
-    >>> torch.allclose(layer(padded, allowed=real)[:, 2:], full, atol=1e-6)
+    >>> torch.allclose(layer(padded, padding_mask=real)[:, 2:], full, atol=1e-6)
     True
     """
 
@@ -579,25 +580,28 @@ class GatedDeltaNet(nn.Module):
         self,
         x: torch.Tensor,
         cache: GatedDeltaNetCache | None = None,
-        allowed: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        **removed: object,
     ) -> torch.Tensor:
         """Run the layer over ``x``, ``(batch, tokens, d_in)``, continuing ``cache`` if given.
 
-        ``allowed``, a bool ``(batch, tokens)``, ``False`` at padding: those inputs are
-        zeroed first (see the class's Shapes).
+        ``padding_mask``, a bool ``(batch, tokens)``, ``False`` at padding: those inputs
+        are zeroed first (see the class's Shapes).
         """
         owner = type(self).__name__
+        what = "give padding_mask=, True at real tokens (allowed= is the attention layers')"
+        _checks.refuse_removed(owner, removed, {"allowed": what})
         _check_cache(self, cache, GatedDeltaNetCache, "a GatedDeltaNetCache")
         x = _checks.module_input(self, x, d_in=self.d_in)
         batch, tokens, _ = x.shape
-        if allowed is not None:
+        if padding_mask is not None:
             expected = (
-                f"expected allowed, a bool tensor that is True at real tokens and False at "
-                f"padding, of shape (batch, tokens) = {(batch, tokens)}"
+                f"expected padding_mask, a bool tensor that is True at real tokens and "
+                f"False at padding, of shape (batch, tokens) = {(batch, tokens)}"
             )
-            _checks.bool_mask(owner, allowed, expected, (batch, tokens))
+            real = _checks.bool_mask(owner, padding_mask, expected, (batch, tokens))
             # Zero the padding's inputs, as transformers' apply_mask_to_padding_states.
-            x = x * allowed[..., None].to(x.dtype)
+            x = x * real[..., None].to(x.dtype)
         held = None if cache is None or cache.conv_state is None else cache.conv_state.shape[0]
         if held is not None and held != batch:
             raise ValueError(

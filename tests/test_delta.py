@@ -622,16 +622,19 @@ def test_layer_errors():
     with expect("GatedDeltaNet: the cache holds a batch of 2 sequences, got an input of batch 1"):
         layer(layer_input(1, batch=1), cache)
     real = torch.ones(2, 3, dtype=torch.bool)
-    allowed = (
-        "GatedDeltaNet: expected allowed, a bool tensor that is True at real tokens and False "
-        "at padding, of shape (batch, tokens) = (2, 3), got "
+    padding = (
+        "GatedDeltaNet: expected padding_mask, a bool tensor that is True at real tokens and "
+        "False at padding, of shape (batch, tokens) = (2, 3), got "
     )
-    with expect(allowed + "a tensor of dtype torch.int64; a 0/1 attention_mask becomes"):
-        layer(layer_input(3), allowed=real.long())
-    with expect(allowed + "shape (2, 4)"):
-        layer(layer_input(3), allowed=torch.ones(2, 4, dtype=torch.bool))
-    with expect(allowed + "list", TypeError):
-        layer(layer_input(3), allowed=[[True] * 3] * 2)
+    with expect(padding + "a tensor of dtype torch.int64; a 0/1 attention_mask becomes"):
+        layer(layer_input(3), padding_mask=real.long())
+    with expect(padding + "shape (2, 4)"):
+        layer(layer_input(3), padding_mask=torch.ones(2, 4, dtype=torch.bool))
+    with expect(padding + "list", TypeError):
+        layer(layer_input(3), padding_mask=[[True] * 3] * 2)
+    # allowed= says which keys a query may attend to: a padding mask has its own name
+    with expect("GatedDeltaNet: allowed= is no longer taken; give padding_mask="):
+        layer(layer_input(3), allowed=real)
 
 
 # --- padding ------------------------------------------------------------------------------
@@ -652,7 +655,7 @@ def test_padded_batch_equals_qwen3_next_in_float64(chunk_size):
     cache, their_cache = GatedDeltaNetCache(), DynamicCache(config=config)
     with float64_qwen3_next(theirs), torch.no_grad():
         expected = theirs(x, their_cache, attention_mask=allowed.long())
-        out = ours(x, cache, allowed=allowed)
+        out = ours(x, cache, padding_mask=allowed)
     torch.testing.assert_close(out, expected, **EXACT)
     torch.testing.assert_close(cache.recurrent_state, their_cache.get_recurrent_state(0), **EXACT)
 
@@ -664,7 +667,7 @@ def test_padded_batch_equals_qwen3_next_as_shipped():
     allowed = torch.tensor(PADDED)
     with torch.no_grad():
         expected = theirs(x, attention_mask=allowed.long())
-        torch.testing.assert_close(ours(x, allowed=allowed), expected, **FLOAT32_STEP)
+        torch.testing.assert_close(ours(x, padding_mask=allowed), expected, **FLOAT32_STEP)
 
 
 @given(pad=st.integers(1, 6), tokens=st.integers(1, 6), chunk_size=st.integers(1, 4))
@@ -678,7 +681,7 @@ def test_padding_on_the_left_changes_nothing_for_the_real_tokens(pad, tokens, ch
     cache, padded_cache = GatedDeltaNetCache(), GatedDeltaNetCache()
     with torch.no_grad():
         out = layer(x, cache)
-        padded_out = layer(padded, padded_cache, allowed=allowed.expand(2, -1))
+        padded_out = layer(padded, padded_cache, padding_mask=allowed.expand(2, -1))
     torch.testing.assert_close(padded_out[:, pad:], out, **EXACT)
     torch.testing.assert_close(padded_cache.recurrent_state, cache.recurrent_state, **EXACT)
     torch.testing.assert_close(padded_cache.conv_state, cache.conv_state, **EXACT)
