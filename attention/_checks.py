@@ -340,30 +340,44 @@ def allowed_tensor(owner: str, allowed: object) -> torch.Tensor:
     if not isinstance(allowed, torch.Tensor):
         raise TypeError(f"{owner}: {expected}, got {type(allowed).__name__}")
     if allowed.dtype != torch.bool:
-        raise ValueError(f"{owner}: {expected}, got {allowed.dtype}")
+        raise ValueError(
+            f"{owner}: {expected}, got a tensor of dtype {allowed.dtype}; a 0/1 "
+            "attention_mask becomes one with .bool()"
+        )
     return allowed
 
 
 def allowed_mask(
-    owner: str, allowed: object, batch: int, num_queries: int, num_keys: int, num_cached: int
+    owner: str, allowed: object, scores: tuple[int, int, int, int], keys: str = "num_keys"
 ) -> torch.Tensor:
-    """Check a forward's ``allowed`` and return it as ``(batch, 1, num_queries or 1, num_keys)``.
+    """Check a layer's ``allowed`` against the shape of its ``scores`` and return it.
 
-    ``allowed`` is a bool tensor, ``True`` where a query may attend: ``(batch, num_keys)``
-    (a padding mask, shared by every query) or ``(batch, num_queries, num_keys)``.
-    ``num_keys`` counts the ``num_cached`` tokens and the new ones. The result
-    broadcasts over the heads.
+    The package's one contract for a mask: a bool tensor, ``True`` where a query may
+    attend to a key, that broadcasts to the scores ``(batch, num_heads, num_queries,
+    num_keys)`` by PyTorch's rules. A padding mask of the keys, ``(batch, num_keys)``,
+    is given as ``mask[:, None, None, :]``. ``keys`` names the last dimension in the
+    message (``"context_tokens"`` for cross-attention).
+
+    >>> allowed_mask("Layer", torch.ones(2, 1, 1, 5, dtype=torch.bool), (2, 4, 3, 5)).shape
+    torch.Size([2, 1, 1, 5])
+    >>> allowed_mask("Layer", torch.ones(2, 5, dtype=torch.bool), (2, 4, 3, 5))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: Layer: expected allowed broadcastable to ... got shape (2, 5); ...
     """
-    keys = f"num_keys={num_keys}: {num_cached} cached tokens and {num_queries} new ones"
-    expected = (
-        f"expected allowed, a bool tensor that is True where a query may attend, of shape "
-        f"(batch, num_keys) = {(batch, num_keys)} or (batch, num_queries, num_keys) = "
-        f"{(batch, num_queries, num_keys)} ({keys})"
-    )
-    allowed = bool_mask(owner, allowed, expected, (batch, num_keys), (batch, num_queries, num_keys))
-    if allowed.dim() == 2:
-        return allowed[:, None, None, :]  # (batch, 1, 1, num_keys): the same for every query
-    return allowed[:, None]  # (batch, 1, num_queries, num_keys)
+    allowed = allowed_tensor(owner, allowed)
+    try:
+        fits = torch.broadcast_shapes(allowed.shape, scores) == scores
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"{owner}: expected allowed broadcastable to (batch, num_heads, num_queries, "
+            f"{keys}) = {scores}, got shape {tuple(allowed.shape)}; a padding mask of the "
+            f"keys is padding_mask(lengths, {keys})[:, None, None, :]"
+        )
+    return allowed
 
 
 def bool_mask(owner: str, allowed: object, expected: str, *shapes: tuple[int, ...]) -> torch.Tensor:

@@ -246,7 +246,7 @@ class CrossAttention(nn.Module):
         checked = None
         if allowed is not None:  # checked before the cache takes anything
             expected = (batch, self.num_heads, num_queries, context_tokens)
-            checked = _check_allowed(owner, allowed, expected)
+            checked = _checks.allowed_mask(owner, allowed, expected, "context_tokens")
         queries = self._heads(self.W_query(x), self.num_heads, self.q_norm)  # (b, h, q, d)
         if filled is not None:  # the context's keys and values, computed at the first step
             keys, values = filled.update(None, None, num_queries)
@@ -325,21 +325,3 @@ class CrossAttention(nn.Module):
         # (b, num_kv_heads, m, d) -> (b, num_heads, m, d): heads 0 0 1 1 ...
         keys = keys.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)
         return _scaled_dot_product_weights(queries, keys, allowed)
-
-
-def _check_allowed(
-    owner: str, allowed: object, expected: tuple[int, int, int, int]
-) -> torch.Tensor:
-    """``allowed``, a bool tensor broadcastable to ``expected``, or raise."""
-    allowed = _checks.allowed_tensor(owner, allowed)
-    try:
-        fits = torch.broadcast_shapes(allowed.shape, expected) == expected
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"{owner}: expected allowed broadcastable to (batch, num_heads, num_queries, "
-            f"context_tokens) = {expected}, got shape {tuple(allowed.shape)}; a padding mask "
-            "of the context is padding_mask(lengths, context_tokens)[:, None, None, :]"
-        )
-    return allowed

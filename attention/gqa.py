@@ -305,7 +305,8 @@ class GroupedQueryAttention(nn.Module):
             _check_layer_cache(owner, cache, self.window, self.chunk, allowed)
         if allowed is not None:
             batch, n = x.shape[:2]
-            allowed = _checks.allowed_mask(owner, allowed, batch, n, start + n, start)
+            scores = (batch, self.num_heads, n, start + n)  # keys: the cached and the new
+            allowed = _checks.allowed_mask(owner, allowed, scores)
         queries, keys, values = self._heads_qkv(x)
         if cache is not None and cache.reindexes_positions:  # StreamingLLM's cache
             keys, values = self._cache(keys, values, cache)  # keys go in before RoPE
@@ -391,8 +392,9 @@ class GroupedQueryAttention(nn.Module):
         :class:`~attention.KeyValueCache` (quantized, streaming); any other cache is
         refused with a ``TypeError`` that names its layer, before it is touched.
         ``allowed`` (bool, ``True`` where a query may attend) is combined with the causal,
-        window or chunk mask: ``(batch, num_keys)``, such as
-        :func:`~attention.padding_mask`, or ``(batch, num_tokens, num_keys)``, where
+        window or chunk mask. It broadcasts to the scores, ``(batch, num_heads,
+        num_tokens, num_keys)``, as every ``allowed`` in the package does: a padding mask
+        of the keys (:func:`~attention.padding_mask`) is ``mask[:, None, None, :]``.
         ``num_keys`` counts the tokens seen (``cache.seen_tokens``) and the new ones; the
         columns of tokens a rolling cache dropped go unused. A query that may see no key
         has no meaningful output (zeros before ``out_proj``; NaN weights).
@@ -405,7 +407,8 @@ class GroupedQueryAttention(nn.Module):
         >>> _ = torch.manual_seed(0)
         >>> gqa = GroupedQueryAttention(3, 4, context_length=6, num_heads=2, num_kv_heads=1)
         >>> batch = torch.stack((INPUTS, torch.cat((INPUTS[:3], torch.zeros(3, 3)))))
-        >>> out = gqa(batch, allowed=padding_mask([6, 3], num_tokens=6))  # (2, 6, 4)
+        >>> real = padding_mask([6, 3], num_tokens=6)  # (2, 6): the keys that are real
+        >>> out = gqa(batch, allowed=real[:, None, None, :])  # (2, 6, 4)
         >>> torch.allclose(out[1, :3], gqa(INPUTS[:3].unsqueeze(0))[0], atol=1e-6)
         True
         """

@@ -326,7 +326,8 @@ class MultiHeadLatentAttention(nn.Module):
         batch, num_tokens, _ = x.shape
         if allowed is not None:
             owner, num_keys = type(self).__name__, num_cached + num_tokens
-            allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
+            scores = (batch, self.num_heads, num_tokens, num_keys)
+            allowed = _checks.allowed_mask(owner, allowed, scores)
         H, nope = self.num_heads, self.qk_nope_head_dim
 
         if self.q_lora_rank is None:

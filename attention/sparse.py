@@ -386,8 +386,9 @@ class LightningIndexer(nn.Module):
             in its ``keys`` (its ``values`` hold nothing, ``(batch, num_cached, 0)``);
             the new keys are appended and the new tokens sit after the cached ones.
         allowed : torch.Tensor of bool, optional
-            ``True`` where a query may attend, ``(batch, num_keys)`` (padding) or
-            ``(batch, num_tokens, num_keys)``, combined with the causal mask.
+            ``True`` where a query may attend, broadcasting to ``(batch, 1, num_tokens,
+            num_keys)`` (one mask for every indexer head; a padding mask of the keys is
+            ``mask[:, None, None, :]``), combined with the causal mask.
 
         Returns
         -------
@@ -410,8 +411,8 @@ class LightningIndexer(nn.Module):
                 f"shape {tuple(q_latent.shape)} and dtype {q_latent.dtype}"
             )
         num_keys = num_cached + num_tokens
-        if allowed is not None:
-            allowed = _checks.allowed_mask(owner, allowed, batch, num_tokens, num_keys, num_cached)
+        if allowed is not None:  # one mask for every head: the indexer's scores have none
+            allowed = _checks.allowed_mask(owner, allowed, (batch, 1, num_tokens, num_keys))
         # (b, n, H, head_dim) -> (b, H, n, head_dim), the first rope_dim numbers rotated
         queries = self.W_query(q_latent).view(batch, num_tokens, self.num_heads, self.head_dim)
         queries = self.rotary(queries.transpose(1, 2), num_cached)
@@ -424,7 +425,7 @@ class LightningIndexer(nn.Module):
         index_scores = torch.einsum("bnh,bhnk->bnk", weights, scores)  # (b, n, num_keys)
         mask = _causal_mask(num_tokens, num_keys, None, x.device)  # (n, num_keys)
         if allowed is not None:
-            mask = mask & allowed[:, 0]  # (b, n or 1, num_keys) & (n, num_keys)
+            mask = mask & allowed[:, 0]  # (b or 1, n or 1, num_keys) & (n, num_keys)
         return index_scores.masked_fill(~mask, float("-inf"))
 
 

@@ -361,7 +361,7 @@ X, CONTEXT = randn(2, 3, 4), randn(2, 5, 6, seed=2)
             ValueError,
             r"^CrossAttention: expected allowed broadcastable to \(batch, num_heads, "
             r"num_queries, context_tokens\) = \(2, 2, 3, 5\), got shape \(2, 3, 4\); a padding "
-            r"mask of the context is padding_mask\(lengths, context_tokens\)\[:, None, None, :\]$",
+            r"mask of the keys is padding_mask\(lengths, context_tokens\)\[:, None, None, :\]$",
         ),
         (
             lambda: LAYER(X, CONTEXT, allowed=torch.ones(2, 5, dtype=torch.bool)),
@@ -372,7 +372,8 @@ X, CONTEXT = randn(2, 3, 4), randn(2, 5, 6, seed=2)
             lambda: LAYER(X, CONTEXT, allowed=torch.ones(2, 1, 1, 5)),
             ValueError,
             r"^CrossAttention: allowed must be a bool tensor, True where a query may attend, "
-            r"got torch.float32$",
+            r"got a tensor of dtype torch.float32; a 0/1 attention_mask becomes one with "
+            r"\.bool\(\)$",
         ),
         (
             lambda: LAYER(X, CONTEXT, cache=object()),

@@ -139,7 +139,7 @@ def test_kernel_takes_allowed_by_keyword_and_explains_the_old_mask():
         grouped_query_attention(q, q, q, mask=allowed)
     with pytest.raises(TypeError, match=r"positional"):
         grouped_query_attention(q, q, q, allowed)
-    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*got torch.int64"):
+    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*got a tensor of dtype torch.int64"):
         grouped_query_attention(q, q, q, allowed=allowed.long())
 
 
@@ -514,7 +514,8 @@ def test_a_right_padded_batch_matches_llama_attention_in_prefill_and_decoding(ba
         cos_sin = rope_cos_sin(positions, gqa.head_dim, base)
         mask = padded_causal_4d(attention_mask[:, :stop], stop - start)
         expected, _ = llama(x[:, start:stop], cos_sin, mask, theirs)
-        got = gqa(x[:, start:stop], cache=ours, allowed=attention_mask[:, :stop])
+        keys = attention_mask[:, None, None, :stop]  # (batch, 1, 1, keys): every query
+        got = gqa(x[:, start:stop], cache=ours, allowed=keys)
         torch.testing.assert_close(got, expected, **EXACT)
     torch.testing.assert_close(ours.keys, theirs.layers[0].keys, **EXACT)
 
@@ -530,7 +531,7 @@ def test_real_tokens_of_a_left_padded_batch_get_what_they_get_alone(layout, data
     x = layout_input(layout)
     b, n = x.shape[:2]
     lengths = data.draw(st.lists(st.integers(1, n), min_size=b, max_size=b), label="lengths")
-    allowed = padding_mask(lengths, n).flip(-1)  # the real tokens last
+    allowed = padding_mask(lengths, n).flip(-1)[:, None, None, :]  # the real tokens last
     out = gqa(x, allowed=allowed)
     weights = gqa.attention_weights(x, allowed=allowed)
     for i, length in enumerate(lengths):
@@ -553,7 +554,7 @@ def test_allowed_per_query_is_anded_with_the_causal_and_window_mask(num_cached):
     n, k = new.shape[1], 6
     allowed = torch.rand(2, n, k, generator=torch.Generator().manual_seed(1)) > 0.3
     allowed[:, :, num_cached:] |= torch.eye(n, dtype=torch.bool)  # each query sees itself
-    got = gqa(new, cache=cache, allowed=allowed)
+    got = gqa(new, cache=cache, allowed=allowed[:, None])  # one mask for every head
     queries = gqa._heads(gqa.W_query(new), 2)
     # every key, cached or new (a window's cache keeps only the last 2); no rope_base
     keys, values = gqa._heads(gqa.W_key(x), 1), gqa._heads(gqa.W_value(x), 1)
@@ -563,7 +564,7 @@ def test_allowed_per_query_is_anded_with_the_causal_and_window_mask(num_cached):
     torch.testing.assert_close(got, expected, **EXACT)
     # all True changes nothing
     torch.testing.assert_close(
-        gqa(x, allowed=torch.ones(2, 6, dtype=torch.bool)), gqa(x), rtol=0, atol=0
+        gqa(x, allowed=torch.ones(2, 1, 1, 6, dtype=torch.bool)), gqa(x), rtol=0, atol=0
     )
 
 
@@ -571,14 +572,15 @@ def test_allowed_per_query_is_anded_with_the_causal_and_window_mask(num_cached):
     ("allowed", "message"),
     [
         (
-            torch.ones(2, 5, dtype=torch.bool),
-            r"of shape \(batch, num_keys\) = \(2, 6\) or "
-            r"\(batch, num_queries, num_keys\) = \(2, 4, 6\) \(num_keys=6: 2 cached tokens and "
-            r"4 new ones\), got shape \(2, 5\)",
+            torch.ones(2, 1, 1, 5, dtype=torch.bool),
+            r"expected allowed broadcastable to \(batch, num_heads, num_queries, num_keys\) = "
+            r"\(2, 2, 4, 6\), got shape \(2, 1, 1, 5\); a padding mask of the keys is "
+            r"padding_mask\(lengths, num_keys\)\[:, None, None, :\]",
         ),
-        (torch.ones(2, 4, dtype=torch.bool), r"got shape \(2, 4\)"),
-        (torch.ones(1, 6, dtype=torch.bool), r"got shape \(1, 6\)"),
-        (torch.ones(2, 1, 4, 6, dtype=torch.bool), r"got shape \(2, 1, 4, 6\)"),
+        # a padding mask of the keys as it is: it does not broadcast (the queries are 4)
+        (torch.ones(2, 6, dtype=torch.bool), r"got shape \(2, 6\)"),
+        (torch.ones(3, 1, 1, 6, dtype=torch.bool), r"got shape \(3, 1, 1, 6\)"),
+        (torch.ones(2, 3, 4, 6, dtype=torch.bool), r"got shape \(2, 3, 4, 6\)"),  # 3 heads
         (torch.ones(2, 6, dtype=torch.int64), r"got a tensor of dtype torch.int64; .*\.bool\(\)"),
         ([[True] * 6] * 2, r"True where a query may attend.* got list"),
     ],
@@ -588,7 +590,7 @@ def test_a_bad_allowed_names_the_expected_and_given_shapes(allowed, message):
     cache = KVCache()
     gqa(torch.randn(2, 2, 8), cache=cache)
     error = ValueError if isinstance(allowed, torch.Tensor) else TypeError
-    with pytest.raises(error, match=r"^GroupedQueryAttention: expected allowed, .*" + message):
+    with pytest.raises(error, match=r"^GroupedQueryAttention: .*" + message):
         gqa(torch.randn(2, 4, 8), cache=cache, allowed=allowed)
 
 

@@ -387,13 +387,14 @@ def test_padding_stays_hidden_while_the_cache_rolls(layout, data):
     gqa = make_gqa(layout, rope_base=10000.0, window=window)
     x = layout_input(layout)
     lengths = data.draw(st.lists(st.integers(1, n), min_size=2, max_size=2), label="lengths")
-    allowed = padding_mask(lengths, n).flip(-1)  # left padding: the real tokens last
+    # left padding, the real tokens last; (batch, 1, 1, n): the same for every query
+    allowed = padding_mask(lengths, n).flip(-1)[:, None, None, :]
     full = gqa(x, allowed=allowed)
     prefill = data.draw(st.integers(1, n), label="prefill")
     cache = KVCache(window=window)
-    pieces = [gqa(x[:, :prefill], cache=cache, allowed=allowed[:, :prefill])]
+    pieces = [gqa(x[:, :prefill], cache=cache, allowed=allowed[..., :prefill])]
     pieces += [
-        gqa(x[:, i : i + 1], cache=cache, allowed=allowed[:, : i + 1]) for i in range(prefill, n)
+        gqa(x[:, i : i + 1], cache=cache, allowed=allowed[..., : i + 1]) for i in range(prefill, n)
     ]
     got = torch.cat(pieces, dim=1)
     for i, length in enumerate(lengths):  # a padding query may see nothing: no output

@@ -229,7 +229,8 @@ def test_a_right_padded_batch_matches_deepseek_v3_in_prefill_and_decoding(layout
         cos_sin = rope_cos_sin(positions, mla.qk_rope_head_dim, mla.rotary.base)
         mask = padded_causal_4d(attention_mask[:, :stop], stop - start)
         expected, _ = theirs(x[:, start:stop], cos_sin, mask, their_cache)
-        got = mla(x[:, start:stop], cache=ours, allowed=attention_mask[:, :stop])
+        keys = attention_mask[:, None, None, :stop]  # (batch, 1, 1, keys): every query
+        got = mla(x[:, start:stop], cache=ours, allowed=keys)
         torch.testing.assert_close(got, expected, **EXACT)
 
 
@@ -237,10 +238,10 @@ def test_a_bad_allowed_names_the_expected_and_given_shapes():
     mla = make(MultiHeadLatentAttention)
     with pytest.raises(
         ValueError,
-        match=r"^MultiHeadLatentAttention: expected allowed, .*\(batch, num_keys\) = \(1, 3\) "
-        r".*got shape \(3,\)",
+        match=r"^MultiHeadLatentAttention: expected allowed broadcastable to \(batch, "
+        r"num_heads, num_queries, num_keys\) = \(1, 2, 3, 3\), got shape \(4,\)",
     ):
-        mla(torch.randn(1, 3, 8), allowed=torch.ones(3, dtype=torch.bool))
+        mla(torch.randn(1, 3, 8), allowed=torch.ones(4, dtype=torch.bool))
 
 
 # --- its cache counts what it has seen ----------------------------------------------------

@@ -466,7 +466,8 @@ def test_indexer_padding_and_cache_equal_deepseek_v32_indexer(layout, data):
     cos_sin = rope_cos_sin(torch.arange(n)[None], layout["qk_rope_head_dim"], layout["rope_theta"])
     with float64_casts():
         scores, _ = their_scores(theirs, x, q_latent, cos_sin, causal_mask(n) & padding[:, None])
-    torch.testing.assert_close(indexer(x, q_latent, allowed=padding), scores, **EXACT)
+    got = indexer(x, q_latent, allowed=padding[:, None, None, :])  # (batch, 1, 1, n)
+    torch.testing.assert_close(got, scores, **EXACT)
 
     split = data.draw(st.integers(1, n))
     cache = KVCache()
@@ -517,7 +518,10 @@ def test_indexer_bad_arguments(build, message):
         ({"q_latent": torch.zeros(1, 3, 4)}, r"q_latent must have shape .* = \(1, 3, 5\).*"),
         ({"q_latent": torch.zeros(1, 3, 5, dtype=F64)}, r"x's dtype torch\.float32.*float64"),
         ({"x": torch.zeros(1, 3, 7)}, r"last dimension of the input to be d_in=6, got 7"),
-        ({"allowed": torch.ones(1, 4, dtype=torch.bool)}, r"allowed.*\(1, 3\).*got shape \(1, 4\)"),
+        (
+            {"allowed": torch.ones(1, 1, 1, 4, dtype=torch.bool)},
+            r"allowed broadcastable to .* = \(1, 1, 3, 3\), got shape \(1, 1, 1, 4\)",
+        ),
     ],
 )
 def test_indexer_bad_inputs(call, message):
