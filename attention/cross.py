@@ -35,12 +35,12 @@ class CrossAttentionCache(_CacheBase):
     A :class:`CrossAttention` layer fills it at its first call with a ``context`` and
     reads it, unchanged, at every later call. It implements :class:`~attention.Cache`:
 
-    * :attr:`seen_tokens` counts the decoder's tokens (the queries) that have read it,
+    * :attr:`~.Cache.seen_tokens` counts the decoder's tokens (the queries) that have read it,
       the next one's position, as for a :class:`~attention.KVCache`;
     * ``len(cache)`` counts the tokens it holds, as for every cache: here the
       *context's* tokens, whose keys and values it keeps, and their number does not
-      grow (it can exceed :attr:`seen_tokens`);
-    * :meth:`crop` only sets the count back: the context's keys and values do not
+      grow (it can exceed :attr:`~.Cache.seen_tokens`);
+    * :meth:`~.Cache.crop` only sets the count back: the context's keys and values do not
       depend on the decoder's tokens, so there is nothing to forget. ``crop(0)``
       empties the cache, the context included, as for every cache: the next call
       gives a context again.

@@ -347,11 +347,11 @@ class GatedDeltaNetCache(_CacheBase):
     Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
     short convolution needs the last ``conv_size - 1`` inputs it convolved, and the
     delta rule needs its state. The layer reads both, then hands the new ones to
-    :meth:`update`. It implements :class:`~attention.Cache`: :attr:`seen_tokens`
+    :meth:`update`. It implements :class:`~attention.Cache`: :attr:`~.Cache.seen_tokens`
     counts the tokens the layer has read, but the cache holds no token's own key or
     value, only the states they were folded into, so ``len(cache)`` is 0 and
     :attr:`nbytes` stays the same whatever it has seen. It cannot go back, since the
-    state has folded every token in: :meth:`crop` raises, but to ``seen_tokens``
+    state has folded every token in: :meth:`~.Cache.crop` raises, but to ``seen_tokens``
     (nothing to forget) or 0 (it empties the cache).
 
     Attributes

@@ -70,13 +70,13 @@ class KVCache(_CacheBase):
     ``DynamicSlidingWindowLayer`` does; the next token brings the window's last one),
     and with ``chunk`` only those of the current chunk. :meth:`update` returns the held
     tokens and all the new ones, so a long prefill is attended over whole.
-    :attr:`seen_tokens` counts every token appended, dropped or not: the positions of
+    :attr:`~.Cache.seen_tokens` counts every token appended, dropped or not: the positions of
     new tokens continue from it, while ``len(cache)`` counts the tokens held. A cache
     without a window or chunk keeps every token and serves any layer (its mask picks
     the keys); a rolling cache serves only a layer with its own window or chunk. It
     implements :class:`~attention.KeyValueCache`.
 
-    :meth:`crop` goes back to fewer tokens seen (to retry a step, or reuse a prompt),
+    :meth:`~.Cache.crop` goes back to fewer tokens seen (to retry a step, or reuse a prompt),
     without copying or freeing anything. A rolling cache goes back only as far as it
     still holds every key the next token sees: a window's cache not at all once it
     has dropped tokens, a chunk's within the current chunk (a ``ValueError``
@@ -100,7 +100,7 @@ class KVCache(_CacheBase):
     window, chunk : int or None
         The rolling policy, fixed at construction.
     reindexes_positions : bool
-        ``False``: new tokens sit at positions :attr:`seen_tokens` onwards
+        ``False``: new tokens sit at positions :attr:`~.Cache.seen_tokens` onwards
         (see :class:`~attention.Cache`).
 
     The keys and values are views of a storage with room for more tokens (a quarter
@@ -157,7 +157,7 @@ class KVCache(_CacheBase):
         return self._storage.part(1)
 
     def __len__(self) -> int:
-        """How many tokens the cache holds (fewer than :attr:`seen_tokens` once it rolls)."""
+        """How many tokens the cache holds (fewer than it has seen once it rolls)."""
         return self._storage.length
 
     @property

@@ -297,7 +297,7 @@ class QuantizedKVCache(_CacheBase):
     every token (it implements :class:`~attention.KeyValueCache`, and serves a layer of
     any window the way :class:`~attention.KVCache` without a window does).
 
-    :meth:`crop` inside the quantized part keeps its whole groups before the new
+    :meth:`~.Cache.crop` inside the quantized part keeps its whole groups before the new
     length; the tokens of the group cut in two go back to the residual as their
     dequantized values (still within half a scale of the originals).
 

@@ -47,11 +47,11 @@ class StreamingCache(_CacheBase):
     tokens with *positions re-indexed*: it puts the keys into the cache before RoPE
     and rotates the held keys by their index in the cache, ``0 ... len(cache) - 1``,
     and the new tokens are the last of them. So decoding one token is attention over
-    the kept tokens as if they were the whole text, and :attr:`seen_tokens` may grow
+    the kept tokens as if they were the whole text, and :attr:`~.Cache.seen_tokens` may grow
     past the layer's ``context_length``. A call's queries all see the cache as it is
     after the call, so each new token must be kept: :meth:`update` takes at most
     ``recent`` new tokens once the cache would hold more than ``num_sinks + recent``
-    (feed a long prompt in pieces of ``recent`` tokens). :meth:`crop` goes back only
+    (feed a long prompt in pieces of ``recent`` tokens). :meth:`~.Cache.crop` goes back only
     while nothing was evicted (or to 0, which empties it).
 
     Parameters

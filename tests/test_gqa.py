@@ -139,7 +139,8 @@ def test_kernel_takes_allowed_by_keyword_and_explains_the_old_mask():
         grouped_query_attention(q, q, q, mask=allowed)
     with pytest.raises(TypeError, match=r"positional"):
         grouped_query_attention(q, q, q, allowed)
-    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*got a tensor of dtype torch.int64"):
+    expected = r"allowed must be a bool tensor.*got a tensor of dtype torch.int64"
+    with pytest.raises(ValueError, match=expected):
         grouped_query_attention(q, q, q, allowed=allowed.long())
 
 

@@ -132,7 +132,10 @@ def test_eager_dropout_draws_what_the_books_dropout_layer_draws():
         ({"implementation": "flash"}, r"one of \('sdpa', 'eager'\), got 'flash'"),
         ({"scale": 0.0}, r"scale must be a positive number or None, got 0.0"),
         ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
-        ({"allowed": torch.ones(3, 3)}, r"allowed must be a bool tensor.*got a tensor of dtype torch.float32"),
+        (
+            {"allowed": torch.ones(3, 3)},
+            r"allowed must be a bool tensor.*got a tensor of dtype torch.float32",
+        ),
         (
             {"bias": torch.zeros(2, 3, 4)},
             r"bias must be None or a tensor of q's dtype torch.float32 that broadcasts to the "

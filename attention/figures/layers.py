@@ -7,7 +7,7 @@ features RoPE turns together, proportional against partial (:func:`rotary_pairs`
 chapter 14); a sink and an output gate on one query's row (:func:`sink_and_gate`,
 chapter 16); DeepSeek Sparse Attention's indexer, picks and weights
 (:func:`dsa_pipeline`, chapter 22). The numbers come from the package's own functions
-and from :data:`attention.models.MODELS`.
+and from :data:`attention.models.table.MODELS`.
 
 >>> import matplotlib.pyplot as plt
 >>> from attention.figures import layer_strips

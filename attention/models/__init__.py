@@ -5,7 +5,7 @@ the other way round.
 
 * :mod:`~attention.models.facts`: :class:`ModelFacts`, one typed group per mechanism,
   and the layer kinds (``FULL``, ``SLIDING``, ...), as ``transformers`` names them.
-* :mod:`~attention.models.table`: :data:`MODELS`, every real model the site names,
+* :mod:`~attention.models.table`: :data:`.MODELS`, every real model the site names,
   from its released ``config.json``, cited.
 * :mod:`~attention.models.readers`: :func:`facts_from_config`, any model's facts from
   its ``transformers`` config, a ``config.json`` or its path.

@@ -1,7 +1,7 @@
 """``python -m attention.models CONFIG_OR_NAME``: a model's recipe, strip and bill.
 
 Run it with a ``config.json`` (or its folder) or a name from
-:data:`~attention.models.MODELS`::
+:data:`.MODELS`::
 
     python -m attention.models path/to/config.json --tokens 32768 --batch 4 --cache-dtype fp8
     python -m attention.models "gpt-oss-20b"

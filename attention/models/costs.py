@@ -1,8 +1,8 @@
 """What a model costs to serve: its cache profile, its parameters, and the bill.
 
-:func:`cache_profile` splits one sequence's cache into what grows with the context,
-what a window caps and what stays fixed; :func:`parameter_count` counts the weights
-on the meta device; :func:`bill` adds weights and cache for a batch at a context.
+:func:`.cache_profile` splits one sequence's cache into what grows with the context,
+what a window caps and what stays fixed; :func:`.parameter_count` counts the weights
+on the meta device; :func:`.bill` adds weights and cache for a batch at a context.
 """
 
 from __future__ import annotations

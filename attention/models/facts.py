@@ -2,7 +2,7 @@
 
 Every number the site gives about a real model (its layers, heads, window, RoPE base,
 context, bytes of cache) is computed from one table,
-:data:`~attention.models.MODELS`, whose entries copy the fields of a released
+:data:`.MODELS`, whose entries copy the fields of a released
 ``config.json`` and say which checkpoint they come from; where a number is not in
 that file (the context a model was trained with, a field the file leaves to its
 ``transformers`` config class's default), the entry names its source too.

@@ -1,9 +1,9 @@
 """Config readers: any model's attention facts from its ``transformers`` config.
 
-:func:`facts_from_config` reads a ``transformers`` config, a ``config.json`` as a
+:func:`.facts_from_config` reads a ``transformers`` config, a ``config.json`` as a
 dict, or a path to one, and gives the :class:`~attention.models.ModelFacts` the
 table would hold for it; nothing is downloaded. Each model type has a reader,
-registered by its ``model_type``; most share :func:`_basics` and the RoPE reader.
+registered by its ``model_type``; most share ``_basics`` and the RoPE reader.
 
 >>> from attention.models import facts_from_config
 >>> facts = facts_from_config({"model_type": "mistral", "num_hidden_layers": 2,
@@ -226,7 +226,7 @@ def _basics(config) -> dict:
 
 
 def _with_mamba(config, mamba: Mamba, kinds, **more) -> dict:
-    """A model with Mamba mixers: its :func:`_basics`, ``more``, ``mamba`` and the layers' kinds."""
+    """A model with Mamba mixers: its ``_basics``, ``more``, ``mamba`` and the layers' kinds."""
     return _basics(config) | more | {"mamba": mamba, "layer_pattern": tuple(kinds)}
 
 

@@ -8,40 +8,40 @@ holds, empty by default: a :class:`~attention.Rotary` scaled for longer contexts
 :class:`~attention.models.ModelFacts`, as ``transformers`` writes one attention class per
 model. Each family's recipe is a builder of its own, ``builder(facts, index, sizes)``,
 and :func:`~attention.models.layer_for` builds any layer of a model in
-:data:`~attention.models.MODELS` with the builder :data:`BUILDERS` names for its
+:data:`.MODELS` with the builder :data:`.BUILDERS` names for its
 config class:
 
 ================================  ===================================================
 builder                           layer
 ================================  ===================================================
-:func:`llama_layer`               RoPE, grouped key/value heads (Llama 2 and 3,
+:func:`.llama_layer`              RoPE, grouped key/value heads (Llama 2 and 3,
                                   Gemma, Phi-4); a sliding window in every layer
                                   (Mistral); every fourth layer without RoPE (SmolLM3)
-:func:`qwen3_layer`               ``q_norm``, ``k_norm`` over each head (RMSNorm)
-:func:`olmo2_layer`               ``q_norm``, ``k_norm`` over the whole projection
+:func:`.qwen3_layer`              ``q_norm``, ``k_norm`` over each head (RMSNorm)
+:func:`.olmo2_layer`              ``q_norm``, ``k_norm`` over the whole projection
                                   (OLMo 2 and 3, MiniMax-M2)
-:func:`gemma2_layer`              local (sliding) and global layers, Gemma's
+:func:`.gemma2_layer`             local (sliding) and global layers, Gemma's
                                   ``scale``, the scores capped (``softcap``)
-:func:`gemma3_layer`              QK-norm instead of the cap; the global layers a
+:func:`.gemma3_layer`             QK-norm instead of the cap; the global layers a
                                   scaled RoPE of their own
-:func:`gemma4_layer`              ``v_norm``; global layers with their own heads and
+:func:`.gemma4_layer`             ``v_norm``; global layers with their own heads and
                                   no ``W_value``; the last layers reuse earlier keys
                                   and values (:class:`~attention.SharedKVAttention`)
-:func:`gpt_oss_layer`             ``sinks``, sliding and global layers, YaRN, a bias
-:func:`qwen3_next_layer`          ``W_gate``, QK-norm, a quarter of each head
-                                  rotating; :func:`gated_deltanet_layer` in three
+:func:`.gpt_oss_layer`            ``sinks``, sliding and global layers, YaRN, a bias
+:func:`.qwen3_next_layer`         ``W_gate``, QK-norm, a quarter of each head
+                                  rotating; :func:`.gated_deltanet_layer` in three
                                   layers of four (Qwen3-Next, Qwen3.5)
-:func:`llama4_layer`              chunked layers with a QK-norm after RoPE and
+:func:`.llama4_layer`             chunked layers with a QK-norm after RoPE and
                                   without a scale (RMS, though ``transformers`` calls
                                   it ``L2Norm``); global NoPE layers whose queries
                                   warm with the position
                                   (:class:`~attention.NoPEWithTemperature`)
-:func:`command_a_layer`           sliding layers with RoPE, global ones without (NoPE)
-:func:`deepseek_v3_layer`         :class:`~attention.MultiHeadLatentAttention`
+:func:`.command_a_layer`          sliding layers with RoPE, global ones without (NoPE)
+:func:`.deepseek_v3_layer`        :class:`~attention.MultiHeadLatentAttention`
                                   (DeepSeek-V3, Kimi K2)
-:func:`deepseek_v32_layer`        :class:`~attention.SparseLatentAttention` with its
+:func:`.deepseek_v32_layer`       :class:`~attention.SparseLatentAttention` with its
                                   indexer (DeepSeek-V3.2, GLM-5)
-:func:`llama_32_vision_layer`     Llama's layers, and in some
+:func:`.llama_32_vision_layer`    Llama's layers, and in some
                                   :class:`~attention.CrossAttention` to the image,
                                   with ``q_norm``, ``k_norm`` over each head
 ================================  ===================================================
@@ -329,7 +329,7 @@ def llama_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtte
 def qwen3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAttention:
     """Qwen3: an RMSNorm over each head's queries and keys (QK-norm), before RoPE.
 
-    Parameters and returns as :func:`llama_layer`.
+    Parameters and returns as :func:`.llama_layer`.
 
     Examples
     --------
@@ -352,7 +352,7 @@ def olmo2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtte
     head_dim`` features), not head by head. OLMo 3 adds sliding layers, MiniMax-M2
     rotates half of each head: their facts say so.
 
-    Parameters and returns as :func:`llama_layer`.
+    Parameters and returns as :func:`.llama_layer`.
 
     Examples
     --------
@@ -375,7 +375,7 @@ def gemma2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     """Gemma 2: sliding and global layers in turn; the scores scaled by
     ``query_pre_attn_scalar ** -0.5`` and capped, ``softcap * tanh(s / softcap)``.
 
-    Parameters and returns as :func:`llama_layer`.
+    Parameters and returns as :func:`.llama_layer`.
 
     Examples
     --------
@@ -397,7 +397,7 @@ def gemma3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     each head instead of the cap; the global layers' RoPE has its own base and a
     linear scaling, the local layers' a base of their own (``local_rope_theta``).
 
-    Parameters and returns as :func:`llama_layer`.
+    Parameters and returns as :func:`.llama_layer`.
 
     Examples
     --------
@@ -422,7 +422,7 @@ def gemma4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
     ``attention_k_eq_v`` no ``W_value``: their keys serve as values. The last
     ``num_kv_shared_layers`` layers reuse earlier keys and values.
 
-    Parameters as :func:`llama_layer`.
+    Parameters as :func:`.llama_layer`.
 
     Returns
     -------
@@ -457,7 +457,7 @@ def gpt_oss_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAt
     """gpt-oss: a learned sink logit per head joins each softmax (``sinks``); sliding
     and global layers in turn, YaRN, and a bias on the four projections.
 
-    Parameters and returns as :func:`llama_layer`.
+    Parameters and returns as :func:`.llama_layer`.
 
     Examples
     --------
@@ -479,7 +479,7 @@ def gated_deltanet_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GatedDe
     """A Gated DeltaNet layer (Qwen3-Next's and Qwen3.5's linear-attention layers): no
     keys and values cached, a state of fixed size (chapter 26).
 
-    Parameters as :func:`llama_layer`.
+    Parameters as :func:`.llama_layer`.
 
     Returns
     -------
@@ -508,7 +508,7 @@ def qwen3_next_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
     full attention whose output is gated, ``sigmoid(W_gate x)`` on each head's, with
     QK-norm over each head and RoPE over a quarter of each head.
 
-    Parameters as :func:`llama_layer`.
+    Parameters as :func:`.llama_layer`.
 
     Returns
     -------
@@ -538,7 +538,7 @@ def llama4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     a norm without a scale commutes with a rotation); every fourth layer global,
     without RoPE, its queries warming with the position (``NoPEWithTemperature``).
 
-    Parameters as :func:`llama_layer`.
+    Parameters as :func:`.llama_layer`.
 
     Returns
     -------
@@ -569,7 +569,7 @@ def command_a_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQuery
     any position encoding (NoPE), ``Cohere2Attention`` rotating in its sliding layers
     only.
 
-    Parameters and returns as :func:`llama_layer`.
+    Parameters and returns as :func:`.llama_layer`.
 
     Examples
     --------
@@ -589,7 +589,7 @@ def deepseek_v3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> MultiHeadL
     """DeepSeek-V3 (and Kimi K2): multi-head latent attention, every layer caching a
     latent and a rotary key shared by the heads (chapter 13).
 
-    Parameters as :func:`llama_layer`.
+    Parameters as :func:`.llama_layer`.
 
     Returns
     -------
@@ -608,7 +608,7 @@ def deepseek_v32_layer(facts: ModelFacts, index: int, sizes: Sizes) -> SparseLat
     """DeepSeek-V3.2 (and GLM-5): DeepSeek-V3's latent attention over the keys a
     lightning indexer picks for each query, ``index_topk`` of them (chapter 22).
 
-    Parameters as :func:`llama_layer`.
+    Parameters as :func:`.llama_layer`.
 
     Returns
     -------
@@ -635,7 +635,7 @@ def llama_32_vision_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Mod
     (``MllamaTextCrossAttention``), with an RMSNorm over each head of the queries and
     the keys. Its ``head_dim`` is ``hidden_size // num_heads``.
 
-    Parameters as :func:`llama_layer`.
+    Parameters as :func:`.llama_layer`.
 
     Returns
     -------
@@ -703,12 +703,12 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
     """Layer ``layer_index`` of the model ``facts`` describes, untrained, at its sizes or
     at ``sizes``.
 
-    The builder of the model's family (:data:`BUILDERS`, by ``facts.config_class``)
-    builds it: :func:`llama_layer`, :func:`qwen3_layer`, :func:`olmo2_layer`,
-    :func:`gemma2_layer`, :func:`gemma3_layer`, :func:`gemma4_layer`,
-    :func:`gpt_oss_layer`, :func:`qwen3_next_layer` (and :func:`gated_deltanet_layer`),
-    :func:`llama4_layer`, :func:`command_a_layer`, :func:`deepseek_v3_layer`,
-    :func:`deepseek_v32_layer` or :func:`llama_32_vision_layer`. The layer's kind
+    The builder of the model's family (:data:`.BUILDERS`, by ``facts.config_class``)
+    builds it: :func:`.llama_layer`, :func:`.qwen3_layer`, :func:`.olmo2_layer`,
+    :func:`.gemma2_layer`, :func:`.gemma3_layer`, :func:`.gemma4_layer`,
+    :func:`.gpt_oss_layer`, :func:`.qwen3_next_layer` (and :func:`.gated_deltanet_layer`),
+    :func:`.llama4_layer`, :func:`.command_a_layer`, :func:`.deepseek_v3_layer`,
+    :func:`.deepseek_v32_layer` or :func:`.llama_32_vision_layer`. The layer's kind
     follows ``facts.layer_types`` and ``facts.uses_rope``: full, sliding (``window``),
     chunked (``chunk``), NoPE (no ``rotary``), reusing another layer's keys and values
     (``facts.kv_shared``: a :class:`~attention.SharedKVAttention`), latent (DeepSeek),
@@ -718,7 +718,7 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
     Parameters
     ----------
     facts : ModelFacts
-        An entry of :data:`~attention.models.MODELS`, or a ``dataclasses.replace`` of
+        An entry of :data:`.MODELS`, or a ``dataclasses.replace`` of
         one (another RoPE base or scaling, a bias: another model).
     layer_index : int
         0-based, below ``facts.layers``.

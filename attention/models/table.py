@@ -1,6 +1,6 @@
 """The table of real models: each entry copies a released ``config.json``, cited.
 
-Every number the site gives about a real model is computed from :data:`MODELS`, never
+Every number the site gives about a real model is computed from :data:`.MODELS`, never
 typed into a page (``tests/test_models_table.py`` lints the pages for it). An entry
 says which checkpoint its numbers come from (``source``), and where a number is not
 in that file, which paper or model card gives it (``context_source``, the weights'

@@ -1,7 +1,7 @@
 """A model's attention in words: its recipe, and its layers as a strip of letters.
 
-:func:`recipe` names each mechanism as the chapters name it and ends with what the
-cache costs; :func:`layer_strip` writes one letter per layer. Both read only the
+:func:`.recipe` names each mechanism as the chapters name it and ends with what the
+cache costs; :func:`.layer_strip` writes one letter per layer. Both read only the
 :class:`~attention.models.ModelFacts`.
 """
 
@@ -249,7 +249,7 @@ def _cross(facts: ModelFacts) -> str:
 
 # -- the layer strip ---------------------------------------------------------------------
 
-#: One letter per layer kind in :func:`layer_strip`; lower case: a layer reusing another's
+#: One letter per layer kind in :func:`.layer_strip`; lower case: a layer reusing another's
 #: keys and values.
 STRIP_LETTERS = {
     FULL: "F",

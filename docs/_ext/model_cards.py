@@ -1,4 +1,4 @@
-"""A page per model of :data:`~attention.models.MODELS`, written when the build starts.
+"""A page per model of :data:`~attention.models.table.MODELS`, written when the build starts.
 
 Each model's card (``docs/models/<slug>.md``) and the index of the cards
 (``docs/models/index.md``) are generated from the table, never typed: add an entry to
@@ -937,7 +937,7 @@ def card(facts: ModelFacts) -> str:
         "",
         f"*{facts.year}, checkpoint `{facts.checkpoint}`, read by `transformers`' "
         f"`{facts.config_class}`.* This page is computed from the site's table of models "
-        "({data}`~attention.models.MODELS`) each time the site is built; see "
+        "({data}`~attention.models.table.MODELS`) each time the site is built; see "
         f"{{doc}}`index` for every model, and the {{ref}}`calculator <calculator>` for "
         "another context, batch or number type.",
         "",
@@ -1039,7 +1039,7 @@ def index_page() -> str:
         f"({FOLDER}-index)=",
         "# Models",
         "",
-        "A page per model of the site's table ({data}`~attention.models.MODELS`): "
+        "A page per model of the site's table ({data}`~attention.models.table.MODELS`): "
         "its attention in one recipe, its layers, its cache at 8k, 32k and 128k tokens "
         "and at its trained context, its weights, its config fields and what is unusual "
         "about it. Every page is computed from the table each time the site is built; "
