@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -536,3 +538,37 @@ def test_layer_cache_numbers_refuses_a_negative_or_a_float_length() -> None:
         MODELS["GPT-2"].layer_cache_numbers(-1)
     with pytest.raises(TypeError, match="expected tokens to be an int"):
         MODELS["GPT-2"].layer_cache_numbers(1.0)
+
+
+def _glossary_views() -> list[tuple[str, str]]:
+    """``(config field, group.field)`` from the glossary's table of the views."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "glossary.md").read_text()
+    pairs = []
+    for row in text.split("## In the package")[1].splitlines():
+        cells = row.split("|")[1:-1]
+        if len(cells) != 2 or cells[0].strip() in ("config field", "---"):
+            continue
+        fields = re.findall(r"`(\w+)`", cells[0].split("(")[0])
+        paths = re.findall(r"`(\w+\.\w+)`", cells[1])
+        pairs += list(zip(fields, paths, strict=True))
+    return pairs
+
+
+def test_the_glossary_lists_every_config_view_and_where_it_lives() -> None:
+    """Each view the glossary names reads its group's field (None, or the field's
+    default, without the group), and the glossary names every view ModelFacts has."""
+    views = dict(_glossary_views())
+    defaults = {"partial_rotary_factor": 1.0, "attention_k_eq_v": False}
+    for facts in MODELS.values():
+        for name, path in views.items():
+            group, field = path.split(".")
+            owner = getattr(facts, group)
+            expected = getattr(owner, field, None) if owner is not None else None
+            assert getattr(facts, name) == (defaults.get(name) if owner is None else expected)
+    # A view's docstring opens with its config name: "``sliding_window``: ...".
+    documented = {
+        name
+        for name, value in vars(ModelFacts).items()
+        if isinstance(value, property) and (value.__doc__ or "").startswith(f"``{name}``")
+    }
+    assert documented == set(views)
