@@ -115,7 +115,7 @@ torch.Size([1, 6, 2])
 >>> llama = MODELS["Llama 3 8B"]
 >>> layer = GroupedQueryAttention(
 ...     3, 64, context_length=6, num_heads=llama.num_heads, num_kv_heads=llama.num_kv_heads,
-...     rotary=Rotary(64 // llama.num_heads, llama.rope_theta), out_bias=False,
+...     rotary=Rotary(64 // llama.num_heads, llama.rope.theta), out_bias=False,
 ... )
 >>> layer(INPUTS.unsqueeze(0)).shape, layer.W_key.out_features
 (torch.Size([1, 6, 64]), 16)

@@ -11,9 +11,10 @@ sequences of that length on, the caches outgrow the weights:
 >>> llama2 = MODELS["Llama 2 7B"]
 >>> llama2.kv_cache_bytes(llama2.trained_context) / 2**30  # GiB, 16-bit numbers
 2.0
->>> round(llama2.parameters * 2 / 1e9, 1)  # GB of 16-bit weights
+>>> weights = llama2.weights.parameters * 2  # bytes of 16-bit weights
+>>> round(weights / 1e9, 1)  # GB
 13.5
->>> [n * llama2.kv_cache_bytes(llama2.trained_context) > llama2.parameters * 2 for n in (6, 7)]
+>>> [n * llama2.kv_cache_bytes(llama2.trained_context) > weights for n in (6, 7)]
 [False, True]
 
 Grouped-query attention keeps

@@ -128,7 +128,7 @@ def has_sparse() -> bool:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    linear, indexer = MODEL, INDEXER_MODEL
+    linear, indexer = MODEL.local, INDEXER_MODEL.indexer
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick",
@@ -158,21 +158,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=64, help="the chunked forms' chunk")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument(
-        "--window", type=int, default=WINDOW_MODEL.sliding_window, help="the window row's window"
+        "--window", type=int, default=WINDOW_MODEL.local.window, help="the window row's window"
     )
-    parser.add_argument("--top-k", type=int, default=indexer.index_topk, help="sparse row's k")
+    parser.add_argument("--top-k", type=int, default=indexer.top_k, help="sparse row's k")
     parser.add_argument("--d-in", type=int, default=MODEL.hidden_size)
     parser.add_argument("--num-heads", type=int, default=MODEL.num_heads)
     parser.add_argument("--num-kv-heads", type=int, default=MODEL.num_kv_heads)
     parser.add_argument("--head-dim", type=int, default=MODEL.head_dim)
-    parser.add_argument("--linear-key-heads", type=int, default=linear.linear_num_key_heads)
-    parser.add_argument("--linear-value-heads", type=int, default=linear.linear_num_value_heads)
-    parser.add_argument("--linear-key-dim", type=int, default=linear.linear_key_head_dim)
-    parser.add_argument("--linear-value-dim", type=int, default=linear.linear_value_head_dim)
-    parser.add_argument("--conv-size", type=int, default=linear.linear_conv_kernel_dim)
-    parser.add_argument("--index-heads", type=int, default=indexer.index_n_heads)
-    parser.add_argument("--index-dim", type=int, default=indexer.index_head_dim)
-    parser.add_argument("--index-rope-dim", type=int, default=indexer.qk_rope_head_dim)
+    parser.add_argument("--linear-key-heads", type=int, default=linear.num_key_heads)
+    parser.add_argument("--linear-value-heads", type=int, default=linear.num_value_heads)
+    parser.add_argument("--linear-key-dim", type=int, default=linear.key_head_dim)
+    parser.add_argument("--linear-value-dim", type=int, default=linear.value_head_dim)
+    parser.add_argument("--conv-size", type=int, default=linear.conv_kernel_dim)
+    parser.add_argument("--index-heads", type=int, default=indexer.num_heads)
+    parser.add_argument("--index-dim", type=int, default=indexer.head_dim)
+    parser.add_argument("--index-rope-dim", type=int, default=INDEXER_MODEL.latent.qk_rope_head_dim)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the JSON results here")
     args = parser.parse_args(argv)
@@ -239,7 +239,7 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
             num_heads=args.index_heads,
             head_dim=args.index_dim,
             qk_rope_head_dim=args.index_rope_dim,
-            rotary=Rotary(args.index_rope_dim, MODEL.rope_theta),
+            rotary=Rotary(args.index_rope_dim, MODEL.rope.theta),
         ).eval()
     return layers
 

@@ -118,7 +118,7 @@ def peak_memory(batch: list[tuple[int, int]], block_size: int, max_length: int) 
 
 def memory_bytes(slots: dict[str, int]) -> dict:
     """Token slots as bytes of the real model's cache, all layers, bfloat16."""
-    per_token = MODELS[MODEL].kv_bytes_per_token(torch.bfloat16)
+    per_token = MODELS[MODEL].kv_cache_bytes_per_token(torch.bfloat16)
     return {
         "model": MODEL,
         "bytes_per_token": per_token,

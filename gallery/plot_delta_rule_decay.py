@@ -25,7 +25,7 @@ from attention import MODELS, gated_delta_rule
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
-dim_k = MODELS["Qwen3-Next 80B-A3B"].linear_key_head_dim
+dim_k = MODELS["Qwen3-Next 80B-A3B"].local.key_head_dim
 dim_v, later, trials = 8, 300, 200  # value size, pairs after the first, repeats
 shape = (trials, later + 1, 1)  # (batch, tokens, heads): one trial per sequence
 keys = torch.randn(*shape, dim_k)

@@ -15,7 +15,7 @@ next to the same models with every layer global.
 # as in ``transformers``: ``sliding_attention`` (a window), ``chunked_attention``
 # (Llama 4's chunks) or ``full_attention`` (global). ``kv_cache_bytes`` caps each
 # local layer at its window or chunk; with every layer global, the cache is
-# ``kv_bytes_per_token()`` for every token. Every model keeps bfloat16 numbers,
+# ``kv_cache_bytes_per_token()`` for every token. Every model keeps bfloat16 numbers,
 # 2 bytes each.
 
 import math
@@ -32,7 +32,7 @@ NAMES = ("Gemma 2 9B", "Gemma 3 27B", "gpt-oss-120b", "Llama 4 Scout")
 WIDTH = max(map(len, NAMES))  # to align the columns
 for name in NAMES:
     m = MODELS[name]
-    local = m.sliding_window or m.attention_chunk_size
+    local = m.local.tokens_kept  # a window or a chunk
     glob = m.layer_types.count("full_attention")
     print(f"{name:{WIDTH}} {glob:2} of {m.layers} layers global, the others see {local:5,} tokens")
 # Expected output:
@@ -56,7 +56,7 @@ for name in NAMES:
     end = m.trained_context
     tokens = sorted(set(torch.logspace(0, math.log10(end), 200).round().long().tolist()))
     mixed = [m.kv_cache_bytes(t) for t in tokens]
-    full = [t * m.kv_bytes_per_token() for t in tokens]
+    full = [t * m.kv_cache_bytes_per_token() for t in tokens]
     (line,) = left.plot(tokens, [b / GiB for b in mixed], lw=2, label=name)
     left.plot(tokens, [b / GiB for b in full], "--", color=line.get_color())
     kept = [a / b for a, b in zip(mixed, full, strict=True)]

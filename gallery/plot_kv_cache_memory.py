@@ -11,7 +11,7 @@ the length of the text.
 # %%
 # The numbers come from ``attention.MODELS``, which copies each model's published
 # ``config.json`` and names its checkpoint. Each model runs in bfloat16 numbers,
-# 2 bytes each. ``kv_bytes_per_token`` computes
+# 2 bytes each. ``kv_cache_bytes_per_token`` computes
 # ``2 * layers * num_kv_heads * head_dim * bytes``: the 2 counts the key and the
 # value. DeepSeek-V3 caches a latent instead,
 # ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``.
@@ -30,7 +30,7 @@ NAMES = ("GPT-2", "Llama 3 8B", "Mistral 7B", "DeepSeek-V3")
 WIDTH = max(map(len, NAMES))  # to align the columns
 for name in NAMES:
     m = MODELS[name]
-    print(f"{name:{WIDTH}} {m.attention}: {m.kv_bytes_per_token():9,} bytes per token")
+    print(f"{name:{WIDTH}} {m.attention}: {m.kv_cache_bytes_per_token():9,} bytes per token")
 # Expected output:
 # GPT-2       MHA:    36,864 bytes per token
 # Llama 3 8B  GQA:   131,072 bytes per token
@@ -54,13 +54,13 @@ for name in NAMES:
     tokens = tokens.round().long().tolist()
     (line,) = ax.plot(tokens, [m.kv_cache_bytes(t) / GiB for t in tokens], label=name, lw=2)
     note = ""
-    if m.sliding_window is not None:  # on to the positions its config allows
+    if m.local is not None:  # a window: on to the positions its config allows
         allowed = m.max_position_embeddings
         more = torch.logspace(math.log10(end), math.log10(allowed), 50)
         more = more.round().long().tolist()
         sizes = [m.kv_cache_bytes(t) / GiB for t in more]
         ax.plot(more, sizes, "--", color=line.get_color(), lw=2)
-        note = f" (window {m.sliding_window:,}; max_position_embeddings {allowed:,})"
+        note = f" (window {m.local.window:,}; max_position_embeddings {allowed:,})"
     gib = m.kv_cache_bytes(end) / GiB
     print(f"{name:{WIDTH}} trained on {end:7,} tokens: {gib:5.2f} GiB{note}")
 # Expected output:

@@ -12,7 +12,7 @@ sharing, and turns them into bytes with Llama 3 8B's key/value heads.
 # %%
 # Each request has the shared system prompt, then 100 tokens of its own (question and
 # answer), in blocks of 16 tokens. The pool holds one number per key and value: the
-# block count is all that matters, and ``kv_bytes_per_token`` gives the bytes per
+# block count is all that matters, and ``kv_cache_bytes_per_token`` gives the bytes per
 # token of the real model, over all its layers, in bfloat16.
 
 import math
@@ -27,7 +27,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 BLOCK, OWN = 16, 100
 llama = MODELS["Llama 3 8B"]
-per_block = BLOCK * llama.kv_bytes_per_token(torch.bfloat16)
+per_block = BLOCK * llama.kv_cache_bytes_per_token(torch.bfloat16)
 GiB = 2**30
 
 

@@ -57,7 +57,7 @@ plt.show()
 mistral = MODELS["Mistral 7B"]
 field = mistral.receptive_field
 print(
-    f"Mistral 7B: {mistral.layers} layers x (window {mistral.sliding_window} - 1) "
+    f"Mistral 7B: {mistral.layers} layers x (window {mistral.local.window} - 1) "
     f"= {field:,} positions back"
 )
 # Expected output:

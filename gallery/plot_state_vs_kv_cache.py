@@ -30,7 +30,7 @@ MiB = 2**20
 qwen = MODELS["Qwen3-Next 80B-A3B"]
 full = qwen.layer_types.index("full_attention")
 linear = qwen.layer_types.index("linear_attention")
-per_token = qwen.layer_kv_bytes_per_token()[full]
+per_token = qwen.layer_kv_cache_bytes_per_token()[full]
 state = qwen.layer_state_bytes()[linear]
 print(
     f"{qwen.name}: {qwen.layer_types.count('linear_attention')} Gated DeltaNet "

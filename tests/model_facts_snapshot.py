@@ -23,7 +23,8 @@ import torch
 PATH = Path(__file__).resolve().parent / "data" / "model_facts_snapshot.json"
 
 #: Every attribute the flat schema had: the fields, then the derived properties; then
-#: the flat names of facts added since on which no figure depends.
+#: the flat names of facts added since on which no figure depends. A name that is no
+#: longer an attribute is read in its group (``READS``), under its old key.
 ATTRIBUTES = [
     "name",
     "checkpoint",
@@ -95,6 +96,22 @@ ATTRIBUTES = [
     "attention_bias",  # the projections' bias and the norms' epsilon, read by the recipes
     "rms_norm_eps",
 ]
+#: The flat names ModelFacts no longer has: (group, field, value without the group).
+READS = {
+    "global_every": ("local", "global_every", None),
+    "full_attention_layers": ("local", "full_attention_layers", None),
+    "linear_attention": ("local", "mixer", None),
+    "nope_every": ("rope", "nope_every", None),
+    "qk_norm": ("parts", "qk_norm", None),
+    "value_norm": ("parts", "value_norm", False),
+    "output_gate": ("parts", "output_gate", False),
+    "sinks": ("scores", "sinks", False),
+    "scale": ("scores", "scale", None),
+    "num_global_kv_heads": ("global_layers", "num_kv_heads", None),
+    "parameters": ("weights", "parameters", None),
+    "parameters_source": ("weights", "source", ""),
+    "cross_qk_norm": ("cross", "qk_norm", None),
+}
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)
 
@@ -108,15 +125,26 @@ def _plain(value):
     return value
 
 
+def _read(facts, name: str):
+    """The attribute ``name``, or the group field ``READS`` gives for it."""
+    if name not in READS:
+        return getattr(facts, name)
+    group, field, absent = READS[name]
+    return getattr(getattr(facts, group), field, absent)
+
+
 def snapshot(facts) -> dict:
-    """One model's attributes and the results of every public method."""
-    record = {name: _plain(getattr(facts, name)) for name in ATTRIBUTES}
+    """One model's attributes and the results of every public method, under the names
+    the record was first written with (``kv_bytes_per_token`` for
+    ``kv_cache_bytes_per_token``)."""
+    record = {name: _plain(_read(facts, name)) for name in ATTRIBUTES}
     limit = facts.max_position_embeddings  # None where the config sets none (ALiBi)
     lengths = sorted({*TOKENS, facts.trained_context, *([limit] if limit else [])})
     for label, dtype in DTYPES.items():
-        record[f"layer_kv_bytes_per_token[{label}]"] = list(facts.layer_kv_bytes_per_token(dtype))
-        record[f"kv_bytes_per_token[{label}]"] = facts.kv_bytes_per_token(dtype)
-        record[f"indexer_bytes_per_token[{label}]"] = facts.indexer_bytes_per_token(dtype)
+        per_layer = facts.layer_kv_cache_bytes_per_token(dtype)
+        record[f"layer_kv_bytes_per_token[{label}]"] = list(per_layer)
+        record[f"kv_bytes_per_token[{label}]"] = facts.kv_cache_bytes_per_token(dtype)
+        record[f"indexer_bytes_per_token[{label}]"] = facts.indexer_cache_bytes_per_token(dtype)
         record[f"cross_cache_bytes[{label}]"] = facts.cross_cache_bytes(dtype)
         for state_label, state_dtype in DTYPES.items():
             pair = f"{label},{state_label}"

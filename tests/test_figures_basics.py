@@ -36,6 +36,7 @@ from attention.figures import (  # noqa: E402
     roadmap,
     scaled_dot_product_diagram,
 )
+from attention.models import Chunked, Sliding  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -235,16 +236,19 @@ def uses(test) -> set[str]:
 @pytest.mark.parametrize(
     ("gid", "test"),
     [
-        ("note QK-norm: ", lambda m: m.qk_norm is not None),
-        ("note softmax (+ sink): sink", lambda m: m.sinks),
-        ("note output gate: ", lambda m: m.output_gate),
-        ("note mask: sliding", lambda m: m.sliding_window is not None),
-        ("note mask: chunked", lambda m: m.attention_chunk_size is not None),
-        ("note scale, softcap: softcap", lambda m: m.attn_logit_softcapping is not None),
-        ("note scores q · k: only the indexer's top-k keys", lambda m: m.index_topk),
+        ("note QK-norm: ", lambda m: m.parts and m.parts.qk_norm is not None),
+        ("note softmax (+ sink): sink", lambda m: m.scores and m.scores.sinks),
+        ("note output gate: ", lambda m: m.parts and m.parts.output_gate),
+        ("note mask: sliding", lambda m: isinstance(m.local, Sliding)),
+        ("note mask: chunked", lambda m: isinstance(m.local, Chunked)),
+        ("note scale, softcap: softcap", lambda m: m.scores and m.scores.softcap is not None),
+        ("note scores q · k: only the indexer's top-k keys", lambda m: m.indexer),
         ("note project Q, K, V: K, V from a latent (MLA)", lambda m: m.attention == "MLA"),
-        ("note weights · V: values are the keys", lambda m: m.attention_k_eq_v),
-        ("note RoPE: scaled", lambda m: m.rope_scaling is not None),
+        (
+            "note weights · V: values are the keys",
+            lambda m: m.global_layers and m.global_layers.k_eq_v,
+        ),
+        ("note RoPE: scaled", lambda m: m.rope and m.rope.scaling is not None),
     ],
 )
 def test_anatomy_names_exactly_the_models_that_use_each_step(gid, test):
@@ -282,7 +286,7 @@ def test_decoder_block_gives_the_models_layers_and_cache_per_layer(name):
     drawn(fig)
     texts = labelled_texts(fig)
     assert texts["layers"] == f"× {m.layers} layers"
-    per_layer = m.kv_bytes_per_token() // m.layers // 2  # 2 bytes per bfloat16 number
+    per_layer = m.kv_cache_bytes_per_token() // m.layers // 2  # 2 bytes per bfloat16 number
     assert f"{per_layer:,} numbers" in texts["cache"]
 
 

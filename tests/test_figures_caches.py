@@ -64,15 +64,16 @@ def test_latent_flow_caches_what_the_latent_cache_counts(absorbed):
     fig = latent_flow(m, absorbed=absorbed)
     drawn(fig)
     texts = labelled_texts(fig)
-    assert texts["latent"] == f"latent c\n{m.kv_lora_rank}"
-    assert texts["rope key"] == f"rotated key\n{m.qk_rope_head_dim}, all heads"
-    cached = latent_cache_bytes_per_token(1, m.kv_lora_rank, m.qk_rope_head_dim, torch.int8)
+    lat = m.latent
+    assert texts["latent"] == f"latent c\n{lat.kv_lora_rank}"
+    assert texts["rope key"] == f"rotated key\n{lat.qk_rope_head_dim}, all heads"
+    cached = latent_cache_bytes_per_token(1, lat.kv_lora_rank, lat.qk_rope_head_dim, torch.int8)
     if absorbed:
         assert "keys" not in texts and "values" not in texts
-        assert f"{m.num_heads} heads\n× ({m.kv_lora_rank} latent" in texts["queries"]
+        assert f"{m.num_heads} heads\n× ({lat.kv_lora_rank} latent" in texts["queries"]
     else:
-        assert texts["keys"] == f"keys: {m.num_heads} heads × {m.qk_nope_head_dim}"
-        assert texts["values"] == f"values: {m.num_heads} heads × {m.v_head_dim}"
+        assert texts["keys"] == f"keys: {m.num_heads} heads × {lat.qk_nope_head_dim}"
+        assert texts["values"] == f"values: {m.num_heads} heads × {lat.v_head_dim}"
         assert f"= {cached} numbers" in texts["note"]
 
 

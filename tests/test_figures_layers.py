@@ -199,8 +199,8 @@ def test_dsa_pipeline_picks_the_keys_topk_sparse_attention_reads(query):
     texts = labelled_texts(fig)
     drawn_weights = {j for j in range(6) if f"weights {j}" in texts}
     assert drawn_weights == picked
-    assert f"{m.index_n_heads} heads × {m.index_head_dim}" in texts["sizes 0"]
-    assert f"top {m.index_topk:,}" in texts["sizes 1"]
+    assert f"{m.indexer.num_heads} heads × {m.indexer.head_dim}" in texts["sizes 0"]
+    assert f"top {m.indexer.top_k:,}" in texts["sizes 1"]
     masked = [
         int(p.get_gid().split()[1])
         for p in fig.axes[0].patches

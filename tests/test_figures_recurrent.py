@@ -149,13 +149,14 @@ def test_gated_deltanet_diagram_state_is_the_state_the_facts_count():
     fig = gated_deltanet_diagram(m)
     drawn(fig)
     texts = labelled_texts(fig)
-    heads, dk, dv = m.linear_num_value_heads, m.linear_key_head_dim, m.linear_value_head_dim
+    linear = m.local
+    heads, dk, dv = linear.num_value_heads, linear.key_head_dim, linear.value_head_dim
     assert texts["state"] == f"state S: {heads} heads × {dk} × {dv}"
     # ModelFacts counts the same state in float32, beside the convolution's window.
-    conv = (2 * m.linear_num_key_heads * dk + heads * dv) * m.linear_conv_kernel_dim * 2
+    conv = (2 * linear.num_key_heads * dk + heads * dv) * linear.conv_kernel_dim * 2
     linear_layer = m.layer_types.index("linear_attention")
     assert m.layer_state_bytes()[linear_layer] == conv + 4 * heads * dk * dv
-    assert f"{m.linear_conv_kernel_dim} taps" in texts["conv"]
-    assert texts["qkv"].startswith(f"q, k: {m.linear_num_key_heads} heads × {dk}")
+    assert f"{linear.conv_kernel_dim} taps" in texts["conv"]
+    assert texts["qkv"].startswith(f"q, k: {linear.num_key_heads} heads × {dk}")
     with pytest.raises(ValueError, match=r"gated_deltanet_diagram: expected a model with"):
         gated_deltanet_diagram("Kimi Linear")  # Kimi Delta Attention is another layer

@@ -28,18 +28,19 @@ def test_the_parameter_count_is_that_of_the_built_model(model_type) -> None:
 
 
 def test_the_released_gpt2_counts_as_the_table_says() -> None:
-    assert parameter_count({"model_type": "gpt2"}) == MODELS["GPT-2"].parameters
+    assert parameter_count({"model_type": "gpt2"}) == MODELS["GPT-2"].weights.parameters
 
 
 def test_the_bill_is_weights_plus_a_batch_of_caches() -> None:
     qwen = MODELS["Qwen3.5 397B-A17B"]
     b = bill(qwen, 32768, batch=4, dtype="fp8", cache_dtype="bf16")
-    assert b.weights == qwen.parameters  # one byte a parameter
+    parameters = qwen.weights.parameters
+    assert b.weights == parameters  # one byte a parameter
     assert b.cache == 4 * qwen.cache_bytes(32768) == sum(b.per_kind.values())
     assert b.total == b.weights + b.cache
     int4 = bill(qwen, 32768, batch=4, dtype="int4", cache_dtype="int4", state_dtype="int4")
     numbers = sum(a + s for a, s in qwen.layer_cache_numbers(32768))
-    assert (int4.weights, int4.cache) == (qwen.parameters // 2, 4 * numbers // 2)
+    assert (int4.weights, int4.cache) == (parameters // 2, 4 * numbers // 2)
     assert bill(MODELS["Llama 3 8B"], 10).weights is None  # no count in the table
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -49,33 +51,33 @@ UNIFORM = [  # every layer caches the same heads and head size
     for facts in MODELS.values()
     if len(set(facts.layer_kv_shapes)) == 1
     and facts.num_kv_shared_layers == 0
-    and facts.linear_attention is None
+    and not isinstance(facts.local, LinearAttention)
     and not facts.bidirectional  # an encoder caches nothing
-    and facts.cross_attention_layers is None  # their cross layers cache nothing per token
+    and (facts.cross is None or facts.cross.layers is None)  # cross layers: nothing a token
     and facts.layer_pattern is None  # no Mamba or MLP-only layers, no compressed entries
 ]
 
 
 @pytest.mark.parametrize("facts", UNIFORM, ids=[facts.name for facts in UNIFORM])
 def test_bytes_per_token_follow_the_cache_formula(facts: ModelFacts) -> None:
-    if facts.kv_lora_rank is not None:  # one latent and one shared rotary key
-        expected = (facts.kv_lora_rank + facts.qk_rope_head_dim) * facts.layers * 2
+    if facts.latent is not None:  # one latent and one shared rotary key
+        expected = (facts.latent.kv_lora_rank + facts.latent.qk_rope_head_dim) * facts.layers * 2
     else:
         expected = 2 * facts.layers * facts.num_kv_heads * facts.head_dim * 2
-    assert facts.kv_bytes_per_token() == expected
-    assert facts.kv_bytes_per_token(torch.float32) == 2 * expected
-    assert set(facts.layer_kv_bytes_per_token()) == {expected // facts.layers}
+    assert facts.kv_cache_bytes_per_token() == expected
+    assert facts.kv_cache_bytes_per_token(torch.float32) == 2 * expected
+    assert set(facts.layer_kv_cache_bytes_per_token()) == {expected // facts.layers}
 
 
 @pytest.mark.parametrize("facts", UNIFORM, ids=[facts.name for facts in UNIFORM])
 def test_cache_of_a_sequence_counts_what_each_layer_keeps(facts: ModelFacts) -> None:
-    per_layer = facts.kv_bytes_per_token() // facts.layers
-    limit = {SLIDING: facts.sliding_window, CHUNKED: facts.attention_chunk_size}
+    per_layer = facts.kv_cache_bytes_per_token() // facts.layers
+    limit = {facts.local.kind: facts.local.tokens_kept} if facts.local is not None else {}
     for tokens in (1, 1000, facts.trained_context):
         kept = sum(min(tokens, limit.get(kind) or tokens) for kind in facts.layer_types)
         assert facts.kv_cache_bytes(tokens) == per_layer * kept
-    if facts.sliding_window is None and facts.attention_chunk_size is None:
-        assert facts.kv_cache_bytes(5000) == 5000 * facts.kv_bytes_per_token()
+    if facts.local is None:
+        assert facts.kv_cache_bytes(5000) == 5000 * facts.kv_cache_bytes_per_token()
 
 
 K = 1024  # a 128k context is 128 * K tokens
@@ -86,22 +88,22 @@ def test_encoders_cache_nothing_and_cross_attention_is_cached_once() -> None:
     context's keys and values, the same however many tokens follow."""
     for name in ("BERT base", "ModernBERT base"):
         bert = MODELS[name]
-        assert bert.bidirectional and bert.kv_bytes_per_token() == bert.cache_bytes(512) == 0
+        assert bert.bidirectional and bert.kv_cache_bytes_per_token() == bert.cache_bytes(512) == 0
     modern = MODELS["ModernBERT base"]
     assert modern.layer_types[:4] == (FULL, SLIDING, SLIDING, FULL)  # layer 0 global
-    assert (modern.sliding_window, modern.rope_theta, modern.local_rope_theta) == (
+    assert (modern.local.window, modern.rope.theta, modern.rope.local_theta) == (
         64,
         160_000,
         10_000,
     )
     whisper = MODELS["Whisper large-v3"]
     per_layer = 2 * 20 * 64 * 2  # keys and values, 20 heads of 64, 16-bit
-    assert whisper.kv_bytes_per_token() == 32 * per_layer
+    assert whisper.kv_cache_bytes_per_token() == 32 * per_layer
     assert whisper.cross_cache_bytes() == 32 * per_layer * 1500  # 1,500 encoder tokens
     assert whisper.cross_cache_bytes(torch.float32) == 2 * whisper.cross_cache_bytes()
     vision = MODELS["Llama 3.2 11B Vision"]
     assert vision.layer_types.count(CROSS) == 8 and vision.layer_types[3] == CROSS
-    assert vision.kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2  # the 32 text layers
+    assert vision.kv_cache_bytes_per_token() == 32 * 2 * 8 * 128 * 2  # the 32 text layers
     assert vision.cross_cache_bytes() is None  # it depends on the images
     assert MODELS["Llama 3 8B"].cross_cache_bytes() == 0
 
@@ -136,12 +138,12 @@ def test_the_caches_of_part_iii_models_by_hand() -> None:
     }
     for name, (per_token, at_128k) in expected.items():
         facts = MODELS[name]
-        assert (facts.kv_bytes_per_token(), facts.kv_cache_bytes(128 * K)) == (
+        assert (facts.kv_cache_bytes_per_token(), facts.kv_cache_bytes(128 * K)) == (
             per_token,
             at_128k,
         ), name
-        assert facts.kv_bytes_per_token(torch.float32) == 2 * per_token
-        assert sum(facts.layer_kv_bytes_per_token()) == per_token
+        assert facts.kv_cache_bytes_per_token(torch.float32) == 2 * per_token
+        assert sum(facts.layer_kv_cache_bytes_per_token()) == per_token
 
 
 def test_the_caches_and_states_of_part_iv_models_by_hand() -> None:
@@ -174,9 +176,9 @@ def test_the_caches_and_states_of_part_iv_models_by_hand() -> None:
     }
     for name, (kv_per_token, state, indexer_per_token) in expected.items():
         facts = MODELS[name]
-        assert facts.kv_bytes_per_token() == kv_per_token, name
+        assert facts.kv_cache_bytes_per_token() == kv_per_token, name
         assert facts.state_bytes() == state, name
-        assert facts.indexer_bytes_per_token() == indexer_per_token, name
+        assert facts.indexer_cache_bytes_per_token() == indexer_per_token, name
         for tokens in (1, 128 * K):
             assert facts.kv_cache_bytes(tokens) == tokens * kv_per_token, name
             assert facts.cache_bytes(tokens) == (
@@ -190,14 +192,14 @@ def test_the_caches_and_states_of_part_iv_models_by_hand() -> None:
     assert qwen35.state_bytes(torch.bfloat16, torch.bfloat16) == 45 * (
         (2 * 16 * 128 + 64 * 128) * 4 * 2 + 64 * 128 * 128 * 2
     )
-    assert MODELS["DeepSeek-V3.2"].indexer_bytes_per_token(torch.float8_e4m3fn) == 61 * 128
+    assert MODELS["DeepSeek-V3.2"].indexer_cache_bytes_per_token(torch.float8_e4m3fn) == 61 * 128
 
 
 def test_the_state_does_not_grow_and_the_cache_does() -> None:
     """Past some length, the hybrids' keys and values outweigh their fixed state."""
     for name in ("Qwen3.5 397B-A17B", "Qwen3-Next 80B-A3B", "Kimi Linear"):
         facts = MODELS[name]
-        state, per_token = facts.state_bytes(), facts.kv_bytes_per_token()
+        state, per_token = facts.state_bytes(), facts.kv_cache_bytes_per_token()
         assert facts.cache_bytes(0) == state > 0
         crossing = -(-state // per_token)  # the first length whose keys weigh as much
         assert facts.kv_cache_bytes(crossing - 1) < state <= facts.kv_cache_bytes(crossing)
@@ -214,7 +216,7 @@ def test_the_layer_mix_of_the_hybrids() -> None:
             linear,
             full,
         ), name
-        sizes, states = facts.layer_kv_bytes_per_token(), facts.layer_state_bytes()
+        sizes, states = facts.layer_kv_cache_bytes_per_token(), facts.layer_state_bytes()
         for kind, size, state in zip(facts.layer_types, sizes, states, strict=True):
             assert (size > 0, state > 0) == (kind == FULL, kind == LINEAR), name
     kimi = MODELS["Kimi Linear"]
@@ -225,12 +227,12 @@ def test_the_layer_mix_of_the_hybrids() -> None:
 
 
 def test_shared_and_linear_layers_cache_nothing() -> None:
-    e2b = MODELS["Gemma 4 E2B"].layer_kv_bytes_per_token()
+    e2b = MODELS["Gemma 4 E2B"].layer_kv_cache_bytes_per_token()
     assert e2b[15:] == (0,) * 20 and 0 not in e2b[:15]
     assert MODELS["Gemma 4 E2B"].kv_shared == (False,) * 15 + (True,) * 20
     qwen3_next = MODELS["Qwen3-Next 80B-A3B"]
     assert qwen3_next.layer_types[:4] == (LINEAR, LINEAR, LINEAR, FULL)
-    sizes = qwen3_next.layer_kv_bytes_per_token()
+    sizes = qwen3_next.layer_kv_cache_bytes_per_token()
     assert [size > 0 for size in sizes] == [kind == FULL for kind in qwen3_next.layer_types]
 
 
@@ -386,7 +388,7 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (
             lambda: ModelFacts(**TOY, class_defaults=("sliding_windw",)),
             ValueError,
-            r"class_defaults to name attributes, got \['sliding_windw'\]",
+            r"the fields of its groups, got \['sliding_windw'\]",
         ),
     ],
 )
@@ -410,10 +412,10 @@ def test_a_group_is_all_or_nothing_by_construction() -> None:
                 group(**{k: v for k, v in sizes.items() if k != name})
 
 
-def test_a_toy_entry_reads_its_groups_by_their_flat_names() -> None:
+def test_a_toy_entry_reads_its_groups_by_their_config_names() -> None:
     hybrid = ModelFacts(**TOY, local=LinearAttention(**TOY_LINEAR, full_attention_layers=(1, 3)))
     assert hybrid.layer_types == (LINEAR, FULL, LINEAR, FULL)
-    assert (hybrid.linear_attention, hybrid.linear_num_value_heads) == ("Gated DeltaNet", 4)
+    assert (hybrid.local.mixer, hybrid.linear_num_value_heads) == ("Gated DeltaNet", 4)
     assert (hybrid.sliding_window, hybrid.attention_chunk_size) == (None, None)
     sparse = ModelFacts(
         **TOY, latent=TOY_LATENT, indexer=Indexer(num_heads=4, head_dim=8, top_k=16)
@@ -423,26 +425,34 @@ def test_a_toy_entry_reads_its_groups_by_their_flat_names() -> None:
     assert sparse.head_dim == 8 + 4  # a query's size: no RoPE part and RoPE part
     assert sparse.positions == "none" and sparse.rope_theta is None
     plain = ModelFacts(**TOY, learned_positions=True)
-    assert (plain.positions, plain.sinks, plain.partial_rotary_factor) == ("learned", False, 1.0)
+    assert (plain.positions, plain.scores, plain.partial_rotary_factor) == ("learned", None, 1.0)
     alibi = ModelFacts(**{**TOY, "max_position_embeddings": None}, alibi=True)
     assert (alibi.positions, alibi.rope_theta, alibi.uses_rope) == ("alibi", None, (False,) * 4)
-    assert plain.parameters is None and plain.parameters_source == ""
+    assert plain.weights is None and plain.attention_k_eq_v is False
     with pytest.raises(AttributeError):
-        plain.sliding_window = 16  # the flat names only read
+        plain.sliding_window = 16  # the config's names only read
+
+
+def test_the_package_own_names_are_read_in_their_groups_only() -> None:
+    """A name that is not a config.json field has no flat view: one way to read it."""
+    plain = ModelFacts(**TOY, scores=Scores(sinks=True), parts=LayerParts(qk_norm="head"))
+    assert (plain.scores.sinks, plain.parts.qk_norm) == (True, "head")
+    for name in ("sinks", "qk_norm", "scale", "nope_every", "global_every", "parameters"):
+        assert not hasattr(plain, name), name
 
 
 def test_the_published_sizes_of_the_caches() -> None:
     """Figures that papers and model cards give, from the table."""
-    assert MODELS["Llama 3 8B"].kv_bytes_per_token() == 128 * 1024  # 128 KiB
+    assert MODELS["Llama 3 8B"].kv_cache_bytes_per_token() == 128 * 1024  # 128 KiB
     assert MODELS["Llama 2 7B"].kv_cache_bytes(4096) == 2 * 2**30  # 2 GiB at 4k
     assert MODELS["Mistral 7B"].kv_cache_bytes(10**6) == 2**29  # capped at 4096 tokens
-    assert MODELS["DeepSeek-V3"].kv_bytes_per_token() // MODELS["DeepSeek-V3"].layers == 1152
+    assert MODELS["DeepSeek-V3"].kv_cache_bytes_per_token() // MODELS["DeepSeek-V3"].layers == 1152
     # Kimi Linear's model card: its hybrid cuts the key/value cache "by up to 75%"
     kimi = MODELS["Kimi Linear"]
-    all_mla = kimi.layers * max(kimi.layer_kv_bytes_per_token())
-    assert 0.7 < 1 - kimi.kv_bytes_per_token() / all_mla <= 0.75
+    all_mla = kimi.layers * max(kimi.layer_kv_cache_bytes_per_token())
+    assert 0.7 < 1 - kimi.kv_cache_bytes_per_token() / all_mla <= 0.75
     # Raschka's LLM architecture gallery: Qwen3.5 397B-A17B keeps 30 KiB per token
-    assert MODELS["Qwen3.5 397B-A17B"].kv_bytes_per_token() == 30 * 1024
+    assert MODELS["Qwen3.5 397B-A17B"].kv_cache_bytes_per_token() == 30 * 1024
 
 
 def test_the_kind_of_attention_and_the_group_size() -> None:
@@ -528,3 +538,37 @@ def test_layer_cache_numbers_refuses_a_negative_or_a_float_length() -> None:
         MODELS["GPT-2"].layer_cache_numbers(-1)
     with pytest.raises(TypeError, match="expected tokens to be an int"):
         MODELS["GPT-2"].layer_cache_numbers(1.0)
+
+
+def _glossary_views() -> list[tuple[str, str]]:
+    """``(config field, group.field)`` from the glossary's table of the views."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "glossary.md").read_text()
+    pairs = []
+    for row in text.split("## In the package")[1].splitlines():
+        cells = row.split("|")[1:-1]
+        if len(cells) != 2 or cells[0].strip() in ("config field", "---"):
+            continue
+        fields = re.findall(r"`(\w+)`", cells[0].split("(")[0])
+        paths = re.findall(r"`(\w+\.\w+)`", cells[1])
+        pairs += list(zip(fields, paths, strict=True))
+    return pairs
+
+
+def test_the_glossary_lists_every_config_view_and_where_it_lives() -> None:
+    """Each view the glossary names reads its group's field (None, or the field's
+    default, without the group), and the glossary names every view ModelFacts has."""
+    views = dict(_glossary_views())
+    defaults = {"partial_rotary_factor": 1.0, "attention_k_eq_v": False}
+    for facts in MODELS.values():
+        for name, path in views.items():
+            group, field = path.split(".")
+            owner = getattr(facts, group)
+            expected = getattr(owner, field, None) if owner is not None else None
+            assert getattr(facts, name) == (defaults.get(name) if owner is None else expected)
+    # A view's docstring opens with its config name: "``sliding_window``: ...".
+    documented = {
+        name
+        for name, value in vars(ModelFacts).items()
+        if isinstance(value, property) and (value.__doc__ or "").startswith(f"``{name}``")
+    }
+    assert documented == set(views)

@@ -82,11 +82,11 @@ def rolling_token(facts: ModelFacts, tokens: int) -> tuple[int, ...]:
     (``DynamicSlidingWindowLayer.update``: ``full_key_states[:, :, -self.sliding_window
     + 1 :, :]``, and so ``DeepseekV4HCACache.update``)."""
     rolling = {SLIDING, CHUNKED, CSA, HCA}
-    window = facts.sliding_window or facts.attention_chunk_size
+    window = facts.local.tokens_kept if facts.local is not None else None
     return tuple(
         per_token if kind in rolling and tokens >= window else 0
         for kind, per_token in zip(
-            facts.layer_types, facts.layer_kv_bytes_per_token(torch.bfloat16), strict=True
+            facts.layer_types, facts.layer_kv_cache_bytes_per_token(torch.bfloat16), strict=True
         )
     )
 
@@ -144,7 +144,7 @@ def test_the_bill_is_what_transformers_caches_after_prefill_and_decoding(model_t
             assert memory == tuple(
                 c * per_token * facts._tokens_kept(kind, tokens)
                 for c, kind, per_token in zip(
-                    copies, facts.layer_types, facts.layer_kv_bytes_per_token(), strict=True
+                    copies, facts.layer_types, facts.layer_kv_cache_bytes_per_token(), strict=True
                 )
             ), tokens
     assert len(cache.layers) == facts.layers
@@ -264,20 +264,13 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
     "uses_rope",
     "kv_shared",
     "layer_kv_shapes",
-    "rope_theta",
-    "local_rope_theta",
-    "partial_rotary_factor",
-    "nope_every",
-    "sliding_window",
-    "attention_chunk_size",
+    "rope.theta",  # not its scaling, to which transformers may add defaults: below
+    "rope.local_theta",
+    "rope.partial_rotary_factor",
+    "rope.nope_every",
+    "local",
     "latent",
     "indexer",
-    "linear_attention",
-    "linear_num_key_heads",
-    "linear_num_value_heads",
-    "linear_key_head_dim",
-    "linear_value_head_dim",
-    "linear_conv_kernel_dim",
     "global_layers",
     "mamba",
     "compressed",
@@ -293,6 +286,13 @@ COMPARED = [  # every attribute a config determines (not the names and sources)
 ]
 
 
+def _read(facts: ModelFacts, name: str):
+    """An attribute, or ``group.field``: ``None`` where the model lacks the group."""
+    group, _, field = name.rpartition(".")
+    owner = getattr(facts, group) if group else facts
+    return getattr(owner, field) if owner is not None else None
+
+
 @pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
 def test_from_config_gives_back_each_entry(facts) -> None:
     """The config transformers builds from an entry's released fields reads back as the
@@ -303,11 +303,12 @@ def test_from_config_gives_back_each_entry(facts) -> None:
     given = facts.trained_context if facts.max_position_embeddings is None else None
     read = facts_from_config(released_config(facts), name=facts.name, trained_context=given)
     for name in COMPARED:
-        assert getattr(read, name) == getattr(facts, name), name
-    if facts.rope_scaling is not None:  # transformers may add defaults to the dict
-        assert facts.rope_scaling.items() <= read.rope_scaling.items()
+        assert _read(read, name) == _read(facts, name), name
+    scaling = facts.rope.scaling if facts.rope is not None else None
+    if scaling is not None:  # transformers may add defaults to the dict
+        assert scaling.items() <= read.rope.scaling.items()
     else:
-        assert read.rope_scaling is None
+        assert read.rope is None or read.rope.scaling is None
     for tokens in (1, 4096, facts.trained_context):
         assert read.cache_bytes(tokens) == facts.cache_bytes(tokens)
 

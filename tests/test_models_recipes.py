@@ -94,7 +94,7 @@ from attention import (
     layer_for,
     rope_frequencies,
 )
-from attention.models import BUILDERS, ModelFacts, Sizes
+from attention.models import BUILDERS, LinearAttention, ModelFacts, Sizes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -114,7 +114,7 @@ def test_llama_like_recipes_match_llama_attention(model, layout):
     gqa = make_layer(layout, model)
     x = layout_input(layout)
     theirs = llama_attention(gqa)
-    cos_sin = positions_cos_sin(x, gqa.head_dim, MODELS[model].rope_theta)
+    cos_sin = positions_cos_sin(x, gqa.head_dim, MODELS[model].rope.theta)
     expected, _ = theirs(x, cos_sin, causal_4d(x.shape[1], x.shape[1]))
     torch.testing.assert_close(gqa(x), expected, **EXACT)
 
@@ -126,7 +126,7 @@ def test_mistral_recipe_matches_mistral_attention(layout, window):
     x = layout_input(layout)
     n = x.shape[1]
     allowed = causal_4d(n, n) & (torch.arange(n)[:, None] - torch.arange(n) < window)
-    cos_sin = positions_cos_sin(x, gqa.head_dim, MODELS["Mistral 7B"].rope_theta)
+    cos_sin = positions_cos_sin(x, gqa.head_dim, MODELS["Mistral 7B"].rope.theta)
     expected, _ = mistral_attention(gqa)(x, cos_sin, allowed)
     torch.testing.assert_close(gqa(x), expected, **EXACT)
 
@@ -757,9 +757,9 @@ def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
 
 
 def small_sizes(facts) -> Sizes:
-    if facts.kv_lora_rank is not None:
+    if facts.latent is not None:
         return Sizes(hidden_size=32, num_heads=2, kv_lora_rank=8, max_position_embeddings=8)
-    if facts.linear_attention is not None and facts.linear_attention != "Gated DeltaNet":
+    if isinstance(facts.local, LinearAttention) and facts.local.mixer != "Gated DeltaNet":
         return Sizes()
     return SMALL
 
@@ -820,22 +820,26 @@ def test_every_layer_of_every_model_has_its_kind(name):
             x, image = torch.randn(1, 3, layer.d_in), torch.randn(1, 5, layer.d_context)
             assert layer(x, image).shape == (1, 3, layer.d_out)
             continue
-        if facts.kv_lora_rank is not None:
+        if facts.latent is not None:
             sparse = kind == "indexed_attention"
             assert isinstance(layer, SparseLatentAttention) == sparse
             continue
         if facts.kv_shared[i]:
             assert isinstance(layer, SharedKVAttention)
             continue
-        assert layer.window == (facts.sliding_window if kind == "sliding_attention" else None)
-        assert layer.chunk == (facts.attention_chunk_size if kind == "chunked_attention" else None)
+        local, scores, parts = facts.local, facts.scores, facts.parts
+        kept = local.tokens_kept if local is not None and kind == local.kind else None
+        assert layer.window == (kept if kind == "sliding_attention" else None)
+        assert layer.chunk == (kept if kind == "chunked_attention" else None)
         assert (layer.rotary is not None) == facts.uses_rope[i]
-        assert (layer.sinks is not None) == facts.sinks
-        assert (layer.W_gate is not None) == facts.output_gate
-        assert (layer.v_norm is not None) == facts.value_norm
-        has_qk_norm = facts.qk_norm is not None and (facts.qk_norm != "l2" or facts.uses_rope[i])
+        assert (layer.sinks is not None) == bool(scores and scores.sinks)
+        assert (layer.W_gate is not None) == bool(parts and parts.output_gate)
+        assert (layer.v_norm is not None) == bool(parts and parts.value_norm)
+        qk_norm = parts.qk_norm if parts is not None else None
+        has_qk_norm = qk_norm is not None and (qk_norm != "l2" or facts.uses_rope[i])
         assert (layer.q_norm is not None) == (layer.k_norm is not None) == has_qk_norm
-        assert (layer.W_value is None) == (facts.attention_k_eq_v and kind == "full_attention")
+        k_eq_v = facts.global_layers is not None and facts.global_layers.k_eq_v
+        assert (layer.W_value is None) == (k_eq_v and kind == "full_attention")
         x = torch.randn(1, 3, layer.d_in)
         assert layer(x).shape == (1, 3, layer.d_out)
 
@@ -874,10 +878,10 @@ def test_a_layer_at_the_models_sizes():
     glob = layer_for(facts, 5)
     assert (glob.num_heads, glob.num_kv_heads, glob.head_dim) == (32, 4, 512)
     assert glob.W_query.in_features == glob.out_proj.out_features == facts.hidden_size
-    assert glob.rotary.scaling == facts.rope_scaling and glob.scale == 1.0
+    assert glob.rotary.scaling == facts.rope.scaling and glob.scale == 1.0
     local = layer_for(facts, 0)
     assert (local.num_kv_heads, local.head_dim, local.window) == (16, 256, 1024)
-    assert local.rotary.base == facts.local_rope_theta and local.rotary.scaling is None
+    assert local.rotary.base == facts.rope.local_theta and local.rotary.scaling is None
 
 
 def test_one_seed_draws_the_recipes_weights_in_the_modules_order():

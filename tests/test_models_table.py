@@ -38,6 +38,7 @@ from attention.models.facts import (
     MAMBA,
     NO_MIXER,
     SLIDING,
+    LinearAttention,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +62,10 @@ def test_every_entry_names_its_checkpoint_and_sources(facts: ModelFacts) -> None
 
 # -- the table against transformers' config classes -----------------------------------
 
-FIELDS = {  # ModelFacts attribute -> the config field it copies
+# The config fields an entry copies, read by the config's own names where ModelFacts keeps
+# them as views of its groups (sliding_window is local.window), else in the group
+# (global_layers.num_kv_heads).
+FIELDS = {  # ModelFacts attribute, or group.field -> the config field it copies
     "layers": "num_hidden_layers",
     "hidden_size": "hidden_size",
     "num_heads": "num_attention_heads",
@@ -78,7 +82,7 @@ FIELDS = {  # ModelFacts attribute -> the config field it copies
     "final_logit_softcapping": "final_logit_softcapping",
     "attention_chunk_size": "attention_chunk_size",
     "global_head_dim": "global_head_dim",
-    "num_global_kv_heads": "num_global_key_value_heads",
+    "global_layers.num_kv_heads": "num_global_key_value_heads",
     "floor_scale": "floor_scale",
     "attn_scale": "attn_scale",
     "index_n_heads": "index_n_heads",
@@ -111,6 +115,13 @@ WHISPER_FIELDS = {  # the decoder's, and the encoder's output it cross-attends t
 }
 
 
+def _read(facts: ModelFacts, attribute: str):
+    """An attribute, or ``group.field``: ``None`` where the model lacks the group."""
+    group, _, field = attribute.rpartition(".")
+    owner = getattr(facts, group) if group else facts
+    return getattr(owner, field) if owner is not None else None
+
+
 def released_config(facts: ModelFacts):
     """The transformers config built from what the released config.json holds.
 
@@ -125,9 +136,9 @@ def released_config(facts: ModelFacts):
     if facts.config_class == "KimiLinearConfig":  # its file nests them: _linear_as_released
         fields = {key: name for key, name in fields.items() if key not in LINEAR_SIZES}
     kwargs = {
-        name: getattr(facts, attribute)
+        name: _read(facts, attribute)
         for attribute, name in fields.items()
-        if attribute not in facts.class_defaults and getattr(facts, attribute) is not None
+        if attribute not in facts.class_defaults and _read(facts, attribute) is not None
     }
     kwargs |= {
         name: getattr(facts, attribute)
@@ -190,18 +201,20 @@ def _pattern_as_released(facts: ModelFacts) -> dict:
     kwargs: dict = {}
     if facts.config_class in ("Gemma4TextConfig", "GptOssConfig", "Olmo3Config"):
         kwargs["layer_types"] = list(facts.layer_types)  # a list per layer
+    local = facts.local
+    nope_every = facts.rope.nope_every if facts.rope is not None else None
     if facts.config_class == "Cohere2Config":  # its full layers are its NoPE layers
-        kwargs["sliding_window_pattern"] = facts.global_every
-    elif facts.nope_every is not None:  # Llama 4 and SmolLM3: 1 = this layer uses RoPE
+        kwargs["sliding_window_pattern"] = local.global_every
+    elif nope_every is not None:  # Llama 4 and SmolLM3: 1 = this layer uses RoPE
         kwargs["no_rope_layers"] = [int(rope) for rope in facts.uses_rope]
     if facts.config_class == "NemotronHConfig":
         kwargs |= _mamba_as_released(facts)
     if facts.config_class == "DeepseekV4Config":
         kwargs |= _compressed_as_released(facts)
     if facts.config_class == "SmolLM3Config":
-        kwargs |= {"no_rope_layer_interval": facts.nope_every, "use_sliding_window": False}
-    if facts.linear_attention is not None and facts.global_every is not None:  # Qwen
-        kwargs["full_attention_interval"] = facts.global_every
+        kwargs |= {"no_rope_layer_interval": nope_every, "use_sliding_window": False}
+    if isinstance(local, LinearAttention) and local.global_every is not None:  # Qwen
+        kwargs["full_attention_interval"] = local.global_every
     if facts.config_class == "KimiLinearConfig":
         kwargs["linear_attn_config"] = _linear_as_released(facts)
     if facts.config_class == "MiniMaxM2Config":  # the share of each head RoPE turns
@@ -210,12 +223,12 @@ def _pattern_as_released(facts: ModelFacts) -> dict:
         kwargs["qk_rope_head_dim"] = int(facts.head_dim * facts.partial_rotary_factor)
     elif facts.partial_rotary_factor != 1.0:
         kwargs["partial_rotary_factor"] = facts.partial_rotary_factor
-    if facts.qk_norm == "l2":  # Llama 4
+    if facts.parts is not None and facts.parts.qk_norm == "l2":  # Llama 4
         kwargs["use_qk_norm"] = True
     if facts.cross_attention_layers is not None:  # Llama 3.2 Vision: a list in its file
         kwargs["cross_attention_layers"] = list(facts.cross_attention_layers)
     if facts.config_class == "ModernBertConfig":  # its file's fields, which it reads so
-        full = facts.full_attention_layers
+        full = local.full_attention_layers
         kwargs["global_attn_every_n_layers"] = full[1] - full[0]
         kwargs["local_attention"] = 2 * facts.sliding_window  # its half is sliding_window
     return kwargs
@@ -272,7 +285,7 @@ def linear_sizes(config) -> dict[str, int]:
 def _explicit(facts: ModelFacts) -> set[str]:
     """Attributes given in the entry rather than derived (only head_dim can be both)."""
     derived = facts.hidden_size // facts.num_heads
-    return {"head_dim"} if facts.head_dim != derived and facts.kv_lora_rank is None else set()
+    return {"head_dim"} if facts.head_dim != derived and facts.latent is None else set()
 
 
 def rope_of(config, layer_type: str) -> dict:
@@ -337,7 +350,7 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
         return
     assert config.num_hidden_layers == facts.layers
     assert config.max_position_embeddings == facts.max_position_embeddings
-    if facts.kv_lora_rank is None:
+    if facts.latent is None:
         shapes = tuple(layer_shape(config, i) for i in range(facts.layers))
         assert shapes == facts.layer_kv_shapes
     else:
@@ -351,7 +364,7 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
     if hasattr(config, "kv_sharing_modes"):
         assert tuple(mode == "reuse" for mode in config.kv_sharing_modes) == facts.kv_shared
     if hasattr(config, "use_qk_norm"):
-        assert config.use_qk_norm == (facts.qk_norm == "l2")
+        assert config.use_qk_norm == (facts.parts is not None and facts.parts.qk_norm == "l2")
     for name in MECHANISMS:
         if hasattr(config, name):
             assert getattr(config, name) == getattr(facts, name), name
@@ -360,7 +373,7 @@ def test_transformers_reads_the_same_attention_from_the_released_config(facts) -
             assert getattr(config, name) == getattr(facts, name), name
     if not _class_has(facts.config_class, "rms_norm_eps"):  # LayerNorms, or another name
         assert facts.rms_norm_eps is None
-    if facts.linear_attention is not None:
+    if isinstance(facts.local, LinearAttention):
         assert linear_sizes(config) == {name: getattr(facts, name) for name in LINEAR_SIZES}
     for name in INDEXER_SIZES:
         assert getattr(config, name, None) == getattr(facts, name), name
@@ -401,9 +414,9 @@ def test_transformers_caches_what_the_table_counts(facts: ModelFacts) -> None:
         pytest.skip("this transformers has no get_layer_types_and_kwargs")
     kinds, kwargs = layout(released_config(facts))
     stores = [kind not in ("dummy", LINEAR) for kind in kinds]
-    counted = zip(facts.layer_kv_bytes_per_token(), facts.layer_types, strict=True)
+    counted = zip(facts.layer_kv_cache_bytes_per_token(), facts.layer_types, strict=True)
     assert stores == [size > 0 or kind == CROSS for size, kind in counted]
-    limits = {SLIDING: facts.sliding_window, CHUNKED: facts.attention_chunk_size}
+    limits = {facts.local.kind: facts.local.tokens_kept} if facts.local is not None else {}
     assert [kw.get("sliding_window") for kw in kwargs] == [
         limits.get(kind) if store else None
         for kind, store in zip(facts.layer_types, stores, strict=True)
@@ -433,7 +446,7 @@ def test_transformers_caches_whisper_s_self_and_cross_attention_as_the_table_cou
             cross_attn(x, encoded, cache)
     held = cache.self_attention_cache.layers[0]
     cross = cache.cross_attention_cache.layers[0]
-    per_token = facts.kv_bytes_per_token(torch.float32) // facts.layers
+    per_token = facts.kv_cache_bytes_per_token(torch.float32) // facts.layers
     assert held.keys.nbytes + held.values.nbytes == 5 * per_token
     cross_bytes = cross.keys.nbytes + cross.values.nbytes
     assert cross_bytes * facts.layers == facts.cross_cache_bytes(torch.float32)
@@ -444,7 +457,7 @@ LINEAR_MODULES = {  # the config class -> transformers' linear-attention layer
     "Qwen3_5MoeTextConfig": ("qwen3_5_moe", "Qwen3_5MoeGatedDeltaNet"),
     "KimiLinearConfig": ("kimi_linear", "KimiLinearDeltaAttention"),
 }
-HYBRIDS = [facts for facts in MODELS.values() if facts.linear_attention is not None]
+HYBRIDS = [facts for facts in MODELS.values() if isinstance(facts.local, LinearAttention)]
 
 
 SMALL_HIDDEN = 16  # the layers' input size in these checks: no cache holds it
@@ -495,16 +508,16 @@ def test_transformers_keeps_the_state_the_table_counts(facts: ModelFacts) -> Non
         kept = cache.layers[index]
         conv, state = kept.conv_states[0], kept.recurrent_states[0]
         assert (conv.dtype, state.dtype) == (torch.bfloat16, torch.float32)
-        assert conv.shape[-1] == facts.linear_conv_kernel_dim
+        assert conv.shape[-1] == facts.local.conv_kernel_dim
         assert _stored_bytes(conv, state) == expected
     assert facts.layer_state_bytes(torch.float32)[index] - expected == conv.numel() * 2
 
 
 def test_transformers_caches_the_latent_and_the_indexer_keys_of_deepseek_v32() -> None:
     """DeepseekV32Attention, from the released config, caches per token the latent and
-    the shared rotary key (kv_bytes_per_token) and one indexer key (indexer_bytes_per_token)
-    in every layer. Query and key/value heads and ``hidden_size`` are made small: latent
-    attention caches none of them."""
+    the shared rotary key (kv_cache_bytes_per_token) and one indexer key
+    (indexer_cache_bytes_per_token) in every layer. Query and key/value heads and
+    ``hidden_size`` are made small: latent attention caches none of them."""
     from transformers.cache_utils import DynamicCache, DynamicIndexedLayer
     from transformers.models.deepseek_v32.modeling_deepseek_v32 import (
         DeepseekV32Attention,
@@ -528,8 +541,10 @@ def test_transformers_caches_the_latent_and_the_indexer_keys_of_deepseek_v32() -
 
     _run_in_cache(DeepseekV32Attention(config, 0), [5, 1], call)
     kept, tokens = cache.layers[0], 6
-    assert _stored_bytes(kept.keys, kept.values) == tokens * facts.layer_kv_bytes_per_token()[0]
-    indexer_per_layer = facts.indexer_bytes_per_token() // facts.layers
+    assert (
+        _stored_bytes(kept.keys, kept.values) == tokens * facts.layer_kv_cache_bytes_per_token()[0]
+    )
+    indexer_per_layer = facts.indexer_cache_bytes_per_token() // facts.layers
     assert _stored_bytes(kept.indexer_keys) == tokens * indexer_per_layer
 
 
@@ -554,7 +569,9 @@ def test_transformers_caches_the_latent_of_kimi_linear_s_mla_layers() -> None:
 
     _run_in_cache(KimiLinearAttention(config, index), [5, 1], call)
     kept = cache.layers[index]
-    assert _stored_bytes(kept.keys, kept.values) == 6 * facts.layer_kv_bytes_per_token()[index]
+    assert (
+        _stored_bytes(kept.keys, kept.values) == 6 * facts.layer_kv_cache_bytes_per_token()[index]
+    )
 
 
 def test_llama4_scout_temperature_tuning_is_on_though_the_file_writes_4() -> None:
@@ -612,7 +629,7 @@ def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
         model_class = transformers.LlamaForCausalLM
     with torch.device("meta"):
         model = model_class(config)
-    assert sum(p.numel() for p in model.parameters()) == facts.parameters
+    assert sum(p.numel() for p in model.parameters()) == facts.weights.parameters
 
 
 # -- the lint: no model fact typed into a page -----------------------------------------
@@ -675,7 +692,7 @@ def fact_numbers() -> dict[int, str]:
         if facts.receptive_field is not None:
             add(facts.receptive_field + 1, f"{facts.name} receptive field, in tokens")
         for dtype in (torch.bfloat16, torch.float32):
-            per_token = facts.kv_bytes_per_token(dtype)
+            per_token = facts.kv_cache_bytes_per_token(dtype)
             add(per_token, f"{facts.name} cache bytes per token")
             add(per_token // facts.layers, f"{facts.name} cache bytes per token and layer")
         for tokens in (facts.trained_context, facts.max_position_embeddings):
@@ -686,8 +703,8 @@ def fact_numbers() -> dict[int, str]:
         for dtype in (torch.bfloat16, torch.float32):  # Part IV: state and indexer
             add(facts.state_bytes(dtype), f"{facts.name} state bytes per sequence")
             add(max(facts.layer_state_bytes(dtype)), f"{facts.name} state bytes per layer")
-            add(facts.indexer_bytes_per_token(dtype), f"{facts.name} indexer bytes per token")
-        if facts.linear_attention is not None:  # the figures Part IV's tables give
+            add(facts.indexer_cache_bytes_per_token(dtype), f"{facts.name} indexer bytes per token")
+        if isinstance(facts.local, LinearAttention):  # the figures Part IV's tables give
             add(facts.cache_bytes(128 * 1024), f"{facts.name} cache and state at 128k tokens")
         add(facts.uses_rope.count(False), f"{facts.name} layers without RoPE")
         add(sum(facts.kv_shared), f"{facts.name} layers sharing keys and values")

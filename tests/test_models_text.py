@@ -24,6 +24,9 @@ from attention.models import (
     BITS,
     INDEXED,
     STRIP_LETTERS,
+    Chunked,
+    LinearAttention,
+    Sliding,
     bill,
     format_bytes,
     layer_strip,
@@ -42,35 +45,37 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
     text = recipe(facts)
     assert text == recipe(facts) and text.startswith(f"{facts.name}: {facts.layers} layers")
+    rope, local, scores, parts = facts.rope, facts.local, facts.scores, facts.parts
+    sliding = isinstance(local, Sliding)
     present = {
-        "sliding (window": facts.sliding_window and not facts.bidirectional,
-        "positions each side": facts.sliding_window and facts.bidirectional,
-        "chunked (chunk": facts.attention_chunk_size,
+        "sliding (window": sliding and not facts.bidirectional,
+        "positions each side": sliding and facts.bidirectional,
+        "chunked (chunk": isinstance(local, Chunked),
         "MLA": facts.latent,
         "DeepSeek Sparse Attention": INDEXED in facts.layer_types,  # not V4's CSA layers
-        "sinks": facts.sinks,
-        "output gate": facts.output_gate,
-        "QK-norm": facts.qk_norm or facts.cross_qk_norm,
-        "NoPE": facts.nope_every or facts.positions == "none",
-        "YaRN": (facts.rope_scaling or {}).get("rope_type") == "yarn",
+        "sinks": scores and scores.sinks,
+        "output gate": parts and parts.output_gate,
+        "QK-norm": (parts and parts.qk_norm) or (facts.cross and facts.cross.qk_norm),
+        "NoPE": (rope and rope.nope_every) or facts.positions == "none",
+        "YaRN": ((rope and rope.scaling) or {}).get("rope_type") == "yarn",
         "learned positions": facts.learned_positions,
         "ALiBi": facts.alibi,
         "of fixed state": facts.state_bytes(),
-        "capped": (facts.sliding_window or facts.attention_chunk_size) and not facts.bidirectional,
+        "capped": local and local.tokens_kept and not facts.bidirectional,
         "an encoder: attends both ways, no cache": facts.bidirectional,
         "cross-attention in": facts.cross,
         "reuse earlier layers' keys": facts.num_kv_shared_layers,
     }
     for words, has in present.items():
         assert (words in text) == bool(has), words
-    if facts.linear_attention:
-        assert facts.linear_attention in text
+    if isinstance(local, LinearAttention):
+        assert local.mixer in text
 
 
 def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:
     gemma = MODELS["Gemma 2 9B"]  # 21 full layers grow, 21 sliding are capped
     full_layers = gemma.layer_types.count("full_attention")
-    per_token = full_layers * gemma.layer_kv_bytes_per_token()[1]
+    per_token = full_layers * gemma.layer_kv_cache_bytes_per_token()[1]
     assert f"cache per token: {format_bytes(per_token)} growing" in recipe(gemma)
 
 
@@ -83,7 +88,7 @@ def test_the_strip_has_a_letter_per_layer_and_a_legend() -> None:
         for k, shared in zip(gemma.layer_types, gemma.kv_shared, strict=True)
     ]
     assert list(letters) == expected
-    assert "lower case" in legend and f"window {gemma.sliding_window}" in legend
+    assert "lower case" in legend and f"window {gemma.local.window}" in legend
     assert len(layer_strip(MODELS["DeepSeek-V3"], width=10).split("\n")) == 8  # 61 layers
 
 

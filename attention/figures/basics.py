@@ -53,7 +53,7 @@ from attention.figures.style import (
     _swatch,
     _text,
 )
-from attention.models import MODELS
+from attention.models import MODELS, Chunked, Sliding
 
 __all__ = [
     "STAGES",
@@ -611,24 +611,38 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
         return _families([m for m in facts if test(m)])
 
     def partial(m):
-        return m.positions == "rope" and (
-            m.partial_rotary_factor != 1.0 or m.qk_rope_head_dim is not None
-        )
+        return m.rope is not None and (m.rope.partial_rotary_factor != 1.0 or m.latent is not None)
+
+    def group(name, test):  # a test of one group, False where a model lacks it
+        return users(lambda m: getattr(m, name) is not None and test(getattr(m, name)))
+
+    def scores(test):
+        return group("scores", test)
+
+    def parts(test):
+        return group("parts", test)
+
+    def local(kind):  # the models whose local layers are of this kind
+        return users(lambda m: isinstance(m.local, kind))
 
     return [
         (
             "project Q, K, V",
             (9, 13),
             True,
-            [("K, V from a latent (MLA)", users(lambda m: m.kv_lora_rank is not None), None)],
+            [("K, V from a latent (MLA)", users(lambda m: m.latent is not None), None)],
         ),
-        ("QK-norm", (15,), False, [("", users(lambda m: m.qk_norm is not None), None)]),
+        ("QK-norm", (15,), False, [("", parts(lambda p: p.qk_norm is not None), None)]),
         (
             "RoPE",
             (11, 14),
             all(m.positions == "rope" for m in facts),
             [
-                ("scaled", users(lambda m: m.rope_scaling is not None), None),
+                (
+                    "scaled",
+                    group("rope", lambda r: r.scaling is not None),
+                    None,
+                ),
                 ("partial", users(partial), None),
             ],
         ),
@@ -639,7 +653,7 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
             [
                 (
                     "only the indexer's top-k keys",
-                    users(lambda m: m.index_topk is not None),
+                    users(lambda m: m.indexer is not None),
                     "indexed_attention",
                 )
             ],
@@ -651,10 +665,10 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
             [
                 (
                     "own scale",
-                    users(lambda m: m.scale is not None or m.query_pre_attn_scalar is not None),
+                    scores(lambda s: s.scale is not None or s.query_pre_attn_scalar is not None),
                     None,
                 ),
-                ("softcap", users(lambda m: m.attn_logit_softcapping is not None), None),
+                ("softcap", scores(lambda s: s.softcap is not None), None),
             ],
         ),
         (
@@ -662,25 +676,25 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
             (3, 12, 17),
             True,
             [
-                ("sliding", users(lambda m: m.sliding_window is not None), "sliding_attention"),
-                (
-                    "chunked",
-                    users(lambda m: m.attention_chunk_size is not None),
-                    "chunked_attention",
-                ),
+                ("sliding", local(Sliding), "sliding_attention"),
+                ("chunked", local(Chunked), "chunked_attention"),
             ],
         ),
-        ("softmax (+ sink)", (16,), True, [("sink", users(lambda m: m.sinks), None)]),
+        ("softmax (+ sink)", (16,), True, [("sink", scores(lambda s: s.sinks), None)]),
         (
             "weights · V",
             (2, 18),
             True,
             [
-                ("values are the keys", users(lambda m: m.attention_k_eq_v), None),
+                (
+                    "values are the keys",
+                    group("global_layers", lambda g: g.k_eq_v),
+                    None,
+                ),
                 ("K, V of an earlier layer", users(lambda m: m.num_kv_shared_layers > 0), None),
             ],
         ),
-        ("output gate", (16,), False, [("", users(lambda m: m.output_gate), None)]),
+        ("output gate", (16,), False, [("", parts(lambda p: p.output_gate), None)]),
         ("output projection", (4,), True, []),
     ]
 
@@ -857,7 +871,7 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     >>> plt.close(fig)
     """
     facts = _facts("decoder_block", model)
-    numbers = facts.layer_kv_bytes_per_token(torch.float16)
+    numbers = facts.layer_kv_cache_bytes_per_token(torch.float16)
     per_token = max(numbers) // 2  # 16-bit numbers
     # Wider than tall: on a phone the site shows it 720 pixels wide, and it must fit the
     # screen's height there.

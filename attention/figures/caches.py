@@ -344,19 +344,20 @@ def latent_flow(
     """
     owner = "latent_flow"
     m = _facts(owner, model)
-    if m.kv_lora_rank is None:
+    latent = m.latent
+    if latent is None:
         raise ValueError(f"{owner}: expected a model with latent attention, got {m.name!r}")
     _checks.flag(owner, "absorbed", absorbed, "draw the absorbed form")
-    h, r, dr = m.num_heads, m.kv_lora_rank, m.qk_rope_head_dim
-    dn, dv = m.qk_nope_head_dim, m.v_head_dim
+    h, r, dr = m.num_heads, latent.kv_lora_rank, latent.qk_rope_head_dim
+    dn, dv, q_rank = latent.qk_nope_head_dim, latent.v_head_dim, latent.q_lora_rank
     width, height = 9.2, 4.3
     fig, ax = _canvas(owner, width, height, title)
     _box(ax, 0.15, 1.95, 1.05, 0.6, f"x\n{m.hidden_size:,}", fill="#eeeeee")
     c1, w1 = 2.25, 1.55
     _cached(ax, c1, 3.1, w1, 0.6, f"latent c\n{r}", "latent")
     _cached(ax, c1, 1.95, w1, 0.6, f"rotated key\n{dr}, all heads", "rope key")
-    q_text = f"{m.q_lora_rank:,}" if m.q_lora_rank else f"{m.hidden_size:,}"
-    _box(ax, c1, 0.45, w1, 0.6, f"query latent\n{q_text}" if m.q_lora_rank else "x", fill=FACECOLOR)
+    q_text = f"{q_rank:,}" if q_rank else f"{m.hidden_size:,}"
+    _box(ax, c1, 0.45, w1, 0.6, f"query latent\n{q_text}" if q_rank else "x", fill=FACECOLOR)
     _labelled_arrow(ax, (1.25, 2.4), (c1 - 0.05, 3.4), "$W_{dkv}$")
     _labelled_arrow(ax, (1.25, 2.25), (c1 - 0.05, 2.25), "$W_{kr}$, RoPE")
     _labelled_arrow(ax, (1.25, 2.1), (c1 - 0.05, 0.75), "$W_{dq}$", above=False)

@@ -60,6 +60,7 @@ from attention.figures.style import (
     _value_cells,
     ink,
 )
+from attention.models import LinearAttention
 from attention.rope import rope_frequencies
 from attention.sparse import topk_sparse_attention
 from attention.step import attend
@@ -260,7 +261,9 @@ def layer_strips(models: object, *, title: str | None = None) -> Figure:
             _swatch(ax, (x, yy - 0.2), 0.2, item)
             text = LAYER_LABELS[item]
             if item == "linear_attention":
-                mixers = sorted({m.linear_attention for m in facts if m.linear_attention})
+                mixers = sorted(
+                    {m.local.mixer for m in facts if isinstance(m.local, LinearAttention)}
+                )
                 text = "linear: " + ", ".join(_short_mixer(s) for s in mixers)
         _text(ax, x + 0.28, yy - 0.1, text, ha="left", size=8.5)
     return fig
@@ -521,7 +524,9 @@ def sink_and_gate(
         score_bound = max(score_bound, abs(sink))
     x_sink = left + n * cell + 0.45
     top = height - 0.35
-    sinks_in = ", ".join(_families([m for m in _all_models() if m.sinks]))
+    sinks_in = ", ".join(
+        _families([m for m in _all_models() if m.scores is not None and m.scores.sinks])
+    )
     _header(ax, 0.12, top, f"A sink ({sinks_in}): one more logit, its weight dropped")
     top -= 0.3
     for j, name in enumerate(names):
@@ -579,7 +584,9 @@ def sink_and_gate(
         gid="sum",
     )
     top -= cell + 0.55
-    gates_in = ", ".join(_families([m for m in _all_models() if m.output_gate]))
+    gates_in = ", ".join(
+        _families([m for m in _all_models() if m.parts is not None and m.parts.output_gate])
+    )
     _header(ax, 0.12, top, f"An output gate ({gates_in}): after the head")
     top -= 0.12
     rows = (
@@ -669,7 +676,8 @@ def dsa_pipeline(
     if weights.shape[0] != n:
         raise ValueError(f"{owner}: expected {n} weights, one per key, got {weights.shape[0]}")
     m = _facts(owner, model)
-    if not m.index_topk:
+    indexer = m.indexer
+    if indexer is None:
         raise ValueError(f"{owner}: expected a model with an indexer, got {m.name!r}")
     names = _labels_arg(owner, labels, n)
     picked = _picked(index_scores, top_k)
@@ -694,16 +702,16 @@ def dsa_pipeline(
     steps = (
         (
             "1  the indexer scores every key",
-            f"{m.name}: {m.index_n_heads} heads × {m.index_head_dim}, "
-            f"one key of {m.index_head_dim} per token",
+            f"{m.name}: {indexer.num_heads} heads × {indexer.head_dim}, "
+            f"one key of {indexer.head_dim} per token",
         ),
         (
             f"2  keep the top {top_k}",
-            f"{m.name}: the top {m.index_topk:,} of every key",
+            f"{m.name}: the top {indexer.top_k:,} of every key",
         ),
         (
             "3  attention over the picks only",
-            f"MLA, {m.num_heads} heads, over ≤ {m.index_topk:,} keys",
+            f"MLA, {m.num_heads} heads, over ≤ {indexer.top_k:,} keys",
         ),
     )
     for row, (label, sizes) in enumerate(steps):

@@ -44,6 +44,7 @@ from attention.figures.style import (
     _text,
     _value_cells,
 )
+from attention.models import LinearAttention
 
 __all__ = ["delta_chunks", "delta_rule_step", "gated_deltanet_diagram"]
 
@@ -83,13 +84,15 @@ def gated_deltanet_diagram(
     """
     owner = "gated_deltanet_diagram"
     m = _facts(owner, model)
-    if m.linear_attention != "Gated DeltaNet":
+    linear = m.local
+    if not isinstance(linear, LinearAttention) or linear.mixer != "Gated DeltaNet":
+        mixer = linear.mixer if isinstance(linear, LinearAttention) else None
         raise ValueError(
             f"{owner}: expected a model with Gated DeltaNet layers, got {m.name!r} "
-            f"(linear_attention={m.linear_attention!r})"
+            f"(linear attention: {mixer!r})"
         )
-    hk, dk = m.linear_num_key_heads, m.linear_key_head_dim
-    hv, dv = m.linear_num_value_heads, m.linear_value_head_dim
+    hk, dk = linear.num_key_heads, linear.key_head_dim
+    hv, dv = linear.num_value_heads, linear.value_head_dim
     width, height = 6.8, 6.6
     fig, ax = _canvas(owner, width, height, title)
     a_x, a_w = 0.35, 2.55  # queries, keys, values
@@ -121,7 +124,7 @@ def gated_deltanet_diagram(
         3.65,
         a_w,
         0.6,
-        f"2  causal conv, {m.linear_conv_kernel_dim} taps,\nSiLU; L2-norm q and k",
+        f"2  causal conv, {linear.conv_kernel_dim} taps,\nSiLU; L2-norm q and k",
         size=9,
     )
     ax.texts[-1].set_gid("conv")

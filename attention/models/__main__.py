@@ -23,7 +23,7 @@ from attention.models.text import format_bytes, format_number, kind_name, layer_
 def _facts_and_parameters(source: str, tokens: int | None) -> tuple[ModelFacts, int | None]:
     if source in MODELS:
         facts = MODELS[source]
-        return facts, facts.parameters
+        return facts, facts.weights.parameters if facts.weights is not None else None
     path = Path(source)
     if not path.exists():
         raise ValueError(

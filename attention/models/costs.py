@@ -27,7 +27,8 @@ def cache_profile(
     """``(growing bytes per token, capped bytes, fixed state bytes)`` of one sequence's
     cache, once every window is full: what grows with the context, what a window or
     chunk caps, and what stays the same at any length."""
-    windows = [facts.sliding_window or 0, facts.attention_chunk_size or 0]
+    window = facts.local.tokens_kept if facts.local is not None else None
+    windows = [window or 0]
     rates = [facts.compressed.csa_rate, facts.compressed.hca_rate] if facts.compressed else [1]
     step = math.lcm(*rates)
     start = step * (max(windows) // step + 1) * 4  # all windows full, no token waiting
@@ -111,7 +112,7 @@ def bill(
 
     Counts numbers times bits: the scales and zero points a quantized cache or weights
     also keep (chapter 26) are not counted. ``parameters`` defaults to the count the
-    facts hold (``facts.parameters``).
+    facts hold (``facts.weights.parameters``).
 
     Examples
     --------
@@ -135,6 +136,7 @@ def bill(
     ):
         size = batch * math.ceil((cached * cache_bits + state * state_bits) / 8)
         per_kind[kind] = per_kind.get(kind, 0) + size
-    parameters = facts.parameters if parameters is None else parameters
+    if parameters is None and facts.weights is not None:
+        parameters = facts.weights.parameters
     weights = None if parameters is None else math.ceil(parameters * weight_bits / 8)
     return Bill(tokens, batch, weights, sum(per_kind.values()), per_kind)

@@ -16,18 +16,20 @@ trained on 8,192 tokens. A config with ALiBi (BLOOM) sets no limit at all: ``Non
 >>> llama = MODELS["Llama 3 8B"]
 >>> llama.num_heads, llama.num_kv_heads, llama.head_dim, llama.attention
 (32, 8, 128, 'GQA')
->>> llama.kv_bytes_per_token()  # 16-bit numbers: 2 * 32 layers * 8 heads * 128 * 2 bytes
+>>> llama.kv_cache_bytes_per_token()  # 16-bit numbers: 2 * 32 layers * 8 heads * 128 * 2 bytes
 131072
 >>> MODELS["Mistral 7B"].kv_cache_bytes(100_000) / 2**30  # its window caps the cache
 0.5
 
 A mechanism a model has is one group of fields, present or absent as a whole, which
 checks itself: Mistral's sliding layers, DeepSeek's latent, Qwen3-Next's Gated DeltaNet
-sizes. The fields of each group are read through it, or by the flat name of the
-model's config:
+sizes. The fields of each group are read through it; where a field is one of the
+``config.json``, its name there is a read-only view of it:
 
 >>> MODELS["Mistral 7B"].local
 Sliding(window=4096)
+>>> MODELS["Mistral 7B"].local.window
+4096
 >>> MODELS["Mistral 7B"].sliding_window, MODELS["Llama 3 8B"].sliding_window
 (4096, None)
 
@@ -37,11 +39,11 @@ size in the others:
 >>> qwen = MODELS["Qwen3.5 397B-A17B"]
 >>> qwen.layer_types[:4]
 ('linear_attention', 'linear_attention', 'linear_attention', 'full_attention')
->>> qwen.kv_bytes_per_token()  # 15 full-attention layers: 15 * 2 * 2 heads * 256 * 2 bytes
+>>> qwen.kv_cache_bytes_per_token()  # 15 full-attention layers: 15 * 2 * 2 heads * 256 * 2 bytes
 30720
 >>> qwen.state_bytes() // 2**20  # MiB of Gated DeltaNet state per sequence, at any length
 184
->>> MODELS["DeepSeek-V3.2"].indexer_bytes_per_token()  # 61 layers * 128 * 2 bytes
+>>> MODELS["DeepSeek-V3.2"].indexer_cache_bytes_per_token()  # 61 layers * 128 * 2 bytes
 15616
 """
 
@@ -370,7 +372,7 @@ class Latent(_Group):
     v_head_dim: int
     q_lora_rank: int | None = None
 
-    def bytes_per_token(self, dtype: torch.dtype | int) -> int:
+    def cache_bytes_per_token(self, dtype: torch.dtype | int) -> int:
         """Bytes one layer caches per token: the latent and the shared rotary key."""
         return latent_cache_bytes_per_token(1, self.kv_lora_rank, self.qk_rope_head_dim, dtype)
 
@@ -650,25 +652,23 @@ def _count(owner: str, name: str, value: object) -> int:
     return value
 
 
-def _flat(group: str, name: str, absent: object = None) -> property:
-    """The config's flat name for ``group.name``: ``absent`` where the model lacks the
-    group (or its kind has no such field)."""
-
-    def read(self: ModelFacts) -> object:
-        return getattr(getattr(self, group), name, absent)
-
-    return property(read, doc=f"``{group}.{name}``, read by its flat name; else {absent!r}.")
-
-
 @dataclass(frozen=True, kw_only=True)
 class ModelFacts:
     """One released model's attention, as its ``config.json`` and its authors give it.
 
     Field names follow ``transformers``' config classes where they have one
     (``num_key_value_heads`` becomes ``num_kv_heads``, as in the package's modules).
-    Each mechanism is a group, ``None`` where the model lacks it; every field of a
-    group can also be read by its flat config name (``facts.kv_lora_rank`` is
-    ``facts.latent.kv_lora_rank``, ``facts.sliding_window`` is ``facts.local.window``).
+    Each mechanism is a group, ``None`` where the model lacks it, and its fields are
+    read through it: ``facts.latent.kv_lora_rank``, ``facts.local.window`` once
+    ``facts.local`` is known to be :class:`Sliding`.
+
+    Where a group's field is a ``config.json`` field, the config's own name is a
+    read-only view of the group, for a reader who looks the field up:
+    ``facts.sliding_window`` is ``facts.local.window`` (``None`` where the layers do
+    not slide), ``facts.kv_lora_rank`` is ``facts.latent.kv_lora_rank``,
+    ``facts.index_topk`` is ``facts.indexer.top_k``. The glossary lists them all
+    (:doc:`/glossary`). Names of the package's own (``nope_every``, ``sinks``,
+    ``qk_norm``) have no view: read them in their groups.
 
     Attributes
     ----------
@@ -758,8 +758,9 @@ class ModelFacts:
         Cross-attention to an encoded context (Whisper's decoder, Llama 3.2 Vision's
         image layers); the numbers above are the decoder's.
     class_defaults : tuple of str
-        Attributes (by flat name) whose values the released ``config.json`` leaves
-        out, so that they are the defaults of ``config_class``; the tests check them.
+        Attributes, or fields of its groups (``global_every``, of ``local``), whose
+        values the released ``config.json`` leaves out, so that they are the defaults
+        of ``config_class``; the tests check them.
     """
 
     name: str
@@ -859,7 +860,7 @@ class ModelFacts:
                 f"{owner}: expected max_position_embeddings, the positions the config "
                 f"allows (only ALiBi needs no limit), got None"
             )
-        listed = self.full_attention_layers or ()
+        listed = (self.local.full_attention_layers if self.local is not None else None) or ()
         if listed and listed[-1] >= self.layers:
             raise ValueError(
                 f"{owner}: expected full_attention_layers from 0 to {self.layers - 1}, got {listed}"
@@ -871,14 +872,23 @@ class ModelFacts:
             )
         self._check_pattern(owner)
         self._check_encoder_and_cross(owner)
-        if self.temperature_tuning is not None and self.nope_every is None:
+        nope_every = self.rope.nope_every if self.rope is not None else None
+        if self.temperature_tuning is not None and nope_every is None:
             raise ValueError(
                 f"{owner}: expected NoPE layers (rope.nope_every) with temperature_tuning, "
                 f"which scales their queries, got nope_every=None"
             )
-        unknown = [name for name in self.class_defaults if not hasattr(self, name)]
+        groups = [getattr(self, group) for group in self.GROUPS]
+        unknown = [
+            name
+            for name in self.class_defaults
+            if not hasattr(self, name) and not any(hasattr(group, name) for group in groups)
+        ]
         if unknown:
-            raise ValueError(f"{owner}: expected class_defaults to name attributes, got {unknown}")
+            raise ValueError(
+                f"{owner}: expected class_defaults to name attributes or the fields of "
+                f"its groups, got {unknown}"
+            )
 
     def _check_pattern(self, owner: str) -> None:
         """A ``layer_pattern`` names a known kind for each layer, and each kind it names
@@ -927,56 +937,161 @@ class ModelFacts:
                 f"{owner}: expected an encoder's local layers to be Sliding, got "
                 f"{type(self.local).__name__}"
             )
-        layers = self.cross_attention_layers
+        layers = self.cross.layers if self.cross is not None else None
         if layers is not None and (layers[-1] >= self.layers or self.layer_pattern is not None):
             raise ValueError(
                 f"{owner}: expected cross.layers from 0 to {self.layers - 1} and no "
                 f"layer_pattern, got {layers} and layer_pattern={self.layer_pattern}"
             )
 
-    # -- the config's flat names, read through the groups ----------------------------
+    # -- the config's own names, read-only views of the groups -------------------------
 
-    rope_theta = _flat("rope", "theta")
-    rope_scaling = _flat("rope", "scaling")
-    local_rope_theta = _flat("rope", "local_theta")
-    partial_rotary_factor = _flat("rope", "partial_rotary_factor", 1.0)
-    nope_every = _flat("rope", "nope_every")
-    sliding_window = _flat("local", "window")
-    attention_chunk_size = _flat("local", "size")
-    linear_attention = _flat("local", "mixer")
-    global_every = _flat("local", "global_every")
-    full_attention_layers = _flat("local", "full_attention_layers")
-    linear_num_key_heads = _flat("local", "num_key_heads")
-    linear_num_value_heads = _flat("local", "num_value_heads")
-    linear_key_head_dim = _flat("local", "key_head_dim")
-    linear_value_head_dim = _flat("local", "value_head_dim")
-    linear_conv_kernel_dim = _flat("local", "conv_kernel_dim")
-    kv_lora_rank = _flat("latent", "kv_lora_rank")
-    q_lora_rank = _flat("latent", "q_lora_rank")
-    qk_nope_head_dim = _flat("latent", "qk_nope_head_dim")
-    qk_rope_head_dim = _flat("latent", "qk_rope_head_dim")
-    v_head_dim = _flat("latent", "v_head_dim")
-    index_n_heads = _flat("indexer", "num_heads")
-    index_head_dim = _flat("indexer", "head_dim")
-    index_topk = _flat("indexer", "top_k")
-    compress_rope_theta = _flat("compressed", "rope_theta")
-    global_head_dim = _flat("global_layers", "head_dim")
-    num_global_kv_heads = _flat("global_layers", "num_kv_heads")
-    attention_k_eq_v = _flat("global_layers", "k_eq_v", False)
-    scale = _flat("scores", "scale")
-    query_pre_attn_scalar = _flat("scores", "query_pre_attn_scalar")
-    attn_logit_softcapping = _flat("scores", "softcap")
-    sinks = _flat("scores", "sinks", False)
-    qk_norm = _flat("parts", "qk_norm")
-    value_norm = _flat("parts", "value_norm", False)
-    output_gate = _flat("parts", "output_gate", False)
-    floor_scale = _flat("temperature_tuning", "floor_scale")
-    attn_scale = _flat("temperature_tuning", "attn_scale")
-    parameters = _flat("weights", "parameters")
-    parameters_source = _flat("weights", "source", "")
-    cross_attention_layers = _flat("cross", "layers")
-    max_source_positions = _flat("cross", "context_tokens")
-    cross_qk_norm = _flat("cross", "qk_norm")
+    @property
+    def rope_theta(self) -> float | None:
+        """``rope_theta``: ``rope.theta``; ``None`` without RoPE."""
+        return self.rope.theta if self.rope is not None else None
+
+    @property
+    def rope_scaling(self) -> dict | None:
+        """``rope_scaling`` (``rope_parameters`` in ``transformers`` 5): ``rope.scaling``."""
+        return self.rope.scaling if self.rope is not None else None
+
+    @property
+    def local_rope_theta(self) -> float | None:
+        """``local_rope_theta`` (ModernBERT's name): ``rope.local_theta``."""
+        return self.rope.local_theta if self.rope is not None else None
+
+    @property
+    def partial_rotary_factor(self) -> float:
+        """``partial_rotary_factor``: ``rope.partial_rotary_factor``; 1.0 without RoPE."""
+        return self.rope.partial_rotary_factor if self.rope is not None else 1.0
+
+    @property
+    def sliding_window(self) -> int | None:
+        """``sliding_window``: ``local.window``, where the local layers slide."""
+        return self.local.window if isinstance(self.local, Sliding) else None
+
+    @property
+    def attention_chunk_size(self) -> int | None:
+        """``attention_chunk_size``: ``local.size``, where the local layers are chunked."""
+        return self.local.size if isinstance(self.local, Chunked) else None
+
+    @property
+    def _linear(self) -> LinearAttention | None:
+        """``local``, where its layers are linear attention."""
+        return self.local if isinstance(self.local, LinearAttention) else None
+
+    @property
+    def linear_num_key_heads(self) -> int | None:
+        """``linear_num_key_heads``: ``local.num_key_heads`` of linear attention."""
+        return self._linear.num_key_heads if self._linear is not None else None
+
+    @property
+    def linear_num_value_heads(self) -> int | None:
+        """``linear_num_value_heads``: ``local.num_value_heads`` of linear attention."""
+        return self._linear.num_value_heads if self._linear is not None else None
+
+    @property
+    def linear_key_head_dim(self) -> int | None:
+        """``linear_key_head_dim``: ``local.key_head_dim`` of linear attention."""
+        return self._linear.key_head_dim if self._linear is not None else None
+
+    @property
+    def linear_value_head_dim(self) -> int | None:
+        """``linear_value_head_dim``: ``local.value_head_dim`` of linear attention."""
+        return self._linear.value_head_dim if self._linear is not None else None
+
+    @property
+    def linear_conv_kernel_dim(self) -> int | None:
+        """``linear_conv_kernel_dim``: ``local.conv_kernel_dim`` of linear attention."""
+        return self._linear.conv_kernel_dim if self._linear is not None else None
+
+    @property
+    def kv_lora_rank(self) -> int | None:
+        """``kv_lora_rank``: ``latent.kv_lora_rank``."""
+        return self.latent.kv_lora_rank if self.latent is not None else None
+
+    @property
+    def q_lora_rank(self) -> int | None:
+        """``q_lora_rank``: ``latent.q_lora_rank``."""
+        return self.latent.q_lora_rank if self.latent is not None else None
+
+    @property
+    def qk_nope_head_dim(self) -> int | None:
+        """``qk_nope_head_dim``: ``latent.qk_nope_head_dim``."""
+        return self.latent.qk_nope_head_dim if self.latent is not None else None
+
+    @property
+    def qk_rope_head_dim(self) -> int | None:
+        """``qk_rope_head_dim``: ``latent.qk_rope_head_dim``."""
+        return self.latent.qk_rope_head_dim if self.latent is not None else None
+
+    @property
+    def v_head_dim(self) -> int | None:
+        """``v_head_dim``: ``latent.v_head_dim``."""
+        return self.latent.v_head_dim if self.latent is not None else None
+
+    @property
+    def index_n_heads(self) -> int | None:
+        """``index_n_heads``: ``indexer.num_heads``."""
+        return self.indexer.num_heads if self.indexer is not None else None
+
+    @property
+    def index_head_dim(self) -> int | None:
+        """``index_head_dim``: ``indexer.head_dim``."""
+        return self.indexer.head_dim if self.indexer is not None else None
+
+    @property
+    def index_topk(self) -> int | None:
+        """``index_topk``: ``indexer.top_k``."""
+        return self.indexer.top_k if self.indexer is not None else None
+
+    @property
+    def compress_rope_theta(self) -> float | None:
+        """``compress_rope_theta``: ``compressed.rope_theta``."""
+        return self.compressed.rope_theta if self.compressed is not None else None
+
+    @property
+    def global_head_dim(self) -> int | None:
+        """``global_head_dim``: ``global_layers.head_dim``."""
+        return self.global_layers.head_dim if self.global_layers is not None else None
+
+    @property
+    def attention_k_eq_v(self) -> bool:
+        """``attention_k_eq_v``: ``global_layers.k_eq_v``; ``False`` without the group."""
+        return self.global_layers is not None and self.global_layers.k_eq_v
+
+    @property
+    def query_pre_attn_scalar(self) -> int | None:
+        """``query_pre_attn_scalar``: ``scores.query_pre_attn_scalar``."""
+        return self.scores.query_pre_attn_scalar if self.scores is not None else None
+
+    @property
+    def attn_logit_softcapping(self) -> float | None:
+        """``attn_logit_softcapping``: ``scores.softcap``."""
+        return self.scores.softcap if self.scores is not None else None
+
+    @property
+    def floor_scale(self) -> int | None:
+        """``floor_scale``: ``temperature_tuning.floor_scale``."""
+        tuning = self.temperature_tuning
+        return tuning.floor_scale if tuning is not None else None
+
+    @property
+    def attn_scale(self) -> float | None:
+        """``attn_scale``: ``temperature_tuning.attn_scale``."""
+        tuning = self.temperature_tuning
+        return tuning.attn_scale if tuning is not None else None
+
+    @property
+    def cross_attention_layers(self) -> tuple[int, ...] | None:
+        """``cross_attention_layers`` (Llama 3.2 Vision): ``cross.layers``."""
+        return self.cross.layers if self.cross is not None else None
+
+    @property
+    def max_source_positions(self) -> int | None:
+        """``max_source_positions`` (Whisper): ``cross.context_tokens``."""
+        return self.cross.context_tokens if self.cross is not None else None
 
     @property
     def attn_temperature_tuning(self) -> bool:
@@ -1025,8 +1140,9 @@ class ModelFacts:
         kinds = [full] * self.layers
         if self.local is not None:
             kinds = [full if self.local.is_full(i) else self.local.kind for i in range(self.layers)]
-        for i in self.cross_attention_layers or ():
-            kinds[i] = CROSS
+        if self.cross is not None:
+            for i in self.cross.layers or ():
+                kinds[i] = CROSS
         return tuple(kinds)
 
     @property
@@ -1078,7 +1194,8 @@ class ModelFacts:
         the others, though it does not use it.
         """
         local = (self.num_kv_heads, self._head_dim)
-        full = (self.num_global_kv_heads or local[0], self.global_head_dim or local[1])
+        wide = self.global_layers
+        full = (wide.num_kv_heads or local[0], wide.head_dim or local[1]) if wide else local
         return tuple(full if kind == FULL else local for kind in self.layer_types)
 
     @property
@@ -1087,11 +1204,11 @@ class ModelFacts:
 
         Each sliding layer reaches ``sliding_window - 1`` positions further back.
         """
-        if self.sliding_window is None or set(self.layer_types) != {SLIDING}:
+        if not isinstance(self.local, Sliding) or set(self.layer_types) != {SLIDING}:
             return None
-        return self.layers * (self.sliding_window - 1)
+        return self.layers * (self.local.window - 1)
 
-    def layer_kv_bytes_per_token(
+    def layer_kv_cache_bytes_per_token(
         self, dtype: torch.dtype | int = torch.bfloat16
     ) -> tuple[int, ...]:
         """Bytes each layer's cache grows by per token, in ``dtype`` numbers.
@@ -1114,7 +1231,7 @@ class ModelFacts:
         if self.bidirectional:
             return (0,) * self.layers
         if self.latent is not None:
-            per_layer = self.latent.bytes_per_token(dtype)
+            per_layer = self.latent.cache_bytes_per_token(dtype)
             return tuple(0 if kind in stateful else per_layer for kind in self.layer_types)
         halve = 2 if self.compressed is not None else 1  # one tensor: the key is the value
         return tuple(
@@ -1124,15 +1241,15 @@ class ModelFacts:
             )
         )
 
-    def kv_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
+    def kv_cache_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
         """Bytes the cache of all layers grows by per token, in ``dtype`` numbers.
 
         ``2 * layers * num_kv_heads * head_dim * bytes``, or for latent attention
         ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``, counting the attention
-        layers only; the sum of :meth:`layer_kv_bytes_per_token` where layers differ.
-        A lightning indexer's keys are not counted: :meth:`indexer_bytes_per_token`.
+        layers only; the sum of :meth:`layer_kv_cache_bytes_per_token` where layers differ.
+        A lightning indexer's keys are not counted: :meth:`indexer_cache_bytes_per_token`.
         """
-        return sum(self.layer_kv_bytes_per_token(dtype))
+        return sum(self.layer_kv_cache_bytes_per_token(dtype))
 
     def kv_cache_bytes(self, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
         """Bytes of keys and values for one sequence of ``tokens`` tokens.
@@ -1149,7 +1266,7 @@ class ModelFacts:
         return sum(
             per_token * self._tokens_kept(kind, tokens)
             for kind, per_token in zip(
-                self.layer_types, self.layer_kv_bytes_per_token(dtype), strict=True
+                self.layer_types, self.layer_kv_cache_bytes_per_token(dtype), strict=True
             )
         )
 
@@ -1166,7 +1283,7 @@ class ModelFacts:
         --------
         >>> from attention import MODELS
         >>> whisper = MODELS["Whisper large-v3"]
-        >>> whisper.cross_cache_bytes() == whisper.kv_bytes_per_token() * 1500
+        >>> whisper.cross_cache_bytes() == whisper.kv_cache_bytes_per_token() * 1500
         True
         """
         if self.cross is None:
@@ -1221,7 +1338,7 @@ class ModelFacts:
         the sum of :meth:`layer_state_bytes`, the same at any length."""
         return sum(self.layer_state_bytes(dtype, state_dtype))
 
-    def indexer_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
+    def indexer_cache_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
         """Bytes the lightning indexer's key cache grows by per token, in ``dtype`` numbers.
 
         Each indexed layer caches one key of ``index_head_dim`` numbers per token, shared
@@ -1231,7 +1348,8 @@ class ModelFacts:
         """
         if self.indexer is None:
             return 0
-        per_layer = self.indexer.head_dim * _checks.dtype_bytes("indexer_bytes_per_token", dtype)
+        size = _checks.dtype_bytes("indexer_cache_bytes_per_token", dtype)
+        per_layer = self.indexer.head_dim * size
         return per_layer * self.layer_types.count(INDEXED)
 
     def _compressed_numbers(self, kind: str, tokens: int) -> int:
@@ -1282,7 +1400,7 @@ class ModelFacts:
         rows = []
         for kind, per_token, (conv, state) in zip(
             self.layer_types,
-            self.layer_kv_bytes_per_token(1),  # one byte a number: numbers
+            self.layer_kv_cache_bytes_per_token(1),  # one byte a number: numbers
             self._layer_state_numbers(),
             strict=True,
         ):

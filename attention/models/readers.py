@@ -9,7 +9,7 @@ registered by its ``model_type``; most share ``_basics`` and the RoPE reader.
 >>> facts = facts_from_config({"model_type": "mistral", "num_hidden_layers": 2,
 ...     "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
 ...     "sliding_window": 16})
->>> facts.layer_types, facts.kv_bytes_per_token()  # 2 layers * 2 * 2 heads * 16 * 2 bytes
+>>> facts.layer_types, facts.kv_cache_bytes_per_token()  # 2 layers * 2 * 2 heads * 16 * 2 bytes
 (('sliding_attention', 'sliding_attention'), 256)
 """
 
@@ -165,8 +165,8 @@ def facts_from_config(
     >>> from attention import MODELS
     >>> from attention.models import facts_from_config
     >>> facts = facts_from_config({"model_type": "gpt_oss", "num_hidden_layers": 4})
-    >>> facts.local, facts.sinks
-    (Sliding(window=128, global_every=2), True)
+    >>> facts.local, facts.scores
+    (Sliding(window=128, global_every=2), Scores(sinks=True))
     """
     config = as_config(config)
     model_type = config.model_type

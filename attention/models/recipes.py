@@ -94,7 +94,9 @@ from attention.models.facts import (
     MAMBA,
     NO_MIXER,
     SLIDING,
+    LinearAttention,
     ModelFacts,
+    Scores,
 )
 from attention.nope import NoPEWithTemperature
 from attention.norms import ProjectionRMSNorm, RMSNorm
@@ -264,19 +266,23 @@ def _attention(facts: ModelFacts, index: int, sizes: Sizes) -> dict:
 def _rotary(facts: ModelFacts, index: int, head_dim: int) -> Rotary | None:
     """Layer ``index``'s RoPE over heads of ``head_dim``; ``None`` on a NoPE layer. The
     local layers of Gemma 3 and 4 have a plain one, of their own base."""
-    if not facts.uses_rope[index]:
+    rope = facts.rope
+    if not facts.uses_rope[index] or rope is None:
         return None
-    local_own = facts.layer_types[index] != FULL and facts.local_rope_theta is not None
-    base = facts.local_rope_theta if local_own else facts.rope_theta
-    scaling = None if local_own else facts.rope_scaling
-    return Rotary(head_dim, base, scaling, facts.partial_rotary_factor)
+    local_own = facts.layer_types[index] != FULL and rope.local_theta is not None
+    base = rope.local_theta if local_own and rope.local_theta is not None else rope.theta
+    scaling = None if local_own else rope.scaling
+    return Rotary(head_dim, base, scaling, rope.partial_rotary_factor)
 
 
 def _latent(facts: ModelFacts, sizes: Sizes) -> dict:
     """The arguments of DeepSeek's :class:`MultiHeadLatentAttention`: its widths, heads
     and latent sizes (the model's, or those ``sizes`` gives), and its RoPE (YaRN)."""
-    width = sizes.of(facts, "hidden_size")
+    width, rope_dim = sizes.of(facts, "hidden_size"), sizes.of(facts, "qk_rope_head_dim")
     latent = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim")
+    rope = facts.rope
+    if rope is None:
+        raise ValueError(f"layer_for: {facts.name!r} has a latent but no RoPE to rotate it")
     return {
         "d_in": width,
         "d_out": width,
@@ -284,13 +290,20 @@ def _latent(facts: ModelFacts, sizes: Sizes) -> dict:
         "q_lora_rank": sizes.of_optional(facts, "q_lora_rank"),  # None: no query latent
         **{name: sizes.of(facts, name) for name in ("num_heads", *latent, "v_head_dim")},
         # DeepSeek's weights lay the rotary parts out as neighbours (rope_interleave)
-        "rotary": Rotary(
-            sizes.of(facts, "qk_rope_head_dim"),
-            facts.rope_theta,
-            facts.rope_scaling,
-            interleaved=True,
-        ),
+        "rotary": Rotary(rope_dim, rope.theta, rope.scaling, interleaved=True),
     }
+
+
+def _scores(facts: ModelFacts) -> Scores:
+    """The model's :class:`~attention.models.Scores`, which its family's recipe needs."""
+    assert facts.scores is not None, f"{facts.name!r}: expected the scores group"
+    return facts.scores
+
+
+def _scaled_by(scores: Scores) -> float:
+    """Gemma 2's and 3's factor on the scores, ``query_pre_attn_scalar ** -0.5``."""
+    assert scores.query_pre_attn_scalar is not None
+    return scores.query_pre_attn_scalar**-0.5
 
 
 # -- each family's layer ----------------------------------------------------------------
@@ -384,11 +397,12 @@ def gemma2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     50.0
     """
     kwargs = _attention(facts, index, sizes)
+    scores = _scores(facts)
     return GroupedQueryAttention(
         **kwargs,
         rotary=_rotary(facts, index, kwargs["head_dim"]),
-        scale=facts.query_pre_attn_scalar**-0.5,
-        softcap=facts.attn_logit_softcapping,
+        scale=_scaled_by(scores),
+        softcap=scores.softcap,
     )
 
 
@@ -410,7 +424,7 @@ def gemma3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     return GroupedQueryAttention(
         **kwargs,
         rotary=_rotary(facts, index, head_dim),
-        scale=facts.query_pre_attn_scalar**-0.5,
+        scale=_scaled_by(_scores(facts)),
         q_norm=RMSNorm(head_dim, eps),
         k_norm=RMSNorm(head_dim, eps),
     )
@@ -436,19 +450,20 @@ def gemma4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
     """
     kwargs = _attention(facts, index, sizes)
     head_dim, eps = kwargs["head_dim"], _eps(facts)
-    rotary = _rotary(facts, index, head_dim)
+    rotary, scale = _rotary(facts, index, head_dim), _scores(facts).scale
     if facts.kv_shared[index]:  # queries of its own, an earlier layer's keys and values
         shape = {name: kwargs[name] for name in ("d_in", "d_out", "num_heads", "head_dim")}
-        return SharedKVAttention(**shape, rotary=rotary, window=kwargs["window"], scale=facts.scale)
+        return SharedKVAttention(**shape, rotary=rotary, window=kwargs["window"], scale=scale)
     layer = GroupedQueryAttention(
         **kwargs,
         rotary=rotary,
-        scale=facts.scale,
+        scale=scale,
         q_norm=RMSNorm(head_dim, eps),
         k_norm=RMSNorm(head_dim, eps),
         v_norm=RMSNorm(head_dim, eps, elementwise_affine=False),
     )
-    if facts.attention_k_eq_v and facts.layer_types[index] == FULL:
+    k_eq_v = facts.global_layers is not None and facts.global_layers.k_eq_v
+    if k_eq_v and facts.layer_types[index] == FULL:
         layer.W_value = None  # the global layers' values are their keys
     return layer
 
@@ -554,8 +569,11 @@ def llama4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAtt
     kwargs = _attention(facts, index, sizes)
     head_dim, eps = kwargs["head_dim"], _eps(facts)
     if not facts.uses_rope[index]:  # the global layers
-        warming = {"attn_scale": facts.attn_scale, "floor_scale": facts.floor_scale}
-        return NoPEWithTemperature(**warming, **kwargs)
+        tuning = facts.temperature_tuning
+        assert tuning is not None  # Llama 4 tunes its NoPE layers' temperature
+        return NoPEWithTemperature(
+            attn_scale=tuning.attn_scale, floor_scale=tuning.floor_scale, **kwargs
+        )
     return GroupedQueryAttention(
         **kwargs,
         rotary=_rotary(facts, index, head_dim),
@@ -767,7 +785,8 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
             f"...)) or None, got {type(sizes).__name__}"
         )
     kind = facts.layer_types[index]
-    no_recipe = facts.linear_attention == "Kimi Delta Attention" or facts.compressed is not None
+    kda = isinstance(facts.local, LinearAttention) and facts.local.mixer == "Kimi Delta Attention"
+    no_recipe = kda or facts.compressed is not None
     if facts.positions in ("learned", "alibi") or no_recipe:  # nor DeepSeek-V4's compressed
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
     if kind in (MAMBA, HYBRID, NO_MIXER):

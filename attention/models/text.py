@@ -20,7 +20,10 @@ from attention.models.facts import (
     MAMBA,
     NO_MIXER,
     SLIDING,
+    Chunked,
+    LinearAttention,
     ModelFacts,
+    Sliding,
 )
 
 __all__ = ["STRIP_LETTERS", "format_bytes", "format_number", "kind_name", "layer_strip", "recipe"]
@@ -64,18 +67,23 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         raise ValueError(
             f"kind_name: expected a layer kind of {facts.name!r} ({kinds}), got {kind!r}"
         )
-    if kind == SLIDING and facts.bidirectional:
-        return f"local ({format_number(facts.sliding_window)} positions each side)"
+    local = facts.local
     if kind == SLIDING:
-        return f"sliding (window {format_number(facts.sliding_window)})"
+        assert isinstance(local, Sliding)  # the groups give each kind its layers
+        if facts.bidirectional:
+            return f"local ({format_number(local.window)} positions each side)"
+        return f"sliding (window {format_number(local.window)})"
     if kind == CROSS:
         return "cross-attention"
     if kind == CHUNKED:
-        return f"chunked (chunk {format_number(facts.attention_chunk_size)})"
+        assert isinstance(local, Chunked)
+        return f"chunked (chunk {format_number(local.size)})"
     if kind == LINEAR:
-        return facts.linear_attention
+        assert isinstance(local, LinearAttention)
+        return local.mixer
+    top = f"top {format_number(facts.indexer.top_k)}" if facts.indexer is not None else ""
     if kind == INDEXED:
-        return f"DeepSeek Sparse Attention (top {format_number(facts.index_topk)})"
+        return f"DeepSeek Sparse Attention ({top})"
     if kind in (MAMBA, HYBRID):
         assert facts.mamba is not None  # a model with Mamba layers describes them
         return facts.mamba.mixer if kind == MAMBA else f"attention beside {facts.mamba.mixer}"
@@ -85,7 +93,7 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         assert facts.compressed is not None  # a model with compressed layers describes them
         rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
         label = "compressed sparse" if kind == CSA else "heavily compressed"
-        top = f", top {format_number(facts.index_topk)}" if kind == CSA else ""
+        top = f", {top}" if kind == CSA else ""
         return f"{label} (1 entry per {rate} tokens{top})"
     return "full"
 
@@ -115,13 +123,14 @@ def _heads(facts: ModelFacts) -> str:
         )
     if facts.compressed is not None:
         text += ", the key serving as the value"
-    if facts.global_layers is not None:
+    wide = facts.global_layers
+    if wide is not None:
         extra = []
-        if facts.num_global_kv_heads:
-            extra.append(f"{facts.num_global_kv_heads} key/value heads")
-        if facts.global_head_dim:
-            extra.append(f"heads of {facts.global_head_dim}")
-        if facts.attention_k_eq_v:
+        if wide.num_kv_heads:
+            extra.append(f"{wide.num_kv_heads} key/value heads")
+        if wide.head_dim:
+            extra.append(f"heads of {wide.head_dim}")
+        if wide.k_eq_v:
             extra.append("keys as values")
         text += "; full layers: " + ", ".join(extra)
     if facts.num_kv_shared_layers:
@@ -178,21 +187,24 @@ def _parts(facts: ModelFacts) -> list[str]:
         "projection": "QK-norm over the projection",
         "l2": "QK-norm without scale, after RoPE",
     }
-    if facts.qk_norm:
-        notes.append(norms[facts.qk_norm])
-    if facts.value_norm:
-        notes.append("value norm")
-    if facts.output_gate:
-        notes.append("output gate")
-    if facts.sinks:
-        notes.append("sinks")
-    if facts.query_pre_attn_scalar is not None:
-        notes.append(f"scores scaled by {facts.query_pre_attn_scalar}^-0.5")
-    if facts.scale is not None:
-        notes.append(f"score scale {format_number(facts.scale)}")
-    if facts.attn_logit_softcapping is not None:
-        notes.append(f"softcapping at {format_number(facts.attn_logit_softcapping)}")
-    if facts.attn_temperature_tuning:
+    parts, scores = facts.parts, facts.scores
+    if parts is not None:
+        if parts.qk_norm:
+            notes.append(norms[parts.qk_norm])
+        if parts.value_norm:
+            notes.append("value norm")
+        if parts.output_gate:
+            notes.append("output gate")
+    if scores is not None:
+        if scores.sinks:
+            notes.append("sinks")
+        if scores.query_pre_attn_scalar is not None:
+            notes.append(f"scores scaled by {scores.query_pre_attn_scalar}^-0.5")
+        if scores.scale is not None:
+            notes.append(f"score scale {format_number(scores.scale)}")
+        if scores.softcap is not None:
+            notes.append(f"softcapping at {format_number(scores.softcap)}")
+    if facts.temperature_tuning is not None:
         notes.append("temperature tuning on NoPE layers")
     return notes
 
@@ -232,17 +244,18 @@ def recipe(facts: ModelFacts) -> str:
 
 
 def _cross(facts: ModelFacts) -> str:
-    assert facts.cross is not None  # called for a model with cross-attention
-    where = "every layer" if facts.cross.layers is None else f"{len(facts.cross.layers)} layers"
-    if facts.cross_qk_norm == "head":
+    cross = facts.cross
+    assert cross is not None  # called for a model with cross-attention
+    where = "every layer" if cross.layers is None else f"{len(cross.layers)} layers"
+    if cross.qk_norm == "head":
         where += " (QK-norm per head)"
-    if facts.max_source_positions is None:
+    if cross.context_tokens is None:
         return f"cross-attention in {where}, to a context of the input's length"
     cache_bytes = facts.cross_cache_bytes()
-    assert cache_bytes is not None  # None only without max_source_positions, returned above
+    assert cache_bytes is not None  # None only without context_tokens, returned above
     size = format_bytes(cache_bytes)
     return (
-        f"cross-attention in {where} to {format_number(facts.max_source_positions)} encoded tokens "
+        f"cross-attention in {where} to {format_number(cross.context_tokens)} encoded tokens "
         f"({size} of their keys and values, cached once)"
     )
 

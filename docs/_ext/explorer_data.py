@@ -321,7 +321,7 @@ def layer_groups(facts) -> list[dict]:
     empty = facts.layer_cache_numbers(0)
     groups: dict[tuple, dict] = {}
     for kind, per_token, (fixed, state) in zip(
-        facts.layer_types, facts.layer_kv_bytes_per_token(1), empty, strict=True
+        facts.layer_types, facts.layer_kv_cache_bytes_per_token(1), empty, strict=True
     ):
         capped = local is not None and local.tokens_kept is not None
         windowed = kind in (CSA, HCA) and facts.compressed is not None
@@ -370,7 +370,7 @@ def calculator_view() -> dict:
                 "layers": facts.layers,
                 "trained_context": facts.trained_context,
                 "max_position_embeddings": facts.max_position_embeddings,
-                "parameters": facts.parameters,
+                "parameters": facts.weights.parameters if facts.weights else None,
                 "encoder": facts.bidirectional,
                 "cross": facts.cross is not None,
                 "kinds": [{"kind": k, "label": kind_name(facts, k)} for k in kinds],

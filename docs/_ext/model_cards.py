@@ -59,7 +59,9 @@ from attention.models import (
     MODELS,
     NO_MIXER,
     SLIDING,
+    Chunked,
     ModelFacts,
+    Sliding,
     bill,
     cache_profile,
     layer_strip,
@@ -237,16 +239,17 @@ KIND_NAMES = {
 
 def kind_name(facts: ModelFacts, kind: str) -> str:
     """A kind of layer as the cards name it, with its size: "N {kind_name} layers"."""
+    local = facts.local
     if kind == SLIDING and facts.bidirectional:
-        return f"local ({facts.sliding_window:,} positions each side)"
+        return f"local ({local.window:,} positions each side)"
     if kind == SLIDING:
-        return f"sliding-window ({facts.sliding_window:,})"
+        return f"sliding-window ({local.window:,})"
     if kind == CHUNKED:
-        return f"chunked ({facts.attention_chunk_size:,})"
+        return f"chunked ({local.size:,})"
     if kind == LINEAR:
-        return facts.linear_attention
+        return local.mixer
     if kind == INDEXED:
-        return f"sparse (top {facts.index_topk:,} keys)"
+        return f"sparse (top {facts.indexer.top_k:,} keys)"
     if kind == MAMBA:
         return facts.mamba.mixer
     if kind == HYBRID:
@@ -267,10 +270,11 @@ def pattern_text(facts: ModelFacts) -> str:
         f"{count} {kind_name(facts, kind)} layer{'s' if count > 1 else ''}"
         for kind, count in counts.items()
     )
-    if facts.global_every is not None:
-        return f"{listed}: every {ordinal(facts.global_every)} layer is full attention"
+    local = facts.local
+    if local is not None and local.global_every is not None:
+        return f"{listed}: every {ordinal(local.global_every)} layer is full attention"
     full = [i for i, kind in enumerate(kinds) if kind in (FULL, INDEXED)]
-    if facts.full_attention_layers is not None and full:
+    if local is not None and local.full_attention_layers is not None and full:
         return f"{listed}: full attention at layers {', '.join(map(str, full))}"
     return listed
 
@@ -473,7 +477,13 @@ def _layer_types_text(facts: ModelFacts) -> str:
 
 def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
     """``(glossary term, field as written, value)`` for each config field that shapes the
-    model's attention, with the value its facts hold."""
+    model's attention, with the value its facts hold.
+
+    A row reads the facts by the field's own name where ``ModelFacts`` keeps it as a
+    view of its group (``facts.sliding_window``), so that each row's name and value come
+    from one place; the names of the package's own (``nope_every``) are read in their
+    groups.
+    """
     names = CONFIG_NAMES.get(facts.config_class, {})
     rows: list[tuple[str, str, str]] = []
 
@@ -517,15 +527,17 @@ def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
     add("attention_chunk_size", facts.attention_chunk_size)
     if len(set(facts.layer_types)) > 1:
         add("layer_types", _layer_types_text(facts))
-    if facts.nope_every is not None:
-        add("no_rope_layers", f"0 (no RoPE) for every {ordinal(facts.nope_every)} layer")
+    if facts.rope is not None and facts.rope.nope_every is not None:
+        every = ordinal(facts.rope.nope_every)
+        add("no_rope_layers", f"0 (no RoPE) for every {every} layer")
     add("query_pre_attn_scalar", facts.query_pre_attn_scalar)
     add("attn_logit_softcapping", facts.attn_logit_softcapping)
     add("final_logit_softcapping", facts.final_logit_softcapping)
     add("num_kv_shared_layers", facts.num_kv_shared_layers or None)
     add("attention_k_eq_v", facts.attention_k_eq_v)
     add("global_head_dim", facts.global_head_dim)
-    add("num_global_key_value_heads", facts.num_global_kv_heads)
+    if facts.global_layers is not None:
+        add("num_global_key_value_heads", facts.global_layers.num_kv_heads)
     if facts.latent is not None:
         for field in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim"):
             add(field, getattr(facts, field))
@@ -581,11 +593,13 @@ SCALINGS = {
 def unusual(facts: ModelFacts) -> list[str]:
     """What sets the model apart, each a sentence computed from its facts, with a link."""
     notes = []
+    rope, scores, parts, wide = facts.rope, facts.scores, facts.parts, facts.global_layers
+    window = facts.local.window if isinstance(facts.local, Sliding) else None
     if facts.bidirectional:
         local = ""
-        if facts.sliding_window is not None:
+        if window is not None:
             local = (
-                f"; its local layers see {facts.sliding_window:,} positions on each side "
+                f"; its local layers see {window:,} positions on each side "
                 f"({ref('bidirectional-local', 'local, both ways')})"
             )
         notes.append(
@@ -602,7 +616,7 @@ def unusual(facts: ModelFacts) -> list[str]:
     if facts.cross is not None and facts.cross.layers is None:
         notes.append(
             f"Every layer of its decoder cross-attends, after its self-attention, to the "
-            f"{facts.max_source_positions:,} tokens of the encoder's output "
+            f"{facts.cross.context_tokens:,} tokens of the encoder's output "
             f"({ref('cross-attention-cache', 'cross-attention')})."
         )
     elif facts.cross is not None:
@@ -611,9 +625,8 @@ def unusual(facts: ModelFacts) -> list[str]:
             "image in place of self-attention: they keep nothing per token of the text "
             f"({ref('cross-attention-layers', 'cross-attention layers')})."
         )
-    window = facts.sliding_window
     if window is not None and window * 32 <= facts.trained_context and not facts.bidirectional:
-        windows = [m.sliding_window for m in MODELS.values() if m.sliding_window is not None]
+        windows = [m.local.window for m in MODELS.values() if isinstance(m.local, Sliding)]
         text = (
             f"Its sliding window is only {window:,} tokens, 1/{facts.trained_context // window:,} "
             f"of its trained context of {facts.trained_context:,}"
@@ -621,29 +634,30 @@ def unusual(facts: ModelFacts) -> list[str]:
         if window == min(windows):
             text += ", the smallest window in the site's table"
         links = [ref("local-global-layers", "local and global layers")]
-        if facts.sinks:
+        if scores is not None and scores.sinks:
             text += (
                 "; with a learned sink per head, a query whose window holds nothing "
                 "useful can put its weight on nothing"
             )
             links.append(ref("sinks", "sinks"))
         notes.append(f"{text} ({'; '.join(links)}).")
-    elif facts.sinks:
+    elif scores is not None and scores.sinks:
+        sunk = _only(facts, lambda m: m.scores is not None and m.scores.sinks, "sinks")
         notes.append(
             f"Each head has a learned sink logit, a share of the weight that goes nowhere "
-            f"({ref('sinks', 'sinks')})." + _only(facts, lambda m: m.sinks, "sinks")
+            f"({ref('sinks', 'sinks')})." + sunk
         )
-    scalar = facts.query_pre_attn_scalar
+    scalar = scores.query_pre_attn_scalar if scores is not None else None
     if scalar is not None and scalar != facts.head_dim:
         notes.append(
             f"Its scores are scaled by `query_pre_attn_scalar ** -0.5` = {number(scalar)}^-0.5, "
             f"not by `head_dim ** -0.5` = {facts.head_dim}^-0.5 "
             f"({ref('query-pre-attn-scalar', 'Gemma’s own scale')})."
         )
-    if facts.scale is not None:
+    if scores is not None and scores.scale is not None:
         notes.append(
             f"Its scores are not divided by √head_dim: the score scale is "
-            f"{number(facts.scale)}, and QK-norm keeps the logits in range "
+            f"{number(scores.scale)}, and QK-norm keeps the logits in range "
             f"({ref('qk-norm', 'QK-norm')})."
         )
     if facts.latent is not None and facts.positions == "none":
@@ -651,33 +665,34 @@ def unusual(facts: ModelFacts) -> list[str]:
         notes.append(
             f"Its {full} latent-attention (MLA) layers apply no position encoding at all "
             f"(NoPE): the order of the tokens reaches them only through its "
-            f"{facts.linear_attention or 'recurrent'} layers "
+            f"{getattr(facts.local, 'mixer', 'recurrent')} layers "
             f"({ref('chunks-and-nope', 'layers without positions')})."
         )
-    elif facts.nope_every is not None:
+    elif rope is not None and rope.nope_every is not None:
         notes.append(
-            f"Every {ordinal(facts.nope_every)} layer applies no RoPE (NoPE), "
+            f"Every {ordinal(rope.nope_every)} layer applies no RoPE (NoPE), "
             f"{facts.uses_rope.count(False)} of {facts.layers}"
             + (", with its queries' temperature tuned" if facts.attn_temperature_tuning else "")
             + f" ({ref('chunks-and-nope', 'layers without positions')})."
         )
-    if facts.attention_chunk_size is not None:
+    if isinstance(facts.local, Chunked):
         notes.append(
-            f"Its local layers attend within chunks of {facts.attention_chunk_size:,} tokens, "
+            f"Its local layers attend within chunks of {facts.local.size:,} tokens, "
             "not a window that slides: the first query of a chunk sees only itself "
             f"({ref('chunks-and-nope', 'chunked layers')})."
-            + _only(facts, lambda m: m.attention_chunk_size is not None, "chunked layers")
+            + _only(facts, lambda m: isinstance(m.local, Chunked), "chunked layers")
         )
-    if facts.local_rope_theta not in (None, facts.rope_theta):
+    local_theta = rope.local_theta if rope is not None else None
+    if local_theta is not None and local_theta != rope.theta:
         notes.append(
-            f"Two RoPE bases: {number(facts.local_rope_theta)} on its sliding layers, "
-            f"{number(facts.rope_theta)} on its full ones "
+            f"Two RoPE bases: {number(local_theta)} on its sliding layers, "
+            f"{number(rope.theta)} on its full ones "
             f"({ref('two-rope-bases', 'two RoPE bases')})."
         )
-    elif facts.local_rope_theta is not None:
+    elif local_theta is not None:
         notes.append(
             "Its RoPE scaling applies to the full layers only: the sliding layers rotate "
-            f"with the plain base, {number(facts.rope_theta)} "
+            f"with the plain base, {number(rope.theta)} "
             f"({ref('two-rope-bases', 'a RoPE per kind of layer')})."
         )
     if facts.num_kv_shared_layers:
@@ -686,23 +701,27 @@ def unusual(facts: ModelFacts) -> list[str]:
             "and values: each reuses those of an earlier layer of its kind, and caches "
             f"nothing ({ref('kv-sharing', 'shared keys and values')})."
         )
-    if facts.attention_k_eq_v:
+    if wide is not None and wide.k_eq_v:
         notes.append(
             "Its full-attention layers use their keys as values "
             f"(`attention_k_eq_v`) ({ref('keys-as-values', 'keys as values')})."
         )
-    if facts.global_head_dim:
+    if wide is not None and wide.head_dim:
         notes.append(
-            f"Its full-attention layers have heads of {facts.global_head_dim}, its sliding "
+            f"Its full-attention layers have heads of {wide.head_dim}, its sliding "
             f"ones of {facts.head_dim}."
         )
-    if facts.attn_logit_softcapping is not None:
-        notes.append(
-            f"Its scores are softcapped at {number(facts.attn_logit_softcapping)} "
-            f"({ref('softcapping', 'softcapping')})."
-            + _only(facts, lambda m: m.attn_logit_softcapping is not None, "softcapped scores")
+    if scores is not None and scores.softcap is not None:
+        capped = _only(
+            facts,
+            lambda m: m.scores is not None and m.scores.softcap is not None,
+            "softcapped scores",
         )
-    if facts.output_gate:
+        notes.append(
+            f"Its scores are softcapped at {number(scores.softcap)} "
+            f"({ref('softcapping', 'softcapping')})." + capped
+        )
+    if parts is not None and parts.output_gate:
         notes.append(
             "A sigmoid gate, computed from the layer's input, scales each head's output "
             f"({ref('output-gate', 'the output gate')})."
@@ -710,18 +729,18 @@ def unusual(facts: ModelFacts) -> list[str]:
     if facts.compressed is not None:
         c = facts.compressed
         notes.append(
-            f"Beside a window of {facts.sliding_window:,} tokens, each compressed sparse "
+            f"Beside a window of {window:,} tokens, each compressed sparse "
             f"layer keeps one compressed entry per {c.csa_rate} tokens, of which an indexer "
-            f"picks {facts.index_topk:,} for each query, and each heavily compressed layer "
+            f"picks {facts.indexer.top_k:,} for each query, and each heavily compressed layer "
             f"one entry per {c.hca_rate} tokens: its cache grows by "
             f"{size(cache_profile(facts)[0])} per token "
             f"({doc('22-sparse-attention', 'choosing fewer keys')})."
         )
     if facts.indexer is not None and facts.latent is not None:
         notes.append(
-            f"Each query attends to {facts.index_topk:,} keys that a lightning indexer "
+            f"Each query attends to {facts.indexer.top_k:,} keys that a lightning indexer "
             f"picks, whatever the context; the indexer keeps a key of "
-            f"{facts.index_head_dim} numbers per token in every layer "
+            f"{facts.indexer.head_dim} numbers per token in every layer "
             f"({ref('lightning-indexer', 'the lightning indexer')})."
         )
     kinds = facts.layer_types
@@ -742,20 +761,21 @@ def unusual(facts: ModelFacts) -> list[str]:
         )
     if facts.receptive_field is not None:
         notes.append(
-            f"Every layer slides: its cache stops growing at {facts.sliding_window:,} tokens "
-            f"a layer, {size(bill(facts, facts.sliding_window).cache)} in bf16 at any length, "
+            f"Every layer slides: its cache stops growing at {window:,} tokens "
+            f"a layer, {size(bill(facts, window).cache)} in bf16 at any length, "
             f"while through its {facts.layers} layers a token can still draw on text up to "
             f"{facts.receptive_field:,} positions back "
             f"({ref('sliding-window-mask', 'sliding windows')})."
         )
     if facts.latent is not None:
-        full_size = facts.num_heads * (facts.head_dim + facts.v_head_dim)
-        latent = facts.kv_lora_rank + facts.qk_rope_head_dim
+        mla = facts.latent
+        full_size = facts.num_heads * (facts.head_dim + mla.v_head_dim)
+        latent = mla.kv_lora_rank + mla.qk_rope_head_dim
         notes.append(
             f"Each latent-attention layer caches {latent} numbers per token (a latent of "
-            f"{facts.kv_lora_rank} and a rotary key of {facts.qk_rope_head_dim}), where "
+            f"{mla.kv_lora_rank} and a rotary key of {mla.qk_rope_head_dim}), where "
             f"{facts.num_heads} heads of keys of {facts.head_dim} and values of "
-            f"{facts.v_head_dim} would take "
+            f"{mla.v_head_dim} would take "
             f"{full_size:,}: {full_size / latent:.0f} times fewer "
             f"({doc('13-latent-attention', 'latent attention')})."
         )
@@ -764,12 +784,12 @@ def unusual(facts: ModelFacts) -> list[str]:
             f"Its positions come from a learned table of {facts.max_position_embeddings:,} "
             "rows: no text can be longer."
         )
-    if facts.partial_rotary_factor != 1.0 and facts.rope is not None:
+    if rope is not None and rope.partial_rotary_factor != 1.0:
         notes.append(
-            f"RoPE turns only {facts.partial_rotary_factor * 100:g}% of each head's "
+            f"RoPE turns only {rope.partial_rotary_factor * 100:g}% of each head's "
             f"features ({ref('partial-rotary', 'partial rotary')})."
         )
-    scaling = facts.rope_scaling or {}
+    scaling = (rope.scaling if rope is not None else None) or {}
     if scaling.get("rope_type") in SCALINGS and "factor" in scaling:
         name, label = SCALINGS[scaling["rope_type"]]
         original = scaling.get("original_max_position_embeddings")
@@ -845,7 +865,7 @@ def cross_note(facts: ModelFacts) -> str | None:
         )
     return (
         f"Besides, its cross-attention keeps the keys and values of the "
-        f"{facts.max_source_positions:,} encoded tokens in every layer that cross-attends: "
+        f"{facts.cross.context_tokens:,} encoded tokens in every layer that cross-attends: "
         f"{size(cross)} in bf16, computed once per sequence and not counted above "
         f"({ref(link, 'the cross-attention cache')})."
     )
@@ -987,11 +1007,11 @@ def card(facts: ModelFacts) -> str:
     ]
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
     lines += ["", "## Its weights", ""]
-    if facts.parameters is not None:
+    if facts.weights is not None:
         weights = {d: bill(facts, 0, dtype=d).weights for d in WEIGHT_DTYPES}
         lines += [
-            f"{facts.parameters:,} parameters, as the table cites them "
-            f"({facts.parameters_source}): "
+            f"{facts.weights.parameters:,} parameters, as the table cites them "
+            f"({facts.weights.source}): "
             + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
             + ". With one sequence's cache at its trained context, in bf16: "
             f"{size(weights['bf16'] + trained.cache)}.",

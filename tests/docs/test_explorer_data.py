@@ -109,9 +109,9 @@ def calculator_points(facts) -> list[int]:
     slider's stops, its trained context and past it, and odd lengths."""
     points = {0, 1, 2, 3, 1000, 4097, 100_003, facts.trained_context, facts.trained_context + 1}
     points |= {2**p for p in range(10, 21)}
-    for size in (facts.sliding_window, facts.attention_chunk_size):
-        if size is not None:
-            points |= {size - 1, size, size + 1, 2 * size + 1}
+    size = facts.local.tokens_kept if facts.local is not None else None
+    if size is not None:  # a window or a chunk
+        points |= {size - 1, size, size + 1, 2 * size + 1}
     return sorted(points)
 
 

@@ -36,7 +36,7 @@ from model_cards import (
 from tiny_configs import TINY, tiny_config
 
 from attention import MODELS
-from attention.models import BITS, bill, facts_from_config, recipe
+from attention.models import BITS, LinearAttention, bill, facts_from_config, recipe
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -137,14 +137,15 @@ def test_the_fixed_state_and_the_weights_are_the_facts(name, generated):
         assert_bytes(found.group(2), facts.state_bytes(TORCH["fp8"], torch.float32))
     else:
         assert "fixed state" not in page
-    if facts.parameters is None:
+    if facts.weights is None:
         assert "cites no parameter count" in page
         return
+    parameters = facts.weights.parameters
     weights = page.split("## Its weights")[1].split("##")[0]
-    assert f"{facts.parameters:,} parameters" in weights
+    assert f"{parameters:,} parameters" in weights
     for dtype in WEIGHT_DTYPES:
         found = re.search(rf"([\d.,]+ \w+) in {dtype}\b", weights)
-        assert_bytes(found.group(1), facts.parameters * BITS[dtype] // 8)
+        assert_bytes(found.group(1), parameters * BITS[dtype] // 8)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -251,16 +252,16 @@ def test_the_attention_classes_named_are_transformers_own(name):
     module = importlib.import_module(config.__module__.replace(".configuration_", ".modeling_"))
     for cls in classes:
         assert isinstance(getattr(module, cls), type), cls
-    if facts.linear_attention is not None:
+    if isinstance(facts.local, LinearAttention):
         assert len(classes) == 2  # the attention layers' and the linear layers'
 
 
 def test_what_is_unusual_says_the_issue_s_three_examples():
     gpt_oss = " ".join(unusual(MODELS["gpt-oss-20b"]))
-    assert f"only {MODELS['gpt-oss-20b'].sliding_window:,} tokens" in gpt_oss
+    assert f"only {MODELS['gpt-oss-20b'].local.window:,} tokens" in gpt_oss
     assert "sink" in gpt_oss
     gemma = " ".join(unusual(MODELS["Gemma 3 27B"]))
-    assert f"{MODELS['Gemma 3 27B'].query_pre_attn_scalar}^-0.5" in gemma
+    assert f"{MODELS['Gemma 3 27B'].scores.query_pre_attn_scalar}^-0.5" in gemma
     kimi = " ".join(unusual(MODELS["Kimi Linear"]))
     assert "no position encoding at all (NoPE)" in kimi
 
