@@ -88,5 +88,5 @@ def test_the_old_mask_keyword_explains_the_change():
         scaled_dot_product_weights(q, q, mask=torch.ones(3, 3, dtype=torch.bool).triu(1))
     with pytest.raises(TypeError, match=r"positional"):  # keyword only: no silent inversion
         scaled_dot_product_weights(q, q, torch.ones(3, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*got torch.float32"):
+    with pytest.raises(ValueError, match=r"allowed must be a bool tensor.*dtype torch.float32"):
         scaled_dot_product_weights(q, q, allowed=torch.ones(3, 3))
