@@ -64,6 +64,7 @@ from attention.models import (
     Sliding,
     bill,
     cache_profile,
+    format_number,
     layer_strip,
     recipe,
 )
@@ -120,11 +121,6 @@ def tokens_text(tokens: int) -> str:
     if tokens % 1024 == 0:
         return f"{text} ({tokens // 1024:,}k)"
     return text
-
-
-def number(value: float) -> str:
-    """4,096; 0.25; 1e+06 as 1,000,000."""
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 # -- links into the chapters ------------------------------------------------------------
@@ -497,7 +493,7 @@ def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
         if isinstance(value, bool):
             text = "true"
         else:
-            text = value if isinstance(value, str) else number(value)
+            text = value if isinstance(value, str) else format_number(value)
         rows.append((field, written, text))
 
     add("num_hidden_layers", facts.layers)
@@ -509,14 +505,14 @@ def config_fields(facts: ModelFacts) -> list[tuple[str, str, str]]:
         add("head_dim", facts.head_dim)
     add("max_position_embeddings", facts.max_position_embeddings)
     if facts.rope is not None:
-        rope = f"`rope_theta`: {number(facts.rope_theta)}"
+        rope = f"`rope_theta`: {format_number(facts.rope_theta)}"
         if facts.local_rope_theta is not None:
-            local = number(facts.local_rope_theta)
+            local = format_number(facts.local_rope_theta)
             same = facts.local_rope_theta == facts.rope_theta
             rope += f" (sliding layers: {local}{', unscaled' if same else ''})"
         if facts.rope_scaling:
             items = ", ".join(
-                f"`{key}`: {value if isinstance(value, str | bool) else number(value)}"
+                f"`{key}`: {value if isinstance(value, str | bool) else format_number(value)}"
                 for key, value in facts.rope_scaling.items()
             )
             rope += f"; {items}"
@@ -650,14 +646,15 @@ def unusual(facts: ModelFacts) -> list[str]:
     scalar = scores.query_pre_attn_scalar if scores is not None else None
     if scalar is not None and scalar != facts.head_dim:
         notes.append(
-            f"Its scores are scaled by `query_pre_attn_scalar ** -0.5` = {number(scalar)}^-0.5, "
+            "Its scores are scaled by `query_pre_attn_scalar ** -0.5` = "
+            f"{format_number(scalar)}^-0.5, "
             f"not by `head_dim ** -0.5` = {facts.head_dim}^-0.5 "
             f"({ref('query-pre-attn-scalar', 'Gemma’s own scale')})."
         )
     if scores is not None and scores.scale is not None:
         notes.append(
             f"Its scores are not divided by √head_dim: the score scale is "
-            f"{number(scores.scale)}, and QK-norm keeps the logits in range "
+            f"{format_number(scores.scale)}, and QK-norm keeps the logits in range "
             f"({ref('qk-norm', 'QK-norm')})."
         )
     if facts.latent is not None and facts.positions == "none":
@@ -685,14 +682,14 @@ def unusual(facts: ModelFacts) -> list[str]:
     local_theta = rope.local_theta if rope is not None else None
     if local_theta is not None and local_theta != rope.theta:
         notes.append(
-            f"Two RoPE bases: {number(local_theta)} on its sliding layers, "
-            f"{number(rope.theta)} on its full ones "
+            f"Two RoPE bases: {format_number(local_theta)} on its sliding layers, "
+            f"{format_number(rope.theta)} on its full ones "
             f"({ref('two-rope-bases', 'two RoPE bases')})."
         )
     elif local_theta is not None:
         notes.append(
             "Its RoPE scaling applies to the full layers only: the sliding layers rotate "
-            f"with the plain base, {number(rope.theta)} "
+            f"with the plain base, {format_number(rope.theta)} "
             f"({ref('two-rope-bases', 'a RoPE per kind of layer')})."
         )
     if facts.num_kv_shared_layers:
@@ -718,7 +715,7 @@ def unusual(facts: ModelFacts) -> list[str]:
             "softcapped scores",
         )
         notes.append(
-            f"Its scores are softcapped at {number(scores.softcap)} "
+            f"Its scores are softcapped at {format_number(scores.softcap)} "
             f"({ref('softcapping', 'softcapping')})." + capped
         )
     if parts is not None and parts.output_gate:
@@ -795,7 +792,7 @@ def unusual(facts: ModelFacts) -> list[str]:
         original = scaling.get("original_max_position_embeddings")
         since = f" from the {original:,} positions it was first trained on" if original else ""
         notes.append(
-            f"Its RoPE is stretched ×{number(scaling['factor'])}{since}, by {name} "
+            f"Its RoPE is stretched ×{format_number(scaling['factor'])}{since}, by {name} "
             f"({ref(label, name)})."
         )
     if not notes:
