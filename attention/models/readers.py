@@ -15,6 +15,7 @@ registered by its ``model_type``; most share ``_basics`` and the RoPE reader.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -178,8 +179,8 @@ def facts_from_config(
         )
     fields = reader(config)
     # A bias on the four projections and the RMS norms' epsilon, as the config gives them
-    fields.setdefault("attention_bias", bool(getattr(config, "attention_bias", False)))
-    fields.setdefault("rms_norm_eps", getattr(config, "rms_norm_eps", None))
+    fields.setdefault("attention_bias", bool(_declared(config, "attention_bias", False)))
+    fields.setdefault("rms_norm_eps", _declared(config, "rms_norm_eps"))
     if "max_position_embeddings" not in fields:
         fields["max_position_embeddings"] = config.max_position_embeddings
     context_source = "the config's max_position_embeddings"
@@ -211,15 +212,28 @@ def _get(config, field: str, default=None):
     return default if value is None else value
 
 
+def _declares(config, field: str) -> bool:
+    """Whether the config's class declares ``field`` (or maps it onto one of its own).
+    A field a ``config.json`` carries that its class does not declare is kept as an
+    attribute, but the model's code never reads it: GPT-2's ``num_key_value_heads``."""
+    names = {each.name for each in dataclasses.fields(type(config))}
+    return field in names or field in type(config).attribute_map
+
+
+def _declared(config, field: str, default=None):
+    """``field`` where the config's class declares it and it is set, else ``default``."""
+    return _get(config, field, default) if _declares(config, field) else default
+
+
 def _basics(config) -> dict:
     heads = config.num_attention_heads
     fields = {
         "layers": config.num_hidden_layers,
         "hidden_size": config.hidden_size,
         "num_heads": heads,
-        "num_kv_heads": _get(config, "num_key_value_heads", heads),
+        "num_kv_heads": _declared(config, "num_key_value_heads", heads),
     }
-    head_dim = getattr(config, "head_dim", None)
+    head_dim = _declared(config, "head_dim")
     if head_dim is not None and head_dim != config.hidden_size // heads:
         fields["head_dim"] = head_dim
     return fields
@@ -283,12 +297,12 @@ def _rope(config, nope_every: int | None = None) -> Rope:
 def _layer_types(config) -> list[str]:
     """Each layer's kind as transformers' cache reads it (``get_layer_types_and_kwargs``):
     ``layer_types``, else a window or a chunk size for every layer, else full."""
-    kinds = getattr(config, "layer_types", None)
+    kinds = _declared(config, "layer_types")
     if kinds is not None:
         return list(kinds)
-    if getattr(config, "sliding_window", None) is not None:
+    if _declared(config, "sliding_window") is not None:
         return [SLIDING] * config.num_hidden_layers
-    if getattr(config, "attention_chunk_size", None) is not None:
+    if _declared(config, "attention_chunk_size") is not None:
         return [CHUNKED] * config.num_hidden_layers
     return [FULL] * config.num_hidden_layers
 
@@ -314,7 +328,7 @@ def _only(model_type: str, kinds: list[str], allowed: Iterable[str], why: str) -
 
 def _no_window(config, model_type: str, why: str) -> None:
     """Refuse a ``sliding_window`` that the reader does not read (its ``why``)."""
-    if getattr(config, "sliding_window", None) is not None:
+    if _declared(config, "sliding_window") is not None:
         raise _unsupported(model_type, "sliding_window", config.sliding_window, why)
 
 
@@ -331,7 +345,7 @@ def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING))
 
 def _nope_every(config) -> int | None:
     """Llama 4 and SmolLM3's NoPE layers, from ``no_rope_layers`` (1: RoPE, 0: none)."""
-    flags = getattr(config, "no_rope_layers", None)
+    flags = _declared(config, "no_rope_layers")
     if flags is None or all(flags):
         return None
     every = list(flags).index(0) + 1
@@ -378,7 +392,7 @@ def _read_attention(config) -> dict:
     scores = {}
     if model_type in ("gemma2", "gemma3_text"):
         scores["query_pre_attn_scalar"] = config.query_pre_attn_scalar
-    if getattr(config, "attn_logit_softcapping", None) is not None:
+    if _declared(config, "attn_logit_softcapping") is not None:
         scores["softcap"] = config.attn_logit_softcapping
     if model_type == "gpt_oss":  # GptOssAttention always holds its sinks
         scores["sinks"] = True
@@ -394,7 +408,7 @@ def _read_attention(config) -> dict:
     }.get(model_type)
     if qk_norm:
         fields["parts"] = LayerParts(qk_norm=qk_norm)
-    if getattr(config, "final_logit_softcapping", None) is not None:
+    if _declared(config, "final_logit_softcapping") is not None:
         fields["final_logit_softcapping"] = config.final_logit_softcapping
     return fields
 
@@ -689,4 +703,22 @@ def _read_deepseek_v4(config) -> dict:
     )
     fields["scores"] = Scores(sinks=True)  # DeepseekV4Attention holds sinks
     fields["layer_pattern"] = tuple(kinds)
+    return fields
+
+
+# -- the general reader ------------------------------------------------------------------
+
+#: Model types whose config the general reader reads: their code reads the fields of
+#: ``_basics``, ``layer_types`` or a window, and ``rope_parameters`` as Llama's does.
+GENERAL = ()
+
+
+@_reader(*GENERAL)
+def _read_general(config) -> dict:
+    """A decoder of full and sliding (or chunked) layers, with RoPE where the config
+    class declares ``rope_parameters``; its MoE fields change no attention fact."""
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds)
+    if _declared(config, "rope_parameters") is not None:
+        fields["rope"] = _rope(config)
     return fields
