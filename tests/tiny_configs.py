@@ -257,6 +257,8 @@ def shrunk_fields(config_class) -> dict:
         value = getattr(default, name, None)
         if isinstance(value, list) or (isinstance(value, int) and value >= SHRUNK["vocab_size"]):
             fields[name] = 0
+    if "qk_rope_head_dim" in fields and "head_dim" in fields:  # latent: the rotary part's
+        fields["head_dim"] = fields["qk_rope_head_dim"]
     kinds = getattr(default, "layer_types", None)
     if "layer_types" in names and isinstance(kinds, list | tuple) and kinds:
         fields["layer_types"] = _shrunk_layer_types(list(kinds), SHRUNK["num_hidden_layers"])

@@ -498,13 +498,6 @@ def _read_llama4(config) -> dict:
     return fields
 
 
-@_reader("bert")
-def _read_bert(config) -> dict:
-    """BERT: an encoder of full layers that attend both ways; a learned position table."""
-    flags = {"learned_positions": True, "bidirectional": True}
-    return _basics(config) | flags | {"attention_bias": True}  # BertSelfAttention's
-
-
 @_reader("modernbert")
 def _read_modernbert(config) -> dict:
     """ModernBERT: an encoder, global layers among local ones that see ``sliding_window``
@@ -538,19 +531,6 @@ def _read_mllama(config) -> dict:
     layers = tuple(config.cross_attention_layers)  # MllamaTextCrossAttention: QK-norm
     cross = Cross(layers=layers, qk_norm="head")
     return _basics(config) | {"rope": _rope(config), "cross": cross}
-
-
-@_reader("gpt2")
-def _read_gpt2(config) -> dict:
-    # GPT2Config maps the usual names (num_hidden_layers, ...) onto n_layer, n_embd, ...
-    return _basics(config) | {"learned_positions": True, "attention_bias": True}  # c_attn, c_proj
-
-
-@_reader("bloom")
-def _read_bloom(config) -> dict:
-    # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
-    fields = {"max_position_embeddings": None, "alibi": True, "attention_bias": True}
-    return _basics(config) | fields  # query_key_value and dense have a bias
 
 
 def _latent(config) -> Latent:
@@ -708,17 +688,265 @@ def _read_deepseek_v4(config) -> dict:
 
 # -- the general reader ------------------------------------------------------------------
 
-#: Model types whose config the general reader reads: their code reads the fields of
-#: ``_basics``, ``layer_types`` or a window, and ``rope_parameters`` as Llama's does.
-GENERAL = ()
+#: Model types whose config the general reader reads: their attention reads the fields of
+#: ``_basics``, ``layer_types`` or a window, and ``rope_parameters`` (its partial rotary
+#: factor among them) as Llama's does; their MoE fields change no attention fact.
+GENERAL = (
+    "afmoe",
+    "apertus",
+    "arcee",
+    "aria_text",
+    "bitnet",
+    "cohere",
+    "cwm",
+    "emu3",
+    "ernie4_5",
+    "ernie4_5_moe",
+    "exaone4",
+    "exaone_moe",
+    "flex_olmo",
+    "glm",
+    "glm4",
+    "glm4_moe",
+    "gpt_neox",
+    "gpt_neox_japanese",
+    "granite",
+    "granitemoe",
+    "granitemoeshared",
+    "helium",
+    "hunyuan_v1_dense",
+    "hunyuan_v1_moe",
+    "hy_v3",
+    "hyperclovax",
+    "internlm3",
+    "iquestcoder",
+    "jais2",
+    "jetmoe",
+    "kolibri1",
+    "laguna",
+    "mellum",
+    "ministral",
+    "ministral3",
+    "mixtral",
+    "moshi",
+    "nanochat",
+    "nemotron",
+    "olmo",
+    "olmoe",
+    "persimmon",
+    "phi",
+    "phimoe",
+    "qwen2_moe",
+    "seed_oss",
+    "solar_open",
+    "stablelm",
+    "starcoder2",
+    "vaultgemma",
+    "zaya",
+    "dots1",
+    "beam",
+    "flint",
+    "granite_swa",
+    "granitemoe_swa",
+    "mimo_v2_flash",
+    "modernbert-decoder",
+    "cohere2_moe",
+    "gemma4_unified_text",
+    "hrm_text",
+)
 
 
 @_reader(*GENERAL)
 def _read_general(config) -> dict:
     """A decoder of full and sliding (or chunked) layers, with RoPE where the config
-    class declares ``rope_parameters``; its MoE fields change no attention fact."""
+    class declares ``rope_parameters``."""
     kinds = _layer_types(config)
     fields = _basics(config) | _local(config, kinds)
     if _declared(config, "rope_parameters") is not None:
         fields["rope"] = _rope(config)
     return fields
+
+
+#: Encoders whose LM head model (``BertLMHeadModel`` ...) is a causal decoder with
+#: ``is_decoder``: a learned position table, a bias on every projection.
+BERT_LIKE = (
+    "bert",
+    "bert-generation",
+    "big_bird",
+    "camembert",
+    "data2vec-text",
+    "electra",
+    "ernie",
+    "megatron-bert",
+    "rembert",
+    "roberta",
+    "roberta-prelayernorm",
+    "roc_bert",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "xmod",
+)
+
+
+@_reader(*BERT_LIKE)
+def _read_bert(config) -> dict:
+    """BERT and its kin: full layers of a learned position table; they attend both ways
+    (an encoder, which caches nothing) unless ``is_decoder`` makes them causal
+    (``BertSelfAttention``: ``self.is_causal = config.is_decoder``)."""
+    flags = {"learned_positions": True, "bidirectional": not config.is_decoder}
+    return _basics(config) | flags | {"attention_bias": True}  # BertSelfAttention's
+
+
+@_reader("gpt2", "gpt-sw3", "openai-gpt", "opt", "biogpt", "git")
+def _read_learned(config) -> dict:
+    """Decoders of full multi-head layers with a learned position table and a bias on
+    the projections (GPT-2's ``c_attn`` and ``c_proj``, OPT's ``enable_bias``)."""
+    # GPT2Config maps the usual names (num_hidden_layers, ...) onto n_layer, n_embd, ...
+    bias = bool(_declared(config, "enable_bias", True))
+    return _basics(config) | {"learned_positions": True, "attention_bias": bias}
+
+
+@_reader("gpt_bigcode")
+def _read_gpt_bigcode(config) -> dict:
+    """StarCoder's GPT-BigCode: one key/value head with ``multi_query``
+    (``GPTBigCodeAttention``: ``self.kv_heads = 1 if self.multi_query else self.num_heads``)."""
+    heads = config.num_attention_heads
+    fields = _basics(config) | {"learned_positions": True, "attention_bias": True}
+    return fields | {"num_kv_heads": 1 if config.multi_query else heads}
+
+
+@_reader("gpt_neo")
+def _read_gpt_neo(config) -> dict:
+    """GPT-Neo: global and local layers (``attention_layers``); a local one sees
+    ``window_size`` positions (``GPTNeoSelfAttention``'s ``bias`` mask)."""
+    kinds = [FULL if kind == "global" else SLIDING for kind in config.attention_layers]
+    fields = _basics(config) | {"learned_positions": True}
+    if SLIDING in kinds:
+        fields["local"] = Sliding(window=config.window_size, **_where_full(kinds))
+    return fields
+
+
+@_reader("codegen", "gptj")
+def _read_rotary_dim(config) -> dict:
+    """CodeGen and GPT-J: multi-head layers that rotate the first ``rotary_dim``
+    features of each head (``apply_rotary_pos_emb`` on ``k_rot = key[..., :rotary_dim]``),
+    base 10,000 (``create_sinusoidal_positions(..., self.rotary_dim)``)."""
+    fields = _basics(config)
+    head_dim = config.hidden_size // config.num_attention_heads
+    partial = (config.rotary_dim or head_dim) / head_dim
+    return fields | {"rope": Rope(theta=10000.0, partial_rotary_factor=partial)}
+
+
+@_reader("falcon")
+def _read_falcon(config) -> dict:
+    """Falcon: ``num_kv_heads`` key/value heads in its new decoder architecture, else one
+    with ``multi_query`` (``FalconAttention``); ALiBi or RoPE by ``config.alibi``."""
+    heads = config.num_attention_heads
+    if config.new_decoder_architecture:
+        kv_heads = config.num_kv_heads
+    else:
+        kv_heads = 1 if config.multi_query else heads
+    fields = _basics(config) | {"num_kv_heads": kv_heads, "attention_bias": bool(config.bias)}
+    if config.alibi:
+        return fields | {"alibi": True}
+    return fields | {"rope": _rope(config)}
+
+
+@_reader("mpt")
+def _read_mpt(config) -> dict:
+    """MPT: multi-head layers with ALiBi where ``attn_config.alibi`` (a learned table
+    otherwise, ``MptModel``'s ``wpe`` absent: it has none, so NoPE)."""
+    fields = _basics(config) | {"attention_bias": not config.no_bias}
+    return fields | {"alibi": bool(config.attn_config.alibi)}
+
+
+@_reader("bloom")
+def _read_bloom(config) -> dict:
+    # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
+    fields = {"max_position_embeddings": None, "alibi": True, "attention_bias": True}
+    return _basics(config) | fields  # query_key_value and dense have a bias
+
+
+@_reader("xglm", "ctrl")
+def _read_sinusoidal(config) -> dict:
+    """XGLM and CTRL: decoders of multi-head layers with a fixed sinusoidal table."""
+    return _basics(config) | {"sinusoidal_positions": True, "attention_bias": True}
+
+
+#: Encoder–decoder models whose decoder alone is a causal LM (``BartForCausalLM``):
+#: the decoder's own fields, and a cross-attention after each self-attention, to an
+#: encoding whose length the input sets.
+SEQ2SEQ = (
+    "bart",
+    "mbart",
+    "blenderbot",
+    "blenderbot-small",
+    "plbart",
+    "mvp",
+    "bigbird_pegasus",
+    "marian",
+    "pegasus",
+    "trocr",
+)
+_SINUSOIDAL_SEQ2SEQ = ("marian", "pegasus")  # MarianSinusoidalPositionalEmbedding
+
+
+@_reader(*SEQ2SEQ)
+def _read_seq2seq_decoder(config) -> dict:
+    """The decoder of an encoder–decoder model: ``decoder_layers`` multi-head layers of
+    ``d_model`` (the generic names map onto the encoder's: ``attribute_map``)."""
+    heads = config.decoder_attention_heads
+    learned = _declared(config, "use_learned_position_embeddings", True)
+    sinusoidal = config.model_type in _SINUSOIDAL_SEQ2SEQ or not learned
+    return {
+        "layers": config.decoder_layers,
+        "hidden_size": config.d_model,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "learned_positions": not sinusoidal,
+        "sinusoidal_positions": sinusoidal,
+        "attention_bias": True,
+        "cross": Cross(),
+    }
+
+
+@_reader("deepseek_v2", "glm4_moe_lite", "minicpm3", "youtu", "longcat_flash")
+def _read_mla_only(config) -> dict:
+    """Multi-head latent attention in every layer, as DeepSeek-V2's."""
+    fields = _basics(config)
+    fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
+    return fields | {"rope": _rope(config), "latent": _latent(config)}
+
+
+#: Model types refused by name: the mechanism that mixes their tokens, which the site
+#: does not teach yet.
+REFUSED = {
+    "mamba": "a Mamba state-space model with no attention",
+    "falcon_mamba": "a Mamba state-space model with no attention",
+    "mamba2": "a Mamba-2 state-space model with no attention",
+    "rwkv": "RWKV's recurrence",
+    "xlstm": "xLSTM's recurrence",
+    "recurrent_gemma": "Griffin's RG-LRU recurrence",
+    "reformer": "Reformer's LSH attention",
+    "xlnet": "XLNet's two-stream relative attention",
+    "xlm": "XLM's masked LM, which keeps no cache",
+    "diffllama": "differential attention",
+    "doge": "Doge's dynamic mask attention",
+    "cpmant": "CPM-Ant's segment relative position bias",
+    "prophetnet": "ProphetNet's n-gram self-attention",
+    "blt": "BLT's byte patches and their cross-attention",
+}
+
+
+def _refuse(model_type: str):
+    def refuse(config) -> dict:
+        raise ValueError(
+            f"facts_from_config: expected a model type whose attention the site teaches, "
+            f"got model_type={model_type!r}: {REFUSED[model_type]}"
+        )
+
+    return refuse
+
+
+for _type in REFUSED:
+    _READERS[_type] = _refuse(_type)
