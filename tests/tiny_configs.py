@@ -257,8 +257,13 @@ def shrunk_fields(config_class) -> dict:
         value = getattr(default, name, None)
         if isinstance(value, list) or (isinstance(value, int) and value >= SHRUNK["vocab_size"]):
             fields[name] = 0
-    if "qk_rope_head_dim" in fields and "head_dim" in fields:  # latent: the rotary part's
-        fields["head_dim"] = fields["qk_rope_head_dim"]
+    if "kv_lora_rank" in fields:  # latent attention: a key/value head per query head
+        fields["num_key_value_heads"] = fields["num_attention_heads"]
+        if "head_dim" in fields:  # the rotary part's
+            fields["head_dim"] = fields["qk_rope_head_dim"]
+    cross = getattr(default, "cross_attention_layers", None)
+    if cross:  # Llama 3.2 Vision's: the last of the tiny model's layers
+        fields["cross_attention_layers"] = [SHRUNK["num_hidden_layers"] - 1]
     kinds = getattr(default, "layer_types", None)
     if "layer_types" in names and isinstance(kinds, list | tuple) and kinds:
         fields["layer_types"] = _shrunk_layer_types(list(kinds), SHRUNK["num_hidden_layers"])

@@ -217,7 +217,8 @@ def _declares(config, field: str) -> bool:
     A field a ``config.json`` carries that its class does not declare is kept as an
     attribute, but the model's code never reads it: GPT-2's ``num_key_value_heads``."""
     names = {each.name for each in dataclasses.fields(type(config))}
-    return field in names or field in type(config).attribute_map
+    computed = isinstance(getattr(type(config), field, None), property)  # Jamba's layer_types
+    return field in names or field in type(config).attribute_map or computed
 
 
 def _declared(config, field: str, default=None):
@@ -450,7 +451,7 @@ def _read_minimax(config, kinds: list[str]) -> dict:
     return {"local": mixer}
 
 
-@_reader("gemma4_text")
+@_reader("gemma4_text", "gemma4_unified_text")
 def _read_gemma4(config) -> dict:
     """Gemma 4: sliding and full layers; the full ones with their own head size (and,
     with ``attention_k_eq_v``, their own key/value heads); shared key/value layers."""
@@ -699,7 +700,6 @@ GENERAL = (
     "bitnet",
     "cohere",
     "cwm",
-    "emu3",
     "ernie4_5",
     "ernie4_5_moe",
     "exaone4",
@@ -751,8 +751,8 @@ GENERAL = (
     "mimo_v2_flash",
     "modernbert-decoder",
     "cohere2_moe",
-    "gemma4_unified_text",
     "hrm_text",
+    "emu3_text_model",
 )
 
 
@@ -857,6 +857,7 @@ def _read_mpt(config) -> dict:
     """MPT: multi-head layers with ALiBi where ``attn_config.alibi`` (a learned table
     otherwise, ``MptModel``'s ``wpe`` absent: it has none, so NoPE)."""
     fields = _basics(config) | {"attention_bias": not config.no_bias}
+    fields["max_position_embeddings"] = config.max_seq_len
     return fields | {"alibi": bool(config.attn_config.alibi)}
 
 
@@ -893,14 +894,14 @@ _SINUSOIDAL_SEQ2SEQ = ("marian", "pegasus")  # MarianSinusoidalPositionalEmbeddi
 
 @_reader(*SEQ2SEQ)
 def _read_seq2seq_decoder(config) -> dict:
-    """The decoder of an encoder–decoder model: ``decoder_layers`` multi-head layers of
-    ``d_model`` (the generic names map onto the encoder's: ``attribute_map``)."""
-    heads = config.decoder_attention_heads
+    """The decoder of an encoder–decoder model: multi-head layers. ``get_text_config(
+    decoder=True)`` moved the decoder's layers and heads under the generic names."""
+    heads = config.num_attention_heads
     learned = _declared(config, "use_learned_position_embeddings", True)
     sinusoidal = config.model_type in _SINUSOIDAL_SEQ2SEQ or not learned
     return {
-        "layers": config.decoder_layers,
-        "hidden_size": config.d_model,
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
         "num_heads": heads,
         "num_kv_heads": heads,
         "learned_positions": not sinusoidal,
