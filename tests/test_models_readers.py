@@ -123,7 +123,16 @@ def cache_after(model, chunk: torch.Tensor, cache):
 #: checks that it still cannot, so that a release that mends it puts the type back.
 NOT_RUNNABLE = {
     "openai-gpt": "OpenAIGPTLMHeadModel keeps no cache",
+    "musicgen": "AutoModelForCausalLM cannot build MusicgenForCausalLM from MusicgenConfig",
+    "musicgen_melody": "nor MusicgenMelodyForCausalLM from MusicgenMelodyConfig",
+    "dbrx": "DbrxAttention reads attn_config.rope_theta, which DbrxConfig moved away",
 }
+#: Types whose local layers transformers' cache does not cap: it keeps every token, as
+#: for full layers, where the layer reads the last ``window`` only. Their bill is
+#: checked against the same facts with every layer full.
+KEEPS_EVERY_TOKEN = {"gpt_neo": "GPTNeoModel's DynamicCache is given no window"}
+#: Types still to be read, each failing until its reader lands (strict).
+NOT_YET: dict[str, str] = {}
 #: Types whose model needs a call before it runs: X-MOD's language adapters.
 PREPARE = {"xmod": lambda model: model.roberta.set_default_language("en_XX")}
 CAUSAL_LM_TYPES = sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
@@ -144,6 +153,8 @@ def assert_the_bill_is_what_transformers_caches(model_type: str) -> None:
     the window; a longer one stays in memory whole until the next step)."""
     config = tiny_config(model_type)
     facts = facts_from_config(config)
+    if model_type in KEEPS_EVERY_TOKEN:
+        facts = dataclasses.replace(facts, local=None)
     model = tiny_model(model_type, config)
     state_dtype = STATE_DTYPE.get(model_type, torch.float32)
     ids = torch.randint(1, 64, (1, PREFILL))
@@ -179,6 +190,8 @@ def test_every_causal_lm_type_is_read_with_its_bill_or_refused_by_name(model_typ
     the type and the mechanism named, or read, with its facts' recipe and strip, and its
     bill held to what transformers' cache keeps (``assert_the_bill_is_...``). A type
     that is neither, as a new release may bring, fails here."""
+    if model_type in NOT_YET:
+        pytest.xfail(NOT_YET[model_type])
     if model_type in REFUSED:
         with pytest.raises(ValueError) as caught:
             facts_from_config({"model_type": model_type})

@@ -228,7 +228,10 @@ SHRUNK_IF_SET = dict(
 
 #: model_type -> fields set on top of the shrunk defaults, where shrinking alone does
 #: not give a config the class accepts or a model that runs.
-ADJUSTED: dict[str, dict] = {}
+ADJUSTED: dict[str, dict] = {
+    "gpt_neo": dict(attention_types=[[["global", "local"], 2]], window_size=WINDOW),
+    "zaya": dict(num_experts_per_tok=1),  # "ZAYA currently supports num_experts_per_tok=1"
+}
 
 
 def declared(config_class) -> set[str]:
@@ -268,8 +271,9 @@ def shrunk_fields(config_class) -> dict:
     if "layer_types" in names and isinstance(kinds, list | tuple) and kinds:
         fields["layer_types"] = _shrunk_layer_types(list(kinds), SHRUNK["num_hidden_layers"])
     for name, value in vars(default).items():
-        if isinstance(value, transformers.PretrainedConfig):
-            fields[name] = type(value)(**shrunk_fields(type(value))).to_dict()
+        inner = shrunk_fields(type(value)) if isinstance(value, transformers.PretrainedConfig) else {}
+        if inner:  # a config that holds sizes (a vision tower's, not DBRX's attn_config)
+            fields[name] = type(value)(**inner).to_dict()
     return fields
 
 

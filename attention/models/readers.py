@@ -100,6 +100,7 @@ def as_config(config: object) -> PreTrainedConfig:
             raise ValueError(f"{owner}: expected the config to name its model_type, got none")
         fields = {key: value for key, value in config.items() if key != "model_type"}
         model_type = named = config["model_type"]
+        _refuse_untaught(model_type)
         if model_type in LOADED_AS and model_type not in transformers.CONFIG_MAPPING:
             model_type = LOADED_AS[model_type]
         try:
@@ -113,7 +114,18 @@ def as_config(config: object) -> PreTrainedConfig:
             f"{owner}: expected a transformers config, a dict or a path, got "
             f"{type(config).__name__}"
         )
+    _refuse_untaught(config.model_type)
     return config.get_text_config(decoder=True)
+
+
+def _refuse_untaught(model_type: str) -> None:
+    """Refuse a model type whose token mixer the site does not teach (``REFUSED``), by
+    the type a config names, before its text model's config is taken."""
+    if model_type in REFUSED:
+        raise ValueError(
+            f"facts_from_config: expected a model type whose attention the site teaches, "
+            f"got model_type={model_type!r}: {REFUSED[model_type]}"
+        )
 
 
 def _unsupported(model_type: str, field: str, value: object, why: str):
@@ -742,7 +754,6 @@ GENERAL = (
     "stablelm",
     "starcoder2",
     "vaultgemma",
-    "zaya",
     "dots1",
     "beam",
     "flint",
@@ -753,6 +764,8 @@ GENERAL = (
     "cohere2_moe",
     "hrm_text",
     "emu3_text_model",
+    "phi4_multimodal",
+    "dbrx",
 )
 
 
@@ -874,6 +887,24 @@ def _read_sinusoidal(config) -> dict:
     return _basics(config) | {"sinusoidal_positions": True, "attention_bias": True}
 
 
+@_reader("musicgen_decoder", "musicgen_melody_decoder")
+def _read_musicgen(config) -> dict:
+    """MusicGen's decoder: multi-head layers with a sinusoidal table, no bias
+    (``MusicgenAttention(..., bias=False)``), cross-attending to the text's encoding
+    (MusicGen Melody prepends it instead: ``MusicgenMelodyDecoderLayer`` has no
+    ``encoder_attn``)."""
+    fields = _basics(config) | {"sinusoidal_positions": True}
+    return fields | ({"cross": Cross()} if config.model_type == "musicgen_decoder" else {})
+
+
+@_reader("roformer")
+def _read_roformer(config) -> dict:
+    """RoFormer: BERT with RoPE of base 10,000 in place of a position table
+    (``RoFormerSinusoidalPositionalEmbedding``), causal with ``is_decoder``."""
+    flags = {"bidirectional": not config.is_decoder, "attention_bias": True}
+    return _basics(config) | flags | {"rope": Rope(theta=10000.0)}
+
+
 #: Encoder–decoder models whose decoder alone is a causal LM (``BartForCausalLM``):
 #: the decoder's own fields, and a cross-attention after each self-attention, to an
 #: encoding whose length the input sets.
@@ -936,18 +967,8 @@ REFUSED = {
     "cpmant": "CPM-Ant's segment relative position bias",
     "prophetnet": "ProphetNet's n-gram self-attention",
     "blt": "BLT's byte patches and their cross-attention",
+    "zaya": "ZAYA's compressed convolutional attention (CCA)",
+    "gemma4_assistant": "a drafter that attends to its target model's cache, keeping none",
+    "gemma4_unified_assistant": "a drafter that attends to its target model's cache, keeping none",
 }
 
-
-def _refuse(model_type: str):
-    def refuse(config) -> dict:
-        raise ValueError(
-            f"facts_from_config: expected a model type whose attention the site teaches, "
-            f"got model_type={model_type!r}: {REFUSED[model_type]}"
-        )
-
-    return refuse
-
-
-for _type in REFUSED:
-    _READERS[_type] = _refuse(_type)
