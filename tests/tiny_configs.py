@@ -271,7 +271,9 @@ def shrunk_fields(config_class) -> dict:
     if "layer_types" in names and isinstance(kinds, list | tuple) and kinds:
         fields["layer_types"] = _shrunk_layer_types(list(kinds), SHRUNK["num_hidden_layers"])
     for name, value in vars(default).items():
-        inner = shrunk_fields(type(value)) if isinstance(value, transformers.PretrainedConfig) else {}
+        inner = (
+            shrunk_fields(type(value)) if isinstance(value, transformers.PretrainedConfig) else {}
+        )
         if inner:  # a config that holds sizes (a vision tower's, not DBRX's attn_config)
             fields[name] = type(value)(**inner).to_dict()
     return fields

@@ -689,8 +689,10 @@ class ModelFacts:
     max_position_embeddings : int or None
         Positions the config allows; ``None`` where it sets no limit, as ALiBi needs
         none (BLOOM's config has no such field).
-    trained_context, context_source : int, str
-        The longest context the model was trained with, and where that is said.
+    trained_context, context_source : int or None, str
+        The longest context the model was trained with, and where that is said;
+        ``None`` only for facts read from a config that sets no position limit
+        (BLOOM's), with no context given: a bill needs none.
     rope : Rope or None
         Its rotary position embeddings; ``None``: no layer rotates (see ``positions``).
     learned_positions : bool
@@ -776,7 +778,7 @@ class ModelFacts:
     num_heads: int
     num_kv_heads: int
     max_position_embeddings: int | None
-    trained_context: int
+    trained_context: int | None
     context_source: str
     attention_bias: bool
     rms_norm_eps: float | None
@@ -1107,9 +1109,9 @@ class ModelFacts:
     @property
     def positions(self) -> str:
         """``"rope"``, ``"learned"`` (a position embedding table), ``"sinusoidal"`` (a
-        fixed table of sinusoids), ``"alibi"`` (a bias on the scores, BLOOM) or ``"none"``: no layer encodes positions, the order comes
-        from the recurrent layers (Kimi Linear, whose MLA layers are NoPE,
-        ``mla_use_nope``)."""
+        fixed table of sinusoids), ``"alibi"`` (a bias on the scores, BLOOM) or
+        ``"none"``: no layer encodes positions, the order comes from the recurrent
+        layers (Kimi Linear, whose MLA layers are NoPE, ``mla_use_nope``)."""
         if self.rope is not None:
             return "rope"
         if self.alibi:

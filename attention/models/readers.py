@@ -157,8 +157,8 @@ def facts_from_config(
         (the name defaults to the model type).
     trained_context : int, optional
         The context the model was trained with, which a config does not hold; by
-        default its ``max_position_embeddings``. Required where the config sets no
-        position limit (BLOOM's, whose ALiBi needs none).
+        default its ``max_position_embeddings``; ``None`` where the config sets no
+        position limit (BLOOM's, whose ALiBi needs none) and none is given.
 
     Returns
     -------
@@ -201,11 +201,9 @@ def facts_from_config(
             "facts_from_config", "trained_context", trained_context
         )
         context_source = "given"
-    elif fields["max_position_embeddings"] is None:
-        raise ValueError(
-            f"facts_from_config: expected trained_context= for a {model_type} config, which "
-            f"sets no position limit to take the context from, got none"
-        )
+    elif fields["max_position_embeddings"] is None:  # a bill needs none; a card does
+        fields["trained_context"] = None
+        context_source = "none: the config sets no position limit, and none was given"
     else:
         fields["trained_context"] = fields["max_position_embeddings"]
     return ModelFacts(
@@ -682,7 +680,9 @@ def _read_deepseek_v4(config) -> dict:
     every layer, and compressed entries in its CSA and HCA layers."""
     kinds = list(config.layer_types)
     _only("deepseek_v4", kinds, (SLIDING, CSA, HCA), "not sliding, CSA or HCA")
-    fields = _basics(config)
+    # One key/value head whatever num_key_value_heads says: DeepseekV4Attention's kv_proj
+    # is nn.Linear(hidden_size, head_dim), one head_dim wide.
+    fields = _basics(config) | {"num_kv_heads": 1}
     rates = config.compress_rates
     main = config.rope_parameters.get("main", config.rope_parameters)
     theta, scaling, partial = _rope_from(main, "deepseek_v4")
@@ -971,4 +971,3 @@ REFUSED = {
     "gemma4_assistant": "a drafter that attends to its target model's cache, keeping none",
     "gemma4_unified_assistant": "a drafter that attends to its target model's cache, keeping none",
 }
-
