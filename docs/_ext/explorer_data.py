@@ -314,20 +314,14 @@ def layer_groups(facts) -> list[dict]:
     :func:`~attention.models.layer_cache_numbers` counts them. Layers alike in
     all of these form one group, with their ``count``.
     """
-    from attention.models import (
-        CSA,
-        HCA,
-        INDEXED,
-        layer_cache_numbers,
-        layer_kv_cache_bytes_per_token,
-    )
+    from attention.models import CSA, HCA, INDEXED, costs
 
     index = facts.indexer.head_dim if facts.indexer is not None else 0
     local = facts.local
-    empty = layer_cache_numbers(facts, 0)
+    empty = costs.layer_cache_numbers(facts, 0)
     groups: dict[tuple, dict] = {}
     for kind, per_token, (fixed, state) in zip(
-        facts.layer_types, layer_kv_cache_bytes_per_token(facts, 1), empty, strict=True
+        facts.layer_types, costs.layer_kv_cache_bytes_per_token(facts, 1), empty, strict=True
     ):
         capped = local is not None and local.tokens_kept is not None
         windowed = kind in (CSA, HCA) and facts.compressed is not None

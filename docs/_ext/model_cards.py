@@ -3,12 +3,10 @@
 Each model's card (``docs/models/<slug>.md``) and the index of the cards
 (``docs/models/index.md``) are generated from the table, never typed: add an entry to
 ``MODELS`` and the next build has its card. The pages are plain MyST Markdown, not
-notebooks, so nothing is executed for them: every number on them is computed here,
-by the same functions the package offers a reader (:func:`attention.models.bill`,
-:func:`attention.models.recipe`, :func:`~attention.models.cache_bytes`), and
-``tests/docs/test_model_cards.py`` regenerates the pages and reads their numbers back
-against those functions. So this module is the computation the build verifies, as a
-chapter's cell is.
+notebooks: every number on them is computed here, by the functions the package offers
+(:func:`attention.models.bill`, :func:`~attention.models.recipe`,
+:func:`~attention.models.cache_bytes`), and ``tests/docs/test_model_cards.py`` reads
+them back against those functions: this module is a computation the build verifies.
 
 A card holds:
 
