@@ -30,8 +30,12 @@ from attention.models import (
     HCA,
     SLIDING,
     bill,
+    cache_bytes,
     facts_from_config,
+    layer_cache_bytes,
+    layer_kv_cache_bytes_per_token,
     layer_strip,
+    layer_tokens_kept,
     recipe,
 )
 from attention.models.readers import REFUSED
@@ -92,7 +96,7 @@ def rolling_token(facts: ModelFacts, tokens: int) -> tuple[int, ...]:
     return tuple(
         per_token if kind in rolling and tokens >= window else 0
         for kind, per_token in zip(
-            facts.layer_types, facts.layer_kv_cache_bytes_per_token(torch.bfloat16), strict=True
+            facts.layer_types, layer_kv_cache_bytes_per_token(facts, torch.bfloat16), strict=True
         )
     )
 
@@ -192,7 +196,7 @@ def assert_the_bill_is_what_transformers_caches(model_type: str) -> None:
             chunk = ids if step == 0 else ids[:, :1]
             cache = cache_after(model, chunk, cache)
             tokens = PREFILL + step
-            expected = facts.layer_cache_bytes(tokens, torch.bfloat16, state_dtype)
+            expected = layer_cache_bytes(facts, tokens, torch.bfloat16, state_dtype)
             window = rolling_token(facts, tokens)
             copies = value_copies(facts)
             held = tuple(held_bytes(cache, i) for i in range(facts.layers))
@@ -202,9 +206,12 @@ def assert_the_bill_is_what_transformers_caches(model_type: str) -> None:
             # In memory, the step's whole concatenation: the window the site counts.
             memory = tuple(key_value_memory(cache, i) for i in range(facts.layers))
             assert memory == tuple(
-                c * per_token * facts._tokens_kept(kind, tokens)
-                for c, kind, per_token in zip(
-                    copies, facts.layer_types, facts.layer_kv_cache_bytes_per_token(), strict=True
+                c * per_token * kept
+                for c, kept, per_token in zip(
+                    copies,
+                    layer_tokens_kept(facts, tokens),
+                    layer_kv_cache_bytes_per_token(facts),
+                    strict=True,
                 )
             ), tokens
     state = "bf16" if state_dtype == torch.bfloat16 else "fp32"
@@ -227,7 +234,7 @@ def test_every_causal_lm_type_is_read_with_its_bill_or_refused_by_name(model_typ
         return
     facts = facts_from_config(tiny_config(model_type))
     assert recipe(facts) and layer_strip(facts)
-    assert bill(facts, 100).cache == facts.cache_bytes(100)
+    assert bill(facts, 100).cache == cache_bytes(facts, 100)
     if model_type in NOT_RUNNABLE:
         with pytest.raises(AttributeError):  # each fails on a name its code lacks
             assert_the_bill_is_what_transformers_caches(model_type)
@@ -335,8 +342,9 @@ def test_a_bloom_config_gets_a_bill_without_a_trained_context() -> None:
 
 def test_deepseek_v4_keeps_one_key_value_head_whatever_the_config_says() -> None:
     """Item 2: ``DeepseekV4Attention``'s ``kv_proj`` projects to one ``head_dim``; a V4
-    config that sets ``num_key_value_heads=2`` would be billed 576 bytes too many per
-    layer at 20 tokens, window 8, 4 layers, head_dim 16. Its bill is what the cache keeps."""
+    config that sets ``num_key_value_heads=2``, read as two heads, would be billed one
+    more head's window in every layer at 20 tokens (window 8, 4 layers, head_dim 16:
+    8 * 16 * 2 bytes). Its bill is what the cache keeps."""
     fields = BASE | TINY["deepseek_v4"] | {"num_key_value_heads": 2, "sliding_window": 8}
     config = transformers.CONFIG_MAPPING["deepseek_v4"](**fields)
     facts = facts_from_config(config)
@@ -344,14 +352,15 @@ def test_deepseek_v4_keeps_one_key_value_head_whatever_the_config_says() -> None
     model = tiny_model("deepseek_v4", config)
     with torch.no_grad():
         cache = cache_after(model, torch.randint(1, 64, (1, 20)), None)
-    expected = facts.layer_cache_bytes(20)
+    expected = layer_cache_bytes(facts, 20)
     held = tuple(held_bytes(cache, i) for i in range(4))
     assert held == tuple(
         c * (e - w)
         for c, e, w in zip(value_copies(facts), expected, rolling_token(facts, 20), strict=True)
     )
     twice = dataclasses.replace(facts, num_kv_heads=2)  # the config's count, read as given
-    assert all(t > e for t, e in zip(twice.layer_cache_bytes(20), expected, strict=True))
+    extra = tuple(t - e for t, e in zip(layer_cache_bytes(twice, 20), expected, strict=True))
+    assert extra == (8 * 16 * 2,) * 4
 
 
 def test_a_bloom_config_reads_as_alibi_with_the_context_it_is_given() -> None:
@@ -427,7 +436,7 @@ def test_from_config_gives_back_each_entry(facts) -> None:
     else:
         assert read.rope is None or read.rope.scaling is None
     for tokens in (1, 4096, facts.trained_context):
-        assert read.cache_bytes(tokens) == facts.cache_bytes(tokens)
+        assert cache_bytes(read, tokens) == cache_bytes(facts, tokens)
 
 
 @pytest.mark.parametrize("name", list(RELEASED))
