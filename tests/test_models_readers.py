@@ -333,6 +333,16 @@ def test_what_the_atlas_cannot_read_is_refused_by_name(config, error, message) -
         assert message in str(caught.value)
 
 
+def test_a_field_the_model_code_ignores_changes_no_fact() -> None:
+    """Item 2: ``GPT2Attention`` is multi-head whatever a config carries; GPT2Config
+    declares no ``num_key_value_heads``, so the reader does not read it."""
+    fields = {"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 32}
+    plain = facts_from_config(fields)
+    carrying = facts_from_config(fields | {"num_key_value_heads": 1, "sliding_window": 4})
+    assert carrying.num_kv_heads == carrying.num_heads == 4 and carrying.local is None
+    assert bill(carrying, 100).cache == bill(plain, 100).cache
+
+
 def test_a_bloom_config_gets_a_bill_without_a_trained_context() -> None:
     """Item 2: only the facts that need the limit ask for it; the bill does not."""
     facts = facts_from_config({"model_type": "bloom", "n_layer": 2, "n_head": 3, "hidden_size": 12})

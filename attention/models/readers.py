@@ -867,8 +867,8 @@ def _read_falcon(config) -> dict:
 
 @_reader("mpt")
 def _read_mpt(config) -> dict:
-    """MPT: multi-head layers with ALiBi where ``attn_config.alibi`` (a learned table
-    otherwise, ``MptModel``'s ``wpe`` absent: it has none, so NoPE)."""
+    """MPT: multi-head layers with ALiBi where ``attn_config.alibi``; no position
+    encoding otherwise (``MptModel`` has no position table)."""
     fields = _basics(config) | {"attention_bias": not config.no_bias}
     fields["max_position_embeddings"] = config.max_seq_len
     return fields | {"alibi": bool(config.attn_config.alibi)}
