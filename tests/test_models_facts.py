@@ -365,12 +365,12 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (
             lambda: ModelFacts(**TOY, rope=Rope(theta=1e4), learned_positions=True),
             ValueError,
-            "one of RoPE, learned positions or ALiBi, got RoPE and learned positions",
+            "one of RoPE, learned or sinusoidal positions or ALiBi, got RoPE and learned positions",
         ),
         (
             lambda: ModelFacts(**TOY, learned_positions=True, alibi=True),
             ValueError,
-            "one of RoPE, learned positions or ALiBi, got learned positions and ALiBi",
+            "learned or sinusoidal positions or ALiBi, got learned positions and ALiBi",
         ),
         (
             lambda: ModelFacts(**{**TOY, "max_position_embeddings": None}),

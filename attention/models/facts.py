@@ -682,12 +682,17 @@ class ModelFacts:
     max_position_embeddings : int or None
         Positions the config allows; ``None`` where it sets no limit, as ALiBi needs
         none (BLOOM's config has no such field).
-    trained_context, context_source : int, str
-        The longest context the model was trained with, and where that is said.
+    trained_context, context_source : int or None, str
+        The longest context the model was trained with, and where that is said;
+        ``None`` only for facts read from a config that sets no position limit
+        (BLOOM's), with no context given: a bill needs none.
     rope : Rope or None
         Its rotary position embeddings; ``None``: no layer rotates (see ``positions``).
     learned_positions : bool
         A position embedding table instead (GPT-2).
+    sinusoidal_positions : bool
+        A fixed table of sinusoids added to the embeddings instead (Marian, XGLM, CTRL:
+        :func:`~attention.sinusoidal_positions`, chapter 10).
     alibi : bool
         ALiBi instead: each head subtracts ``slope * distance`` from its scores, and no
         position is added to the embeddings (BLOOM; always on in ``BloomModel``, no
@@ -766,13 +771,14 @@ class ModelFacts:
     num_heads: int
     num_kv_heads: int
     max_position_embeddings: int | None
-    trained_context: int
+    trained_context: int | None
     context_source: str
     attention_bias: bool
     rms_norm_eps: float | None
     head_dim: int | None = None
     rope: Rope | None = None
     learned_positions: bool = False
+    sinusoidal_positions: bool = False
     alibi: bool = False
     local: Sliding | Chunked | LinearAttention | None = None
     latent: Latent | None = None
@@ -841,12 +847,14 @@ class ModelFacts:
         schemes = {
             "RoPE": self.rope is not None,
             "learned positions": self.learned_positions,
+            "sinusoidal positions": self.sinusoidal_positions,
             "ALiBi": self.alibi,
         }
         if sum(schemes.values()) > 1:
             given = " and ".join(name for name, on in schemes.items() if on)
             raise ValueError(
-                f"{owner}: expected one of RoPE, learned positions or ALiBi, got {given}"
+                f"{owner}: expected one of RoPE, learned or sinusoidal positions or ALiBi, "
+                f"got {given}"
             )
         if self.max_position_embeddings is None and not self.alibi:
             raise ValueError(
@@ -1093,14 +1101,16 @@ class ModelFacts:
 
     @property
     def positions(self) -> str:
-        """``"rope"``, ``"learned"`` (a position embedding table), ``"alibi"`` (a bias on
-        the scores, BLOOM) or ``"none"``: no layer encodes positions, the order comes
-        from the recurrent layers (Kimi Linear, whose MLA layers are NoPE,
-        ``mla_use_nope``)."""
+        """``"rope"``, ``"learned"`` (a position embedding table), ``"sinusoidal"`` (a
+        fixed table of sinusoids), ``"alibi"`` (a bias on the scores, BLOOM) or
+        ``"none"``: no layer encodes positions, the order comes from the recurrent
+        layers (Kimi Linear, whose MLA layers are NoPE, ``mla_use_nope``)."""
         if self.rope is not None:
             return "rope"
         if self.alibi:
             return "alibi"
+        if self.sinusoidal_positions:
+            return "sinusoidal"
         return "learned" if self.learned_positions else "none"
 
     # -- what the facts imply ---------------------------------------------------------
@@ -1157,7 +1167,7 @@ class ModelFacts:
         >>> MODELS["Llama 4 Scout"].nope_layers[:3], MODELS["Llama 3 8B"].nope_layers
         ((3, 7, 11), ())
         """
-        if self.positions in ("learned", "alibi"):
+        if self.positions in ("learned", "sinusoidal", "alibi"):
             return ()
         attends = (FULL, SLIDING, CHUNKED, INDEXED, HYBRID, CSA, HCA)
         return tuple(

@@ -143,6 +143,8 @@ def _heads(facts: ModelFacts) -> str:
 def _positions(facts: ModelFacts) -> str:
     if facts.positions == "learned":
         return "learned positions"
+    if facts.positions == "sinusoidal":
+        return "sinusoidal positions (a fixed table added to the embeddings)"
     if facts.positions == "alibi":
         return "ALiBi (a bias on the scores, no position embedding)"
     if facts.positions == "none":

@@ -798,6 +798,7 @@ def unusual(facts: ModelFacts) -> list[str]:
         positions = {
             "rope": "RoPE",
             "learned": "learned positions",
+            "sinusoidal": "sinusoidal positions",
             "alibi": "ALiBi",
             "none": "no positions",
         }
