@@ -122,8 +122,8 @@ def released_parameters(name: str) -> int | None:
     :func:`~attention.models.parameter_count`'s model: the text model with its output
     layer, without a multi-token-prediction head or a vision encoder.
 
-    >>> released_parameters("GPT-2")  # the released weights, tied embeddings
-    124439808
+    >>> released_parameters("Llama 2 7B")  # the released weights, to the last one
+    6738415616
     >>> released_parameters("a model with no file") is None
     True
     """
