@@ -6,8 +6,8 @@ and run by transformers with its cache: after a prefill and each decoding step, 
 layer's bytes are those the facts count (``layer_cache_bytes``, the bill's cache). A
 dict, a path and a config read alike; what the readers cannot read is refused by name;
 each ``MODELS`` entry, through the transformers config built from it, reads back as the
-entry, and each released ``config.json`` (``tests/released_configs.py``) as the entry
-typed by hand.
+entry, and each released ``config.json`` the package stores (``released_config``) as the
+entry typed by hand.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import pytest
 import torch
 import transformers
-from released_configs import RELEASED
 from tiny_configs import BASE, TINY, WINDOW, tiny_config
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -37,6 +36,8 @@ from attention.models import (
     layer_strip,
     layer_tokens_kept,
     recipe,
+    released_config,
+    released_names,
 )
 from attention.models.readers import REFUSED
 
@@ -429,7 +430,25 @@ def _read(facts: ModelFacts, name: str):
     return getattr(owner, field) if owner is not None else None
 
 
-@pytest.mark.parametrize("facts", MODELS.values(), ids=list(MODELS))
+# Stored files of types whose reader has not landed yet: each case fails today and must
+# pass once it lands (strict), so that the lead sees it turn.
+AWAITING_A_READER = {
+    "mixtral": "reader lands with the breadth branch",
+    "mimo_v2_flash": "reader lands with the breadth branch",
+}
+
+
+def _entry_case(facts: ModelFacts):
+    model_type = getattr(transformers, facts.config_class).model_type
+    if model_type in AWAITING_A_READER:
+        reason = AWAITING_A_READER[model_type]
+        return pytest.param(facts, marks=pytest.mark.xfail(reason=reason, strict=True))
+    return facts
+
+
+@pytest.mark.parametrize(
+    "facts", [_entry_case(facts) for facts in MODELS.values()], ids=list(MODELS)
+)
 def test_from_config_gives_back_each_entry(facts) -> None:
     """The config transformers builds from an entry's released fields reads back as the
     entry: every mechanism, and every byte of its cache."""
@@ -449,22 +468,33 @@ def test_from_config_gives_back_each_entry(facts) -> None:
         assert cache_bytes(read, tokens) == cache_bytes(facts, tokens)
 
 
-@pytest.mark.parametrize("name", list(RELEASED))
+def _released_case(name: str):
+    model_type = released_config(name)["model_type"]
+    if model_type in AWAITING_A_READER:
+        return pytest.param(
+            name, marks=pytest.mark.xfail(reason=AWAITING_A_READER[model_type], strict=True)
+        )
+    return name
+
+
+@pytest.mark.parametrize("name", [_released_case(name) for name in released_names()])
 def test_the_released_file_reads_as_the_entry_typed_by_hand(name) -> None:
-    """A second implementation of each entry added with the atlas: the fields of its
-    released config.json, through ``facts_from_config``, give the entry the table types
-    by hand, every fact of it; only what a config cannot tell (the sources, the weights'
-    count, the trained context) comes from the entry."""
+    """A second implementation of each entry: the fields of its released config.json,
+    through ``facts_from_config``, give the entry the table types by hand, every fact of
+    it; only what a config cannot tell (the sources, the weights' count, the trained
+    context, which fields the file leaves to the class's defaults) comes from the entry."""
     facts = MODELS[name]
-    released = RELEASED[name]  # Kimi K2's "kimi_k2" reads as deepseek_v3: LOADED_AS
+    released = released_config(name)  # Kimi K2's "kimi_k2" reads as deepseek_v3: LOADED_AS
     read = facts_from_config(released, name=name, checkpoint=facts.checkpoint, year=facts.year)
-    given = ("source", "context_source", "trained_context", "weights")
+    given = ("source", "context_source", "trained_context", "weights", "class_defaults")
     assert dataclasses.replace(read, **{f: getattr(facts, f) for f in given}) == facts
     assert read.trained_context == read.max_position_embeddings >= facts.trained_context
+    fields = released.get("text_config", released)
+    assert not fields.keys() & set(facts.class_defaults)  # what the class supplies
 
 
 def test_every_released_file_has_its_entry() -> None:
-    assert set(RELEASED) <= set(MODELS)
+    assert set(released_names()) <= set(MODELS)
 
 
 def test_facts_from_config_takes_the_names_the_table_gives() -> None:

@@ -776,14 +776,15 @@ BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds th
 def test_olmo3_scales_its_rope_on_the_full_layers_only():
     """OLMo 3 as released: YaRN on the full layers, the same base unscaled on the
     sliding ones, as ``Olmo3RotaryEmbedding`` computes them per layer type."""
-    from released_configs import RELEASED
     from transformers import AutoConfig
     from transformers.models.olmo3.modeling_olmo3 import (
         Olmo3RotaryEmbedding,
         apply_rotary_pos_emb,
     )
 
-    fields = {k: v for k, v in RELEASED["OLMo 3 7B"].items() if k != "model_type"}
+    from attention.models import released_config
+
+    fields = {k: v for k, v in released_config("OLMo 3 7B").items() if k != "model_type"}
     config = AutoConfig.for_model("olmo3", **fields)
     theirs = Olmo3RotaryEmbedding(config)
     facts = MODELS["OLMo 3 7B"]

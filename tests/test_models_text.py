@@ -23,6 +23,7 @@ from attention import MODELS
 from attention.models import (
     BITS,
     INDEXED,
+    SLIDING,
     STRIP_LETTERS,
     Chunked,
     LinearAttention,
@@ -50,7 +51,9 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
     rope, local, scores, parts = facts.rope, facts.local, facts.scores, facts.parts
     sliding = isinstance(local, Sliding)
     present = {
-        "sliding (window": sliding and not facts.bidirectional,
+        "sliding (window": sliding and not facts.bidirectional and SLIDING in facts.layer_types,
+        # DeepSeek-V4's compressed layers each keep a window too (V4-Pro has no other)
+        "tokens, window": sliding and facts.compressed,
         "positions each side": sliding and facts.bidirectional,
         "chunked (chunk": isinstance(local, Chunked),
         "MLA": facts.latent,

@@ -16,6 +16,9 @@ the other way round.
   sizes or smaller ones (:class:`Sizes`).
 * :mod:`~attention.models.text`: :func:`recipe` and :func:`layer_strip`, a model's
   attention in words.
+* :mod:`~attention.models.released`: :func:`released_config`, each model's released
+  ``config.json``, stored with the package and cited, and :func:`released_parameters`,
+  its exact parameter count.
 * ``python -m attention.models CONFIG_OR_NAME``: the recipe, the strip and the bill.
 
 >>> from attention.models import MODELS, bill, recipe
@@ -91,6 +94,12 @@ from attention.models.recipes import (
     olmo2_layer,
     qwen3_layer,
     qwen3_next_layer,
+)
+from attention.models.released import (
+    released_config,
+    released_config_source,
+    released_names,
+    released_parameters,
 )
 from attention.models.table import MODELS
 from attention.models.text import (
@@ -172,5 +181,9 @@ __all__ = [
     "qwen3_layer",
     "qwen3_next_layer",
     "recipe",
+    "released_config",
+    "released_config_source",
+    "released_names",
+    "released_parameters",
     "state_bytes",
 ]

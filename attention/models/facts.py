@@ -911,8 +911,10 @@ class ModelFacts:
         needs = {  # a CSA layer's indexer reads compressed indexer keys
             MAMBA: ("mamba",),
             HYBRID: ("mamba",),
-            CSA: ("compressed", "indexer"),
-            HCA: ("compressed",),
+            # each compressed layer keeps a window too: the model's one (V4-Pro has no
+            # sliding-only layer to require it)
+            CSA: ("compressed", "indexer", "local"),
+            HCA: ("compressed", "local"),
             LINEAR: ("local",),
             INDEXED: ("indexer",),
             SLIDING: ("local",),

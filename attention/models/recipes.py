@@ -695,6 +695,7 @@ def llama_32_vision_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Mod
 BUILDERS: dict[str, Callable[[ModelFacts, int, Sizes], nn.Module]] = {
     "LlamaConfig": llama_layer,
     "MistralConfig": llama_layer,
+    "MixtralConfig": llama_layer,  # Mistral's attention; the experts are the MLP's
     "GemmaConfig": llama_layer,
     "Phi3Config": llama_layer,
     "SmolLM3Config": llama_layer,

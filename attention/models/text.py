@@ -94,7 +94,10 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
         label = "compressed sparse" if kind == CSA else "heavily compressed"
         top = f", {top}" if kind == CSA else ""
-        return f"{label} (1 entry per {rate} tokens{top})"
+        # Each compressed layer also attends to the last tokens, uncompressed: say the
+        # window here, since a model may have no sliding-only layer to say it (V4-Pro).
+        window = f", window {format_number(local.window)}" if isinstance(local, Sliding) else ""
+        return f"{label} (1 entry per {rate} tokens{top}{window})"
     return "full"
 
 
