@@ -198,10 +198,32 @@ def _latent(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
     state["W_uk.weight"], state["W_uv.weight"] = keys.flatten(0, 1), values.flatten(0, 1)
     weights.linear(state, "o_proj", "out_proj")
     if isinstance(layer, SparseLatentAttention):
+        if getattr(module, "indexer", True) is None:
+            raise ValueError(
+                f"from_transformers: expected a layer that runs its own indexer, got a "
+                f"{weights.owner} that reuses the previous layer's top-k (indexer_types "
+                f"'shared'), a kind layer_for does not build"
+            )
         names = (("wq_b", "W_query"), ("wk", "W_key"), ("weights_proj", "W_weights"))
         for theirs, ours in (*names, ("k_norm", "k_norm")):
             weights.linear(state, f"indexer.{theirs}", f"indexer.{ours}")
+        if weights.owner == "GlmMoeDsaAttention":  # its indexer rotates neighbouring pairs
+            indexer = layer.indexer
+            names = ("W_query.weight", "W_key.weight", "k_norm.weight", "k_norm.bias")
+            for name in (f"indexer.{name}" for name in names):
+                state[name] = _rotary_part_in_halves(
+                    state[name], indexer.head_dim, indexer.qk_rope_head_dim
+                )
     return state
+
+
+def _rotary_part_in_halves(weight: torch.Tensor, head_dim: int, rotary_dim: int) -> torch.Tensor:
+    """Each head's first ``rotary_dim`` rows (the ones RoPE turns) reordered from
+    neighbouring pairs to halves (:func:`_halves_from_neighbours`), the rest kept."""
+    heads = _per_head(weight, head_dim)
+    rotated, kept = heads.split([rotary_dim, head_dim - rotary_dim], dim=1)
+    rotated = _per_head(_halves_from_neighbours(rotated.flatten(0, 1), rotary_dim), rotary_dim)
+    return torch.cat((rotated, kept), dim=1).flatten(0, 1)
 
 
 def _deltanet(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
