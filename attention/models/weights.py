@@ -42,8 +42,6 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import nn
 
@@ -139,16 +137,21 @@ def _halves_from_neighbours(weight: torch.Tensor, head_dim: int) -> torch.Tensor
     return _per_head(weight, head_dim)[:, order].flatten(0, 1)
 
 
-def _grouped(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
+def _grouped(
+    module: nn.Module,
+    layer: GroupedQueryAttention | SharedKVAttention | CrossAttention,
+    weights: _Weights,
+) -> dict:
     """The weights of a layer with query, key and value projections: a
     :class:`GroupedQueryAttention` (and its kinds), a :class:`SharedKVAttention`, a
     :class:`CrossAttention`."""
     state: dict = {}
     cls, head_dim = weights.owner, layer.head_dim
     if cls == "Phi3Attention":  # q, k and v stacked in one projection, no bias
-        fused = weights.take("qkv_proj.weight")
-        sizes = [layer.num_heads * head_dim] + 2 * [layer.num_kv_heads * head_dim]
-        query, key, value = fused.split(sizes)
+        stacked = weights.take("qkv_proj.weight")
+        assert isinstance(layer, GroupedQueryAttention) and layer.W_value is not None
+        projections = (layer.W_query, layer.W_key, layer.W_value)
+        query, key, value = stacked.split([p.out_features for p in projections])
         state |= {"W_query.weight": query, "W_key.weight": key, "W_value.weight": value}
     elif cls in _QUERY_AND_GATE:
         for part in ("weight", "bias"):
@@ -178,7 +181,7 @@ def _grouped(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
     return state
 
 
-def _latent(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
+def _latent(module: nn.Module, layer: MultiHeadLatentAttention, weights: _Weights) -> dict:
     """The weights of DeepSeek's multi-head latent attention (and its lightning indexer)."""
     state: dict = {}
     if layer.q_lora_rank is None:
@@ -204,8 +207,8 @@ def _latent(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
                 f"{weights.owner} that reuses the previous layer's top-k (indexer_types "
                 f"'shared'), a kind layer_for does not build"
             )
-        names = (("wq_b", "W_query"), ("wk", "W_key"), ("weights_proj", "W_weights"))
-        for theirs, ours in (*names, ("k_norm", "k_norm")):
+        pairs = (("wq_b", "W_query"), ("wk", "W_key"), ("weights_proj", "W_weights"))
+        for theirs, ours in (*pairs, ("k_norm", "k_norm")):
             weights.linear(state, f"indexer.{theirs}", f"indexer.{ours}")
         if weights.owner == "GlmMoeDsaAttention":  # its indexer rotates neighbouring pairs
             indexer = layer.indexer
@@ -226,7 +229,7 @@ def _rotary_part_in_halves(weight: torch.Tensor, head_dim: int, rotary_dim: int)
     return torch.cat((rotated, kept), dim=1).flatten(0, 1)
 
 
-def _deltanet(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
+def _deltanet(module: nn.Module, layer: GatedDeltaNet, weights: _Weights) -> dict:
     """The weights of a Gated DeltaNet layer (Qwen3-Next's fused, or Qwen3.5's apart)."""
     state: dict = {}
     if weights.owner == "Qwen3NextGatedDeltaNet":
@@ -263,14 +266,14 @@ def _deltanet(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
     return state
 
 
-def _copier(layer: nn.Module) -> Callable[[nn.Module, nn.Module, _Weights], dict] | None:
+def _copied(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
+    """The state of ``layer`` from ``module``'s weights, by the layer's kind."""
     if isinstance(layer, GroupedQueryAttention | SharedKVAttention | CrossAttention):
-        return _grouped
+        return _grouped(module, layer, weights)
     if isinstance(layer, MultiHeadLatentAttention):  # SparseLatentAttention included
-        return _latent
-    if isinstance(layer, GatedDeltaNet):
-        return _deltanet
-    return None
+        return _latent(module, layer, weights)
+    assert isinstance(layer, GatedDeltaNet), f"from_transformers: no copy for {layer!r}"
+    return _deltanet(module, layer, weights)
 
 
 def _expected_layer(cls: str) -> tuple[type, ...]:
@@ -387,10 +390,8 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
             f"{facts.layer_types[index]!r} layer, which layer_for builds as a "
             f"{type(layer).__name__}, but the module is a {cls}"
         )
-    copier = _copier(layer)
-    assert copier is not None, f"{owner}: no copy for a {type(layer).__name__}"
     weights = _Weights(module)
-    state = copier(module, layer, weights)
+    state = _copied(module, layer, weights)
     if weights.left:
         raise ValueError(
             f"{owner}: expected every weight of the {cls} to have a place in the "
