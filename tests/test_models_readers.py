@@ -28,7 +28,11 @@ from attention.models import (
     CSA,
     HCA,
     SLIDING,
+    cache_bytes,
     facts_from_config,
+    layer_cache_bytes,
+    layer_kv_cache_bytes_per_token,
+    layer_tokens_kept,
     recipe,
 )
 
@@ -86,7 +90,7 @@ def rolling_token(facts: ModelFacts, tokens: int) -> tuple[int, ...]:
     return tuple(
         per_token if kind in rolling and tokens >= window else 0
         for kind, per_token in zip(
-            facts.layer_types, facts.layer_kv_cache_bytes_per_token(torch.bfloat16), strict=True
+            facts.layer_types, layer_kv_cache_bytes_per_token(facts, torch.bfloat16), strict=True
         )
     )
 
@@ -132,7 +136,7 @@ def test_the_bill_is_what_transformers_caches_after_prefill_and_decoding(model_t
             chunk = ids if step == 0 else ids[:, :1]
             cache = cache_after(model, chunk, cache)
             tokens = PREFILL + step
-            expected = facts.layer_cache_bytes(tokens, torch.bfloat16, state_dtype)
+            expected = layer_cache_bytes(facts, tokens, torch.bfloat16, state_dtype)
             window = rolling_token(facts, tokens)
             copies = value_copies(facts)
             held = tuple(held_bytes(cache, i) for i in range(facts.layers))
@@ -142,9 +146,12 @@ def test_the_bill_is_what_transformers_caches_after_prefill_and_decoding(model_t
             # In memory, the step's whole concatenation: the window the site counts.
             memory = tuple(key_value_memory(cache, i) for i in range(facts.layers))
             assert memory == tuple(
-                c * per_token * facts._tokens_kept(kind, tokens)
-                for c, kind, per_token in zip(
-                    copies, facts.layer_types, facts.layer_kv_cache_bytes_per_token(), strict=True
+                c * per_token * kept
+                for c, kept, per_token in zip(
+                    copies,
+                    layer_tokens_kept(facts, tokens),
+                    layer_kv_cache_bytes_per_token(facts),
+                    strict=True,
                 )
             ), tokens
     assert len(cache.layers) == facts.layers
@@ -310,7 +317,7 @@ def test_from_config_gives_back_each_entry(facts) -> None:
     else:
         assert read.rope is None or read.rope.scaling is None
     for tokens in (1, 4096, facts.trained_context):
-        assert read.cache_bytes(tokens) == facts.cache_bytes(tokens)
+        assert cache_bytes(read, tokens) == cache_bytes(facts, tokens)
 
 
 @pytest.mark.parametrize("name", list(RELEASED))

@@ -29,9 +29,11 @@ from attention.models import (
     Sliding,
     bill,
     format_bytes,
+    layer_kv_cache_bytes_per_token,
     layer_strip,
     parameter_count,
     recipe,
+    state_bytes,
 )
 from attention.models.__main__ import main
 
@@ -60,7 +62,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "YaRN": ((rope and rope.scaling) or {}).get("rope_type") == "yarn",
         "learned positions": facts.learned_positions,
         "ALiBi": facts.alibi,
-        "of fixed state": facts.state_bytes(),
+        "of fixed state": state_bytes(facts),
         "capped": local and local.tokens_kept and not facts.bidirectional,
         "an encoder: attends both ways, no cache": facts.bidirectional,
         "cross-attention in": facts.cross,
@@ -75,7 +77,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
 def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:
     gemma = MODELS["Gemma 2 9B"]  # 21 full layers grow, 21 sliding are capped
     full_layers = gemma.layer_types.count("full_attention")
-    per_token = full_layers * gemma.layer_kv_cache_bytes_per_token()[1]
+    per_token = full_layers * layer_kv_cache_bytes_per_token(gemma)[1]
     assert f"cache per token: {format_bytes(per_token)} growing" in recipe(gemma)
 
 

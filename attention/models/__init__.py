@@ -27,7 +27,24 @@ Mistral 7B: 32 layers, all sliding (window 4,096); GQA, ...
 2
 """
 
-from attention.models.costs import BITS, Bill, bill, cache_profile, parameter_count
+from attention.models.costs import (
+    BITS,
+    Bill,
+    bill,
+    cache_bytes,
+    cache_profile,
+    cross_cache_bytes,
+    indexer_cache_bytes_per_token,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    layer_cache_bytes,
+    layer_cache_numbers,
+    layer_kv_cache_bytes_per_token,
+    layer_state_bytes,
+    layer_tokens_kept,
+    parameter_count,
+    state_bytes,
+)
 from attention.models.facts import (
     CHUNKED,
     CROSS,
@@ -126,8 +143,10 @@ __all__ = [
     "Weights",
     "as_config",
     "bill",
+    "cache_bytes",
     "cache_profile",
     "command_a_layer",
+    "cross_cache_bytes",
     "deepseek_v3_layer",
     "deepseek_v32_layer",
     "facts_from_config",
@@ -139,9 +158,17 @@ __all__ = [
     "gemma3_layer",
     "gemma4_layer",
     "gpt_oss_layer",
+    "indexer_cache_bytes_per_token",
     "kind_name",
+    "kv_cache_bytes",
+    "kv_cache_bytes_per_token",
+    "layer_cache_bytes",
+    "layer_cache_numbers",
     "layer_for",
+    "layer_kv_cache_bytes_per_token",
+    "layer_state_bytes",
     "layer_strip",
+    "layer_tokens_kept",
     "llama4_layer",
     "llama_32_vision_layer",
     "llama_layer",
@@ -150,4 +177,5 @@ __all__ = [
     "qwen3_layer",
     "qwen3_next_layer",
     "recipe",
+    "state_bytes",
 ]

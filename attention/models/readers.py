@@ -5,11 +5,11 @@ dict, or a path to one, and gives the :class:`~attention.models.ModelFacts` the
 table would hold for it; nothing is downloaded. Each model type has a reader,
 registered by its ``model_type``; most share ``_basics`` and the RoPE reader.
 
->>> from attention.models import facts_from_config
+>>> from attention.models import facts_from_config, kv_cache_bytes_per_token
 >>> facts = facts_from_config({"model_type": "mistral", "num_hidden_layers": 2,
 ...     "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
 ...     "sliding_window": 16})
->>> facts.layer_types, facts.kv_cache_bytes_per_token()  # 2 layers * 2 * 2 heads * 16 * 2 bytes
+>>> facts.layer_types, kv_cache_bytes_per_token(facts)  # 2 layers * 2 * 2 heads * 16 * 2 bytes
 (('sliding_attention', 'sliding_attention'), 256)
 """
 

@@ -7,7 +7,7 @@ cache costs; :func:`.layer_strip` writes one letter per layer. Both read only th
 
 from __future__ import annotations
 
-from attention.models.costs import cache_profile
+from attention.models.costs import cache_profile, cross_cache_bytes
 from attention.models.facts import (
     CHUNKED,
     CROSS,
@@ -251,9 +251,9 @@ def _cross(facts: ModelFacts) -> str:
         where += " (QK-norm per head)"
     if cross.context_tokens is None:
         return f"cross-attention in {where}, to a context of the input's length"
-    cache_bytes = facts.cross_cache_bytes()
-    assert cache_bytes is not None  # None only without context_tokens, returned above
-    size = format_bytes(cache_bytes)
+    held = cross_cache_bytes(facts)
+    assert held is not None  # None only without context_tokens, returned above
+    size = format_bytes(held)
     return (
         f"cross-attention in {where} to {format_number(cross.context_tokens)} encoded tokens "
         f"({size} of their keys and values, cached once)"
