@@ -6,7 +6,7 @@ that ``transformers`` built (from a config, or with a checkpoint's weights), and
 copies that module's weights into it: the step-by-step module then computes what the
 model's layer computes, and shows its attention weights on any sentence.
 
-Each family stores its weights in its own layout, which :data:`TRANSFORMERS_CLASSES`
+Each family stores its weights in its own layout, which :data:`.TRANSFORMERS_CLASSES`
 and the copy below read by name:
 
 * the four projections ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj`` are ``W_query``,
@@ -305,7 +305,7 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
         The attention of one layer of a model ``transformers`` built, from a config or
         a checkpoint: ``model.model.layers[i].self_attn`` (or ``.linear_attn``,
         Qwen3-Next's Gated DeltaNet layers; ``.cross_attn``, Llama 3.2 Vision's image
-        layers). One of :data:`TRANSFORMERS_CLASSES`.
+        layers). One of :data:`.TRANSFORMERS_CLASSES`.
     config : transformers.PretrainedConfig, optional
         The model's config, for a module that keeps none (Qwen3-Next's
         ``Qwen3NextGatedDeltaNet``): ``model.config``. By default ``module.config``.
