@@ -1,7 +1,7 @@
 """A ``transformers`` model's own attention layer, as the package's module, with its weights.
 
 :func:`~attention.models.layer_for` builds a model's layer from its facts, untrained.
-:func:`from_transformers` builds the same layer for one attention module of a model
+:func:`~attention.models.from_transformers` builds the same layer for one attention module of a model
 that ``transformers`` built (from a config, or with a checkpoint's weights), and
 copies that module's weights into it: the step-by-step module then computes what the
 model's layer computes, and shows its attention weights on any sentence.
@@ -57,7 +57,7 @@ from attention.sparse import SparseLatentAttention
 
 __all__ = ["TRANSFORMERS_CLASSES", "from_transformers"]
 
-#: The ``transformers`` attention classes :func:`from_transformers` reads, by the
+#: The ``transformers`` attention classes :func:`~attention.models.from_transformers` reads, by the
 #: config class of their model (the keys of :data:`.BUILDERS`): the attention of every
 #: layer kind :func:`~attention.models.layer_for` builds for that model.
 TRANSFORMERS_CLASSES: dict[str, tuple[str, ...]] = {
