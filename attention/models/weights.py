@@ -1,10 +1,11 @@
 """A ``transformers`` model's own attention layer, as the package's module, with its weights.
 
 :func:`~attention.models.layer_for` builds a model's layer from its facts, untrained.
-:func:`~attention.models.from_transformers` builds the same layer for one attention module of a model
-that ``transformers`` built (from a config, or with a checkpoint's weights), and
-copies that module's weights into it: the step-by-step module then computes what the
-model's layer computes, and shows its attention weights on any sentence.
+:func:`~attention.models.from_transformers` builds the same layer for one attention
+module of a model that ``transformers`` built (from a config, or with a checkpoint's
+weights), and copies that module's weights into it: the step-by-step module then
+computes what the model's layer computes, and shows its attention weights on any
+sentence.
 
 Each family stores its weights in its own layout, which :data:`.TRANSFORMERS_CLASSES`
 and the copy below read by name:
@@ -57,9 +58,9 @@ from attention.sparse import SparseLatentAttention
 
 __all__ = ["TRANSFORMERS_CLASSES", "from_transformers"]
 
-#: The ``transformers`` attention classes :func:`~attention.models.from_transformers` reads, by the
-#: config class of their model (the keys of :data:`.BUILDERS`): the attention of every
-#: layer kind :func:`~attention.models.layer_for` builds for that model.
+#: The ``transformers`` attention classes :func:`~attention.models.from_transformers`
+#: reads, by the config class of their model (the keys of :data:`.BUILDERS`): the
+#: attention of every layer kind :func:`~attention.models.layer_for` builds for it.
 TRANSFORMERS_CLASSES: dict[str, tuple[str, ...]] = {
     "LlamaConfig": ("LlamaAttention",),
     "MistralConfig": ("MistralAttention",),
