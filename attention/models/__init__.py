@@ -14,6 +14,8 @@ the other way round.
 * :mod:`~attention.models.recipes`: :func:`layer_for`, any layer of a model assembled
   from the core's parts by its family's builder (:func:`qwen3_next_layer`, ...), at its
   sizes or smaller ones (:class:`Sizes`).
+* :mod:`~attention.models.weights`: :func:`from_transformers`, the layer of a model
+  ``transformers`` built, as the package's module, with its weights.
 * :mod:`~attention.models.text`: :func:`recipe` and :func:`layer_strip`, a model's
   attention in words.
 * :mod:`~attention.models.released`: :func:`released_config`, each model's released
@@ -110,6 +112,7 @@ from attention.models.text import (
     layer_strip,
     recipe,
 )
+from attention.models.weights import TRANSFORMERS_CLASSES, from_transformers
 
 __all__ = [
     "BITS",
@@ -129,6 +132,7 @@ __all__ = [
     "NO_MIXER",
     "SLIDING",
     "STRIP_LETTERS",
+    "TRANSFORMERS_CLASSES",
     "Bill",
     "Chunked",
     "Compressed",
@@ -157,6 +161,7 @@ __all__ = [
     "facts_from_config",
     "format_bytes",
     "format_number",
+    "from_transformers",
     "gated_deltanet_layer",
     "gemma2_layer",
     "gemma3_layer",
