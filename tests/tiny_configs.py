@@ -263,12 +263,19 @@ SHRUNK_IF_SET = dict(
     rotary_dim=4,
 )
 
+# Gemma 3n's last 2 of 4 layers reuse the keys and values of earlier ones.
+_GEMMA3N = dict(num_kv_shared_layers=2, laurel_rank=4, hidden_size_per_layer_input=8)
+
 #: model_type -> fields set on top of the shrunk defaults, where shrinking alone does
 #: not give a config the class accepts or a model that runs.
 ADJUSTED: dict[str, dict] = {
     "gpt_neo": dict(attention_types=[[["global", "local"], 2]], window_size=WINDOW),
     "zaya": dict(num_experts_per_tok=1),  # "ZAYA currently supports num_experts_per_tok=1"
     "mimo_v2_flash": dict(v_head_dim=6),  # values narrower than keys, as released
+    "dots1": dict(n_shared_experts=1),  # Dots1MoE multiplies by it; its default is None
+    "bailing_hybrid": dict(n_group=1, topk_group=1),  # 4 experts in 1 group, not 8
+    "gemma3n_text": _GEMMA3N,
+    "gemma3n": dict(text_config=_GEMMA3N),  # merged into the shrunk text config
 }
 
 
@@ -324,4 +331,8 @@ def tiny_config(model_type: str):
     if model_type in TINY:
         fields = TINY[model_type] if model_type == "gpt2" else BASE | TINY[model_type]
         return config_class(**fields)
-    return config_class(**(shrunk_fields(config_class) | ADJUSTED.get(model_type, {})))
+    fields = shrunk_fields(config_class)
+    for name, value in ADJUSTED.get(model_type, {}).items():
+        inner = fields.get(name)  # a config it holds, shrunk: adjusted in part
+        fields[name] = inner | value if isinstance(inner, dict) else value
+    return config_class(**fields)

@@ -497,6 +497,21 @@ def _read_gemma4(config) -> dict:
     return fields
 
 
+@_reader("gemma3n_text")
+def _read_gemma3n(config) -> dict:
+    """Gemma 3n: sliding and full layers, QK-norm per head and a value norm, scores
+    left unscaled (``Gemma3nTextAttention``: ``self.scaling = 1.0``), and the last
+    ``num_kv_shared_layers`` reusing earlier layers' keys and values."""
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds) | {"rope": _rope(config)}
+    fields["num_kv_shared_layers"] = config.num_kv_shared_layers or 0
+    fields["parts"] = LayerParts(qk_norm="head", value_norm=True)
+    fields["scores"] = Scores(scale=1.0)
+    if config.final_logit_softcapping is not None:
+        fields["final_logit_softcapping"] = config.final_logit_softcapping
+    return fields
+
+
 @_reader("llama4_text")
 def _read_llama4(config) -> dict:
     kinds = _layer_types(config)
@@ -549,7 +564,7 @@ def _read_mllama(config) -> dict:
 def _latent(config) -> Latent:
     return Latent(
         kv_lora_rank=config.kv_lora_rank,
-        q_lora_rank=config.q_lora_rank,
+        q_lora_rank=_declared(config, "q_lora_rank"),  # BailingHybrid has none: a full q_proj
         qk_nope_head_dim=config.qk_nope_head_dim,
         qk_rope_head_dim=config.qk_rope_head_dim,
         v_head_dim=config.v_head_dim,
@@ -597,6 +612,19 @@ def _read_kimi(config) -> dict:
     fields = _basics(config)
     fields.pop("head_dim", None)
     return fields | {"latent": _latent(config), "local": local}
+
+
+@_reader("bailing_hybrid")
+def _read_bailing_hybrid(config) -> dict:
+    """Ling 3.0 (BailingHybrid): Kimi Delta Attention layers, and latent-attention layers
+    with RoPE and an output gate per head (``BailingHybridAttention``: ``attn_output *
+    sigmoid(g_proj(x)).unsqueeze(-1)``)."""
+    heads, head_dim = config.linear_num_heads, config.linear_head_dim  # keys' and values'
+    local = _linear_layers(config, "Kimi Delta Attention", (heads, heads), (head_dim, head_dim))
+    fields = _basics(config)
+    fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
+    fields |= {"rope": _rope(config), "latent": _latent(config), "local": local}
+    return fields | {"parts": LayerParts(head_gate=True)}
 
 
 @_reader("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
