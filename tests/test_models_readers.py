@@ -142,18 +142,14 @@ NOT_RUNNABLE_ERROR = {"gemma3n": ImportError}
 KEEPS_EVERY_TOKEN = {"gpt_neo": "GPTNeoModel's DynamicCache is given no window"}
 #: Types still to be read or refused, each an expected failure until its reader lands.
 NOT_YET: dict[str, str] = {
-    "beam": "its tiny config does not run yet (a head size of 0)",
-    "cohere_compass_text": "an embedding model (empty rope_parameters): to be looked at",
-    "axk1": "latent attention with compression: to be looked at",
-    "axk2": "latent attention with compression and an indexer: to be looked at",
-    "hy_v4": "latent attention with an indexer, compression and sinks: to be looked at",
-    "dots3_note": "per-layer latent configs with an indexer: to be looked at",
-    "dots3_note_text": "per-layer latent configs with an indexer: to be looked at",
-    "minimax_m3_vl_text": "a sparse indexed cache: to be looked at",
-    "qwen4_exp": "linear attention, compression and an indexer: to be looked at",
-    "qwen4_exp_text": "linear attention, compression and an indexer: to be looked at",
-    "inkling_text": "Inkling's attention with a position bias: to be looked at",
-    "inkling2_text": "Inkling 2's block attention residuals: to be looked at",
+    "cohere_compass_text": "multimodal RoPE per layer kind (CohereCompassRotaryEmbedding's "
+    "mrope_section), None on the full layers: a reader to come",
+    "dots3_note": "latent sizes layer by layer (Dots3NoteTextAttention reads "
+    "config.per_layer_config[layer_idx]), with an indexer: a reader to come",
+    "dots3_note_text": "latent sizes layer by layer (Dots3NoteTextAttention reads "
+    "config.per_layer_config[layer_idx]), with an indexer: a reader to come",
+    "minimax_m3_vl_text": "an indexer over GQA keys (MiniMaxM3VLSparseCacheLayer.idx_keys), "
+    "where the facts tie an indexer to a latent: a reader to come",
 }
 #: Types whose model needs a call before it runs: X-MOD's language adapters.
 PREPARE = {"xmod": lambda model: model.roberta.set_default_language("en_XX")}

@@ -263,6 +263,7 @@ SHRUNK_IF_SET = dict(
     rotary_dim=4,
 )
 
+_ONE_GROUP = dict(n_group=1, topk_group=1)  # 4 experts in 1 group, not 8 groups of none
 # Gemma 3n's last 2 of 4 layers reuse the keys and values of earlier ones.
 _GEMMA3N = dict(num_kv_shared_layers=2, laurel_rank=4, hidden_size_per_layer_input=8)
 
@@ -273,7 +274,8 @@ ADJUSTED: dict[str, dict] = {
     "zaya": dict(num_experts_per_tok=1),  # "ZAYA currently supports num_experts_per_tok=1"
     "mimo_v2_flash": dict(v_head_dim=6),  # values narrower than keys, as released
     "dots1": dict(n_shared_experts=1),  # Dots1MoE multiplies by it; its default is None
-    "bailing_hybrid": dict(n_group=1, topk_group=1),  # 4 experts in 1 group, not 8
+    "bailing_hybrid": _ONE_GROUP,
+    "axk1": _ONE_GROUP,
     "gemma3n_text": _GEMMA3N,
     "gemma3n": dict(text_config=_GEMMA3N),  # merged into the shrunk text config
 }

@@ -571,16 +571,20 @@ def _latent(config) -> Latent:
     )
 
 
-@_reader("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+@_reader("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "axk1", "axk2")
 def _read_mla(config) -> dict:
-    """DeepSeek's multi-head latent attention; V3.2 and GLM-5 add the indexer."""
+    """DeepSeek's multi-head latent attention (A.X K1's too); V3.2, GLM-5 and A.X K2 add
+    the indexer, and A.X K2 a sigmoid gate on the output (``AXK2Attention``:
+    ``attn_output * torch.sigmoid(gate_states)``)."""
     fields = _basics(config)
     fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
     fields |= {"rope": _rope(config), "latent": _latent(config)}
-    if config.model_type != "deepseek_v3":
+    if config.model_type not in ("deepseek_v3", "axk1"):
         fields["indexer"] = Indexer(
             num_heads=config.index_n_heads, head_dim=config.index_head_dim, top_k=config.index_topk
         )
+    if config.model_type == "axk2":
+        fields["parts"] = LayerParts(output_gate=True)
     return fields
 
 
@@ -914,7 +918,6 @@ GENERAL = (
     "starcoder2",
     "vaultgemma",
     "dots1",
-    "beam",
     "flint",
     "granite_swa",
     "granitemoe_swa",
@@ -1128,4 +1131,15 @@ REFUSED = {
     "zaya": "ZAYA's compressed convolutional attention (CCA)",
     "gemma4_assistant": "a drafter that attends to its target model's cache, keeping none",
     "gemma4_unified_assistant": "a drafter that attends to its target model's cache, keeping none",
+    "beam": "NoPE full layers whose queries a position scales, (1 + (p + 1) / 2048) ** 0.1 "
+    "(BeamModel's compute_attention_scaling), not Llama 4's temperature tuning",
+    "hy_v4": "DeepSeek Sparse Attention whose top-k selection later layers reuse "
+    "(HYV4Attention's indexer_types: cross-layer top-k sharing)",
+    "qwen4_exp": "QSA, an indexer that picks blocks of compressed keys (Qwen4ExpTextQSAIndexer)",
+    "qwen4_exp_text": "QSA, an indexer that picks blocks of compressed keys "
+    "(Qwen4ExpTextQSAIndexer)",
+    "inkling_text": "a relative position bias that each token's hidden state mixes from a "
+    "learned bank (InklingRelativeLogits)",
+    "inkling2_text": "a relative position bias that each token's hidden state mixes from a "
+    "learned bank (Inkling2RelativeLogits)",
 }
