@@ -52,6 +52,7 @@ MORE = {
 MODEL_TYPES = [
     "llama",
     "mistral",
+    "mixtral",
     "gemma",
     "phi3",
     "smollm3",

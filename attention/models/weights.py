@@ -64,6 +64,7 @@ __all__ = ["TRANSFORMERS_CLASSES", "from_transformers"]
 TRANSFORMERS_CLASSES: dict[str, tuple[str, ...]] = {
     "LlamaConfig": ("LlamaAttention",),
     "MistralConfig": ("MistralAttention",),
+    "MixtralConfig": ("MixtralAttention",),
     "GemmaConfig": ("GemmaAttention",),
     "Phi3Config": ("Phi3Attention",),
     "SmolLM3Config": ("SmolLM3Attention",),
