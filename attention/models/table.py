@@ -1024,9 +1024,10 @@ _ENTRIES = (
         rms_norm_eps=1e-5,
         rope=Rope(theta=1_000_000.0),
         weights=Weights(
-            parameters=46_700_000_000,
-            source="Mistral AI 2023, 'Mixtral of experts' (mistral.ai/news/"
-            "mixtral-of-experts): 46.7B in all, 12.9B used per token",
+            parameters=47_000_000_000,
+            source="Jiang et al. 2024 (Mixtral of Experts, arXiv 2401.04088), abstract: "
+            "'each token has access to 47B parameters, but only uses 13B active parameters "
+            "during inference'",
         ),
     ),
     # -- Part VII: attention that is not decoder-only ----------------------------------
