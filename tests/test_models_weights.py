@@ -52,10 +52,12 @@ MORE = {
 MODEL_TYPES = [
     "llama",
     "mistral",
+    "mixtral",
     "gemma",
     "phi3",
     "smollm3",
     "qwen3",
+    "qwen3_moe",
     "olmo2",
     "olmo3",
     "minimax_m2",

@@ -64,10 +64,12 @@ __all__ = ["TRANSFORMERS_CLASSES", "from_transformers"]
 TRANSFORMERS_CLASSES: dict[str, tuple[str, ...]] = {
     "LlamaConfig": ("LlamaAttention",),
     "MistralConfig": ("MistralAttention",),
+    "MixtralConfig": ("MixtralAttention",),
     "GemmaConfig": ("GemmaAttention",),
     "Phi3Config": ("Phi3Attention",),
     "SmolLM3Config": ("SmolLM3Attention",),
     "Qwen3Config": ("Qwen3Attention",),
+    "Qwen3MoeConfig": ("Qwen3MoeAttention",),
     "Olmo2Config": ("Olmo2Attention",),
     "Olmo3Config": ("Olmo3Attention",),
     "MiniMaxM2Config": ("MiniMaxM2Attention",),
