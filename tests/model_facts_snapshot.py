@@ -7,8 +7,9 @@ equal, so that the move changed no attribute and no figure of any model. It was 
 again when Part VII added its encoders and cross-attention models, with their four
 attributes and ``cross_cache_bytes`` (the records of the other models only gained those
 keys), and when the recipes' ``attention_bias`` and ``rms_norm_eps`` became facts
-(every record gained those two keys). Run it again only to record a deliberate change
-to the table::
+(every record gained those two keys), and when Mixtral 8x7B's cited count was
+corrected to its paper's 47B (its record alone changed; new entries add theirs). Run it
+again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py
 """

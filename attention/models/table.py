@@ -1024,9 +1024,37 @@ _ENTRIES = (
         rms_norm_eps=1e-5,
         rope=Rope(theta=1_000_000.0),
         weights=Weights(
-            parameters=46_700_000_000,
-            source="Mistral AI 2023, 'Mixtral of experts' (mistral.ai/news/"
-            "mixtral-of-experts): 46.7B in all, 12.9B used per token",
+            parameters=47_000_000_000,
+            source="Jiang et al. 2024 (Mixtral of Experts, arXiv 2401.04088), abstract: "
+            "'each token has access to 47B parameters, but only uses 13B active parameters "
+            "during inference'",
+        ),
+    ),
+    ModelFacts(
+        name="Qwen3-30B-A3B",
+        checkpoint="Qwen/Qwen3-30B-A3B",
+        year=2025,
+        source=_hf("Qwen/Qwen3-30B-A3B") + " (head_dim 128, which Qwen3MoeAttention reads "
+        "though Qwen3MoeConfig does not declare it; num_experts 128, num_experts_per_tok "
+        "8); QK-norm (q_norm, k_norm over each head) from Qwen3MoeAttention",
+        config_class="Qwen3MoeConfig",
+        layers=48,
+        hidden_size=2048,
+        num_heads=32,
+        num_kv_heads=4,
+        head_dim=128,
+        max_position_embeddings=40960,
+        trained_context=40960,
+        context_source="the config's max_position_embeddings: no source read here gives "
+        "the length Qwen3-30B-A3B was trained on",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
+        rope=Rope(theta=1_000_000.0),
+        parts=LayerParts(qk_norm="head"),
+        weights=Weights(
+            parameters=30_500_000_000,
+            source="the model card of Qwen/Qwen3-30B-A3B: 'Number of Parameters: 30.5B in "
+            "total and 3.3B activated'",
         ),
     ),
     # -- Part VII: attention that is not decoder-only ----------------------------------
