@@ -14,6 +14,25 @@ from __future__ import annotations
 
 #: Table name -> the fields of its released config.json.
 RELEASED: dict[str, dict] = {
+    # Qwen/Qwen3-30B-A3B: a copy of the whole file, in a public repository's list of
+    # the Qwen3 configs ("transformers_version": "4.51.0").
+    "Qwen3-30B-A3B": {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "attention_bias": False,
+        "head_dim": 128,
+        "hidden_size": 2048,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 40960,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "max_window_layers": 48,
+    },
     # meta-llama/Llama-3.1-70B (gated): the copy in a public loader's test of the
     # released 70B config, which agrees with other copies on every field here.
     "Llama 3.1 70B": {
