@@ -39,6 +39,7 @@ import io
 import re
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from sphinx.application import Sphinx
@@ -47,6 +48,7 @@ from sphinx.util import logging
 import attention.figures.layers
 import attention.figures.style
 from attention.models import (
+    BITS,
     CHUNKED,
     CROSS,
     CSA,
@@ -839,6 +841,114 @@ def fixed_state(facts: ModelFacts, cache_dtype: str) -> int:
     return bill(facts, 0, cache_dtype=cache_dtype, state_dtype=STATE_DTYPE).cache
 
 
+# -- the weights --------------------------------------------------------------------------
+
+
+class Parameters(NamedTuple):
+    """A model's parameter count, and how many of them its release quantizes."""
+
+    total: int
+    quantized: int | None  # None: all 16-bit as released, or the split is not known
+
+
+def parameters_of(facts: ModelFacts) -> Parameters | None:
+    """The model's parameters, where the site knows them: the one place the cards,
+    the key numbers and the compare view read them from.
+
+    Today the count the table cites (``facts.weights.parameters``), with no split of
+    the quantized weights; once the table keeps each release's whole ``config.json``,
+    both are counted on the meta device by :func:`attention.models.parameter_count`
+    (``only=facts.quantization.parameters`` for the quantized ones).
+    """
+    if facts.weights is None:
+        return None
+    return Parameters(facts.weights.parameters, None)
+
+
+def count_text(parameters: int) -> str:
+    """``20.9 billion (20,900,000,000)``: a parameter count, rounded, then exact.
+
+    >>> count_text(20_900_000_000), count_text(124_439_808)
+    ('20.9 billion (20,900,000,000)', '124 million (124,439,808)')
+    """
+    if parameters >= 10**9:
+        return f"{parameters / 10**9:,.1f} billion ({parameters:,})"
+    return f"{parameters / 10**6:,.0f} million ({parameters:,})"
+
+
+def weight_bytes(facts: ModelFacts) -> dict[str, int] | None:
+    """The weights' bytes: ``"bf16"`` every parameter in bf16, and ``"released"`` as the
+    release stores them (its quantized weights in their type, the rest in bf16) where
+    the split is known. ``None``: no parameter count."""
+    counted = parameters_of(facts)
+    if counted is None:
+        return None
+    found = {"bf16": bill(facts, 0, parameters=counted.total).weights}
+    if facts.quantization is not None and counted.quantized is not None:
+        quantized = bill(facts, 0, dtype=facts.quantization.dtype, parameters=counted.quantized)
+        rest = bill(facts, 0, parameters=counted.total - counted.quantized)
+        found["released"] = quantized.weights + rest.weights
+    return found
+
+
+DTYPE_NAMES = {"fp8": "FP8", "mxfp4": "MXFP4"}
+
+
+def released_text(facts: ModelFacts) -> str:
+    """How the release stores its weights, in a few words."""
+    q = facts.quantization
+    return f"{DTYPE_NAMES[q.dtype]} for {q.weights}"
+
+
+def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
+    """The key numbers of a card: ``(what, how much)`` rows, each computed by the bill.
+
+    The parameters; the weights (as released first, where the release quantizes some
+    and the split is known, then in bf16); one sequence's cache in bf16 at 8k, 32k,
+    128k and the trained context; and weights plus that last cache.
+    """
+    rows = []
+    counted = parameters_of(facts)
+    weights = weight_bytes(facts)
+    rows.append(("parameters", count_text(counted.total) if counted else "not in the table yet"))
+    if weights is not None and "released" in weights:
+        rows.append(
+            (
+                f"weights as released ({DTYPE_NAMES[facts.quantization.dtype]} and bf16)",
+                size(weights["released"]),
+            )
+        )
+    if weights is not None:
+        rows.append(("weights, all in bf16", size(weights["bf16"])))
+    if not facts.bidirectional:
+        for tokens, by_dtype in cache_rows(facts):
+            label = f"cache at {tokens_text(tokens)} tokens"
+            if tokens == facts.trained_context:
+                label += ", its trained context"
+            rows.append((label, size(by_dtype["bf16"])))
+    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
+    context = "no cache: an encoder" if facts.bidirectional else "the cache at its trained context"
+    if weights is not None:
+        for key, label in (("released", "as released"), ("bf16", "in bf16")):
+            if key in weights:
+                rows.append((f"total: weights {label} and {context}", size(weights[key] + trained)))
+    return rows
+
+
+def key_box(facts: ModelFacts) -> list[str]:
+    """The key numbers as a box at the top of the card."""
+    lines = [
+        ":::{admonition} Key numbers",
+        ":class: key-numbers",
+        "",
+        "One sequence, its cache in bf16 ({func}`attention.models.bill`); the weights "
+        "and the cache at other contexts below.",
+        "",
+    ]
+    lines += _table(("", "bytes or count"), key_numbers(facts))
+    return [*lines, ":::", ""]
+
+
 # -- the pages -----------------------------------------------------------------------------
 
 
@@ -958,6 +1068,7 @@ def card(facts: ModelFacts) -> str:
         f"{{doc}}`index` for every model, and the {{ref}}`calculator <calculator>` for "
         "another context, batch or number type.",
         "",
+        *key_box(facts),
         "## Its attention",
         "",
         f"> {recipe(facts)}",
@@ -1004,11 +1115,13 @@ def card(facts: ModelFacts) -> str:
     ]
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
     lines += ["", "## Its weights", ""]
-    if facts.weights is not None:
-        weights = {d: bill(facts, 0, dtype=d).weights for d in WEIGHT_DTYPES}
+    counted = parameters_of(facts)
+    if counted is not None:
+        weights = {
+            d: bill(facts, 0, dtype=d, parameters=counted.total).weights for d in WEIGHT_DTYPES
+        }
         lines += [
-            f"{facts.weights.parameters:,} parameters, as the table cites them "
-            f"({facts.weights.source}): "
+            f"{counted.total:,} parameters ({facts.weights.source}): "
             + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
             + ". With one sequence's cache at its trained context, in bf16: "
             f"{size(weights['bf16'] + trained.cache)}.",
@@ -1021,6 +1134,28 @@ def card(facts: ModelFacts) -> str:
             "({func}`attention.models.parameter_count`, on the meta device: nothing is "
             "allocated) and adds them to the bill.",
         ]
+    if facts.quantization is not None:
+        q = facts.quantization
+        released = weight_bytes(facts) or {}
+        bits = format_number(BITS[q.dtype])
+        text = (
+            f"As released, its weights are not all 16-bit: {released_text(facts)} "
+            f"({q.source}). The bill counts {DTYPE_NAMES[q.dtype]} at {bits} bits a number"
+            + (
+                ", its shared 8-bit scale per 32 numbers included"
+                if q.dtype == "mxfp4"
+                else ", its scales (one float32 per 128 × 128 block) left out"
+            )
+            + "."
+        )
+        if "released" in released:
+            text += f" As released: {size(released['released'])}."
+        else:
+            text += (
+                " How many parameters those are needs the release's whole `config.json`, "
+                "which the table does not keep yet: the key numbers give bf16 alone."
+            )
+        lines += ["", text]
     lines += [
         "",
         "## The config fields that matter",

@@ -14,6 +14,7 @@ import importlib
 import re
 from pathlib import Path
 
+import model_cards
 import pytest
 import torch
 import transformers
@@ -22,10 +23,12 @@ from model_cards import (
     FOLDER,
     STRIPS,
     WEIGHT_DTYPES,
+    Parameters,
     attention_classes,
     card,
     config_fields,
     contexts,
+    key_numbers,
     link_recipe,
     pages,
     size,
@@ -295,3 +298,73 @@ def test_writing_twice_rewrites_nothing_and_removes_what_is_gone(tmp_path):
     assert written == len(MODELS) + 1 and not stale.exists()
     assert drawn == len(list((tmp_path / FOLDER / STRIPS).glob("*.png")))
     assert write(tmp_path) == (0, 0)
+
+
+def key_rows(page: str) -> dict[str, str]:
+    """The key-numbers box of a card: what -> how much."""
+    box = page.split(":::{admonition} Key numbers")[1].split(":::")[0]
+    return {row[0]: row[1] for row in table(box, "|  | bytes or count |")}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
+    """Above the recipe, every card gives its parameters, its weights, its cache at 8k,
+    32k, 128k and its trained context, and the total, each the bill's to its digit."""
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    assert page.index("Key numbers") < page.index("## Its attention")
+    rows = key_rows(page)
+    if facts.weights is None:
+        assert rows["parameters"] == "not in the table yet"
+        assert not any(what.startswith(("weights", "total")) for what in rows)
+    else:
+        parameters = facts.weights.parameters
+        assert rows["parameters"].endswith(f"({parameters:,})")
+        assert_bytes(rows["weights, all in bf16"], parameters * 2)
+    cache = {}
+    for what, shown in rows.items():
+        found = re.match(r"cache at ([\d,]+) ", what)
+        if found:
+            cache[int(found.group(1).replace(",", ""))] = shown
+    if facts.bidirectional:
+        assert cache == {}
+        return
+    assert sorted(cache) == contexts(facts)
+    for tokens, shown in cache.items():
+        assert_bytes(shown, bill(facts, tokens).cache)
+    assert f"cache at {facts.trained_context:,}" in page
+    if facts.weights is not None:
+        total = rows["total: weights in bf16 and the cache at its trained context"]
+        exact = bill(facts, facts.trained_context)
+        assert_bytes(total, exact.weights + exact.cache)
+
+
+def test_the_key_numbers_give_the_released_weights_first_when_the_split_is_known(
+    monkeypatch,
+):
+    """gpt-oss with a split of its parameters: its MXFP4 experts at 4.25 bits, the
+    rest in bf16, above the all-bf16 weights, and a total for each."""
+    facts = MODELS["gpt-oss-20b"]
+    total, experts = 20_000_000_000, 18_000_000_000
+    monkeypatch.setattr(model_cards, "parameters_of", lambda f: Parameters(total, experts))
+    rows = dict(key_numbers(facts))
+    whats = list(rows)
+    released = "weights as released (MXFP4 and bf16)"
+    assert whats.index(released) < whats.index("weights, all in bf16")
+    exact = experts * 17 // 32 + (total - experts) * 2
+    assert_bytes(rows[released], exact)
+    cache = bill(facts, facts.trained_context).cache
+    context = "the cache at its trained context"
+    assert_bytes(rows[f"total: weights as released and {context}"], exact + cache)
+    assert_bytes(rows[f"total: weights in bf16 and {context}"], total * 2 + cache)
+    page = card(facts)
+    assert "As released, its weights are not all 16-bit: MXFP4 for the experts'" in page
+    assert "4.25 bits a number, its shared 8-bit scale per 32 numbers included" in page
+
+
+@pytest.mark.parametrize("name", [n for n, m in MODELS.items() if m.quantization])
+def test_a_quantized_release_says_which_weights_and_cites_its_config(name, generated):
+    facts = MODELS[name]
+    weights = generated[f"{slug(name)}.md"].split("## Its weights")[1].split("\n## ")[0]
+    assert facts.quantization.weights in weights
+    assert facts.quantization.source in weights
