@@ -11,6 +11,7 @@ here, at every context a card gives.
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -20,17 +21,22 @@ import torch
 import transformers
 from model_cards import (
     CACHE_DTYPES,
+    COMPARISONS,
     FOLDER,
     STRIPS,
+    TOPICS,
     WEIGHT_DTYPES,
     Parameters,
     attention_classes,
     card,
+    compare_data,
+    compare_name,
     config_fields,
     contexts,
     key_numbers,
     link_recipe,
     pages,
+    recipe_topics,
     size,
     slug,
     unusual,
@@ -77,7 +83,12 @@ def table(page: str, header: str) -> list[list[str]]:
 
 
 def test_every_model_has_a_page_and_the_index_lists_them_all(generated):
-    assert set(generated) == {"index.md", *(f"{slug(name)}.md" for name in MODELS)}
+    assert set(generated) == {
+        "index.md",
+        "compare.md",
+        *(f"{slug(name)}.md" for name in MODELS),
+        *(f"{compare_name(names)}.md" for names in COMPARISONS),
+    }
     index = generated["index.md"]
     toctree = index.split("```{toctree}")[1]
     assert [line for line in toctree.splitlines()[4:] if line and line != "```"] == [
@@ -295,7 +306,7 @@ def test_writing_twice_rewrites_nothing_and_removes_what_is_gone(tmp_path):
     stale.parent.mkdir(parents=True)
     stale.write_text("a model no longer in the table")
     written, drawn = write(tmp_path)
-    assert written == len(MODELS) + 1 and not stale.exists()
+    assert written == len(MODELS) + 2 + len(COMPARISONS) and not stale.exists()
     assert drawn == len(list((tmp_path / FOLDER / STRIPS).glob("*.png")))
     assert write(tmp_path) == (0, 0)
 
@@ -368,3 +379,71 @@ def test_a_quantized_release_says_which_weights_and_cites_its_config(name, gener
     weights = generated[f"{slug(name)}.md"].split("## Its weights")[1].split("\n## ")[0]
     assert facts.quantization.weights in weights
     assert facts.quantization.source in weights
+
+
+def test_every_comparison_has_its_page_listed_on_the_compare_page(generated):
+    compare = generated["compare.md"]
+    for names in COMPARISONS:
+        assert f"{compare_name(names)}.md" in generated
+        assert f"<{compare_name(names)}>`" in compare
+    toctree = compare.split("```{toctree}")[1]
+    assert [line for line in toctree.splitlines()[4:] if line and line != "```"] == [
+        compare_name(names) for names in COMPARISONS
+    ]
+    issue = {("Llama 3.1 70B", "Qwen3-Next 80B-A3B"), ("gpt-oss-20b", "Qwen3-30B-A3B")}
+    assert issue <= set(COMPARISONS)
+    assert ("DeepSeek-V3", "DeepSeek-V3.2", "DeepSeek-V4-Flash") in COMPARISONS
+
+
+@pytest.mark.parametrize("names", COMPARISONS, ids=compare_name)
+def test_a_comparison_s_numbers_are_the_bill_and_its_differences_the_recipes(names, generated):
+    page = generated[f"{compare_name(names)}.md"]
+    facts = [MODELS[n] for n in names]
+    rows = {row[0]: row[1:] for row in table(page, "|  | " + " | ".join(names))}
+    for tokens in (8192, 32768, 131072):
+        cells = rows[f"cache at {tokens:,} ({tokens // 1024}k)"]
+        for m, cell in zip(facts, cells, strict=True):
+            if m.max_position_embeddings is not None and tokens > m.max_position_embeddings:
+                assert cell == "–"
+            else:
+                assert_bytes(cell, bill(m, tokens).cache)
+    for m, cell in zip(facts, rows["cache at the trained context"], strict=True):
+        assert_bytes(cell, bill(m, m.trained_context).cache)
+    recipes = table(page, "|  | " + " | ".join(names) + " |  |")
+    assert [row[0] for row in recipes] == list(TOPICS.values())
+    for row, topic in zip(recipes, TOPICS, strict=True):
+        said = [recipe_topics(m)[topic] for m in facts]
+        assert row[-1] == ("same" if len(set(said)) == 1 else "**differs**")
+    for m in facts:
+        # The topics, in order, give back the whole recipe.
+        joined = "; ".join(t for t in recipe_topics(m).values() if t != "–")
+        assert joined == recipe(m).removeprefix(f"{m.name}: ")
+        assert layer_strip_text(m) in page
+    assert f"_strips/{compare_name(names)}-cache.png" in page
+
+
+def layer_strip_text(facts) -> str:
+    from attention.models import layer_strip
+
+    return layer_strip(facts)
+
+
+def test_the_compare_view_s_data_is_the_bill_at_each_context():
+    data = compare_data()
+    names = [m["name"] for m in data["models"]]
+    assert names == [n for n, m in MODELS.items() if not m.bidirectional]
+    for model in data["models"]:
+        facts = MODELS[model["name"]]
+        tokens = [t for t, _ in model["cache"]]
+        assert facts.trained_context in tokens and tokens == sorted(tokens)
+        for t, cache in model["cache"]:
+            assert cache == bill(facts, t).cache
+        assert model["key"] == [list(row) for row in key_numbers(facts)]
+    assert all(name in names for pair in data["pairs"] for name in pair)
+
+
+def test_the_compare_page_embeds_its_data_safely(generated):
+    compare = generated["compare.md"]
+    embedded = compare.split('id="model-compare-data">')[1].split("</script>")[0]
+    assert "</" not in embedded
+    assert json.loads(embedded.replace("<\\/", "</")) == json.loads(json.dumps(compare_data()))
