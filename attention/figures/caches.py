@@ -581,4 +581,6 @@ def cache_against_context(models: object, *, title: str | None = None) -> Figure
     )
     for line, gid in zip(ax.lines, gids, strict=True):
         line.set_gid(gid)
-    return ax.figure
+    fig = ax.get_figure(root=True)
+    assert isinstance(fig, Figure)  # memory_curves drew on a figure of its own
+    return fig
