@@ -69,8 +69,8 @@ def parameter_count(config: object, only: Sequence[str] | None = None) -> int:
     only : sequence of str, optional
         Count only the parameters whose names (``transformers``' own,
         ``"model.layers.0.mlp.experts.gate_up_proj"``) match one of these patterns
-        (:func:`fnmatch.fnmatch`): the weights a release quantizes,
-        :attr:`Quantization.parameters <attention.models.Quantization>`.
+        (``fnmatch.fnmatch``): the weights a release quantizes, the ``parameters``
+        of its :class:`~attention.models.Quantization`.
 
     Examples
     --------

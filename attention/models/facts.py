@@ -667,7 +667,7 @@ class Quantization(_Group):
         Which weights, in words.
     parameters : tuple of str
         The same weights as patterns over ``transformers``' parameter names
-        (:func:`fnmatch.fnmatch`: ``*`` matches any text, dots included), for
+        (``fnmatch.fnmatch``: ``*`` matches any text, dots included), for
         :func:`~attention.models.parameter_count`'s ``only``.
     source : str
         The release's ``quantization_config``, and where it says which weights.
