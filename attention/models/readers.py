@@ -236,6 +236,12 @@ def _declared(config, field: str, default=None):
     return _get(config, field, default) if _declares(config, field) else default
 
 
+#: Types whose config class does not declare ``head_dim`` though their attention reads
+#: it: ``Qwen3MoeAttention`` takes ``getattr(config, "head_dim", hidden_size //
+#: num_attention_heads)``, and Qwen3-30B-A3B's file sets 128 against 2048 // 32 = 64.
+HEAD_DIM_READ_UNDECLARED = ("qwen3_moe",)
+
+
 def _basics(config) -> dict:
     heads = config.num_attention_heads
     fields = {
@@ -244,7 +250,10 @@ def _basics(config) -> dict:
         "num_heads": heads,
         "num_kv_heads": _declared(config, "num_key_value_heads", heads),
     }
-    head_dim = _declared(config, "head_dim")
+    if config.model_type in HEAD_DIM_READ_UNDECLARED:
+        head_dim = _get(config, "head_dim")
+    else:
+        head_dim = _declared(config, "head_dim")
     if head_dim is not None and head_dim != config.hidden_size // heads:
         fields["head_dim"] = head_dim
     return fields
