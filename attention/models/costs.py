@@ -3,7 +3,8 @@
 The cache of one sequence, from a model's facts (:class:`~attention.models.ModelFacts`):
 
 * per token, what each layer's keys and values grow by:
-  :func:`.layer_kv_cache_bytes_per_token`, their sum :func:`~attention.models.kv_cache_bytes_per_token`,
+  :func:`.layer_kv_cache_bytes_per_token`, their sum
+  :func:`~attention.models.kv_cache_bytes_per_token`,
   and a lightning indexer's keys, :func:`.indexer_cache_bytes_per_token`;
 * at a length, what the keys and values take, windows counted:
   :func:`.kv_cache_bytes`;

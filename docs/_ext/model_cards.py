@@ -70,7 +70,11 @@ from attention.models import (
     cross_cache_bytes,
     format_number,
     layer_strip,
+    parameter_count,
     recipe,
+    released_config,
+    released_config_source,
+    released_parameters,
 )
 
 logger = logging.getLogger(__name__)
@@ -881,24 +885,43 @@ def fixed_state(facts: ModelFacts, cache_dtype: str) -> int:
 
 
 class Parameters(NamedTuple):
-    """A model's parameter count, and how many of them its release quantizes."""
+    """A model's parameter count, how many of them its release quantizes, and where
+    the count comes from."""
 
     total: int
     quantized: int | None  # None: all 16-bit as released, or the split is not known
+    source: str
+
+
+@cache
+def quantized_count(name: str, patterns: tuple[str, ...]) -> int:
+    """How many parameters of the released model ``name`` match ``patterns``, counted
+    once per build (building a large model on the meta device takes a second)."""
+    return parameter_count(released_config(name), only=patterns)
 
 
 def parameters_of(facts: ModelFacts) -> Parameters | None:
     """The model's parameters, where the site knows them: the one place the cards,
     the key numbers and the compare view read them from.
 
-    Today the count the table cites (``facts.weights.parameters``), with no split of
-    the quantized weights; once the table keeps each release's whole ``config.json``,
-    both are counted on the meta device by :func:`attention.models.parameter_count`
-    (``only=facts.quantization.parameters`` for the quantized ones).
+    Counted on the meta device from the release's whole ``config.json``
+    (:func:`attention.models.released_parameters`), and those the release quantizes
+    with :func:`attention.models.parameter_count`'s ``only``; where the table keeps no
+    whole file, the count it cites (``facts.weights``), with no split.
     """
-    if facts.weights is None:
-        return None
-    return Parameters(facts.weights.parameters, None)
+    total = released_parameters(facts.name)
+    if total is None:
+        if facts.weights is None:
+            return None
+        return Parameters(facts.weights.parameters, None, facts.weights.source)
+    quantized = None
+    if facts.quantization is not None:
+        quantized = quantized_count(facts.name, facts.quantization.parameters)
+    source = (
+        "counted on the meta device from the released config.json, "
+        f"{released_config_source(facts.name)}"
+    )
+    return Parameters(total, quantized, source)
 
 
 def count_text(parameters: int) -> str:
@@ -1157,7 +1180,7 @@ def card(facts: ModelFacts) -> str:
             d: bill(facts, 0, dtype=d, parameters=counted.total).weights for d in WEIGHT_DTYPES
         }
         lines += [
-            f"{counted.total:,} parameters ({facts.weights.source}): "
+            f"{counted.total:,} parameters ({counted.source}): "
             + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
             + ". With one sequence's cache at its trained context, in bf16: "
             f"{size(weights['bf16'] + trained.cache)}.",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -52,7 +53,10 @@ from attention.models import (
     cache_bytes,
     facts_from_config,
     layer_cache_bytes,
+    parameter_count,
     recipe,
+    released_config,
+    released_parameters,
     state_bytes,
 )
 
@@ -160,10 +164,10 @@ def test_the_fixed_state_and_the_weights_are_the_facts(name, generated):
         assert_bytes(found.group(2), state_bytes(facts, TORCH["fp8"], torch.float32))
     else:
         assert "fixed state" not in page
-    if facts.weights is None:
+    parameters = counted(facts)
+    if parameters is None:
         assert "cites no parameter count" in page
         return
-    parameters = facts.weights.parameters
     weights = page.split("## Its weights")[1].split("##")[0]
     assert f"{parameters:,} parameters" in weights
     for dtype in WEIGHT_DTYPES:
@@ -320,6 +324,15 @@ def test_writing_twice_rewrites_nothing_and_removes_what_is_gone(tmp_path):
     assert write(tmp_path) == (0, 0)
 
 
+def counted(facts) -> int | None:
+    """The model's parameters: counted from its released file where the package keeps
+    the whole of it, else the count the table cites."""
+    found = released_parameters(facts.name)
+    if found is None and facts.weights is not None:
+        found = facts.weights.parameters
+    return found
+
+
 def key_rows(page: str) -> dict[str, str]:
     """The key-numbers box of a card: what -> how much."""
     box = page.split(":::{admonition} Key numbers")[1].split(":::")[0]
@@ -334,13 +347,20 @@ def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
     page = generated[f"{slug(name)}.md"]
     assert page.index("Key numbers") < page.index("## Its attention")
     rows = key_rows(page)
-    if facts.weights is None:
+    parameters = counted(facts)
+    if parameters is None:
         assert rows["parameters"] == "not in the table yet"
         assert not any(what.startswith(("weights", "total")) for what in rows)
     else:
-        parameters = facts.weights.parameters
         assert rows["parameters"].endswith(f"({parameters:,})")
         assert_bytes(rows["weights, all in bf16"], parameters * 2)
+        if facts.quantization is not None and released_parameters(name) is not None:
+            only = facts.quantization.parameters
+            quantized = parameter_count(released_config(name), only=only)
+            bits = BITS[facts.quantization.dtype]
+            exact = math.ceil(quantized * bits / 8) + (parameters - quantized) * 2
+            dtype = {"fp8": "FP8", "mxfp4": "MXFP4"}[facts.quantization.dtype]
+            assert_bytes(rows[f"weights as released ({dtype} and bf16)"], exact)
     cache = {}
     for what, shown in rows.items():
         found = re.match(r"cache at ([\d,]+) ", what)
@@ -353,9 +373,9 @@ def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
     for tokens, shown in cache.items():
         assert_bytes(shown, bill(facts, tokens).cache)
     assert f"cache at {facts.trained_context:,}" in page
-    if facts.weights is not None:
+    if parameters is not None:
         total = rows["total: weights in bf16 and the cache at its trained context"]
-        exact = bill(facts, facts.trained_context)
+        exact = bill(facts, facts.trained_context, parameters=parameters)
         assert_bytes(total, exact.weights + exact.cache)
 
 
@@ -366,7 +386,8 @@ def test_the_key_numbers_give_the_released_weights_first_when_the_split_is_known
     rest in bf16, above the all-bf16 weights, and a total for each."""
     facts = MODELS["gpt-oss-20b"]
     total, experts = 20_000_000_000, 18_000_000_000
-    monkeypatch.setattr(model_cards, "parameters_of", lambda f: Parameters(total, experts))
+    split = Parameters(total, experts, "a split for the test")
+    monkeypatch.setattr(model_cards, "parameters_of", lambda f: split)
     rows = dict(key_numbers(facts))
     whats = list(rows)
     released = "weights as released (MXFP4 and bf16)"
