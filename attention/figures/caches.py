@@ -561,16 +561,21 @@ def cache_against_context(models: object, *, title: str | None = None) -> Figure
     encoders = [m.name for m in facts if m.bidirectional]
     if encoders:
         raise ValueError(f"{owner}: expected models that keep a cache, got encoders {encoders}")
-    longest = max(128 * 1024, *(m.trained_context for m in facts))
+    trained: dict[str, int] = {}
+    for m in facts:
+        if m.trained_context is None:
+            raise ValueError(f"{owner}: expected {m.name!r} to give its trained context, got None")
+        trained[m.name] = m.trained_context
+    longest = max(128 * 1024, *trained.values())
     contexts = [2**p for p in range(10, 64) if 2**p <= longest]
     curves, gids = [], []
     for m in facts:
-        limit = m.max_position_embeddings
-        tokens = sorted({t for t in [*contexts, m.trained_context] if limit is None or t <= limit})
+        limit, at = m.max_position_embeddings, trained[m.name]
+        tokens = sorted({t for t in [*contexts, at] if limit is None or t <= limit})
         gib = [bill(m, t).cache / 2**30 for t in tokens]
         curves.append(Curve(m.name, tokens, gib))
-        trained = [bill(m, m.trained_context).cache / 2**30]
-        curves.append(Curve(None, [m.trained_context], trained, pair=True, marker="o"))
+        dot = [bill(m, at).cache / 2**30]
+        curves.append(Curve(None, [at], dot, pair=True, marker="o"))
         gids += [f"{m.name} cache", f"{m.name} trained"]
     ax = memory_curves(
         curves,
