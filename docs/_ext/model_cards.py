@@ -385,10 +385,12 @@ def compare_figures() -> dict[str, tuple[str, object]]:
                 key,
                 lambda d=drawable: attention.figures.layers.layer_strips(d),
             )
-        key = figure_key("cache", *(repr(m) for m in facts))
+        # A title keeps the plot's frame off the image's top edge, and names the pair.
+        title = f"{' vs '.join(names)}: one sequence's cache"
+        key = figure_key("cache", title, *(repr(m) for m in facts))
         found[f"{name}-cache.png"] = (
             key,
-            lambda f=facts: attention.figures.caches.cache_against_context(f),
+            lambda f=facts, t=title: attention.figures.caches.cache_against_context(f, title=t),
         )
     return found
 
