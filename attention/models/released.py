@@ -9,7 +9,7 @@ values were read from. No file is downloaded. Where no whole copy could be read,
 store keeps the fields a partial copy gives (``"partial"`` says which are missing):
 enough to read the attention, not to count the parameters.
 
-:func:`released_config` gives a file's fields; :func:`released_parameters` counts
+:func:`.released_config` gives a file's fields; :func:`.released_parameters` counts
 them on the meta device (:func:`~attention.models.parameter_count`), once per model.
 
 >>> from attention.models import released_config, released_parameters
