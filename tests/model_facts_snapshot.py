@@ -7,10 +7,12 @@ equal, so that the move changed no attribute and no figure of any model. It was 
 again when Part VII added its encoders and cross-attention models, with their four
 attributes and ``cross_cache_bytes`` (the records of the other models only gained those
 keys), and when the recipes' ``attention_bias`` and ``rms_norm_eps`` became facts
-(every record gained those two keys), and when Mixtral 8x7B's cited count was
-corrected to its paper's 47B (its record alone changed; new entries add theirs), and
-when MiMo-V2-Flash brought sinks in the sliding layers alone and a scale on the values
-(every record gained those two keys, no figure changed). Run it
+(every record gained those two keys), when Mixtral 8x7B's cited count was corrected
+to its paper's 47B (its record alone changed; new entries add theirs), when the
+releases' quantized weights became facts (every record gained ``quantized_dtype`` and
+``quantized_parameters``), and when MiMo-V2-Flash brought sinks in the sliding
+layers alone and a scale on the values (every record gained those two keys, no
+figure changed). Run it
 again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py
@@ -98,6 +100,8 @@ ATTRIBUTES = [
     "compress_rope_theta",  # DeepSeek-V4's RoPE base for its compressed entries
     "attention_bias",  # the projections' bias and the norms' epsilon, read by the recipes
     "rms_norm_eps",
+    "quantized_dtype",  # the weights a release stores in fewer than 16 bits
+    "quantized_parameters",
     "sliding_sinks",  # MiMo-V2-Flash's sinks in its sliding layers alone, and its value scale
     "value_scale",
 ]
@@ -116,6 +120,8 @@ READS = {
     "parameters": ("weights", "parameters", None),
     "parameters_source": ("weights", "source", ""),
     "cross_qk_norm": ("cross", "qk_norm", None),
+    "quantized_dtype": ("quantization", "dtype", None),
+    "quantized_parameters": ("quantization", "parameters", None),
     "sliding_sinks": ("local", "sinks", False),
     "value_scale": ("parts", "value_scale", None),
 }
