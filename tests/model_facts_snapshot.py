@@ -8,9 +8,11 @@ again when Part VII added its encoders and cross-attention models, with their fo
 attributes and ``cross_cache_bytes`` (the records of the other models only gained those
 keys), and when the recipes' ``attention_bias`` and ``rms_norm_eps`` became facts
 (every record gained those two keys), when Mixtral 8x7B's cited count was corrected
-to its paper's 47B (its record alone changed; new entries add theirs), and when the
+to its paper's 47B (its record alone changed; new entries add theirs), when the
 releases' quantized weights became facts (every record gained ``quantized_dtype`` and
-``quantized_parameters``). Run it
+``quantized_parameters``), and when MiMo-V2-Flash brought sinks in the sliding
+layers alone and a scale on the values (every record gained those two keys, no
+figure changed). Run it
 again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py
@@ -100,6 +102,8 @@ ATTRIBUTES = [
     "rms_norm_eps",
     "quantized_dtype",  # the weights a release stores in fewer than 16 bits
     "quantized_parameters",
+    "sliding_sinks",  # MiMo-V2-Flash's sinks in its sliding layers alone, and its value scale
+    "value_scale",
 ]
 #: The flat names ModelFacts no longer has: (group, field, value without the group).
 READS = {
@@ -118,6 +122,8 @@ READS = {
     "cross_qk_norm": ("cross", "qk_norm", None),
     "quantized_dtype": ("quantization", "dtype", None),
     "quantized_parameters": ("quantization", "parameters", None),
+    "sliding_sinks": ("local", "sinks", False),
+    "value_scale": ("parts", "value_scale", None),
 }
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)

@@ -138,3 +138,38 @@ def test_a_name_must_be_a_str(function) -> None:
 def test_an_unknown_name_is_refused_with_the_known_ones(function) -> None:
     with pytest.raises(ValueError, match=r"stored \(one of .*Mixtral 8x7B.*\), got 'Mixtral'"):
         function("Mixtral")
+
+
+def test_mimo_v2_flash_file_agrees_with_the_defaults_its_config_class_reads_instead() -> None:
+    """MiMoV2FlashConfig reads neither the file's hybrid_layer_pattern nor its RoPE fields,
+    its layernorm_epsilon or its swa_* sizes: its own defaults and MiMoV2FlashAttention
+    supply them. The entry, read through the class, is the file's model only where those
+    agree with what the file says."""
+    released = released_config("MiMo-V2-Flash")
+    fields = {key: value for key, value in released.items() if key != "model_type"}
+    config = transformers.AutoConfig.for_model(released["model_type"], **fields)
+    facts = MODELS["MiMo-V2-Flash"]
+    kinds = [
+        "full_attention" if sliding == 0 else "sliding_attention"
+        for sliding in released["hybrid_layer_pattern"]
+    ]
+    assert list(config.layer_types) == kinds == list(facts.layer_types)
+    rope = config.rope_parameters
+    assert rope["full_attention"]["rope_theta"] == released["rope_theta"] == facts.rope.theta
+    assert rope["sliding_attention"]["rope_theta"] == released["swa_rope_theta"]
+    assert released["swa_rope_theta"] == facts.rope.local_theta
+    shares = {each["partial_rotary_factor"] for each in rope.values()}
+    assert shares == {released["partial_rotary_factor"], facts.rope.partial_rotary_factor}
+    assert config.rms_norm_eps == released["layernorm_epsilon"] == facts.rms_norm_eps
+    # sliding_window_size tokens before the query, and the query: transformers' window
+    assert config.sliding_window == released["sliding_window_size"] + 1 == facts.local.window
+    assert released["swa_num_key_value_heads"] == 2 * released["num_key_value_heads"]
+    assert released["swa_num_key_value_heads"] == facts.local.num_kv_heads
+    assert released["swa_num_attention_heads"] == released["num_attention_heads"]
+    assert (released["swa_head_dim"], released["swa_v_head_dim"]) == (
+        facts.head_dim,
+        facts.value_head_dim,
+    )
+    assert released["add_swa_attention_sink_bias"] is facts.local.sinks is True
+    assert released["add_full_attention_sink_bias"] is False
+    assert facts.scores is None  # the full layers hold no sinks

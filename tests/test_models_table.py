@@ -180,6 +180,9 @@ def released_config(facts: ModelFacts):
         if facts.local_rope_theta is not None:  # one dict per layer type (Gemma 4)
             local = {"rope_type": "default", "rope_theta": facts.local_rope_theta}
             full = {FULL: full, SLIDING: local}
+        if facts.config_class in ROTARY_SHARE_PER_TYPE:
+            share = {"partial_rotary_factor": facts.partial_rotary_factor}
+            full = {kind: parameters | share for kind, parameters in full.items()}
         kwargs["rope_parameters"] = full
     elif facts.rope_scaling is not None:
         kwargs["rope_scaling"] = dict(facts.rope_scaling)
@@ -190,6 +193,11 @@ def released_config(facts: ModelFacts):
 # the class spreads over its layer types (Olmo 3: YaRN on the full layers only) or its
 # rotations (DeepSeek-V4: the main one and the compressed entries').
 LEGACY_ROPE = ("Olmo3Config", "DeepseekV4Config")
+
+# Config classes that read the rotary share only inside each layer type's RoPE dict:
+# MiMoV2FlashConfig keeps its rope_parameters as given, with no top-level
+# partial_rotary_factor folded in (its defaults hold 0.334 in both dicts).
+ROTARY_SHARE_PER_TYPE = ("MiMoV2FlashConfig",)
 
 
 # A bias on the projections and the RMS norms' epsilon: fields of most config classes
@@ -306,12 +314,25 @@ def rope_of(config, layer_type: str) -> dict:
 
 def layer_shape(config, index: int) -> tuple[int, int]:
     """(key/value heads, head_dim) of one layer, as transformers' attention reads them."""
+    if config.model_type == "mimo_v2_flash":  # heads no config field gives: the layer's own
+        return _built_layer_shape(config, index)
     try:
         layer = config.per_layer_config[index]  # Gemma 4: the global layers differ
     except (AttributeError, KeyError, TypeError):
         layer = config
     head_dim = getattr(layer, "head_dim", None)
     return layer.num_key_value_heads, head_dim or config.hidden_size // config.num_attention_heads
+
+
+def _built_layer_shape(config, index: int) -> tuple[int, int]:
+    """(key/value heads, head_dim) of one layer, read from its attention module built on
+    the meta device: MiMoV2FlashAttention gives its sliding layers twice the config's
+    num_key_value_heads, which no config field says."""
+    from transformers.models.mimo_v2_flash.modeling_mimo_v2_flash import MiMoV2FlashAttention
+
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        attention = MiMoV2FlashAttention(config, index)
+    return attention.k_proj.out_features // attention.head_dim, attention.head_dim
 
 
 MECHANISMS = (  # checked wherever the config class has the field

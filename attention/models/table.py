@@ -1137,6 +1137,53 @@ _ENTRIES = (
             "during inference'",
         ),
     ),
+    ModelFacts(
+        name="MiMo-V2-Flash",
+        checkpoint="XiaomiMiMo/MiMo-V2-Flash",
+        year=2025,
+        source=_hf("XiaomiMiMo/MiMo-V2-Flash") + " (head_dim 192 for queries and keys, "
+        "v_head_dim 128 for values, attention_value_scale 0.707; sliding_window_size 128, "
+        "which MiMoV2FlashConfig reads as a window of 129, the 128 tokens before the "
+        "query and the query; hybrid_layer_pattern 0 (full) at layers 0, 5, 11, ..., 47; "
+        "rope_theta 5000000 for the full layers, swa_rope_theta 10000 for the sliding "
+        "ones, partial_rotary_factor 0.334; swa_num_key_value_heads 8 and "
+        "add_swa_attention_sink_bias true, which MiMoV2FlashAttention builds into every "
+        "sliding layer, num_key_value_heads * 2 heads and sinks). MiMoV2FlashConfig "
+        "takes the layer pattern and RoPE from its own defaults, which equal the file's",
+        config_class="MiMoV2FlashConfig",
+        layers=48,
+        hidden_size=4096,
+        num_heads=64,
+        num_kv_heads=4,
+        head_dim=192,
+        value_head_dim=128,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the model card of XiaomiMiMo/MiMo-V2-Flash: 'Trained on 27T tokens "
+        "using FP8 mixed precision and native 32k seq length. The context window supports "
+        "up to 256k length' (the technical report, arXiv 2601.02780: native 32k, then "
+        "extended to 256k); 256k is the config's 262,144 positions",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
+        rope=Rope(theta=5_000_000.0, local_theta=10000.0, partial_rotary_factor=0.334),
+        local=Sliding(
+            window=129,
+            full_attention_layers=(0, 5, 11, 17, 23, 29, 35, 41, 47),
+            num_kv_heads=8,
+            sinks=True,
+        ),
+        parts=LayerParts(value_scale=0.707),
+        weights=Weights(
+            parameters=309_000_000_000,
+            source="the model card of XiaomiMiMo/MiMo-V2-Flash: 'a Mixture-of-Experts (MoE) "
+            "language model with 309B total parameters and 15B active parameters'",
+        ),
+        # The file names its epsilon layernorm_epsilon (1e-05), a field MiMoV2FlashConfig
+        # does not read: its rms_norm_eps is the class's default, equal to it.
+        class_defaults=("rms_norm_eps",),
+        # No quantization: the file's quantization_config (fp8, 128 x 128 blocks) names no
+        # module it leaves out, and no source read here says which weights it converts.
+    ),
     # -- Part VII: attention that is not decoder-only ----------------------------------
     ModelFacts(
         name="BERT base",

@@ -419,7 +419,8 @@ def _config_modules() -> dict[str, str]:
     return found
 
 
-NOT_TEXT_ATTENTION = re.compile(r"Vision|Audio|Encoder|Flash|Sdpa|PreTrained|Pretrained")
+# FlashAttention2: an implementation's class, not a model's (MiMoV2FlashAttention is one)
+NOT_TEXT_ATTENTION = re.compile(r"Vision|Audio|Encoder|FlashAttention2|Sdpa|PreTrained|Pretrained")
 MIXER = re.compile(r"(Attention|DeltaNet|Mixer)$")
 
 
