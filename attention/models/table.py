@@ -74,7 +74,7 @@ _NEMOTRON_H_47B_PATTERN = (
     "M-M-M-M-M-"
 )
 
-# Nemotron 3 Nano 30B-A3B's hybrid_override_pattern: 23 Mamba-2, 23 MoE, 6 attention layers.
+# Nemotron 3 Nano 30B's hybrid_override_pattern: 23 Mamba-2, 23 MoE, 6 attention layers.
 _NEMOTRON_3_NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
 
 # The weights a release quantizes, as patterns over transformers' parameter names.
@@ -1218,7 +1218,7 @@ _ENTRIES = (
         # 754B) counts more than GLM-5's 744B for the same file, likely its MTP layer.
     ),
     ModelFacts(
-        name="Nemotron 3 Nano 30B-A3B",
+        name="Nemotron 3 Nano 30B",
         checkpoint="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
         year=2025,
         source=_hf("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16") + " (hybrid_override_pattern: "
