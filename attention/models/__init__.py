@@ -55,7 +55,12 @@ from attention.models.facts import (
     TemperatureTuning,
     Weights,
 )
-from attention.models.readers import LOADED_AS, as_config, facts_from_config
+from attention.models.readers import (
+    LOADED_AS,
+    as_config,
+    facts_from_config,
+    facts_from_config_object,
+)
 from attention.models.recipes import (
     BUILDERS,
     Sizes,
@@ -127,6 +132,7 @@ __all__ = [
     "deepseek_v3_layer",
     "deepseek_v32_layer",
     "facts_from_config",
+    "facts_from_config_object",
     "format_bytes",
     "format_number",
     "gated_deltanet_layer",

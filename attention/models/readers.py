@@ -50,7 +50,7 @@ from attention.models.facts import (
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig
 
-__all__ = ["LOADED_AS", "as_config", "facts_from_config"]
+__all__ = ["LOADED_AS", "as_config", "facts_from_config", "facts_from_config_object"]
 
 # Each model type's reader, by transformers' model_type. The config class of each is
 # the one transformers registers for it; the attention is its modeling file's.
@@ -168,8 +168,46 @@ def facts_from_config(
     >>> facts.local, facts.scores
     (Sliding(window=128, global_every=2), Scores(sinks=True))
     """
-    config = as_config(config)
-    model_type = config.model_type
+    return facts_from_config_object(
+        as_config(config),
+        name=name,
+        checkpoint=checkpoint,
+        year=year,
+        trained_context=trained_context,
+    )
+
+
+def facts_from_config_object(
+    config: object,
+    *,
+    name: str | None = None,
+    checkpoint: str = "",
+    year: int = 0,
+    trained_context: int | None = None,
+) -> ModelFacts:
+    """The :class:`~attention.models.ModelFacts` of a config object, read as it is.
+
+    :func:`facts_from_config` without ``transformers``: the model type's reader reads
+    the object's attributes, and nothing fills a field the object lacks. The object is
+    a text model's ``transformers`` config (what :func:`as_config` returns), or any
+    object with the same attributes, which the site's calculator builds in the browser
+    from a ``config.json`` and its config class's defaults. The keywords are
+    :func:`facts_from_config`'s.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> config = SimpleNamespace(model_type="bert", num_hidden_layers=2, hidden_size=64,
+    ...     num_attention_heads=4, max_position_embeddings=512, layer_norm_eps=1e-12)
+    >>> facts_from_config_object(config).bidirectional
+    True
+    """
+    model_type = getattr(config, "model_type", None)
+    if not isinstance(model_type, str):
+        raise TypeError(
+            f"facts_from_config: expected a config with a str model_type, got "
+            f"{type(model_type).__name__}"
+        )
     reader = _READERS.get(model_type)
     if reader is None:
         raise ValueError(
