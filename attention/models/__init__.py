@@ -60,6 +60,7 @@ from attention.models.readers import (
     as_config,
     facts_from_config,
     facts_from_config_object,
+    read_model_types,
 )
 from attention.models.recipes import (
     BUILDERS,
@@ -150,5 +151,6 @@ __all__ = [
     "parameter_count",
     "qwen3_layer",
     "qwen3_next_layer",
+    "read_model_types",
     "recipe",
 ]

@@ -50,7 +50,13 @@ from attention.models.facts import (
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig
 
-__all__ = ["LOADED_AS", "as_config", "facts_from_config", "facts_from_config_object"]
+__all__ = [
+    "LOADED_AS",
+    "as_config",
+    "facts_from_config",
+    "facts_from_config_object",
+    "read_model_types",
+]
 
 # Each model type's reader, by transformers' model_type. The config class of each is
 # the one transformers registers for it; the attention is its modeling file's.
@@ -64,6 +70,15 @@ def _reader(*model_types: str):
         return function
 
     return register
+
+
+def read_model_types() -> tuple[str, ...]:
+    """The model types :func:`facts_from_config` reads, sorted: one reader each.
+
+    >>> "llama" in read_model_types()
+    True
+    """
+    return tuple(sorted(_READERS))
 
 
 # -- reading a config ------------------------------------------------------------------
