@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
-
 from attention.models.facts import ModelFacts
 from attention.models.readers import as_config
 
@@ -54,6 +52,9 @@ def parameter_count(config: object) -> int:
     >>> parameter_count({"model_type": "gpt2"})  # GPT-2 small, tied embeddings
     124439808
     """
+    # Imported here, not above: the other cost functions run without them (the site's
+    # calculator runs them in the browser, where neither is).
+    import torch
     import transformers
 
     config = as_config(config)

@@ -50,13 +50,15 @@ size in the others:
 from __future__ import annotations
 
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attention import _checks
-from attention.kv_cache import kv_cache_bytes_per_token
-from attention.latent import latent_cache_bytes_per_token
+from attention.cache_sizes import kv_cache_bytes_per_token, latent_cache_bytes_per_token
+
+# No torch at run time: a dtype's default is its size in bytes (2: bfloat16, 4: float32),
+# so that the facts and their costs run in the site's calculator, in the browser.
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "Chunked",
@@ -1208,9 +1210,7 @@ class ModelFacts:
             return None
         return self.layers * (self.local.window - 1)
 
-    def layer_kv_cache_bytes_per_token(
-        self, dtype: torch.dtype | int = torch.bfloat16
-    ) -> tuple[int, ...]:
+    def layer_kv_cache_bytes_per_token(self, dtype: torch.dtype | int = 2) -> tuple[int, ...]:
         """Bytes each layer's cache grows by per token, in ``dtype`` numbers.
 
         ``2 * kv_heads * head_dim * bytes`` (the full-attention layers' own heads and size
@@ -1241,7 +1241,7 @@ class ModelFacts:
             )
         )
 
-    def kv_cache_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
+    def kv_cache_bytes_per_token(self, dtype: torch.dtype | int = 2) -> int:
         """Bytes the cache of all layers grows by per token, in ``dtype`` numbers.
 
         ``2 * layers * num_kv_heads * head_dim * bytes``, or for latent attention
@@ -1251,7 +1251,7 @@ class ModelFacts:
         """
         return sum(self.layer_kv_cache_bytes_per_token(dtype))
 
-    def kv_cache_bytes(self, tokens: int, dtype: torch.dtype = torch.bfloat16) -> int:
+    def kv_cache_bytes(self, tokens: int, dtype: torch.dtype | int = 2) -> int:
         """Bytes of keys and values for one sequence of ``tokens`` tokens.
 
         A sliding layer keeps at most ``sliding_window`` tokens and a chunked one at most
@@ -1270,7 +1270,7 @@ class ModelFacts:
             )
         )
 
-    def cross_cache_bytes(self, dtype: torch.dtype = torch.bfloat16) -> int | None:
+    def cross_cache_bytes(self, dtype: torch.dtype | int = 2) -> int | None:
         """Bytes of the cross-attention cache of one sequence, in ``dtype`` numbers: the
         context's keys and values in every layer that cross-attends,
         ``2 * kv_heads * head_dim * context_tokens * bytes`` a layer, computed once and
@@ -1304,7 +1304,7 @@ class ModelFacts:
         return tokens if kept is None else min(tokens, kept)
 
     def layer_state_bytes(
-        self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
+        self, dtype: torch.dtype | int = 2, state_dtype: torch.dtype | int = 4
     ) -> tuple[int, ...]:
         """Bytes of each layer's fixed-size state for one sequence; 0 for attention layers.
 
@@ -1331,14 +1331,12 @@ class ModelFacts:
         per_kind = {LINEAR: linear, MAMBA: mamba, HYBRID: mamba}
         return tuple(per_kind.get(kind) or (0, 0) for kind in self.layer_types)
 
-    def state_bytes(
-        self, dtype: torch.dtype = torch.bfloat16, state_dtype: torch.dtype = torch.float32
-    ) -> int:
+    def state_bytes(self, dtype: torch.dtype | int = 2, state_dtype: torch.dtype | int = 4) -> int:
         """Bytes of the fixed-size state of all linear-attention layers, per sequence:
         the sum of :meth:`layer_state_bytes`, the same at any length."""
         return sum(self.layer_state_bytes(dtype, state_dtype))
 
-    def indexer_cache_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
+    def indexer_cache_bytes_per_token(self, dtype: torch.dtype | int = 2) -> int:
         """Bytes the lightning indexer's key cache grows by per token, in ``dtype`` numbers.
 
         Each indexed layer caches one key of ``index_head_dim`` numbers per token, shared
@@ -1413,8 +1411,8 @@ class ModelFacts:
     def layer_cache_bytes(
         self,
         tokens: int,
-        dtype: torch.dtype = torch.bfloat16,
-        state_dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | int = 2,
+        state_dtype: torch.dtype | int = 4,
     ) -> tuple[int, ...]:
         """Bytes each layer's cache holds for one sequence of ``tokens`` tokens: the
         numbers of :meth:`layer_cache_numbers`, in ``dtype`` and ``state_dtype``.
@@ -1432,8 +1430,8 @@ class ModelFacts:
     def cache_bytes(
         self,
         tokens: int,
-        dtype: torch.dtype = torch.bfloat16,
-        state_dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | int = 2,
+        state_dtype: torch.dtype | int = 4,
     ) -> int:
         """Everything the cache holds for one sequence of ``tokens`` tokens: the keys and
         values (:meth:`kv_cache_bytes`), the indexer's keys, the linear-attention and

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attention import _checks
 from attention.models.facts import (
@@ -193,7 +193,7 @@ def facts_from_config(
 
 
 def facts_from_config_object(
-    config: object,
+    config: Any,
     *,
     name: str | None = None,
     checkpoint: str = "",

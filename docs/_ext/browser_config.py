@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 FULL, SLIDING, CHUNKED, LINEAR = (
     "full_attention",
@@ -49,7 +49,7 @@ class BrowserConfig:
     read through the name the class stores (GPT-2's ``n_layer``).
     """
 
-    attribute_map: dict[str, str] = {}
+    attribute_map: ClassVar[dict[str, str]] = {}
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)
@@ -168,9 +168,8 @@ def standardize_rope(fields: dict, spec: dict, theta: Any, partial: Any) -> None
         parameters.setdefault("rope_theta", theta)
         if partial is not None:
             parameters.setdefault("partial_rotary_factor", partial)
-        if not nested and spec["default_rope_type"] != "default":
-            if parameters["rope_type"] == "default":
-                parameters["rope_type"] = spec["default_rope_type"]
+        if not nested and parameters["rope_type"] == "default":
+            parameters["rope_type"] = spec["default_rope_type"]  # "default" for most
         if parameters["rope_type"] in SCALED_ROPE:
             if "original_max_position_embeddings" in fields:
                 parameters["original_max_position_embeddings"] = fields[
@@ -575,9 +574,7 @@ def read(
     try:
         config = build(parse(text), exported)
         facts = facts_from_config_object(config)
-        cost = bill(
-            facts, tokens, batch=batch, cache_dtype=cache_dtype, state_dtype=state_dtype
-        )
+        cost = bill(facts, tokens, batch=batch, cache_dtype=cache_dtype, state_dtype=state_dtype)
     except (ValueError, TypeError, KeyError) as error:
         message = str(error)
         if isinstance(error, KeyError):
