@@ -587,7 +587,7 @@ def read(
         "cache": cost.cache,
         "cache_text": format_bytes(cost.cache),
         "per_kind": [
-            {"kind": kind, "name": kind_name(kind), "bytes": size, "text": format_bytes(size)}
+            {"kind": kind, "name": kind_name(facts, kind), "bytes": size, "text": format_bytes(size)}
             for kind, size in cost.per_kind.items()
         ],
     }
