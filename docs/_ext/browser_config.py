@@ -122,6 +122,7 @@ def build(config: dict, exported: dict) -> BrowserConfig:
     for key, value in config.items():
         key = attribute_map.get(key, key)
         if key in fields:
+            check_type(spec["config_class"], key, value, fields[key])
             fields[key] = copy.deepcopy(value)
         elif key != "model_type":
             kwargs[key] = copy.deepcopy(value)
@@ -131,6 +132,8 @@ def build(config: dict, exported: dict) -> BrowserConfig:
         post_init(fields, kwargs, spec)
     if "rope_parameters" in fields and model_type not in OWN_ROPE:
         convert_rope(fields, kwargs, spec)
+    if "rope_scaling" in kwargs:  # left to the class's rope_scaling setter, which sets:
+        fields["rope_parameters"] = kwargs.pop("rope_scaling")
     fields |= kwargs  # transformers keeps every other key of the file as an attribute
     if fields.get("layer_types") is not None and model_type not in ("jamba", "falcon_h1"):
         fields["layer_types"] = [LEGACY_LAYER_TYPES.get(k, k) for k in fields["layer_types"]]
@@ -138,6 +141,20 @@ def build(config: dict, exported: dict) -> BrowserConfig:
         fields["per_layer_config"] = gemma4_layers(fields)
     cls = type(spec["config_class"], (BrowserConfig,), {"attribute_map": read_map})
     return cls(fields)
+
+
+def check_type(config_class: str, key: str, value: Any, default: Any) -> None:
+    """Refuse a number field given as text or a bool (``"num_hidden_layers": "four"``),
+    as the class's strict checks do: the field's default says it is a number. A list
+    passes: some number fields take one too (``eos_token_id``)."""
+    if default is None or isinstance(default, bool):
+        return
+    wanted = {int: (int,), float: (int, float)}.get(type(default))
+    if wanted and isinstance(value, str | bool):
+        raise ConfigError(
+            f"{config_class}: expected {key} to be a{'n int' if wanted == (int,) else ' number'}"
+            f" (its default is {default!r}), got {type(value).__name__} {value!r}"
+        )
 
 
 # -- RoPE: transformers' convert_rope_params_to_dict and standardize_rope_params -------
@@ -587,7 +604,7 @@ def read(
         "cache": cost.cache,
         "cache_text": format_bytes(cost.cache),
         "per_kind": [
-            {"kind": kind, "name": kind_name(facts, kind), "bytes": size, "text": format_bytes(size)}
-            for kind, size in cost.per_kind.items()
+            {"kind": k, "name": kind_name(facts, k), "bytes": size, "text": format_bytes(size)}
+            for k, size in cost.per_kind.items()
         ],
     }
