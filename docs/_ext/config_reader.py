@@ -29,6 +29,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from docutils import nodes
+from docutils.parsers.rst import Directive
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "attention"
 BROWSER_CONFIG = Path(__file__).with_name("browser_config.py")
@@ -178,11 +181,61 @@ def write_bundle(folder: Path, exported: dict[str, Any] | None = None) -> dict[s
     return manifest
 
 
+def reader_html() -> str:
+    """The reader's form: the text, the file, the context, batch and cache type, and
+    where the recipe, the strip and the bill go."""
+    from attention.models import BITS
+
+    options = "".join(
+        f'<option value="{name}"{" selected" if name == "bf16" else ""}>{name}</option>'
+        for name in BITS
+    )
+    return f"""<div class="attention-explorer config-reader">
+<label class="cr-label" for="cr-text">Paste a <code>config.json</code>, or drop or choose the
+file:</label>
+<textarea class="cr-text" id="cr-text" rows="7" spellcheck="false"
+ placeholder='{{"model_type": "llama", "num_hidden_layers": 32, ...}}'></textarea>
+<div class="ae-controls cr-controls">
+<label>file <input class="cr-file" type="file" accept=".json,application/json"></label>
+<label>context <input class="cr-tokens" type="number" min="0" step="1" value="32768"></label>
+<label>batch <input class="cr-batch" type="number" min="1" step="1" value="1"></label>
+<label>cache <select class="cr-cache">{options}</select></label>
+<button class="cr-read" type="button">Read the config</button>
+</div>
+<p class="cr-status" role="status" aria-live="polite"></p>
+<div class="cr-result" hidden>
+<p class="cr-recipe"></p>
+<pre class="cr-strip"></pre>
+<table class="cr-bill"><caption></caption>
+<thead><tr><th scope="col">layers</th><th scope="col">cache</th></tr></thead>
+<tbody></tbody><tfoot><tr><th scope="row">all</th><td></td></tr></tfoot></table>
+</div>
+</div>
+"""
+
+
+class ConfigReaderDirective(Directive):
+    """``.. config-reader::``: the form that reads a pasted ``config.json``."""
+
+    def run(self) -> list[nodes.Node]:
+        return [nodes.raw("", reader_html(), format="html", classes=["config-reader-box"])]
+
+
+def on_html_page_context(app, pagename, templatename, context, doctree) -> None:
+    if doctree is not None and any(
+        "config-reader-box" in node["classes"] for node in doctree.findall(nodes.raw)
+    ):
+        app.add_css_file("config_reader.css")
+        app.add_js_file("config_reader.js")
+
+
 def on_build_finished(app, exception) -> None:
     if exception is None and app.builder.format == "html":
         write_bundle(Path(app.outdir) / OUT)
 
 
 def setup(app) -> dict[str, Any]:
+    app.add_directive("config-reader", ConfigReaderDirective)
+    app.connect("html-page-context", on_html_page_context)
     app.connect("build-finished", on_build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
