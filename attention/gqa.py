@@ -8,13 +8,14 @@ of 16-bit weights. A server decodes many sequences at once, though, and from sev
 sequences of that length on, the caches outgrow the weights:
 
 >>> from attention import MODELS
+>>> from attention.models import kv_cache_bytes
 >>> llama2 = MODELS["Llama 2 7B"]
->>> llama2.kv_cache_bytes(llama2.trained_context) / 2**30  # GiB, 16-bit numbers
+>>> kv_cache_bytes(llama2, llama2.trained_context) / 2**30  # GiB, 16-bit numbers
 2.0
 >>> weights = llama2.weights.parameters * 2  # bytes of 16-bit weights
 >>> round(weights / 1e9, 1)  # GB
 13.5
->>> [n * llama2.kv_cache_bytes(llama2.trained_context) > weights for n in (6, 7)]
+>>> [n * kv_cache_bytes(llama2, llama2.trained_context) > weights for n in (6, 7)]
 [False, True]
 
 Grouped-query attention keeps

@@ -56,6 +56,7 @@ import workload
 from harness import quartiles, ratios, say
 
 from attention import MODELS, PagedKVCache, attend, padding_mask, paged_attention
+from attention.models import kv_cache_bytes_per_token
 
 SIDES = ("paged", "padded", "contiguous", "gather")
 MODEL = "Llama 3 8B"
@@ -118,7 +119,7 @@ def peak_memory(batch: list[tuple[int, int]], block_size: int, max_length: int) 
 
 def memory_bytes(slots: dict[str, int]) -> dict:
     """Token slots as bytes of the real model's cache, all layers, bfloat16."""
-    per_token = MODELS[MODEL].kv_cache_bytes_per_token(torch.bfloat16)
+    per_token = kv_cache_bytes_per_token(MODELS[MODEL], torch.bfloat16)
     return {
         "model": MODEL,
         "bytes_per_token": per_token,

@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import MODELS
+from attention.models import kv_cache_bytes, kv_cache_bytes_per_token
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -55,8 +56,8 @@ for name in NAMES:
     m = MODELS[name]
     end = m.trained_context
     tokens = sorted(set(torch.logspace(0, math.log10(end), 200).round().long().tolist()))
-    mixed = [m.kv_cache_bytes(t) for t in tokens]
-    full = [t * m.kv_cache_bytes_per_token() for t in tokens]
+    mixed = [kv_cache_bytes(m, t) for t in tokens]
+    full = [t * kv_cache_bytes_per_token(m) for t in tokens]
     (line,) = left.plot(tokens, [b / GiB for b in mixed], lw=2, label=name)
     left.plot(tokens, [b / GiB for b in full], "--", color=line.get_color())
     kept = [a / b for a, b in zip(mixed, full, strict=True)]

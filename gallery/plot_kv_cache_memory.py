@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import MODELS
+from attention.models import kv_cache_bytes, kv_cache_bytes_per_token
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -30,7 +31,7 @@ NAMES = ("GPT-2", "Llama 3 8B", "Mistral 7B", "DeepSeek-V3")
 WIDTH = max(map(len, NAMES))  # to align the columns
 for name in NAMES:
     m = MODELS[name]
-    print(f"{name:{WIDTH}} {m.attention}: {m.kv_cache_bytes_per_token():9,} bytes per token")
+    print(f"{name:{WIDTH}} {m.attention}: {kv_cache_bytes_per_token(m):9,} bytes per token")
 # Expected output:
 # GPT-2       MHA:    36,864 bytes per token
 # Llama 3 8B  GQA:   131,072 bytes per token
@@ -52,16 +53,16 @@ for name in NAMES:
     end = m.trained_context
     tokens = torch.logspace(0, math.log10(end), 200)
     tokens = tokens.round().long().tolist()
-    (line,) = ax.plot(tokens, [m.kv_cache_bytes(t) / GiB for t in tokens], label=name, lw=2)
+    (line,) = ax.plot(tokens, [kv_cache_bytes(m, t) / GiB for t in tokens], label=name, lw=2)
     note = ""
     if m.local is not None:  # a window: on to the positions its config allows
         allowed = m.max_position_embeddings
         more = torch.logspace(math.log10(end), math.log10(allowed), 50)
         more = more.round().long().tolist()
-        sizes = [m.kv_cache_bytes(t) / GiB for t in more]
+        sizes = [kv_cache_bytes(m, t) / GiB for t in more]
         ax.plot(more, sizes, "--", color=line.get_color(), lw=2)
         note = f" (window {m.local.window:,}; max_position_embeddings {allowed:,})"
-    gib = m.kv_cache_bytes(end) / GiB
+    gib = kv_cache_bytes(m, end) / GiB
     print(f"{name:{WIDTH}} trained on {end:7,} tokens: {gib:5.2f} GiB{note}")
 # Expected output:
 # GPT-2       trained on   1,024 tokens:  0.04 GiB

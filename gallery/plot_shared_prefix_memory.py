@@ -21,13 +21,14 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import MODELS, PagedKVCache
+from attention.models import kv_cache_bytes_per_token
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
 BLOCK, OWN = 16, 100
 llama = MODELS["Llama 3 8B"]
-per_block = BLOCK * llama.kv_cache_bytes_per_token(torch.bfloat16)
+per_block = BLOCK * kv_cache_bytes_per_token(llama, torch.bfloat16)
 GiB = 2**30
 
 

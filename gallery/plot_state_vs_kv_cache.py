@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attention import MODELS
+from attention.models import layer_kv_cache_bytes_per_token, layer_state_bytes
 
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
@@ -30,8 +31,8 @@ MiB = 2**20
 qwen = MODELS["Qwen3-Next 80B-A3B"]
 full = qwen.layer_types.index("full_attention")
 linear = qwen.layer_types.index("linear_attention")
-per_token = qwen.layer_kv_cache_bytes_per_token()[full]
-state = qwen.layer_state_bytes()[linear]
+per_token = layer_kv_cache_bytes_per_token(qwen)[full]
+state = layer_state_bytes(qwen)[linear]
 print(
     f"{qwen.name}: {qwen.layer_types.count('linear_attention')} Gated DeltaNet "
     f"and {qwen.layer_types.count('full_attention')} full-attention layers"

@@ -134,25 +134,37 @@ def _read(facts, name: str):
 
 
 def snapshot(facts) -> dict:
-    """One model's attributes and the results of every public method, under the names
+    """One model's attributes and the results of every cost function, under the names
     the record was first written with (``kv_bytes_per_token`` for
     ``kv_cache_bytes_per_token``)."""
+    from attention.models import (
+        cache_bytes,
+        cross_cache_bytes,
+        indexer_cache_bytes_per_token,
+        kv_cache_bytes,
+        kv_cache_bytes_per_token,
+        layer_kv_cache_bytes_per_token,
+        layer_state_bytes,
+        state_bytes,
+    )
+
     record = {name: _plain(_read(facts, name)) for name in ATTRIBUTES}
     limit = facts.max_position_embeddings  # None where the config sets none (ALiBi)
     lengths = sorted({*TOKENS, facts.trained_context, *([limit] if limit else [])})
     for label, dtype in DTYPES.items():
-        per_layer = facts.layer_kv_cache_bytes_per_token(dtype)
+        per_layer = layer_kv_cache_bytes_per_token(facts, dtype)
         record[f"layer_kv_bytes_per_token[{label}]"] = list(per_layer)
-        record[f"kv_bytes_per_token[{label}]"] = facts.kv_cache_bytes_per_token(dtype)
-        record[f"indexer_bytes_per_token[{label}]"] = facts.indexer_cache_bytes_per_token(dtype)
-        record[f"cross_cache_bytes[{label}]"] = facts.cross_cache_bytes(dtype)
+        record[f"kv_bytes_per_token[{label}]"] = kv_cache_bytes_per_token(facts, dtype)
+        record[f"indexer_bytes_per_token[{label}]"] = indexer_cache_bytes_per_token(facts, dtype)
+        record[f"cross_cache_bytes[{label}]"] = cross_cache_bytes(facts, dtype)
         for state_label, state_dtype in DTYPES.items():
             pair = f"{label},{state_label}"
-            record[f"layer_state_bytes[{pair}]"] = list(facts.layer_state_bytes(dtype, state_dtype))
-            record[f"state_bytes[{pair}]"] = facts.state_bytes(dtype, state_dtype)
+            per_layer_state = layer_state_bytes(facts, dtype, state_dtype)
+            record[f"layer_state_bytes[{pair}]"] = list(per_layer_state)
+            record[f"state_bytes[{pair}]"] = state_bytes(facts, dtype, state_dtype)
         for tokens in lengths:
-            record[f"kv_cache_bytes[{tokens},{label}]"] = facts.kv_cache_bytes(tokens, dtype)
-            record[f"cache_bytes[{tokens},{label}]"] = facts.cache_bytes(tokens, dtype)
+            record[f"kv_cache_bytes[{tokens},{label}]"] = kv_cache_bytes(facts, tokens, dtype)
+            record[f"cache_bytes[{tokens},{label}]"] = cache_bytes(facts, tokens, dtype)
     return record
 
 

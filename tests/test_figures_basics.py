@@ -36,7 +36,11 @@ from attention.figures import (  # noqa: E402
     roadmap,
     scaled_dot_product_diagram,
 )
-from attention.models import Chunked, Sliding  # noqa: E402
+from attention.models import (  # noqa: E402
+    Chunked,
+    Sliding,
+    kv_cache_bytes_per_token,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -286,7 +290,7 @@ def test_decoder_block_gives_the_models_layers_and_cache_per_layer(name):
     drawn(fig)
     texts = labelled_texts(fig)
     assert texts["layers"] == f"× {m.layers} layers"
-    per_layer = m.kv_cache_bytes_per_token() // m.layers // 2  # 2 bytes per bfloat16 number
+    per_layer = kv_cache_bytes_per_token(m) // m.layers // 2  # 2 bytes per bfloat16 number
     assert f"{per_layer:,} numbers" in texts["cache"]
 
 

@@ -408,16 +408,17 @@ from attention.figures import LAYER_COLORS, Curve, memory_curves  # noqa: E402
 
 def test_memory_curves_draw_each_models_cache_on_log_log_axes():
     from attention import MODELS
+    from attention.models import kv_cache_bytes
 
     names = ["Llama 3 8B", "Mistral 7B"]
     tokens = [2**p for p in range(4, 14)]
-    curves = [Curve(n, tokens, [MODELS[n].kv_cache_bytes(t) for t in tokens]) for n in names]
+    curves = [Curve(n, tokens, [kv_cache_bytes(MODELS[n], t) for t in tokens]) for n in names]
     curves.append(Curve(None, tokens, [2.0 * t for t in tokens], dashed=True, pair=True))
     ax = memory_curves(curves)
     lines = ax.get_lines()
     for line, name in zip(lines, names, strict=False):
         assert list(line.get_xdata()) == tokens
-        assert list(line.get_ydata()) == [MODELS[name].kv_cache_bytes(t) for t in tokens]
+        assert list(line.get_ydata()) == [kv_cache_bytes(MODELS[name], t) for t in tokens]
         assert line.get_linestyle() == "-"
     # Mistral's cache stops growing at its window: the drawn line is flat past it.
     flat = [y for x, y in zip(tokens, lines[1].get_ydata(), strict=True) if x >= 4096]

@@ -26,6 +26,7 @@ from attention.figures import (  # noqa: E402
     gated_deltanet_diagram,
     labelled_texts,
 )
+from attention.models import layer_state_bytes  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +156,7 @@ def test_gated_deltanet_diagram_state_is_the_state_the_facts_count():
     # ModelFacts counts the same state in float32, beside the convolution's window.
     conv = (2 * linear.num_key_heads * dk + heads * dv) * linear.conv_kernel_dim * 2
     linear_layer = m.layer_types.index("linear_attention")
-    assert m.layer_state_bytes()[linear_layer] == conv + 4 * heads * dk * dv
+    assert layer_state_bytes(m)[linear_layer] == conv + 4 * heads * dk * dv
     assert f"{linear.conv_kernel_dim} taps" in texts["conv"]
     assert texts["qkv"].startswith(f"q, k: {linear.num_key_heads} heads × {dk}")
     with pytest.raises(ValueError, match=r"gated_deltanet_diagram: expected a model with"):

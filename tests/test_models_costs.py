@@ -15,7 +15,7 @@ import transformers
 from tiny_configs import tiny_config
 
 from attention import MODELS
-from attention.models import bill, parameter_count
+from attention.models import bill, cache_bytes, layer_cache_numbers, parameter_count
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -36,10 +36,10 @@ def test_the_bill_is_weights_plus_a_batch_of_caches() -> None:
     b = bill(qwen, 32768, batch=4, dtype="fp8", cache_dtype="bf16")
     parameters = qwen.weights.parameters
     assert b.weights == parameters  # one byte a parameter
-    assert b.cache == 4 * qwen.cache_bytes(32768) == sum(b.per_kind.values())
+    assert b.cache == 4 * cache_bytes(qwen, 32768) == sum(b.per_kind.values())
     assert b.total == b.weights + b.cache
     int4 = bill(qwen, 32768, batch=4, dtype="int4", cache_dtype="int4", state_dtype="int4")
-    numbers = sum(a + s for a, s in qwen.layer_cache_numbers(32768))
+    numbers = sum(a + s for a, s in layer_cache_numbers(qwen, 32768))
     assert (int4.weights, int4.cache) == (parameters // 2, 4 * numbers // 2)
     assert bill(MODELS["Llama 3 8B"], 10).weights is None  # no count in the table
 

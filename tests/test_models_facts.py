@@ -23,6 +23,17 @@ from model_facts_snapshot import PATH as SNAPSHOT
 from model_facts_snapshot import snapshot
 
 from attention import MODELS, ModelFacts
+from attention.models import (
+    cache_bytes,
+    cross_cache_bytes,
+    indexer_cache_bytes_per_token,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    layer_cache_numbers,
+    layer_kv_cache_bytes_per_token,
+    layer_state_bytes,
+    state_bytes,
+)
 from attention.models.facts import (
     CHUNKED,
     CROSS,
@@ -64,20 +75,20 @@ def test_bytes_per_token_follow_the_cache_formula(facts: ModelFacts) -> None:
         expected = (facts.latent.kv_lora_rank + facts.latent.qk_rope_head_dim) * facts.layers * 2
     else:
         expected = 2 * facts.layers * facts.num_kv_heads * facts.head_dim * 2
-    assert facts.kv_cache_bytes_per_token() == expected
-    assert facts.kv_cache_bytes_per_token(torch.float32) == 2 * expected
-    assert set(facts.layer_kv_cache_bytes_per_token()) == {expected // facts.layers}
+    assert kv_cache_bytes_per_token(facts) == expected
+    assert kv_cache_bytes_per_token(facts, torch.float32) == 2 * expected
+    assert set(layer_kv_cache_bytes_per_token(facts)) == {expected // facts.layers}
 
 
 @pytest.mark.parametrize("facts", UNIFORM, ids=[facts.name for facts in UNIFORM])
 def test_cache_of_a_sequence_counts_what_each_layer_keeps(facts: ModelFacts) -> None:
-    per_layer = facts.kv_cache_bytes_per_token() // facts.layers
+    per_layer = kv_cache_bytes_per_token(facts) // facts.layers
     limit = {facts.local.kind: facts.local.tokens_kept} if facts.local is not None else {}
     for tokens in (1, 1000, facts.trained_context):
         kept = sum(min(tokens, limit.get(kind) or tokens) for kind in facts.layer_types)
-        assert facts.kv_cache_bytes(tokens) == per_layer * kept
+        assert kv_cache_bytes(facts, tokens) == per_layer * kept
     if facts.local is None:
-        assert facts.kv_cache_bytes(5000) == 5000 * facts.kv_cache_bytes_per_token()
+        assert kv_cache_bytes(facts, 5000) == 5000 * kv_cache_bytes_per_token(facts)
 
 
 K = 1024  # a 128k context is 128 * K tokens
@@ -88,7 +99,7 @@ def test_encoders_cache_nothing_and_cross_attention_is_cached_once() -> None:
     context's keys and values, the same however many tokens follow."""
     for name in ("BERT base", "ModernBERT base"):
         bert = MODELS[name]
-        assert bert.bidirectional and bert.kv_cache_bytes_per_token() == bert.cache_bytes(512) == 0
+        assert bert.bidirectional and kv_cache_bytes_per_token(bert) == cache_bytes(bert, 512) == 0
     modern = MODELS["ModernBERT base"]
     assert modern.layer_types[:4] == (FULL, SLIDING, SLIDING, FULL)  # layer 0 global
     assert (modern.local.window, modern.rope.theta, modern.rope.local_theta) == (
@@ -98,14 +109,14 @@ def test_encoders_cache_nothing_and_cross_attention_is_cached_once() -> None:
     )
     whisper = MODELS["Whisper large-v3"]
     per_layer = 2 * 20 * 64 * 2  # keys and values, 20 heads of 64, 16-bit
-    assert whisper.kv_cache_bytes_per_token() == 32 * per_layer
-    assert whisper.cross_cache_bytes() == 32 * per_layer * 1500  # 1,500 encoder tokens
-    assert whisper.cross_cache_bytes(torch.float32) == 2 * whisper.cross_cache_bytes()
+    assert kv_cache_bytes_per_token(whisper) == 32 * per_layer
+    assert cross_cache_bytes(whisper) == 32 * per_layer * 1500  # 1,500 encoder tokens
+    assert cross_cache_bytes(whisper, torch.float32) == 2 * cross_cache_bytes(whisper)
     vision = MODELS["Llama 3.2 11B Vision"]
     assert vision.layer_types.count(CROSS) == 8 and vision.layer_types[3] == CROSS
-    assert vision.kv_cache_bytes_per_token() == 32 * 2 * 8 * 128 * 2  # the 32 text layers
-    assert vision.cross_cache_bytes() is None  # it depends on the images
-    assert MODELS["Llama 3 8B"].cross_cache_bytes() == 0
+    assert kv_cache_bytes_per_token(vision) == 32 * 2 * 8 * 128 * 2  # the 32 text layers
+    assert cross_cache_bytes(vision) is None  # it depends on the images
+    assert cross_cache_bytes(MODELS["Llama 3 8B"]) == 0
 
 
 def test_the_caches_of_part_iii_models_by_hand() -> None:
@@ -138,12 +149,12 @@ def test_the_caches_of_part_iii_models_by_hand() -> None:
     }
     for name, (per_token, at_128k) in expected.items():
         facts = MODELS[name]
-        assert (facts.kv_cache_bytes_per_token(), facts.kv_cache_bytes(128 * K)) == (
+        assert (kv_cache_bytes_per_token(facts), kv_cache_bytes(facts, 128 * K)) == (
             per_token,
             at_128k,
         ), name
-        assert facts.kv_cache_bytes_per_token(torch.float32) == 2 * per_token
-        assert sum(facts.layer_kv_cache_bytes_per_token()) == per_token
+        assert kv_cache_bytes_per_token(facts, torch.float32) == 2 * per_token
+        assert sum(layer_kv_cache_bytes_per_token(facts)) == per_token
 
 
 def test_the_caches_and_states_of_part_iv_models_by_hand() -> None:
@@ -176,33 +187,33 @@ def test_the_caches_and_states_of_part_iv_models_by_hand() -> None:
     }
     for name, (kv_per_token, state, indexer_per_token) in expected.items():
         facts = MODELS[name]
-        assert facts.kv_cache_bytes_per_token() == kv_per_token, name
-        assert facts.state_bytes() == state, name
-        assert facts.indexer_cache_bytes_per_token() == indexer_per_token, name
+        assert kv_cache_bytes_per_token(facts) == kv_per_token, name
+        assert state_bytes(facts) == state, name
+        assert indexer_cache_bytes_per_token(facts) == indexer_per_token, name
         for tokens in (1, 128 * K):
-            assert facts.kv_cache_bytes(tokens) == tokens * kv_per_token, name
-            assert facts.cache_bytes(tokens) == (
+            assert kv_cache_bytes(facts, tokens) == tokens * kv_per_token, name
+            assert cache_bytes(facts, tokens) == (
                 tokens * (kv_per_token + indexer_per_token) + state
             ), name
     # the state's numbers in the model's type: the conv window halves, the delta rule not
     qwen35 = MODELS["Qwen3.5 397B-A17B"]
-    assert qwen35.state_bytes(torch.float32) == 45 * (
+    assert state_bytes(qwen35, torch.float32) == 45 * (
         (2 * 16 * 128 + 64 * 128) * 4 * 4 + 64 * 128 * 128 * 4
     )
-    assert qwen35.state_bytes(torch.bfloat16, torch.bfloat16) == 45 * (
+    assert state_bytes(qwen35, torch.bfloat16, torch.bfloat16) == 45 * (
         (2 * 16 * 128 + 64 * 128) * 4 * 2 + 64 * 128 * 128 * 2
     )
-    assert MODELS["DeepSeek-V3.2"].indexer_cache_bytes_per_token(torch.float8_e4m3fn) == 61 * 128
+    assert indexer_cache_bytes_per_token(MODELS["DeepSeek-V3.2"], torch.float8_e4m3fn) == 61 * 128
 
 
 def test_the_state_does_not_grow_and_the_cache_does() -> None:
     """Past some length, the hybrids' keys and values outweigh their fixed state."""
     for name in ("Qwen3.5 397B-A17B", "Qwen3-Next 80B-A3B", "Kimi Linear"):
         facts = MODELS[name]
-        state, per_token = facts.state_bytes(), facts.kv_cache_bytes_per_token()
-        assert facts.cache_bytes(0) == state > 0
+        state, per_token = state_bytes(facts), kv_cache_bytes_per_token(facts)
+        assert cache_bytes(facts, 0) == state > 0
         crossing = -(-state // per_token)  # the first length whose keys weigh as much
-        assert facts.kv_cache_bytes(crossing - 1) < state <= facts.kv_cache_bytes(crossing)
+        assert kv_cache_bytes(facts, crossing - 1) < state <= kv_cache_bytes(facts, crossing)
 
 
 def test_the_layer_mix_of_the_hybrids() -> None:
@@ -216,7 +227,7 @@ def test_the_layer_mix_of_the_hybrids() -> None:
             linear,
             full,
         ), name
-        sizes, states = facts.layer_kv_cache_bytes_per_token(), facts.layer_state_bytes()
+        sizes, states = layer_kv_cache_bytes_per_token(facts), layer_state_bytes(facts)
         for kind, size, state in zip(facts.layer_types, sizes, states, strict=True):
             assert (size > 0, state > 0) == (kind == FULL, kind == LINEAR), name
     kimi = MODELS["Kimi Linear"]
@@ -227,12 +238,12 @@ def test_the_layer_mix_of_the_hybrids() -> None:
 
 
 def test_shared_and_linear_layers_cache_nothing() -> None:
-    e2b = MODELS["Gemma 4 E2B"].layer_kv_cache_bytes_per_token()
+    e2b = layer_kv_cache_bytes_per_token(MODELS["Gemma 4 E2B"])
     assert e2b[15:] == (0,) * 20 and 0 not in e2b[:15]
     assert MODELS["Gemma 4 E2B"].kv_shared == (False,) * 15 + (True,) * 20
     qwen3_next = MODELS["Qwen3-Next 80B-A3B"]
     assert qwen3_next.layer_types[:4] == (LINEAR, LINEAR, LINEAR, FULL)
-    sizes = qwen3_next.layer_kv_cache_bytes_per_token()
+    sizes = layer_kv_cache_bytes_per_token(qwen3_next)
     assert [size > 0 for size in sizes] == [kind == FULL for kind in qwen3_next.layer_types]
 
 
@@ -354,12 +365,12 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (
             lambda: ModelFacts(**TOY, rope=Rope(theta=1e4), learned_positions=True),
             ValueError,
-            "one of RoPE, learned positions or ALiBi, got RoPE and learned positions",
+            "one of RoPE, learned or sinusoidal positions or ALiBi, got RoPE and learned positions",
         ),
         (
             lambda: ModelFacts(**TOY, learned_positions=True, alibi=True),
             ValueError,
-            "one of RoPE, learned positions or ALiBi, got learned positions and ALiBi",
+            "learned or sinusoidal positions or ALiBi, got learned positions and ALiBi",
         ),
         (
             lambda: ModelFacts(**{**TOY, "max_position_embeddings": None}),
@@ -443,16 +454,16 @@ def test_the_package_own_names_are_read_in_their_groups_only() -> None:
 
 def test_the_published_sizes_of_the_caches() -> None:
     """Figures that papers and model cards give, from the table."""
-    assert MODELS["Llama 3 8B"].kv_cache_bytes_per_token() == 128 * 1024  # 128 KiB
-    assert MODELS["Llama 2 7B"].kv_cache_bytes(4096) == 2 * 2**30  # 2 GiB at 4k
-    assert MODELS["Mistral 7B"].kv_cache_bytes(10**6) == 2**29  # capped at 4096 tokens
-    assert MODELS["DeepSeek-V3"].kv_cache_bytes_per_token() // MODELS["DeepSeek-V3"].layers == 1152
+    assert kv_cache_bytes_per_token(MODELS["Llama 3 8B"]) == 128 * 1024  # 128 KiB
+    assert kv_cache_bytes(MODELS["Llama 2 7B"], 4096) == 2 * 2**30  # 2 GiB at 4k
+    assert kv_cache_bytes(MODELS["Mistral 7B"], 10**6) == 2**29  # capped at 4096 tokens
+    assert kv_cache_bytes_per_token(MODELS["DeepSeek-V3"]) // MODELS["DeepSeek-V3"].layers == 1152
     # Kimi Linear's model card: its hybrid cuts the key/value cache "by up to 75%"
     kimi = MODELS["Kimi Linear"]
-    all_mla = kimi.layers * max(kimi.layer_kv_cache_bytes_per_token())
-    assert 0.7 < 1 - kimi.kv_cache_bytes_per_token() / all_mla <= 0.75
+    all_mla = kimi.layers * max(layer_kv_cache_bytes_per_token(kimi))
+    assert 0.7 < 1 - kv_cache_bytes_per_token(kimi) / all_mla <= 0.75
     # Raschka's LLM architecture gallery: Qwen3.5 397B-A17B keeps 30 KiB per token
-    assert MODELS["Qwen3.5 397B-A17B"].kv_cache_bytes_per_token() == 30 * 1024
+    assert kv_cache_bytes_per_token(MODELS["Qwen3.5 397B-A17B"]) == 30 * 1024
 
 
 def test_the_kind_of_attention_and_the_group_size() -> None:
@@ -535,9 +546,9 @@ def test_the_snapshot_notices_a_group_that_loses_a_value(facts: ModelFacts) -> N
 
 def test_layer_cache_numbers_refuses_a_negative_or_a_float_length() -> None:
     with pytest.raises(ValueError, match="expected tokens >= 0"):
-        MODELS["GPT-2"].layer_cache_numbers(-1)
+        layer_cache_numbers(MODELS["GPT-2"], -1)
     with pytest.raises(TypeError, match="expected tokens to be an int"):
-        MODELS["GPT-2"].layer_cache_numbers(1.0)
+        layer_cache_numbers(MODELS["GPT-2"], 1.0)
 
 
 def _glossary_views() -> list[tuple[str, str]]:

@@ -94,7 +94,7 @@ from attention import (
     layer_for,
     rope_frequencies,
 )
-from attention.models import BUILDERS, LinearAttention, ModelFacts, Sizes
+from attention.models import BUILDERS, LinearAttention, ModelFacts, Sizes, from_transformers
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -612,30 +612,33 @@ def test_chunked_decoding_with_qk_norm_matches_llama4_scouts_chunked_layer(layou
 # --- the released recipes with their scaled RoPE: gpt-oss, Gemma 4, Qwen3-Next ------------
 
 
-def part3_gqa(seed: int, head_dim: int, facts: ModelFacts) -> GroupedQueryAttention:
-    """The first full-attention layer of the model ``facts`` describes, from its recipe,
-    float64, with 4 query heads and 2 key/value heads, random norm weights and sinks
-    (they start at ones and zeros, which would hide a mix-up). Its bias is the
-    model's ``attention_bias``, on all four projections or none."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        sizes = Sizes(
-            hidden_size=4 * head_dim,
-            num_heads=4,
-            num_kv_heads=2,
-            head_dim=head_dim,
-            max_position_embeddings=64,
-        )
-        index = facts.layer_types.index("full_attention")
-        gqa = layer_for(facts, index, sizes=sizes)
-        gqa = gqa.to(F64).eval()
-        with torch.no_grad():
-            for norm in (gqa.q_norm, gqa.k_norm):
-                if norm is not None:
-                    norm.weight.uniform_(0.5, 1.5)
-            if getattr(gqa, "sinks", None) is not None:
-                gqa.sinks.normal_()
-    return gqa
+def part3_ours(theirs: torch.nn.Module, seed: int, facts: ModelFacts) -> GroupedQueryAttention:
+    """The package's layer for ``theirs`` (a float64 attention module of the model
+    ``facts`` describes, built from a small config), from ``from_transformers``, after
+    drawing ``theirs``' norm weights and sinks at random (they start at ones or zeros,
+    which would hide a mix-up). It has the structure of the recipe of ``facts``'
+    first full-attention layer at the same sizes: the same parts, weights of the same
+    shapes, the same RoPE."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in theirs.named_parameters():
+            if name in ("q_norm.weight", "k_norm.weight", "sinks"):
+                parameter.copy_(torch.rand(parameter.shape, generator=generator, dtype=F64) - 0.5)
+    ours = from_transformers(theirs)
+    sizes = Sizes(
+        hidden_size=ours.d_in,
+        num_heads=ours.num_heads,
+        num_kv_heads=ours.num_kv_heads,
+        head_dim=ours.head_dim,
+        max_position_embeddings=ours.context_length,
+    )
+    recipe = layer_for(facts, facts.layer_types.index("full_attention"), sizes=sizes)
+    assert type(recipe) is type(ours)
+    shapes = {name: tensor.shape for name, tensor in ours.state_dict().items()}
+    assert shapes == {name: tensor.shape for name, tensor in recipe.state_dict().items()}
+    rope = ("base", "partial_rotary_factor", "interleaved")
+    assert [getattr(ours.rotary, a) for a in rope] == [getattr(recipe.rotary, a) for a in rope]
+    return ours
 
 
 def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
@@ -645,14 +648,12 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
     """
     yarn = {**MODULE_SCALINGS["yarn"]}
     gpt_oss = changed(MODELS["gpt-oss-120b"], rope={"scaling": yarn})  # its bias, as released
-    gqa = part3_gqa(6, 8, gpt_oss)
-    assert gqa.rotary.base == 150000.0 and gqa.sinks is not None
     config = modeling_gpt_oss.GptOssConfig(
         attention_bias=True,  # as released
-        hidden_size=gqa.d_in,
-        num_attention_heads=gqa.num_heads,
-        num_key_value_heads=gqa.num_kv_heads,
-        head_dim=gqa.head_dim,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
         max_position_embeddings=256,
         rope_parameters={**yarn, "rope_theta": 150000.0},
         layer_types=["full_attention"],
@@ -660,9 +661,9 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
         attn_implementation="eager",  # the kernel with the sinks
     )
     theirs = modeling_gpt_oss.GptOssAttention(config, layer_idx=0).to(F64).eval()
-    copy_projections(gqa, theirs)
-    with torch.no_grad():
-        theirs.sinks.copy_(gqa.sinks)
+    gqa = part3_ours(theirs, 6, gpt_oss)
+    assert gqa.rotary.base == 150000.0 and gqa.sinks is not None
+    assert gqa.rotary.scaling == gpt_oss.rope.scaling
     x = vectors(14, 2, 20, gqa.d_in)
     positions = torch.arange(20)[None]
     mask = torch.zeros(1, 1, 20, 20, dtype=F64).masked_fill(~causal_4d(20, 20), float("-inf"))
@@ -679,29 +680,24 @@ def test_gpt_oss_attention_with_its_yarn_matches_in_float64():
 def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
     """A global layer of Gemma 4: its head rotates a quarter of its pairs."""
     proportional = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
-    gqa = part3_gqa(7, 16, MODELS["Gemma 4 31B"])
-    assert gqa.rotary.scaling == proportional and gqa.rotary.base == 1e6 and gqa.scale == 1.0
     config = modeling_gemma4.Gemma4TextConfig(
         attention_bias=False,
-        hidden_size=gqa.d_in,
-        num_attention_heads=gqa.num_heads,
-        num_key_value_heads=gqa.num_kv_heads,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
         head_dim=8,  # the sliding layer's, unused here
-        global_head_dim=gqa.head_dim,
-        num_global_key_value_heads=gqa.num_kv_heads,
+        global_head_dim=16,
+        num_global_key_value_heads=2,
         attention_k_eq_v=True,
-        rms_norm_eps=gqa.q_norm.eps,
         num_hidden_layers=2,
         layer_types=["sliding_attention", "full_attention"],
         attn_implementation="sdpa",
     )
     assert config.rope_parameters["full_attention"] == {**proportional, "rope_theta": 1e6}
     theirs = modeling_gemma4.Gemma4TextAttention(config, layer_idx=1).to(F64).eval()
-    assert theirs.head_dim == gqa.head_dim and theirs.v_proj is None
-    copy_projections(gqa, theirs)
-    with torch.no_grad():
-        theirs.q_norm.weight.copy_(gqa.q_norm.weight)
-        theirs.k_norm.weight.copy_(gqa.k_norm.weight)
+    gqa = part3_ours(theirs, 7, MODELS["Gemma 4 31B"])
+    assert gqa.rotary.scaling == proportional and gqa.rotary.base == 1e6 and gqa.scale == 1.0
+    assert theirs.head_dim == gqa.head_dim and theirs.v_proj is None and gqa.W_value is None
     x = vectors(15, 2, 9, gqa.d_in)
     positions = torch.arange(9)[None]
     layer = config.per_layer_config["full_attention"]
@@ -718,28 +714,24 @@ def test_gemma4_global_attention_with_proportional_rope_matches_in_float64():
 
 def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
     """Qwen3-Next's attention as released: a quarter of each head rotates, QK-norm
-    (zero-centred: its weight is ours minus 1) and the output gate."""
-    gqa = part3_gqa(8, 16, MODELS["Qwen3-Next 80B-A3B"])
-    assert gqa.rotary.base == 1e7 and gqa.rotary.partial_rotary_factor == 0.25
+    (zero-centred: ours is 1 plus its weight) and the output gate."""
     config = modeling_qwen3_next.Qwen3NextConfig(
         attention_bias=False,
-        hidden_size=gqa.d_in,
-        num_attention_heads=gqa.num_heads,
-        num_key_value_heads=gqa.num_kv_heads,
-        head_dim=gqa.head_dim,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
         partial_rotary_factor=0.25,
         rope_parameters={"rope_type": "default", "rope_theta": 1e7},
-        rms_norm_eps=gqa.q_norm.eps,
         layer_types=["full_attention"],
         num_hidden_layers=1,
         attn_implementation="sdpa",
     )
     assert config.rope_parameters["partial_rotary_factor"] == 0.25
     theirs = modeling_qwen3_next.Qwen3NextAttention(config, layer_idx=0).to(F64).eval()
-    copy_projections(gqa, theirs, query_weight=qwen3_next_query_gate(gqa))
-    with torch.no_grad():
-        theirs.q_norm.weight.copy_(gqa.q_norm.weight - 1.0)
-        theirs.k_norm.weight.copy_(gqa.k_norm.weight - 1.0)
+    gqa = part3_ours(theirs, 8, MODELS["Qwen3-Next 80B-A3B"])
+    assert gqa.rotary.base == 1e7 and gqa.rotary.partial_rotary_factor == 0.25
+    torch.testing.assert_close(gqa.q_norm.weight, 1.0 + theirs.q_norm.weight, **EXACT)
     x = vectors(16, 2, 9, gqa.d_in)
     positions = torch.arange(9)[None]
     inv_freq, factor = their_frequencies(config, float64=True)
@@ -776,14 +768,15 @@ BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds th
 def test_olmo3_scales_its_rope_on_the_full_layers_only():
     """OLMo 3 as released: YaRN on the full layers, the same base unscaled on the
     sliding ones, as ``Olmo3RotaryEmbedding`` computes them per layer type."""
-    from released_configs import RELEASED
     from transformers import AutoConfig
     from transformers.models.olmo3.modeling_olmo3 import (
         Olmo3RotaryEmbedding,
         apply_rotary_pos_emb,
     )
 
-    fields = {k: v for k, v in RELEASED["OLMo 3 7B"].items() if k != "model_type"}
+    from attention.models import released_config
+
+    fields = {k: v for k, v in released_config("OLMo 3 7B").items() if k != "model_type"}
     config = AutoConfig.for_model("olmo3", **fields)
     theirs = Olmo3RotaryEmbedding(config)
     facts = MODELS["OLMo 3 7B"]

@@ -25,6 +25,16 @@ import torch
 import transformers
 
 from attention import MODELS, ModelFacts
+from attention.models import (
+    cache_bytes,
+    cross_cache_bytes,
+    indexer_cache_bytes_per_token,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    layer_kv_cache_bytes_per_token,
+    layer_state_bytes,
+    state_bytes,
+)
 from attention.models.facts import (
     CHUNKED,
     CROSS,
@@ -414,7 +424,7 @@ def test_transformers_caches_what_the_table_counts(facts: ModelFacts) -> None:
         pytest.skip("this transformers has no get_layer_types_and_kwargs")
     kinds, kwargs = layout(released_config(facts))
     stores = [kind not in ("dummy", LINEAR) for kind in kinds]
-    counted = zip(facts.layer_kv_cache_bytes_per_token(), facts.layer_types, strict=True)
+    counted = zip(layer_kv_cache_bytes_per_token(facts), facts.layer_types, strict=True)
     assert stores == [size > 0 or kind == CROSS for size, kind in counted]
     limits = {facts.local.kind: facts.local.tokens_kept} if facts.local is not None else {}
     assert [kw.get("sliding_window") for kw in kwargs] == [
@@ -446,10 +456,10 @@ def test_transformers_caches_whisper_s_self_and_cross_attention_as_the_table_cou
             cross_attn(x, encoded, cache)
     held = cache.self_attention_cache.layers[0]
     cross = cache.cross_attention_cache.layers[0]
-    per_token = facts.kv_cache_bytes_per_token(torch.float32) // facts.layers
+    per_token = kv_cache_bytes_per_token(facts, torch.float32) // facts.layers
     assert held.keys.nbytes + held.values.nbytes == 5 * per_token
     cross_bytes = cross.keys.nbytes + cross.values.nbytes
-    assert cross_bytes * facts.layers == facts.cross_cache_bytes(torch.float32)
+    assert cross_bytes * facts.layers == cross_cache_bytes(facts, torch.float32)
 
 
 LINEAR_MODULES = {  # the config class -> transformers' linear-attention layer
@@ -501,7 +511,7 @@ def test_transformers_keeps_the_state_the_table_counts(facts: ModelFacts) -> Non
     index = facts.layer_types.index(LINEAR)
     torch.manual_seed(0)
     layer = layer_class(config, index)
-    expected = facts.layer_state_bytes()[index]
+    expected = layer_state_bytes(facts)[index]
     for length in (5, 1, 1):  # a prefill, then two decoding steps
         # The cache goes second positionally: 5.24 renamed cache_params to cache.
         _run_in_cache(layer, [length], lambda lay, x, _: lay(x, cache))
@@ -510,7 +520,7 @@ def test_transformers_keeps_the_state_the_table_counts(facts: ModelFacts) -> Non
         assert (conv.dtype, state.dtype) == (torch.bfloat16, torch.float32)
         assert conv.shape[-1] == facts.local.conv_kernel_dim
         assert _stored_bytes(conv, state) == expected
-    assert facts.layer_state_bytes(torch.float32)[index] - expected == conv.numel() * 2
+    assert layer_state_bytes(facts, torch.float32)[index] - expected == conv.numel() * 2
 
 
 def test_transformers_caches_the_latent_and_the_indexer_keys_of_deepseek_v32() -> None:
@@ -542,9 +552,9 @@ def test_transformers_caches_the_latent_and_the_indexer_keys_of_deepseek_v32() -
     _run_in_cache(DeepseekV32Attention(config, 0), [5, 1], call)
     kept, tokens = cache.layers[0], 6
     assert (
-        _stored_bytes(kept.keys, kept.values) == tokens * facts.layer_kv_cache_bytes_per_token()[0]
+        _stored_bytes(kept.keys, kept.values) == tokens * layer_kv_cache_bytes_per_token(facts)[0]
     )
-    indexer_per_layer = facts.indexer_cache_bytes_per_token() // facts.layers
+    indexer_per_layer = indexer_cache_bytes_per_token(facts) // facts.layers
     assert _stored_bytes(kept.indexer_keys) == tokens * indexer_per_layer
 
 
@@ -569,9 +579,7 @@ def test_transformers_caches_the_latent_of_kimi_linear_s_mla_layers() -> None:
 
     _run_in_cache(KimiLinearAttention(config, index), [5, 1], call)
     kept = cache.layers[index]
-    assert (
-        _stored_bytes(kept.keys, kept.values) == 6 * facts.layer_kv_cache_bytes_per_token()[index]
-    )
+    assert _stored_bytes(kept.keys, kept.values) == 6 * layer_kv_cache_bytes_per_token(facts)[index]
 
 
 def test_llama4_scout_temperature_tuning_is_on_though_the_file_writes_4() -> None:
@@ -692,24 +700,25 @@ def fact_numbers() -> dict[int, str]:
         if facts.receptive_field is not None:
             add(facts.receptive_field + 1, f"{facts.name} receptive field, in tokens")
         for dtype in (torch.bfloat16, torch.float32):
-            per_token = facts.kv_cache_bytes_per_token(dtype)
+            per_token = kv_cache_bytes_per_token(facts, dtype)
             add(per_token, f"{facts.name} cache bytes per token")
             add(per_token // facts.layers, f"{facts.name} cache bytes per token and layer")
         for tokens in (facts.trained_context, facts.max_position_embeddings):
             if tokens is not None:
-                add(facts.kv_cache_bytes(tokens), f"{facts.name} cache bytes of a sequence")
+                add(kv_cache_bytes(facts, tokens), f"{facts.name} cache bytes of a sequence")
         for kind in (SLIDING, CHUNKED, LINEAR, FULL, INDEXED):
             add(facts.layer_types.count(kind), f"{facts.name} {kind} layers")
         for dtype in (torch.bfloat16, torch.float32):  # Part IV: state and indexer
-            add(facts.state_bytes(dtype), f"{facts.name} state bytes per sequence")
-            add(max(facts.layer_state_bytes(dtype)), f"{facts.name} state bytes per layer")
-            add(facts.indexer_cache_bytes_per_token(dtype), f"{facts.name} indexer bytes per token")
+            add(state_bytes(facts, dtype), f"{facts.name} state bytes per sequence")
+            add(max(layer_state_bytes(facts, dtype)), f"{facts.name} state bytes per layer")
+            indexer = indexer_cache_bytes_per_token(facts, dtype)
+            add(indexer, f"{facts.name} indexer bytes per token")
         if isinstance(facts.local, LinearAttention):  # the figures Part IV's tables give
-            add(facts.cache_bytes(128 * 1024), f"{facts.name} cache and state at 128k tokens")
+            add(cache_bytes(facts, 128 * 1024), f"{facts.name} cache and state at 128k tokens")
         add(facts.uses_rope.count(False), f"{facts.name} layers without RoPE")
         add(sum(facts.kv_shared), f"{facts.name} layers sharing keys and values")
         if facts.trained_context >= 128 * 1024:  # the home page gives it for these
-            add(facts.kv_cache_bytes(128 * 1024), f"{facts.name} cache bytes at 128k tokens")
+            add(kv_cache_bytes(facts, 128 * 1024), f"{facts.name} cache bytes at 128k tokens")
     return found
 
 

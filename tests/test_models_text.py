@@ -23,15 +23,18 @@ from attention import MODELS
 from attention.models import (
     BITS,
     INDEXED,
+    SLIDING,
     STRIP_LETTERS,
     Chunked,
     LinearAttention,
     Sliding,
     bill,
     format_bytes,
+    layer_kv_cache_bytes_per_token,
     layer_strip,
     parameter_count,
     recipe,
+    state_bytes,
 )
 from attention.models.__main__ import main
 
@@ -48,7 +51,9 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
     rope, local, scores, parts = facts.rope, facts.local, facts.scores, facts.parts
     sliding = isinstance(local, Sliding)
     present = {
-        "sliding (window": sliding and not facts.bidirectional,
+        "sliding (window": sliding and not facts.bidirectional and SLIDING in facts.layer_types,
+        # DeepSeek-V4's compressed layers each keep a window too (V4-Pro has no other)
+        "tokens, window": sliding and facts.compressed,
         "positions each side": sliding and facts.bidirectional,
         "chunked (chunk": isinstance(local, Chunked),
         "MLA": facts.latent,
@@ -60,7 +65,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "YaRN": ((rope and rope.scaling) or {}).get("rope_type") == "yarn",
         "learned positions": facts.learned_positions,
         "ALiBi": facts.alibi,
-        "of fixed state": facts.state_bytes(),
+        "of fixed state": state_bytes(facts),
         "capped": local and local.tokens_kept and not facts.bidirectional,
         "an encoder: attends both ways, no cache": facts.bidirectional,
         "cross-attention in": facts.cross,
@@ -75,7 +80,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
 def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:
     gemma = MODELS["Gemma 2 9B"]  # 21 full layers grow, 21 sliding are capped
     full_layers = gemma.layer_types.count("full_attention")
-    per_token = full_layers * gemma.layer_kv_cache_bytes_per_token()[1]
+    per_token = full_layers * layer_kv_cache_bytes_per_token(gemma)[1]
     assert f"cache per token: {format_bytes(per_token)} growing" in recipe(gemma)
 
 

@@ -5,6 +5,10 @@ and 3 decoding steps cross them."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import transformers
+
 WINDOW = 7  # a sliding window or a chunk: 5 tokens fit in it, 8 do not
 
 BASE = dict(
@@ -182,9 +186,104 @@ TINY: dict[str, dict] = {
 }
 
 
-def tiny_config(model_type: str):
-    """The transformers config of ``model_type``'s tiny model."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+#: The sizes a config class's defaults are shrunk to, where the class has the field.
+SHRUNK = dict(
+    is_decoder=True,  # a causal LM: BERT's LM head attends causally and caches only then
+    num_hidden_layers=4,
+    decoder_layers=4,
+    encoder_layers=2,
+    hidden_size=32,
+    intermediate_size=32,
+    n_inner=32,
+    ffn_dim=32,
+    decoder_ffn_dim=32,
+    encoder_ffn_dim=32,
+    d_ff=32,
+    num_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    vocab_size=64,
+    max_position_embeddings=256,
+    num_experts=4,
+    num_local_experts=4,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=16,
+    shared_expert_intermediate_size=16,
+    moe_shared_expert_intermediate_size=16,
+)
+#: Sizes shrunk only where the class's default sets them (``None`` turns a part off).
+SHRUNK_IF_SET = dict(
+    sliding_window=WINDOW,
+    attention_chunk_size=WINDOW,
+    kv_lora_rank=16,
+    q_lora_rank=12,
+    qk_rope_head_dim=4,
+    qk_nope_head_dim=8,
+    v_head_dim=8,
+    rotary_dim=4,
+)
 
-    fields = TINY[model_type] if model_type == "gpt2" else BASE | TINY[model_type]
-    return CONFIG_MAPPING[model_type](**fields)
+#: model_type -> fields set on top of the shrunk defaults, where shrinking alone does
+#: not give a config the class accepts or a model that runs.
+ADJUSTED: dict[str, dict] = {
+    "gpt_neo": dict(attention_types=[[["global", "local"], 2]], window_size=WINDOW),
+    "zaya": dict(num_experts_per_tok=1),  # "ZAYA currently supports num_experts_per_tok=1"
+}
+
+
+def declared(config_class) -> set[str]:
+    """The field names a config class declares, with those its ``attribute_map`` maps."""
+    return {f.name for f in dataclasses.fields(config_class)} | set(config_class.attribute_map)
+
+
+def _shrunk_layer_types(kinds: list[str], layers: int) -> list[str]:
+    """``layers`` of the kinds, each kind at least once, in the order they first come."""
+    if set(kinds[:layers]) == set(kinds):
+        return list(kinds[:layers])
+    firsts = list(dict.fromkeys(kinds))
+    return (firsts + [kinds[0]] * layers)[:layers]
+
+
+def shrunk_fields(config_class) -> dict:
+    """The fields that shrink a config class's defaults: its sizes, windows and experts,
+    and those of the configs it holds (a vision tower's)."""
+    default = config_class()
+    names = declared(config_class)
+    fields = {name: value for name, value in SHRUNK.items() if name in names}
+    for name, value in SHRUNK_IF_SET.items():
+        if name in names and getattr(default, name, None) is not None:
+            fields[name] = value
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        value = getattr(default, name, None)
+        if isinstance(value, list) or (isinstance(value, int) and value >= SHRUNK["vocab_size"]):
+            fields[name] = 0
+    if "kv_lora_rank" in fields:  # latent attention: a key/value head per query head
+        fields["num_key_value_heads"] = fields["num_attention_heads"]
+        if "head_dim" in fields:  # the rotary part's
+            fields["head_dim"] = fields["qk_rope_head_dim"]
+    cross = getattr(default, "cross_attention_layers", None)
+    if cross:  # Llama 3.2 Vision's: the last of the tiny model's layers
+        fields["cross_attention_layers"] = [SHRUNK["num_hidden_layers"] - 1]
+    kinds = getattr(default, "layer_types", None)
+    if "layer_types" in names and isinstance(kinds, list | tuple) and kinds:
+        fields["layer_types"] = _shrunk_layer_types(list(kinds), SHRUNK["num_hidden_layers"])
+    for name, value in vars(default).items():
+        inner = (
+            shrunk_fields(type(value)) if isinstance(value, transformers.PretrainedConfig) else {}
+        )
+        if inner:  # a config that holds sizes (a vision tower's, not DBRX's attn_config)
+            fields[name] = type(value)(**inner).to_dict()
+    return fields
+
+
+def tiny_config(model_type: str):
+    """The transformers config of ``model_type``'s tiny model: the hand-written one of
+    ``TINY``, else its config class's defaults shrunk (``shrunk_fields``, ``ADJUSTED``)."""
+    config_class = transformers.CONFIG_MAPPING[model_type]
+    if model_type in TINY:
+        fields = TINY[model_type] if model_type == "gpt2" else BASE | TINY[model_type]
+        return config_class(**fields)
+    return config_class(**(shrunk_fields(config_class) | ADJUSTED.get(model_type, {})))

@@ -53,7 +53,7 @@ from attention.figures.style import (
     _swatch,
     _text,
 )
-from attention.models import MODELS, Chunked, Sliding
+from attention.models import MODELS, Chunked, Sliding, layer_kv_cache_bytes_per_token
 
 __all__ = [
     "STAGES",
@@ -871,7 +871,7 @@ def decoder_block(model: object = "GPT-2", *, title: str | None = None) -> Figur
     >>> plt.close(fig)
     """
     facts = _facts("decoder_block", model)
-    numbers = facts.layer_kv_cache_bytes_per_token(torch.float16)
+    numbers = layer_kv_cache_bytes_per_token(facts, torch.float16)
     per_token = max(numbers) // 2  # 16-bit numbers
     # Wider than tall: on a phone the site shows it 720 pixels wide, and it must fit the
     # screen's height there.

@@ -14,8 +14,13 @@ the other way round.
 * :mod:`~attention.models.recipes`: :func:`layer_for`, any layer of a model assembled
   from the core's parts by its family's builder (:func:`qwen3_next_layer`, ...), at its
   sizes or smaller ones (:class:`Sizes`).
+* :mod:`~attention.models.weights`: :func:`from_transformers`, the layer of a model
+  ``transformers`` built, as the package's module, with its weights.
 * :mod:`~attention.models.text`: :func:`recipe` and :func:`layer_strip`, a model's
   attention in words.
+* :mod:`~attention.models.released`: :func:`released_config`, each model's released
+  ``config.json``, stored with the package and cited, and :func:`released_parameters`,
+  its exact parameter count.
 * ``python -m attention.models CONFIG_OR_NAME``: the recipe, the strip and the bill.
 
 >>> from attention.models import MODELS, bill, recipe
@@ -25,7 +30,24 @@ Mistral 7B: 32 layers, all sliding (window 4,096); GQA, ...
 2
 """
 
-from attention.models.costs import BITS, Bill, bill, cache_profile, parameter_count
+from attention.models.costs import (
+    BITS,
+    Bill,
+    bill,
+    cache_bytes,
+    cache_profile,
+    cross_cache_bytes,
+    indexer_cache_bytes_per_token,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    layer_cache_bytes,
+    layer_cache_numbers,
+    layer_kv_cache_bytes_per_token,
+    layer_state_bytes,
+    layer_tokens_kept,
+    parameter_count,
+    state_bytes,
+)
 from attention.models.facts import (
     CHUNKED,
     CROSS,
@@ -81,6 +103,12 @@ from attention.models.recipes import (
     qwen3_layer,
     qwen3_next_layer,
 )
+from attention.models.released import (
+    released_config,
+    released_config_source,
+    released_names,
+    released_parameters,
+)
 from attention.models.table import MODELS
 from attention.models.text import (
     STRIP_LETTERS,
@@ -90,6 +118,7 @@ from attention.models.text import (
     layer_strip,
     recipe,
 )
+from attention.models.weights import TRANSFORMERS_CLASSES, from_transformers
 
 __all__ = [
     "BITS",
@@ -109,6 +138,7 @@ __all__ = [
     "NO_MIXER",
     "SLIDING",
     "STRIP_LETTERS",
+    "TRANSFORMERS_CLASSES",
     "Bill",
     "Chunked",
     "Compressed",
@@ -128,22 +158,33 @@ __all__ = [
     "Weights",
     "as_config",
     "bill",
+    "cache_bytes",
     "cache_profile",
     "command_a_layer",
+    "cross_cache_bytes",
     "deepseek_v3_layer",
     "deepseek_v32_layer",
     "facts_from_config",
     "facts_from_config_object",
     "format_bytes",
     "format_number",
+    "from_transformers",
     "gated_deltanet_layer",
     "gemma2_layer",
     "gemma3_layer",
     "gemma4_layer",
     "gpt_oss_layer",
+    "indexer_cache_bytes_per_token",
     "kind_name",
+    "kv_cache_bytes",
+    "kv_cache_bytes_per_token",
+    "layer_cache_bytes",
+    "layer_cache_numbers",
     "layer_for",
+    "layer_kv_cache_bytes_per_token",
+    "layer_state_bytes",
     "layer_strip",
+    "layer_tokens_kept",
     "llama4_layer",
     "llama_32_vision_layer",
     "llama_layer",
@@ -153,4 +194,9 @@ __all__ = [
     "qwen3_next_layer",
     "read_model_types",
     "recipe",
+    "released_config",
+    "released_config_source",
+    "released_names",
+    "released_parameters",
+    "state_bytes",
 ]

@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.exit(2, f"{error}\n")
     tokens = facts.trained_context if args.tokens is None else args.tokens
+    if tokens is None:
+        parser.exit(
+            2,
+            f"expected --tokens for {args.config}: its config sets no position limit to "
+            "take the context from\n",
+        )
     result = bill(
         facts,
         tokens,

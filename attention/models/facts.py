@@ -16,10 +16,6 @@ trained on 8,192 tokens. A config with ALiBi (BLOOM) sets no limit at all: ``Non
 >>> llama = MODELS["Llama 3 8B"]
 >>> llama.num_heads, llama.num_kv_heads, llama.head_dim, llama.attention
 (32, 8, 128, 'GQA')
->>> llama.kv_cache_bytes_per_token()  # 16-bit numbers: 2 * 32 layers * 8 heads * 128 * 2 bytes
-131072
->>> MODELS["Mistral 7B"].kv_cache_bytes(100_000) / 2**30  # its window caps the cache
-0.5
 
 A mechanism a model has is one group of fields, present or absent as a whole, which
 checks itself: Mistral's sliding layers, DeepSeek's latent, Qwen3-Next's Gated DeltaNet
@@ -39,12 +35,10 @@ size in the others:
 >>> qwen = MODELS["Qwen3.5 397B-A17B"]
 >>> qwen.layer_types[:4]
 ('linear_attention', 'linear_attention', 'linear_attention', 'full_attention')
->>> qwen.kv_cache_bytes_per_token()  # 15 full-attention layers: 15 * 2 * 2 heads * 256 * 2 bytes
-30720
->>> qwen.state_bytes() // 2**20  # MiB of Gated DeltaNet state per sequence, at any length
-184
->>> MODELS["DeepSeek-V3.2"].indexer_cache_bytes_per_token()  # 61 layers * 128 * 2 bytes
-15616
+>>> qwen.layer_types.count("full_attention"), qwen.local.num_value_heads
+(15, 64)
+
+What these cost, in bytes of cache at a length, is :mod:`attention.models.costs`.
 """
 
 from __future__ import annotations
@@ -53,10 +47,10 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from attention import _checks
-from attention.cache_sizes import kv_cache_bytes_per_token, latent_cache_bytes_per_token
+from attention.cache_sizes import latent_cache_bytes_per_token
 
-# No torch at run time: a dtype's default is its size in bytes (2: bfloat16, 4: float32),
-# so that the facts and their costs run in the site's calculator, in the browser.
+# No torch at run time: the facts and their costs run in the site's calculator, in the
+# browser, where there is none (a dtype is a torch.dtype or its size in bytes).
 if TYPE_CHECKING:
     import torch
 
@@ -691,12 +685,17 @@ class ModelFacts:
     max_position_embeddings : int or None
         Positions the config allows; ``None`` where it sets no limit, as ALiBi needs
         none (BLOOM's config has no such field).
-    trained_context, context_source : int, str
-        The longest context the model was trained with, and where that is said.
+    trained_context, context_source : int or None, str
+        The longest context the model was trained with, and where that is said;
+        ``None`` only for facts read from a config that sets no position limit
+        (BLOOM's), with no context given: a bill needs none.
     rope : Rope or None
         Its rotary position embeddings; ``None``: no layer rotates (see ``positions``).
     learned_positions : bool
         A position embedding table instead (GPT-2).
+    sinusoidal_positions : bool
+        A fixed table of sinusoids added to the embeddings instead (Marian, XGLM, CTRL:
+        :func:`~attention.sinusoidal_positions`, chapter 10).
     alibi : bool
         ALiBi instead: each head subtracts ``slope * distance`` from its scores, and no
         position is added to the embeddings (BLOOM; always on in ``BloomModel``, no
@@ -775,13 +774,14 @@ class ModelFacts:
     num_heads: int
     num_kv_heads: int
     max_position_embeddings: int | None
-    trained_context: int
+    trained_context: int | None
     context_source: str
     attention_bias: bool
     rms_norm_eps: float | None
     head_dim: int | None = None
     rope: Rope | None = None
     learned_positions: bool = False
+    sinusoidal_positions: bool = False
     alibi: bool = False
     local: Sliding | Chunked | LinearAttention | None = None
     latent: Latent | None = None
@@ -850,12 +850,14 @@ class ModelFacts:
         schemes = {
             "RoPE": self.rope is not None,
             "learned positions": self.learned_positions,
+            "sinusoidal positions": self.sinusoidal_positions,
             "ALiBi": self.alibi,
         }
         if sum(schemes.values()) > 1:
             given = " and ".join(name for name, on in schemes.items() if on)
             raise ValueError(
-                f"{owner}: expected one of RoPE, learned positions or ALiBi, got {given}"
+                f"{owner}: expected one of RoPE, learned or sinusoidal positions or ALiBi, "
+                f"got {given}"
             )
         if self.max_position_embeddings is None and not self.alibi:
             raise ValueError(
@@ -912,8 +914,10 @@ class ModelFacts:
         needs = {  # a CSA layer's indexer reads compressed indexer keys
             MAMBA: ("mamba",),
             HYBRID: ("mamba",),
-            CSA: ("compressed", "indexer"),
-            HCA: ("compressed",),
+            # each compressed layer keeps a window too: the model's one (V4-Pro has no
+            # sliding-only layer to require it)
+            CSA: ("compressed", "indexer", "local"),
+            HCA: ("compressed", "local"),
             LINEAR: ("local",),
             INDEXED: ("indexer",),
             SLIDING: ("local",),
@@ -1102,14 +1106,16 @@ class ModelFacts:
 
     @property
     def positions(self) -> str:
-        """``"rope"``, ``"learned"`` (a position embedding table), ``"alibi"`` (a bias on
-        the scores, BLOOM) or ``"none"``: no layer encodes positions, the order comes
-        from the recurrent layers (Kimi Linear, whose MLA layers are NoPE,
-        ``mla_use_nope``)."""
+        """``"rope"``, ``"learned"`` (a position embedding table), ``"sinusoidal"`` (a
+        fixed table of sinusoids), ``"alibi"`` (a bias on the scores, BLOOM) or
+        ``"none"``: no layer encodes positions, the order comes from the recurrent
+        layers (Kimi Linear, whose MLA layers are NoPE, ``mla_use_nope``)."""
         if self.rope is not None:
             return "rope"
         if self.alibi:
             return "alibi"
+        if self.sinusoidal_positions:
+            return "sinusoidal"
         return "learned" if self.learned_positions else "none"
 
     # -- what the facts imply ---------------------------------------------------------
@@ -1166,7 +1172,7 @@ class ModelFacts:
         >>> MODELS["Llama 4 Scout"].nope_layers[:3], MODELS["Llama 3 8B"].nope_layers
         ((3, 7, 11), ())
         """
-        if self.positions in ("learned", "alibi"):
+        if self.positions in ("learned", "sinusoidal", "alibi"):
             return ()
         attends = (FULL, SLIDING, CHUNKED, INDEXED, HYBRID, CSA, HCA)
         return tuple(
@@ -1209,232 +1215,3 @@ class ModelFacts:
         if not isinstance(self.local, Sliding) or set(self.layer_types) != {SLIDING}:
             return None
         return self.layers * (self.local.window - 1)
-
-    def layer_kv_cache_bytes_per_token(self, dtype: torch.dtype | int = 2) -> tuple[int, ...]:
-        """Bytes each layer's cache grows by per token, in ``dtype`` numbers.
-
-        ``2 * kv_heads * head_dim * bytes`` (the full-attention layers' own heads and size
-        where they differ), or for latent attention ``(kv_lora_rank + qk_rope_head_dim) *
-        bytes``; 0 for a layer that reuses another's keys and values and for a layer
-        whose state is no key/value cache (linear attention, Mamba, an MLP-only layer);
-        0 for a cross-attention layer, whose keys and values are the context's, cached
-        once (:meth:`cross_cache_bytes`), and for every layer of an encoder
-        (``bidirectional``), which generates nothing and keeps no cache. DeepSeek-V4's
-        layers keep one vector per token, key and value alike: ``kv_heads * head_dim *
-        bytes``.
-
-        Gemma 4's ``attention_k_eq_v`` layers count keys and values both: the key
-        projection feeds both, but the keys are normalised and rotated and the values
-        only normalised, and ``transformers`` caches the two.
-        """
-        stateful = (LINEAR, MAMBA, NO_MIXER, CROSS)
-        if self.bidirectional:
-            return (0,) * self.layers
-        if self.latent is not None:
-            per_layer = self.latent.cache_bytes_per_token(dtype)
-            return tuple(0 if kind in stateful else per_layer for kind in self.layer_types)
-        halve = 2 if self.compressed is not None else 1  # one tensor: the key is the value
-        return tuple(
-            0 if shared or kind in stateful else kv_cache_bytes_per_token(1, *shape, dtype) // halve
-            for kind, shared, shape in zip(
-                self.layer_types, self.kv_shared, self.layer_kv_shapes, strict=True
-            )
-        )
-
-    def kv_cache_bytes_per_token(self, dtype: torch.dtype | int = 2) -> int:
-        """Bytes the cache of all layers grows by per token, in ``dtype`` numbers.
-
-        ``2 * layers * num_kv_heads * head_dim * bytes``, or for latent attention
-        ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``, counting the attention
-        layers only; the sum of :meth:`layer_kv_cache_bytes_per_token` where layers differ.
-        A lightning indexer's keys are not counted: :meth:`indexer_cache_bytes_per_token`.
-        """
-        return sum(self.layer_kv_cache_bytes_per_token(dtype))
-
-    def kv_cache_bytes(self, tokens: int, dtype: torch.dtype | int = 2) -> int:
-        """Bytes of keys and values for one sequence of ``tokens`` tokens.
-
-        A sliding layer keeps at most ``sliding_window`` tokens and a chunked one at most
-        ``attention_chunk_size`` (the keys of the current chunk, as the package's
-        cache keeps them; ``transformers`` keeps a rolling buffer of the last
-        ``attention_chunk_size - 1`` tokens for a chunked layer, as for a window:
-        "from a cache point of view, sliding and chunked are the same", in its
-        ``cache_utils.py``); a full one keeps all.
-        A layer that reuses another's keys and values keeps none, and so does a
-        linear-attention layer: its fixed-size state is not counted here.
-        """
-        return sum(
-            per_token * self._tokens_kept(kind, tokens)
-            for kind, per_token in zip(
-                self.layer_types, self.layer_kv_cache_bytes_per_token(dtype), strict=True
-            )
-        )
-
-    def cross_cache_bytes(self, dtype: torch.dtype | int = 2) -> int | None:
-        """Bytes of the cross-attention cache of one sequence, in ``dtype`` numbers: the
-        context's keys and values in every layer that cross-attends,
-        ``2 * kv_heads * head_dim * context_tokens * bytes`` a layer, computed once and
-        the same however many tokens follow. 0 without cross-attention; ``None`` where
-        the context's length depends on the input (``cross.context_tokens`` is
-        ``None``). Not counted by :meth:`cache_bytes`, which counts what grows or is
-        capped with the sequence's own tokens.
-
-        Examples
-        --------
-        >>> from attention import MODELS
-        >>> whisper = MODELS["Whisper large-v3"]
-        >>> whisper.cross_cache_bytes() == whisper.kv_cache_bytes_per_token() * 1500
-        True
-        """
-        if self.cross is None:
-            return 0
-        if self.cross.context_tokens is None:
-            return None
-        layers = self.layers if self.cross.layers is None else len(self.cross.layers)
-        per_token = kv_cache_bytes_per_token(layers, self.num_kv_heads, self._head_dim, dtype)
-        return per_token * self.cross.context_tokens
-
-    def _tokens_kept(self, kind: str, tokens: int) -> int:
-        """Of ``tokens`` tokens, those a layer of ``kind`` keeps keys and values of."""
-        if self.compressed is not None and kind in (CSA, HCA):  # a window, then entries
-            window = self.local.tokens_kept if self.local is not None else None
-            assert window is not None  # a compressed model slides (_check_across_groups)
-            return min(tokens, window)
-        kept = None if self.local is None or kind != self.local.kind else self.local.tokens_kept
-        return tokens if kept is None else min(tokens, kept)
-
-    def layer_state_bytes(
-        self, dtype: torch.dtype | int = 2, state_dtype: torch.dtype | int = 4
-    ) -> tuple[int, ...]:
-        """Bytes of each layer's fixed-size state for one sequence; 0 for attention layers.
-
-        A linear-attention layer keeps two states, laid out as ``transformers``' cache
-        holds them (:meth:`~attention.models.LinearAttention.state_bytes`): the
-        short convolution's window in ``dtype``, the model's, and the delta rule's state
-        in ``state_dtype``: ``float32`` in ``transformers``, whose Gated DeltaNet and KDA
-        functions compute in float32 and hand the state back in it. A Mamba layer
-        (and Falcon-H1's hybrid layers) likewise keeps a convolution window and an SSM
-        state (:meth:`~attention.models.Mamba.state_numbers`).
-
-        Neither grows with the sequence.
-        """
-        size = _checks.dtype_bytes("layer_state_bytes", dtype)
-        state_size = _checks.dtype_bytes("layer_state_bytes", state_dtype)
-        return tuple(
-            conv * size + state * state_size for conv, state in self._layer_state_numbers()
-        )
-
-    def _layer_state_numbers(self) -> tuple[tuple[int, int], ...]:
-        """Each layer's ``(convolution window, recurrent state)`` numbers."""
-        linear = self.local.state_numbers() if isinstance(self.local, LinearAttention) else None
-        mamba = self.mamba.state_numbers() if self.mamba is not None else None
-        per_kind = {LINEAR: linear, MAMBA: mamba, HYBRID: mamba}
-        return tuple(per_kind.get(kind) or (0, 0) for kind in self.layer_types)
-
-    def state_bytes(self, dtype: torch.dtype | int = 2, state_dtype: torch.dtype | int = 4) -> int:
-        """Bytes of the fixed-size state of all linear-attention layers, per sequence:
-        the sum of :meth:`layer_state_bytes`, the same at any length."""
-        return sum(self.layer_state_bytes(dtype, state_dtype))
-
-    def indexer_cache_bytes_per_token(self, dtype: torch.dtype | int = 2) -> int:
-        """Bytes the lightning indexer's key cache grows by per token, in ``dtype`` numbers.
-
-        Each indexed layer caches one key of ``index_head_dim`` numbers per token, shared
-        by the indexer's heads (``transformers``' ``DynamicIndexedLayer.indexer_keys``,
-        in the model's number type); 0 without an indexer. (DeepSeek-V4's indexer keeps
-        compressed keys instead: :meth:`layer_cache_numbers`.)
-        """
-        if self.indexer is None:
-            return 0
-        size = _checks.dtype_bytes("indexer_cache_bytes_per_token", dtype)
-        per_layer = self.indexer.head_dim * size
-        return per_layer * self.layer_types.count(INDEXED)
-
-    def _compressed_numbers(self, kind: str, tokens: int) -> int:
-        """Numbers a DeepSeek-V4 layer keeps beside its window, after ``tokens`` tokens,
-        as ``DeepseekV4HCACache`` and ``DeepseekV4CSACache`` hold them: the compressed
-        entries (``compressed_kv``), the tokens waiting for their window to fill, with
-        their gates (``buffer_kv``, ``buffer_gate``: ``tokens % rate`` of them, of twice
-        the width in a CSA layer, whose windows overlap), and in a CSA layer the last
-        full window's first half, with its gates (``overlap_kv``, ``overlap_gate``),
-        for the compressor and for the indexer alike."""
-        if kind not in (CSA, HCA):
-            return 0
-        assert self.compressed is not None  # only a compressed model has these kinds
-        widths: tuple[int, ...]
-        if kind == HCA:
-            rate, widths = self.compressed.hca_rate, (self._head_dim,)
-        else:
-            assert self.indexer is not None  # a CSA layer's indexer (_check_across_groups)
-            rate, widths = self.compressed.csa_rate, (self._head_dim, self.indexer.head_dim)
-        entries, waiting = divmod(tokens, rate)
-        overlap = 2 * rate if kind == CSA and entries else 0
-        wide = 2 if kind == CSA else 1
-        return sum(
-            entries * width + waiting * 2 * wide * width + overlap * width for width in widths
-        )
-
-    def layer_cache_numbers(self, tokens: int) -> tuple[tuple[int, int], ...]:
-        """Numbers each layer's cache holds for one sequence of ``tokens`` tokens, as
-        ``(in the cache's number type, in the state's)``: keys and values (a window's
-        worth at most in a sliding or chunked layer, see :meth:`kv_cache_bytes`), the
-        indexer's keys, the convolution windows and DeepSeek-V4's compressed entries in
-        the first; the recurrent states of linear-attention and Mamba layers in the
-        second (:meth:`layer_state_bytes`).
-
-        A sliding layer counts ``sliding_window`` tokens, the keys a query at the end
-        of the sequence attends to, as the package's :class:`~attention.KVCache` keeps
-        them; between two steps ``transformers`` keeps one fewer (``sliding_window - 1``,
-        ``DynamicSlidingWindowLayer.update``), to which it adds the new token's.
-
-        Examples
-        --------
-        >>> from attention import MODELS
-        >>> MODELS["gpt-oss-20b"].layer_cache_numbers(1000)[:2]  # 8 heads of 64, K and V
-        ((131072, 0), (1024000, 0))
-        """
-        _count("ModelFacts.layer_cache_numbers", "tokens", tokens)
-        index = self.indexer.head_dim if self.indexer is not None else 0
-        rows = []
-        for kind, per_token, (conv, state) in zip(
-            self.layer_types,
-            self.layer_kv_cache_bytes_per_token(1),  # one byte a number: numbers
-            self._layer_state_numbers(),
-            strict=True,
-        ):
-            cached = per_token * self._tokens_kept(kind, tokens) + conv
-            cached += tokens * index if kind == INDEXED else 0
-            cached += self._compressed_numbers(kind, tokens)
-            rows.append((cached, state))
-        return tuple(rows)
-
-    def layer_cache_bytes(
-        self,
-        tokens: int,
-        dtype: torch.dtype | int = 2,
-        state_dtype: torch.dtype | int = 4,
-    ) -> tuple[int, ...]:
-        """Bytes each layer's cache holds for one sequence of ``tokens`` tokens: the
-        numbers of :meth:`layer_cache_numbers`, in ``dtype`` and ``state_dtype``.
-
-        Examples
-        --------
-        >>> from attention import MODELS
-        >>> MODELS["Qwen3-Next 80B-A3B"].layer_cache_bytes(10)[:4]  # 3 Gated DeltaNet, 1 full
-        (2162688, 2162688, 2162688, 20480)
-        """
-        size = _checks.dtype_bytes("layer_cache_bytes", dtype)
-        state_size = _checks.dtype_bytes("layer_cache_bytes", state_dtype)
-        return tuple(a * size + b * state_size for a, b in self.layer_cache_numbers(tokens))
-
-    def cache_bytes(
-        self,
-        tokens: int,
-        dtype: torch.dtype | int = 2,
-        state_dtype: torch.dtype | int = 4,
-    ) -> int:
-        """Everything the cache holds for one sequence of ``tokens`` tokens: the keys and
-        values (:meth:`kv_cache_bytes`), the indexer's keys, the linear-attention and
-        Mamba layers' states and DeepSeek-V4's compressed entries; the sum of
-        :meth:`layer_cache_bytes`, which says how sliding layers are counted."""
-        return sum(self.layer_cache_bytes(tokens, dtype, state_dtype))

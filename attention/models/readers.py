@@ -5,16 +5,17 @@ dict, or a path to one, and gives the :class:`~attention.models.ModelFacts` the
 table would hold for it; nothing is downloaded. Each model type has a reader,
 registered by its ``model_type``; most share ``_basics`` and the RoPE reader.
 
->>> from attention.models import facts_from_config
+>>> from attention.models import facts_from_config, kv_cache_bytes_per_token
 >>> facts = facts_from_config({"model_type": "mistral", "num_hidden_layers": 2,
 ...     "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
 ...     "sliding_window": 16})
->>> facts.layer_types, facts.kv_cache_bytes_per_token()  # 2 layers * 2 * 2 heads * 16 * 2 bytes
+>>> facts.layer_types, kv_cache_bytes_per_token(facts)  # 2 layers * 2 * 2 heads * 16 * 2 bytes
 (('sliding_attention', 'sliding_attention'), 256)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -114,6 +115,7 @@ def as_config(config: object) -> PreTrainedConfig:
             raise ValueError(f"{owner}: expected the config to name its model_type, got none")
         fields = {key: value for key, value in config.items() if key != "model_type"}
         model_type = named = config["model_type"]
+        _refuse_untaught(model_type)
         if model_type in LOADED_AS and model_type not in transformers.CONFIG_MAPPING:
             model_type = LOADED_AS[model_type]
         try:
@@ -127,7 +129,18 @@ def as_config(config: object) -> PreTrainedConfig:
             f"{owner}: expected a transformers config, a dict or a path, got "
             f"{type(config).__name__}"
         )
+    _refuse_untaught(config.model_type)
     return config.get_text_config(decoder=True)
+
+
+def _refuse_untaught(model_type: str) -> None:
+    """Refuse a model type whose token mixer the site does not teach (``REFUSED``), by
+    the type a config names, before its text model's config is taken."""
+    if model_type in REFUSED:
+        raise ValueError(
+            f"facts_from_config: expected a model type whose attention the site teaches, "
+            f"got model_type={model_type!r}: {REFUSED[model_type]}"
+        )
 
 
 def _unsupported(model_type: str, field: str, value: object, why: str):
@@ -159,8 +172,8 @@ def facts_from_config(
         (the name defaults to the model type).
     trained_context : int, optional
         The context the model was trained with, which a config does not hold; by
-        default its ``max_position_embeddings``. Required where the config sets no
-        position limit (BLOOM's, whose ALiBi needs none).
+        default its ``max_position_embeddings``; ``None`` where the config sets no
+        position limit (BLOOM's, whose ALiBi needs none) and none is given.
 
     Returns
     -------
@@ -231,8 +244,8 @@ def facts_from_config_object(
         )
     fields = reader(config)
     # A bias on the four projections and the RMS norms' epsilon, as the config gives them
-    fields.setdefault("attention_bias", bool(getattr(config, "attention_bias", False)))
-    fields.setdefault("rms_norm_eps", getattr(config, "rms_norm_eps", None))
+    fields.setdefault("attention_bias", bool(_declared(config, "attention_bias", False)))
+    fields.setdefault("rms_norm_eps", _declared(config, "rms_norm_eps"))
     if "max_position_embeddings" not in fields:
         fields["max_position_embeddings"] = config.max_position_embeddings
     context_source = "the config's max_position_embeddings"
@@ -241,11 +254,9 @@ def facts_from_config_object(
             "facts_from_config", "trained_context", trained_context
         )
         context_source = "given"
-    elif fields["max_position_embeddings"] is None:
-        raise ValueError(
-            f"facts_from_config: expected trained_context= for a {model_type} config, which "
-            f"sets no position limit to take the context from, got none"
-        )
+    elif fields["max_position_embeddings"] is None:  # a bill needs none; a card does
+        fields["trained_context"] = None
+        context_source = "none: the config sets no position limit, and none was given"
     else:
         fields["trained_context"] = fields["max_position_embeddings"]
     return ModelFacts(
@@ -264,15 +275,29 @@ def _get(config, field: str, default=None):
     return default if value is None else value
 
 
+def _declares(config, field: str) -> bool:
+    """Whether the config's class declares ``field`` (or maps it onto one of its own).
+    A field a ``config.json`` carries that its class does not declare is kept as an
+    attribute, but the model's code never reads it: GPT-2's ``num_key_value_heads``."""
+    names = {each.name for each in dataclasses.fields(type(config))}
+    computed = isinstance(getattr(type(config), field, None), property)  # Jamba's layer_types
+    return field in names or field in type(config).attribute_map or computed
+
+
+def _declared(config, field: str, default=None):
+    """``field`` where the config's class declares it and it is set, else ``default``."""
+    return _get(config, field, default) if _declares(config, field) else default
+
+
 def _basics(config) -> dict:
     heads = config.num_attention_heads
     fields = {
         "layers": config.num_hidden_layers,
         "hidden_size": config.hidden_size,
         "num_heads": heads,
-        "num_kv_heads": _get(config, "num_key_value_heads", heads),
+        "num_kv_heads": _declared(config, "num_key_value_heads", heads),
     }
-    head_dim = getattr(config, "head_dim", None)
+    head_dim = _declared(config, "head_dim")
     if head_dim is not None and head_dim != config.hidden_size // heads:
         fields["head_dim"] = head_dim
     return fields
@@ -336,12 +361,12 @@ def _rope(config, nope_every: int | None = None) -> Rope:
 def _layer_types(config) -> list[str]:
     """Each layer's kind as transformers' cache reads it (``get_layer_types_and_kwargs``):
     ``layer_types``, else a window or a chunk size for every layer, else full."""
-    kinds = getattr(config, "layer_types", None)
+    kinds = _declared(config, "layer_types")
     if kinds is not None:
         return list(kinds)
-    if getattr(config, "sliding_window", None) is not None:
+    if _declared(config, "sliding_window") is not None:
         return [SLIDING] * config.num_hidden_layers
-    if getattr(config, "attention_chunk_size", None) is not None:
+    if _declared(config, "attention_chunk_size") is not None:
         return [CHUNKED] * config.num_hidden_layers
     return [FULL] * config.num_hidden_layers
 
@@ -367,7 +392,7 @@ def _only(model_type: str, kinds: list[str], allowed: Iterable[str], why: str) -
 
 def _no_window(config, model_type: str, why: str) -> None:
     """Refuse a ``sliding_window`` that the reader does not read (its ``why``)."""
-    if getattr(config, "sliding_window", None) is not None:
+    if _declared(config, "sliding_window") is not None:
         raise _unsupported(model_type, "sliding_window", config.sliding_window, why)
 
 
@@ -384,7 +409,7 @@ def _local(config, kinds: list[str], allowed: tuple[str, ...] = (FULL, SLIDING))
 
 def _nope_every(config) -> int | None:
     """Llama 4 and SmolLM3's NoPE layers, from ``no_rope_layers`` (1: RoPE, 0: none)."""
-    flags = getattr(config, "no_rope_layers", None)
+    flags = _declared(config, "no_rope_layers")
     if flags is None or all(flags):
         return None
     every = list(flags).index(0) + 1
@@ -431,7 +456,7 @@ def _read_attention(config) -> dict:
     scores = {}
     if model_type in ("gemma2", "gemma3_text"):
         scores["query_pre_attn_scalar"] = config.query_pre_attn_scalar
-    if getattr(config, "attn_logit_softcapping", None) is not None:
+    if _declared(config, "attn_logit_softcapping") is not None:
         scores["softcap"] = config.attn_logit_softcapping
     if model_type == "gpt_oss":  # GptOssAttention always holds its sinks
         scores["sinks"] = True
@@ -447,7 +472,7 @@ def _read_attention(config) -> dict:
     }.get(model_type)
     if qk_norm:
         fields["parts"] = LayerParts(qk_norm=qk_norm)
-    if getattr(config, "final_logit_softcapping", None) is not None:
+    if _declared(config, "final_logit_softcapping") is not None:
         fields["final_logit_softcapping"] = config.final_logit_softcapping
     return fields
 
@@ -489,7 +514,7 @@ def _read_minimax(config, kinds: list[str]) -> dict:
     return {"local": mixer}
 
 
-@_reader("gemma4_text")
+@_reader("gemma4_text", "gemma4_unified_text")
 def _read_gemma4(config) -> dict:
     """Gemma 4: sliding and full layers; the full ones with their own head size (and,
     with ``attention_k_eq_v``, their own key/value heads); shared key/value layers."""
@@ -537,13 +562,6 @@ def _read_llama4(config) -> dict:
     return fields
 
 
-@_reader("bert")
-def _read_bert(config) -> dict:
-    """BERT: an encoder of full layers that attend both ways; a learned position table."""
-    flags = {"learned_positions": True, "bidirectional": True}
-    return _basics(config) | flags | {"attention_bias": True}  # BertSelfAttention's
-
-
 @_reader("modernbert")
 def _read_modernbert(config) -> dict:
     """ModernBERT: an encoder, global layers among local ones that see ``sliding_window``
@@ -577,19 +595,6 @@ def _read_mllama(config) -> dict:
     layers = tuple(config.cross_attention_layers)  # MllamaTextCrossAttention: QK-norm
     cross = Cross(layers=layers, qk_norm="head")
     return _basics(config) | {"rope": _rope(config), "cross": cross}
-
-
-@_reader("gpt2")
-def _read_gpt2(config) -> dict:
-    # GPT2Config maps the usual names (num_hidden_layers, ...) onto n_layer, n_embd, ...
-    return _basics(config) | {"learned_positions": True, "attention_bias": True}  # c_attn, c_proj
-
-
-@_reader("bloom")
-def _read_bloom(config) -> dict:
-    # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
-    fields = {"max_position_embeddings": None, "alibi": True, "attention_bias": True}
-    return _basics(config) | fields  # query_key_value and dense have a bias
 
 
 def _latent(config) -> Latent:
@@ -728,7 +733,9 @@ def _read_deepseek_v4(config) -> dict:
     every layer, and compressed entries in its CSA and HCA layers."""
     kinds = list(config.layer_types)
     _only("deepseek_v4", kinds, (SLIDING, CSA, HCA), "not sliding, CSA or HCA")
-    fields = _basics(config)
+    # One key/value head whatever num_key_value_heads says: DeepseekV4Attention's kv_proj
+    # is nn.Linear(hidden_size, head_dim), one head_dim wide.
+    fields = _basics(config) | {"num_kv_heads": 1}
     rates = config.compress_rates
     main = config.rope_parameters.get("main", config.rope_parameters)
     theta, scaling, partial = _rope_from(main, "deepseek_v4")
@@ -743,3 +750,277 @@ def _read_deepseek_v4(config) -> dict:
     fields["scores"] = Scores(sinks=True)  # DeepseekV4Attention holds sinks
     fields["layer_pattern"] = tuple(kinds)
     return fields
+
+
+# -- the general reader ------------------------------------------------------------------
+
+#: Model types whose config the general reader reads: their attention reads the fields of
+#: ``_basics``, ``layer_types`` or a window, and ``rope_parameters`` (its partial rotary
+#: factor among them) as Llama's does; their MoE fields change no attention fact.
+GENERAL = (
+    "afmoe",
+    "apertus",
+    "arcee",
+    "aria_text",
+    "bitnet",
+    "cohere",
+    "cwm",
+    "ernie4_5",
+    "ernie4_5_moe",
+    "exaone4",
+    "exaone_moe",
+    "flex_olmo",
+    "glm",
+    "glm4",
+    "glm4_moe",
+    "gpt_neox",
+    "gpt_neox_japanese",
+    "granite",
+    "granitemoe",
+    "granitemoeshared",
+    "helium",
+    "hunyuan_v1_dense",
+    "hunyuan_v1_moe",
+    "hy_v3",
+    "hyperclovax",
+    "internlm3",
+    "iquestcoder",
+    "jais2",
+    "jetmoe",
+    "kolibri1",
+    "laguna",
+    "mellum",
+    "ministral",
+    "ministral3",
+    "mixtral",
+    "moshi",
+    "nanochat",
+    "nemotron",
+    "olmo",
+    "olmoe",
+    "persimmon",
+    "phi",
+    "phimoe",
+    "qwen2_moe",
+    "seed_oss",
+    "solar_open",
+    "stablelm",
+    "starcoder2",
+    "vaultgemma",
+    "dots1",
+    "beam",
+    "flint",
+    "granite_swa",
+    "granitemoe_swa",
+    "mimo_v2_flash",
+    "modernbert-decoder",
+    "cohere2_moe",
+    "hrm_text",
+    "emu3_text_model",
+    "phi4_multimodal",
+    "dbrx",
+)
+
+
+@_reader(*GENERAL)
+def _read_general(config) -> dict:
+    """A decoder of full and sliding (or chunked) layers, with RoPE where the config
+    class declares ``rope_parameters``."""
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds)
+    if _declared(config, "rope_parameters") is not None:
+        fields["rope"] = _rope(config)
+    return fields
+
+
+#: Encoders whose LM head model (``BertLMHeadModel`` ...) is a causal decoder with
+#: ``is_decoder``: a learned position table, a bias on every projection.
+BERT_LIKE = (
+    "bert",
+    "bert-generation",
+    "big_bird",
+    "camembert",
+    "data2vec-text",
+    "electra",
+    "ernie",
+    "megatron-bert",
+    "rembert",
+    "roberta",
+    "roberta-prelayernorm",
+    "roc_bert",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "xmod",
+)
+
+
+@_reader(*BERT_LIKE)
+def _read_bert(config) -> dict:
+    """BERT and its kin: full layers of a learned position table; they attend both ways
+    (an encoder, which caches nothing) unless ``is_decoder`` makes them causal
+    (``BertSelfAttention``: ``self.is_causal = config.is_decoder``)."""
+    flags = {"learned_positions": True, "bidirectional": not config.is_decoder}
+    return _basics(config) | flags | {"attention_bias": True}  # BertSelfAttention's
+
+
+@_reader("gpt2", "gpt-sw3", "openai-gpt", "opt", "biogpt", "git")
+def _read_learned(config) -> dict:
+    """Decoders of full multi-head layers with a learned position table and a bias on
+    the projections (GPT-2's ``c_attn`` and ``c_proj``, OPT's ``enable_bias``)."""
+    # GPT2Config maps the usual names (num_hidden_layers, ...) onto n_layer, n_embd, ...
+    bias = bool(_declared(config, "enable_bias", True))
+    return _basics(config) | {"learned_positions": True, "attention_bias": bias}
+
+
+@_reader("gpt_bigcode")
+def _read_gpt_bigcode(config) -> dict:
+    """StarCoder's GPT-BigCode: one key/value head with ``multi_query``
+    (``GPTBigCodeAttention``: ``self.kv_heads = 1 if self.multi_query else self.num_heads``)."""
+    heads = config.num_attention_heads
+    fields = _basics(config) | {"learned_positions": True, "attention_bias": True}
+    return fields | {"num_kv_heads": 1 if config.multi_query else heads}
+
+
+@_reader("gpt_neo")
+def _read_gpt_neo(config) -> dict:
+    """GPT-Neo: global and local layers (``attention_layers``); a local one sees
+    ``window_size`` positions (``GPTNeoSelfAttention``'s ``bias`` mask)."""
+    kinds = [FULL if kind == "global" else SLIDING for kind in config.attention_layers]
+    fields = _basics(config) | {"learned_positions": True}
+    if SLIDING in kinds:
+        fields["local"] = Sliding(window=config.window_size, **_where_full(kinds))
+    return fields
+
+
+@_reader("codegen", "gptj")
+def _read_rotary_dim(config) -> dict:
+    """CodeGen and GPT-J: multi-head layers that rotate the first ``rotary_dim``
+    features of each head (``apply_rotary_pos_emb`` on ``k_rot = key[..., :rotary_dim]``),
+    base 10,000 (``create_sinusoidal_positions(..., self.rotary_dim)``)."""
+    fields = _basics(config)
+    head_dim = config.hidden_size // config.num_attention_heads
+    partial = (config.rotary_dim or head_dim) / head_dim
+    return fields | {"rope": Rope(theta=10000.0, partial_rotary_factor=partial)}
+
+
+@_reader("falcon")
+def _read_falcon(config) -> dict:
+    """Falcon: ``num_kv_heads`` key/value heads in its new decoder architecture, else one
+    with ``multi_query`` (``FalconAttention``); ALiBi or RoPE by ``config.alibi``."""
+    heads = config.num_attention_heads
+    if config.new_decoder_architecture:
+        kv_heads = config.num_kv_heads
+    else:
+        kv_heads = 1 if config.multi_query else heads
+    fields = _basics(config) | {"num_kv_heads": kv_heads, "attention_bias": bool(config.bias)}
+    if config.alibi:
+        return fields | {"alibi": True}
+    return fields | {"rope": _rope(config)}
+
+
+@_reader("mpt")
+def _read_mpt(config) -> dict:
+    """MPT: multi-head layers with ALiBi where ``attn_config.alibi``; no position
+    encoding otherwise (``MptModel`` has no position table)."""
+    fields = _basics(config) | {"attention_bias": not config.no_bias}
+    fields["max_position_embeddings"] = config.max_seq_len
+    return fields | {"alibi": bool(config.attn_config.alibi)}
+
+
+@_reader("bloom")
+def _read_bloom(config) -> dict:
+    # BLOOM's config sets no position limit: ALiBi's bias is defined at any distance.
+    fields = {"max_position_embeddings": None, "alibi": True, "attention_bias": True}
+    return _basics(config) | fields  # query_key_value and dense have a bias
+
+
+@_reader("xglm", "ctrl")
+def _read_sinusoidal(config) -> dict:
+    """XGLM and CTRL: decoders of multi-head layers with a fixed sinusoidal table."""
+    return _basics(config) | {"sinusoidal_positions": True, "attention_bias": True}
+
+
+@_reader("musicgen_decoder", "musicgen_melody_decoder")
+def _read_musicgen(config) -> dict:
+    """MusicGen's decoder: multi-head layers with a sinusoidal table, no bias
+    (``MusicgenAttention(..., bias=False)``), cross-attending to the text's encoding
+    (MusicGen Melody prepends it instead: ``MusicgenMelodyDecoderLayer`` has no
+    ``encoder_attn``)."""
+    fields = _basics(config) | {"sinusoidal_positions": True}
+    return fields | ({"cross": Cross()} if config.model_type == "musicgen_decoder" else {})
+
+
+@_reader("roformer")
+def _read_roformer(config) -> dict:
+    """RoFormer: BERT with RoPE of base 10,000 in place of a position table
+    (``RoFormerSinusoidalPositionalEmbedding``), causal with ``is_decoder``."""
+    flags = {"bidirectional": not config.is_decoder, "attention_bias": True}
+    return _basics(config) | flags | {"rope": Rope(theta=10000.0)}
+
+
+#: Encoder–decoder models whose decoder alone is a causal LM (``BartForCausalLM``):
+#: the decoder's own fields, and a cross-attention after each self-attention, to an
+#: encoding whose length the input sets.
+SEQ2SEQ = (
+    "bart",
+    "mbart",
+    "blenderbot",
+    "blenderbot-small",
+    "plbart",
+    "mvp",
+    "bigbird_pegasus",
+    "marian",
+    "pegasus",
+    "trocr",
+)
+_SINUSOIDAL_SEQ2SEQ = ("marian", "pegasus")  # MarianSinusoidalPositionalEmbedding
+
+
+@_reader(*SEQ2SEQ)
+def _read_seq2seq_decoder(config) -> dict:
+    """The decoder of an encoder–decoder model: multi-head layers. ``get_text_config(
+    decoder=True)`` moved the decoder's layers and heads under the generic names."""
+    heads = config.num_attention_heads
+    learned = _declared(config, "use_learned_position_embeddings", True)
+    sinusoidal = config.model_type in _SINUSOIDAL_SEQ2SEQ or not learned
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "learned_positions": not sinusoidal,
+        "sinusoidal_positions": sinusoidal,
+        "attention_bias": True,
+        "cross": Cross(),
+    }
+
+
+@_reader("deepseek_v2", "glm4_moe_lite", "minicpm3", "youtu", "longcat_flash")
+def _read_mla_only(config) -> dict:
+    """Multi-head latent attention in every layer, as DeepSeek-V2's."""
+    fields = _basics(config)
+    fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
+    return fields | {"rope": _rope(config), "latent": _latent(config)}
+
+
+#: Model types refused by name: the mechanism that mixes their tokens, which the site
+#: does not teach yet.
+REFUSED = {
+    "mamba": "a Mamba state-space model with no attention",
+    "falcon_mamba": "a Mamba state-space model with no attention",
+    "mamba2": "a Mamba-2 state-space model with no attention",
+    "rwkv": "RWKV's recurrence",
+    "xlstm": "xLSTM's recurrence",
+    "recurrent_gemma": "Griffin's RG-LRU recurrence",
+    "reformer": "Reformer's LSH attention",
+    "xlnet": "XLNet's two-stream relative attention",
+    "xlm": "XLM's masked LM, which keeps no cache",
+    "diffllama": "differential attention",
+    "doge": "Doge's dynamic mask attention",
+    "cpmant": "CPM-Ant's segment relative position bias",
+    "prophetnet": "ProphetNet's n-gram self-attention",
+    "blt": "BLT's byte patches and their cross-attention",
+    "zaya": "ZAYA's compressed convolutional attention (CCA)",
+    "gemma4_assistant": "a drafter that attends to its target model's cache, keeping none",
+    "gemma4_unified_assistant": "a drafter that attends to its target model's cache, keeping none",
+}

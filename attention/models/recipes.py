@@ -695,6 +695,7 @@ def llama_32_vision_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Mod
 BUILDERS: dict[str, Callable[[ModelFacts, int, Sizes], nn.Module]] = {
     "LlamaConfig": llama_layer,
     "MistralConfig": llama_layer,
+    "MixtralConfig": llama_layer,  # Mistral's attention; the experts are the MLP's
     "GemmaConfig": llama_layer,
     "Phi3Config": llama_layer,
     "SmolLM3Config": llama_layer,
@@ -786,8 +787,8 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
         )
     kind = facts.layer_types[index]
     kda = isinstance(facts.local, LinearAttention) and facts.local.mixer == "Kimi Delta Attention"
-    no_recipe = kda or facts.compressed is not None
-    if facts.positions in ("learned", "alibi") or no_recipe:  # nor DeepSeek-V4's compressed
+    no_recipe = kda or facts.compressed is not None  # nor DeepSeek-V4's compressed layers
+    if facts.positions in ("learned", "sinusoidal", "alibi") or no_recipe:
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
     if kind in (MAMBA, HYBRID, NO_MIXER):
         raise ValueError(

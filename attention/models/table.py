@@ -65,6 +65,8 @@ def _hybrid_override_pattern(pattern: str) -> tuple[str, ...]:
 
 # DeepSeek-V4-Flash's compress_ratios, 44 of them: its 43 layers' and its MTP layer's.
 _DEEPSEEK_V4_FLASH_RATIOS = [0, 0] + [4, 128] * 20 + [4, 0]
+# DeepSeek-V4-Pro's compress_ratios, 62 of them: its 61 layers' and its MTP layer's.
+_DEEPSEEK_V4_PRO_RATIOS = [128, 128] + [4, 128] * 29 + [4, 0]
 # Nemotron-H-47B-Reasoning-128K's hybrid_override_pattern, one letter per layer.
 _NEMOTRON_H_47B_PATTERN = (
     "M-M-M-M-M-M-M-M-M*-M-M-M-M-M-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-M-M---MM---M-M*-"
@@ -971,6 +973,60 @@ _ENTRIES = (
             parameters=284_000_000_000,
             source="the model card of deepseek-ai/DeepSeek-V4-Flash: 284B in all, 13B "
             "activated per token",
+        ),
+    ),
+    ModelFacts(
+        name="DeepSeek-V4-Pro",
+        checkpoint="deepseek-ai/DeepSeek-V4-Pro",
+        year=2026,
+        source=_hf("deepseek-ai/DeepSeek-V4-Pro") + " (compress_ratios: 4 compressed sparse "
+        "attention, 128 heavily compressed, 0 a sliding layer only (its MTP layer's); "
+        "sliding_window, compress_rope_theta, qk_rope_head_dim 64 of head_dim 512, the "
+        "indexer's index_n_heads, index_head_dim and index_topk); the sinks and the key "
+        "serving as the value from DeepseekV4Attention in transformers. Its rope_scaling "
+        "(YaRN, factor 16 from 65,536) turns the compressed entries' rotation only, which "
+        "the table does not hold",
+        config_class="DeepseekV4Config",
+        layers=61,
+        hidden_size=7168,
+        num_heads=128,
+        num_kv_heads=1,
+        head_dim=512,
+        max_position_embeddings=1048576,
+        trained_context=1048576,
+        context_source="the config's max_position_embeddings (1,048,576), as "
+        "DeepSeek-V4-Flash's: no source read here gives another length",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
+        rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
+        local=Sliding(window=128),
+        compressed=Compressed(csa_rate=4, hca_rate=128, rope_theta=160000.0),
+        indexer=Indexer(num_heads=64, head_dim=128, top_k=1024),
+        scores=Scores(sinks=True),
+        layer_pattern=_compress_ratios(_DEEPSEEK_V4_PRO_RATIOS, 61),
+    ),
+    ModelFacts(
+        name="Mixtral 8x7B",
+        checkpoint="mistralai/Mixtral-8x7B-v0.1",
+        year=2023,
+        source=_hf("mistralai/Mixtral-8x7B-v0.1") + " (sliding_window null: full attention "
+        "in every layer; num_local_experts 8, num_experts_per_tok 2)",
+        config_class="MixtralConfig",
+        layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=8,
+        max_position_embeddings=32768,
+        trained_context=32768,
+        context_source="Jiang et al. 2024 (Mixtral of Experts, arXiv 2401.04088), section 2: "
+        "trained with a context size of 32k tokens",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
+        rope=Rope(theta=1_000_000.0),
+        weights=Weights(
+            parameters=46_700_000_000,
+            source="Mistral AI 2023, 'Mixtral of experts' (mistral.ai/news/"
+            "mixtral-of-experts): 46.7B in all, 12.9B used per token",
         ),
     ),
     # -- Part VII: attention that is not decoder-only ----------------------------------

@@ -7,7 +7,7 @@ cache costs; :func:`.layer_strip` writes one letter per layer. Both read only th
 
 from __future__ import annotations
 
-from attention.models.costs import cache_profile
+from attention.models.costs import cache_profile, cross_cache_bytes
 from attention.models.facts import (
     CHUNKED,
     CROSS,
@@ -94,7 +94,10 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
         label = "compressed sparse" if kind == CSA else "heavily compressed"
         top = f", {top}" if kind == CSA else ""
-        return f"{label} (1 entry per {rate} tokens{top})"
+        # Each compressed layer also attends to the last tokens, uncompressed: say the
+        # window here, since a model may have no sliding-only layer to say it (V4-Pro).
+        window = f", window {format_number(local.window)}" if isinstance(local, Sliding) else ""
+        return f"{label} (1 entry per {rate} tokens{top}{window})"
     return "full"
 
 
@@ -143,6 +146,8 @@ def _heads(facts: ModelFacts) -> str:
 def _positions(facts: ModelFacts) -> str:
     if facts.positions == "learned":
         return "learned positions"
+    if facts.positions == "sinusoidal":
+        return "sinusoidal positions (a fixed table added to the embeddings)"
     if facts.positions == "alibi":
         return "ALiBi (a bias on the scores, no position embedding)"
     if facts.positions == "none":
@@ -251,9 +256,9 @@ def _cross(facts: ModelFacts) -> str:
         where += " (QK-norm per head)"
     if cross.context_tokens is None:
         return f"cross-attention in {where}, to a context of the input's length"
-    cache_bytes = facts.cross_cache_bytes()
-    assert cache_bytes is not None  # None only without context_tokens, returned above
-    size = format_bytes(cache_bytes)
+    held = cross_cache_bytes(facts)
+    assert held is not None  # None only without context_tokens, returned above
+    size = format_bytes(held)
     return (
         f"cross-attention in {where} to {format_number(cross.context_tokens)} encoded tokens "
         f"({size} of their keys and values, cached once)"

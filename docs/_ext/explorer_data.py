@@ -311,17 +311,17 @@ def layer_groups(facts) -> list[dict]:
     + compressed(t)`` numbers in the cache's type (keys and values, a window's worth
     at most where ``cap`` is set; the convolution windows; the indexer's keys;
     DeepSeek-V4's compressed entries) and ``state`` numbers in the state's type, as
-    :meth:`~attention.models.ModelFacts.layer_cache_numbers` counts them. Layers alike in
+    :func:`~attention.models.layer_cache_numbers` counts them. Layers alike in
     all of these form one group, with their ``count``.
     """
-    from attention.models import CSA, HCA, INDEXED
+    from attention.models import CSA, HCA, INDEXED, costs
 
     index = facts.indexer.head_dim if facts.indexer is not None else 0
     local = facts.local
-    empty = facts.layer_cache_numbers(0)
+    empty = costs.layer_cache_numbers(facts, 0)
     groups: dict[tuple, dict] = {}
     for kind, per_token, (fixed, state) in zip(
-        facts.layer_types, facts.layer_kv_cache_bytes_per_token(1), empty, strict=True
+        facts.layer_types, costs.layer_kv_cache_bytes_per_token(facts, 1), empty, strict=True
     ):
         capped = local is not None and local.tokens_kept is not None
         windowed = kind in (CSA, HCA) and facts.compressed is not None
@@ -354,7 +354,7 @@ def calculator_view() -> dict:
 
     The page computes the bill itself, as :func:`calculator_bill` does here (which the
     tests compare with :func:`attention.models.bill` and
-    :meth:`~attention.models.ModelFacts.cache_bytes`).
+    :func:`~attention.models.cache_bytes`).
     """
     from model_cards import kind_name, slug
 

@@ -3,12 +3,10 @@
 Each model's card (``docs/models/<slug>.md``) and the index of the cards
 (``docs/models/index.md``) are generated from the table, never typed: add an entry to
 ``MODELS`` and the next build has its card. The pages are plain MyST Markdown, not
-notebooks, so nothing is executed for them: every number on them is computed here,
-by the same functions the package offers a reader (:func:`attention.models.bill`,
-:func:`attention.models.recipe`, :meth:`~attention.models.ModelFacts.cache_bytes`), and
-``tests/docs/test_model_cards.py`` regenerates the pages and reads their numbers back
-against those functions. So this module is the computation the build verifies, as a
-chapter's cell is.
+notebooks: every number on them is computed here, by the functions the package offers
+(:func:`attention.models.bill`, :func:`~attention.models.recipe`,
+:func:`~attention.models.cache_bytes`), and ``tests/docs/test_model_cards.py`` reads
+them back against those functions: this module is a computation the build verifies.
 
 A card holds:
 
@@ -64,6 +62,7 @@ from attention.models import (
     Sliding,
     bill,
     cache_profile,
+    cross_cache_bytes,
     format_number,
     layer_strip,
     recipe,
@@ -799,6 +798,7 @@ def unusual(facts: ModelFacts) -> list[str]:
         positions = {
             "rope": "RoPE",
             "learned": "learned positions",
+            "sinusoidal": "sinusoidal positions",
             "alibi": "ALiBi",
             "none": "no positions",
         }
@@ -852,7 +852,7 @@ def cross_note(facts: ModelFacts) -> str | None:
     if facts.cross is None:
         return None
     link = "cross-attention-cache" if facts.cross.layers is None else "cross-attention-layers"
-    cross = facts.cross_cache_bytes(torch.bfloat16)
+    cross = cross_cache_bytes(facts, torch.bfloat16)
     if cross is None:
         return (
             f"Besides, its {len(facts.cross.layers)} cross-attention layers keep the keys "
@@ -890,7 +890,7 @@ def cache_section(facts: ModelFacts) -> list[str]:
     lines += [
         "One sequence's cache, in 16-bit numbers: " + "; ".join(parts) + ". At each context "
         "(every layer's keys, values, indexer keys and states, as "
-        "{meth}`~attention.models.ModelFacts.cache_bytes` counts them and "
+        "{func}`~attention.models.cache_bytes` counts them and "
         "{func}`attention.models.bill` bills them):",
         "",
     ]

@@ -34,7 +34,7 @@ from tiny_configs import TINY, tiny_config
 
 import attention
 from attention import MODELS, causal_mask, chunked_mask, padding_mask, sliding_window_mask
-from attention.models import bill, facts_from_config
+from attention.models import bill, cache_bytes, facts_from_config
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def calculator_points(facts) -> list[int]:
 @pytest.mark.parametrize("index", range(len(MODELS)))
 def test_the_calculator_bills_each_model_as_the_package_does(data, index):
     """The page's computation (calculator_bill mirrors explorer.js) from the exported
-    data equals attention.models.bill kind by kind, and ModelFacts.cache_bytes in all."""
+    data equals attention.models.bill kind by kind, and costs.cache_bytes in all."""
     view = data["views"]["calculator"]
     facts = list(MODELS.values())[index]
     assert view["models"][index]["name"] == facts.name
@@ -130,7 +130,7 @@ def test_the_calculator_bills_each_model_as_the_package_does(data, index):
                 want = bill(facts, tokens, batch=batch, cache_dtype=dtype, dtype=dtype)
                 assert got["per_kind"] == want.per_kind, (tokens, batch, dtype)
                 assert got["weights"] == want.weights
-        exact = facts.cache_bytes(tokens, torch.bfloat16, torch.float32)
+        exact = cache_bytes(facts, tokens, torch.bfloat16, torch.float32)
         assert calculator_bill(view, index, tokens, 1, "bf16", "bf16")["cache"] == exact
 
 

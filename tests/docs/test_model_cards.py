@@ -4,7 +4,7 @@ them read back and compared with the package's own bill, every link checked.
 The cards are plain Markdown, not notebooks, so the build does not run them; their
 numbers are computed by the generator, and this file is their verification: it
 regenerates the pages and reads each number back against
-:meth:`~attention.ModelFacts.cache_bytes` and :func:`attention.models.bill`, computed
+:func:`~attention.models.cache_bytes` and :func:`attention.models.bill`, computed
 here, at every context a card gives.
 """
 
@@ -36,7 +36,16 @@ from model_cards import (
 from tiny_configs import TINY, tiny_config
 
 from attention import MODELS
-from attention.models import BITS, LinearAttention, bill, facts_from_config, recipe
+from attention.models import (
+    BITS,
+    LinearAttention,
+    bill,
+    cache_bytes,
+    facts_from_config,
+    layer_cache_bytes,
+    recipe,
+    state_bytes,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -90,11 +99,11 @@ def test_the_pages_do_not_change_between_two_runs(generated):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_the_cache_table_is_the_bill_to_the_printed_digit(name, generated):
-    """Each cell, read back, is ModelFacts.cache_bytes in that type, and bill's cache."""
+    """Each cell, read back, is costs.cache_bytes in that type, and bill's cache."""
     facts = MODELS[name]
     if facts.bidirectional:
         assert "so it keeps no cache" in generated[f"{slug(name)}.md"]
-        assert facts.cache_bytes(facts.trained_context) == 0
+        assert cache_bytes(facts, facts.trained_context) == 0
         return
     rows = table(generated[f"{slug(name)}.md"], "| tokens |")
     assert [int(row[0].split()[0].replace(",", "")) for row in rows] == contexts(facts)
@@ -102,7 +111,7 @@ def test_the_cache_table_is_the_bill_to_the_printed_digit(name, generated):
     for row in rows:
         tokens = int(row[0].split()[0].replace(",", ""))
         for dtype, cell in zip(CACHE_DTYPES, row[1:], strict=True):
-            exact = facts.cache_bytes(tokens, TORCH[dtype], torch.float32)
+            exact = cache_bytes(facts, tokens, TORCH[dtype], torch.float32)
             assert bill(facts, tokens, cache_dtype=dtype).cache == exact
             assert_bytes(cell, exact)
             assert cell == size(exact)
@@ -118,7 +127,7 @@ def test_the_cache_by_kind_of_layer_adds_up_to_the_bill(name, generated):
         return
     rows = table(page, "| layers | how many |")
     assert sum(int(row[1]) for row in rows) == facts.layers
-    per_layer = facts.layer_cache_bytes(facts.trained_context)
+    per_layer = layer_cache_bytes(facts, facts.trained_context)
     for row, kind in zip(rows, dict.fromkeys(facts.layer_types), strict=True):
         exact = sum(b for k, b in zip(facts.layer_types, per_layer, strict=True) if k == kind)
         assert int(row[1]) == facts.layer_types.count(kind)
@@ -129,12 +138,12 @@ def test_the_cache_by_kind_of_layer_adds_up_to_the_bill(name, generated):
 def test_the_fixed_state_and_the_weights_are_the_facts(name, generated):
     facts = MODELS[name]
     page = generated[f"{slug(name)}.md"]
-    state = facts.state_bytes(torch.bfloat16, torch.float32)
+    state = state_bytes(facts, torch.bfloat16, torch.float32)
     if state:
         found = re.search(r"the fixed state is ([\d.,]+ \w+) \(bf16\) and ([\d.,]+ \w+)", page)
         assert found, "no fixed state on a card of a model that keeps one"
         assert_bytes(found.group(1), state)
-        assert_bytes(found.group(2), facts.state_bytes(TORCH["fp8"], torch.float32))
+        assert_bytes(found.group(2), state_bytes(facts, TORCH["fp8"], torch.float32))
     else:
         assert "fixed state" not in page
     if facts.weights is None:
@@ -277,7 +286,7 @@ def test_a_card_for_every_model_type_the_atlas_reads(model_type):
         return
     for row in table(page, "| tokens |"):
         tokens = int(row[0].split()[0].replace(",", ""))
-        assert row[1] == size(facts.cache_bytes(tokens))
+        assert row[1] == size(cache_bytes(facts, tokens))
 
 
 def test_the_home_tables_link_every_model_to_its_card():

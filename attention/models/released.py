@@ -1,0 +1,136 @@
+"""The released ``config.json`` of each model in the table, kept with the package.
+
+:data:`.MODELS` keeps only what the attention needs from each release's config.json.
+The parameter count needs more: the vocabulary, the MLP and expert sizes, whether the
+embeddings are tied to the output layer. So each file is stored here whole, as read,
+one JSON file per model in ``attention/models/configs/``, beside the address of the
+released file (at its revision where the copy names it) and the public copy the
+values were read from. No file is downloaded. Where no whole copy could be read, the
+store keeps the fields a partial copy gives (``"partial"`` says which are missing):
+enough to read the attention, not to count the parameters.
+
+:func:`released_config` gives a file's fields; :func:`released_parameters` counts
+them on the meta device (:func:`~attention.models.parameter_count`), once per model.
+
+>>> from attention.models import released_config, released_parameters
+>>> released_config("Mixtral 8x7B")["num_local_experts"]
+8
+>>> released_parameters("Mixtral 8x7B")  # the model card: "46.7B"
+46702792704
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from pathlib import Path
+
+from attention.models.costs import parameter_count
+
+__all__ = [
+    "released_config",
+    "released_config_source",
+    "released_names",
+    "released_parameters",
+]
+
+_FOLDER = Path(__file__).resolve().parent / "configs"
+# The keys of each stored file; "config" holds the released file's fields.
+_KEYS = {"name", "checkpoint", "source", "read_from", "config"}
+
+
+@functools.cache
+def _stored() -> dict[str, dict]:
+    """Every stored file, by the table's name of its model."""
+    stored: dict[str, dict] = {}
+    for path in sorted(_FOLDER.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if set(record) - {"note", "partial"} != _KEYS:  # a file the store cannot cite
+            raise ValueError(
+                f"released_config: expected {path.name} to hold {sorted(_KEYS)}, got "
+                f"{sorted(record)}"
+            )
+        stored[record["name"]] = record
+    return stored
+
+
+def _record(owner: str, name: object) -> dict:
+    if not isinstance(name, str):
+        raise TypeError(f"{owner}: expected a model's name as a str, got {type(name).__name__}")
+    stored = _stored()
+    if name not in stored:
+        raise ValueError(
+            f"{owner}: expected the name of a model whose released config.json is stored "
+            f"(one of {', '.join(stored)}), got {name!r}"
+        )
+    return stored[name]
+
+
+def released_names() -> tuple[str, ...]:
+    """The names (as :data:`.MODELS` spells them) of the models whose file is stored."""
+    return tuple(_stored())
+
+
+def released_config(name: str) -> dict:
+    """The fields of the released ``config.json`` of the model the table calls ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`.MODELS` (or of a model the table does not hold yet) whose file
+        is stored: :func:`released_names`.
+
+    Returns
+    -------
+    dict
+        The file's fields as it spells them, a fresh copy each call: ready for
+        :func:`~attention.models.facts_from_config` and
+        :func:`~attention.models.parameter_count`.
+
+    Examples
+    --------
+    >>> config = released_config("Llama 2 7B")
+    >>> config["model_type"], config["vocab_size"], config["intermediate_size"]
+    ('llama', 32000, 11008)
+    """
+    return copy.deepcopy(_record("released_config", name)["config"])
+
+
+def released_config_source(name: str) -> str:
+    """Where the stored file comes from: the released file's address, then the public
+    copy its values were read from.
+
+    >>> print(released_config_source("Mixtral 8x7B"))  # doctest: +ELLIPSIS
+    https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json (read from ...)
+    """
+    record = _record("released_config_source", name)
+    return f"{record['source']} (read from {record['read_from']})"
+
+
+@functools.cache
+def _counted(name: str) -> int:
+    return parameter_count(released_config(name))
+
+
+def released_parameters(name: str) -> int | None:
+    """The exact parameter count of the model the table calls ``name``, from its
+    released config.json, or ``None`` where no whole file is stored.
+
+    Counted on the meta device once per model (building the largest models' modules
+    takes a fraction of a second each), then remembered. What is counted is
+    :func:`~attention.models.parameter_count`'s model: the text model with its output
+    layer, without a multi-token-prediction head or a vision encoder.
+
+    >>> released_parameters("Llama 2 7B")  # the released weights, to the last one
+    6738415616
+    >>> released_parameters("a model with no file") is None
+    True
+    """
+    if not isinstance(name, str):
+        raise TypeError(
+            f"released_parameters: expected a model's name as a str, got {type(name).__name__}"
+        )
+    if name not in _stored() or "partial" in _stored()[name]:
+        return None
+    return _counted(name)
