@@ -32,10 +32,13 @@ from attention.models import (
     layer_cache_numbers,
     layer_kv_cache_bytes_per_token,
     layer_state_bytes,
+    layer_strip,
+    recipe,
     state_bytes,
 )
 from attention.models.facts import (
     CHUNKED,
+    CONV,
     CROSS,
     FULL,
     INDEXED,
@@ -49,6 +52,7 @@ from attention.models.facts import (
     LinearAttention,
     Rope,
     Scores,
+    ShortConv,
     Sliding,
     TemperatureTuning,
     Weights,
@@ -397,6 +401,16 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
             "NoPE layers .* with temperature_tuning",
         ),
         (
+            lambda: ModelFacts(**TOY, value_head_dim=8, latent=TOY_LATENT),
+            ValueError,
+            "value_head_dim without a latent",
+        ),
+        (
+            lambda: ModelFacts(**TOY, layer_pattern=(CONV, FULL, CONV, FULL)),
+            ValueError,
+            "short_conv group for 'conv' layers",
+        ),
+        (
             lambda: ModelFacts(**TOY, class_defaults=("sliding_windw",)),
             ValueError,
             r"the fields of its groups, got \['sliding_windw'\]",
@@ -583,3 +597,27 @@ def test_the_glossary_lists_every_config_view_and_where_it_lives() -> None:
         if isinstance(value, property) and (value.__doc__ or "").startswith(f"``{name}``")
     }
     assert documented == set(views)
+
+
+def test_narrower_values_and_the_sliding_layers_own_heads_are_counted() -> None:
+    """MiMo-V2-Flash's shape: values of 128 beside keys of 192, and twice the key/value
+    heads in the sliding layers: each layer's bytes per token follow its own heads."""
+    sliding = Sliding(window=128, global_every=2, num_kv_heads=4, sinks=True)
+    facts = ModelFacts(**TOY, head_dim=192, value_head_dim=128, local=sliding)
+    assert facts.layer_kv_shapes == ((4, 192), (2, 192)) * 2
+    assert layer_kv_cache_bytes_per_token(facts, 1) == (4 * 320, 2 * 320) * 2
+    assert kv_cache_bytes(facts, 1000, 1) == 2 * (4 * 320 * 128 + 2 * 320 * 1000)
+    assert "values of 128" in recipe(facts) and "sinks on sliding layers" in recipe(facts)
+
+
+def test_a_short_convolution_keeps_its_window_only() -> None:
+    """LFM2's conv layers keep ``hidden_size * conv_kernel_dim`` numbers whatever the
+    length, no key, no value and no recurrent state."""
+    conv = ShortConv(channels=64, conv_kernel_dim=3)
+    facts = ModelFacts(**TOY, short_conv=conv, layer_pattern=(CONV, FULL, CONV, FULL))
+    assert layer_kv_cache_bytes_per_token(facts, 1) == (0, 2 * 2 * 16, 0, 2 * 2 * 16)
+    for tokens in (1, 100):
+        numbers = layer_cache_numbers(facts, tokens)
+        assert [numbers[0], numbers[2]] == [(64 * 3, 0)] * 2
+    assert layer_state_bytes(facts, 2, 4) == (64 * 3 * 2, 0, 64 * 3 * 2, 0)
+    assert layer_strip(facts).startswith("VFVF")

@@ -49,6 +49,19 @@ _LINEAR = dict(
     layer_types=["linear_attention", "full_attention"] * 2,
 )
 _MOE = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)
+_MAMBA2 = dict(
+    mamba_n_heads=4,
+    mamba_n_groups=1,
+    mamba_d_state=4,
+    mamba_d_conv=3,
+    mamba_chunk_size=4,
+)
+_ZAMBA = dict(
+    head_dim=16,
+    layers_block_type=["linear_attention", "hybrid"] * 2,
+    mamba_d_state=4,
+    mamba_d_conv=3,
+)
 _SLIDING_3_1 = ["sliding_attention"] * 3 + ["full_attention"]
 
 #: model_type -> the fields that differ from BASE.
@@ -183,6 +196,30 @@ TINY: dict[str, dict] = {
         hc_mult=2,
         num_nextn_predict_layers=0,
     ),
+    # Mamba-2 hybrids: 4 heads of 16 channels (mamba_expand 2 * hidden_size 32)
+    "bamba": _MAMBA2 | dict(attn_layer_indices=[1, 3], mamba_d_head=16),
+    "granitemoehybrid": _MAMBA2
+    | dict(
+        mamba_d_head=16,
+        layer_types=["linear_attention", "full_attention"] * 2,
+        position_embedding_type="rope",
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        shared_intermediate_size=16,
+    ),
+    # Zamba's attention reads the hidden state and the embeddings side by side: heads of
+    # 2 * hidden_size / heads, which head_dim (attention_head_dim) must give.
+    "zamba2": _ZAMBA | dict(n_mamba_heads=4, mamba_ngroups=1, chunk_size=4, use_mem_rope=True),
+    "zamba": _ZAMBA | dict(n_mamba_heads=2, mamba_dt_rank=4),
+    "olmo_hybrid": _LINEAR,
+    "lfm2": dict(conv_L_cache=3, layer_types=["conv", "full_attention"] * 2),
+    "lfm2_moe": _MOE
+    | dict(conv_L_cache=3, layer_types=["conv", "full_attention"] * 2, num_dense_layers=1),
+    "lfm3": dict(
+        conv_L_cache=3,
+        sliding_window=WINDOW,
+        layer_types=["conv", "sliding_attention", "full_attention", "conv"],
+    ),
 }
 
 
@@ -226,11 +263,21 @@ SHRUNK_IF_SET = dict(
     rotary_dim=4,
 )
 
+_ONE_GROUP = dict(n_group=1, topk_group=1)  # 4 experts in 1 group, not 8 groups of none
+# Gemma 3n's last 2 of 4 layers reuse the keys and values of earlier ones.
+_GEMMA3N = dict(num_kv_shared_layers=2, laurel_rank=4, hidden_size_per_layer_input=8)
+
 #: model_type -> fields set on top of the shrunk defaults, where shrinking alone does
 #: not give a config the class accepts or a model that runs.
 ADJUSTED: dict[str, dict] = {
     "gpt_neo": dict(attention_types=[[["global", "local"], 2]], window_size=WINDOW),
     "zaya": dict(num_experts_per_tok=1),  # "ZAYA currently supports num_experts_per_tok=1"
+    "mimo_v2_flash": dict(v_head_dim=6),  # values narrower than keys, as released
+    "dots1": dict(n_shared_experts=1),  # Dots1MoE multiplies by it; its default is None
+    "bailing_hybrid": _ONE_GROUP,
+    "axk1": _ONE_GROUP,
+    "gemma3n_text": _GEMMA3N,
+    "gemma3n": dict(text_config=_GEMMA3N),  # merged into the shrunk text config
 }
 
 
@@ -286,4 +333,8 @@ def tiny_config(model_type: str):
     if model_type in TINY:
         fields = TINY[model_type] if model_type == "gpt2" else BASE | TINY[model_type]
         return config_class(**fields)
-    return config_class(**(shrunk_fields(config_class) | ADJUSTED.get(model_type, {})))
+    fields = shrunk_fields(config_class)
+    for name, value in ADJUSTED.get(model_type, {}).items():
+        inner = fields.get(name)  # a config it holds, shrunk: adjusted in part
+        fields[name] = inner | value if isinstance(inner, dict) else value
+    return config_class(**fields)

@@ -50,6 +50,7 @@ from attention.models.costs import (
 )
 from attention.models.facts import (
     CHUNKED,
+    CONV,
     CROSS,
     CSA,
     FULL,
@@ -73,6 +74,7 @@ from attention.models.facts import (
     ModelFacts,
     Rope,
     Scores,
+    ShortConv,
     Sliding,
     TemperatureTuning,
     Weights,
@@ -124,6 +126,7 @@ __all__ = [
     "BITS",
     "BUILDERS",
     "CHUNKED",
+    "CONV",
     "CROSS",
     "CSA",
     "FULL",
@@ -152,6 +155,7 @@ __all__ = [
     "ModelFacts",
     "Rope",
     "Scores",
+    "ShortConv",
     "Sizes",
     "Sliding",
     "TemperatureTuning",

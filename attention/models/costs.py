@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from attention import _checks
 from attention.cache_sizes import kv_cache_bytes_per_token as _sized_kv_bytes_per_token
 from attention.models.facts import (
+    CONV,
     CROSS,
     CSA,
     HCA,
@@ -224,10 +225,12 @@ def layer_kv_cache_bytes_per_token(
 ) -> tuple[int, ...]:
     """Bytes each layer's cache grows by per token, in ``dtype`` numbers.
 
-    ``2 * kv_heads * head_dim * bytes`` (the full-attention layers' own heads and size
-    where they differ), or for latent attention ``(kv_lora_rank + qk_rope_head_dim) *
+    ``2 * kv_heads * head_dim * bytes`` (the full or sliding layers' own heads and size
+    where they differ; ``kv_heads * (head_dim + value_head_dim) * bytes`` where the
+    values are narrower), or for latent attention ``(kv_lora_rank + qk_rope_head_dim) *
     bytes``; 0 for a layer that reuses another's keys and values and for a layer
-    whose state is no key/value cache (linear attention, Mamba, an MLP-only layer);
+    whose state is no key/value cache (linear attention, Mamba, a short convolution,
+    an MLP-only layer);
     0 for a cross-attention layer, whose keys and values are the context's, cached
     once (:func:`.cross_cache_bytes`), and for every layer of an encoder
     (``bidirectional``), which generates nothing and keeps no cache. DeepSeek-V4's
@@ -245,19 +248,22 @@ def layer_kv_cache_bytes_per_token(
     (2048, 2048)
     """
     facts = _facts("layer_kv_cache_bytes_per_token", facts)
-    stateful = (LINEAR, MAMBA, NO_MIXER, CROSS)
+    stateful = (LINEAR, MAMBA, NO_MIXER, CROSS, CONV)
     if facts.bidirectional:
         return (0,) * facts.layers
     if facts.latent is not None:
         per_layer = facts.latent.cache_bytes_per_token(dtype)
         return tuple(0 if kind in stateful else per_layer for kind in facts.layer_types)
     halve = 2 if facts.compressed is not None else 1  # one tensor: the key is the value
-    return tuple(
-        0 if shared or kind in stateful else _sized_kv_bytes_per_token(1, *shape, dtype) // halve
-        for kind, shared, shape in zip(
-            facts.layer_types, facts.kv_shared, facts.layer_kv_shapes, strict=True
-        )
-    )
+    size = _checks.dtype_bytes("layer_kv_cache_bytes_per_token", dtype)
+    layers = []
+    for kind, shared, (heads, head_dim) in zip(
+        facts.layer_types, facts.kv_shared, facts.layer_kv_shapes, strict=True
+    ):
+        value_dim = facts.value_head_dim or head_dim
+        stored = 0 if shared or kind in stateful else heads * (head_dim + value_dim) * size
+        layers.append(stored // halve)
+    return tuple(layers)
 
 
 def kv_cache_bytes_per_token(facts: ModelFacts, dtype: torch.dtype | int = 2) -> int:
@@ -361,7 +367,8 @@ def _layer_state_numbers(facts: ModelFacts) -> tuple[tuple[int, int], ...]:
     """Each layer's ``(convolution window, recurrent state)`` numbers."""
     linear = facts.local.state_numbers() if isinstance(facts.local, LinearAttention) else None
     mamba = facts.mamba.state_numbers() if facts.mamba is not None else None
-    per_kind = {LINEAR: linear, MAMBA: mamba, HYBRID: mamba}
+    conv = facts.short_conv.state_numbers() if facts.short_conv is not None else None
+    per_kind = {LINEAR: linear, MAMBA: mamba, HYBRID: mamba, CONV: conv}
     return tuple(per_kind.get(kind) or (0, 0) for kind in facts.layer_types)
 
 

@@ -67,6 +67,7 @@ __all__ = [
     "ModelFacts",
     "Rope",
     "Scores",
+    "ShortConv",
     "Sliding",
     "TemperatureTuning",
     "Weights",
@@ -79,12 +80,15 @@ INDEXED = "indexed_attention"  # DeepSeek Sparse Attention: MLA over the keys an
 # Kinds a model gives outright, layer by layer (``layer_pattern``): hybrids of three or
 # more kinds, and layers that are not attention at all.
 MAMBA = "mamba"  # a Mamba or Mamba-2 mixer: a state of fixed size (Jamba, Nemotron-H)
-HYBRID = "hybrid"  # attention and a Mamba-2 mixer side by side in one layer (Falcon-H1)
+# attention and a Mamba-2 mixer in one layer: side by side (Falcon-H1), or a shared
+# attention block before the mixer (Zamba2)
+HYBRID = "hybrid"
 NO_MIXER = "mlp"  # an MLP or MoE block only: nothing mixes the tokens, nothing is cached
+CONV = "conv"  # LFM2's gated short convolution: a window of its last inputs, nothing more
 CSA = "compressed_sparse_attention"  # DeepSeek-V4: a window plus compressed entries, indexed
 HCA = "heavily_compressed_attention"  # DeepSeek-V4: a window plus heavily compressed entries
 CROSS = "cross_attention"  # queries from the text, keys and values from an image (Mllama)
-KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA, CROSS)
+KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA, CROSS, CONV)
 QK_NORMS = ("head", "projection", "l2")
 # The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
@@ -254,6 +258,20 @@ class Sliding(_LocalLayers):
     as ``global_every`` or ``full_attention_layers`` say (``local`` in
     :class:`ModelFacts`), as for the other local kinds.
 
+    Attributes
+    ----------
+    window : int
+        The tokens a query sees, itself included.
+    num_kv_heads : int or None
+        The sliding layers' own key/value heads, where they differ from the full
+        layers' (``num_kv_heads`` in :class:`ModelFacts`): MiMo-V2-Flash's are twice
+        its ``num_key_value_heads``, ``MiMoV2FlashAttention``'s ``num_key_value_heads *
+        2 if is_swa``, with no config field.
+    sinks : bool
+        The sliding layers alone hold one learned sink logit per head, which joins each
+        softmax (MiMo-V2-Flash: ``self.sinks = ... if is_swa else None``); a model
+        whose every layer holds them says so in ``Scores.sinks``.
+
     Examples
     --------
     >>> Sliding(window=128, global_every=2).is_full(1)  # gpt-oss: every other layer
@@ -262,6 +280,8 @@ class Sliding(_LocalLayers):
 
     kind: ClassVar[str] = SLIDING
     window: int
+    num_kv_heads: int | None = None
+    sinks: bool = False
 
     @property
     def tokens_kept(self) -> int:
@@ -449,6 +469,37 @@ class Mamba(_Group):
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
+class ShortConv(_Group):
+    """LFM2's gated short convolution, the mixer of its ``"conv"`` layers: ``B * x``,
+    a causal depthwise convolution of ``conv_kernel_dim`` taps over the tokens, then
+    ``C *`` its output (``Lfm2ShortConv``: ``B, C, x`` from one projection). It keeps
+    no key, no value and no recurrent state: only the convolution's window.
+
+    Attributes
+    ----------
+    channels : int
+        The channels it convolves: the model's ``hidden_size`` (``nn.Conv1d(
+        in_channels=config.hidden_size, ...)``).
+    conv_kernel_dim : int
+        The convolution's taps (``conv_L_cache``).
+
+    Examples
+    --------
+    >>> ShortConv(channels=2048, conv_kernel_dim=3).state_numbers()  # LFM2 1.2B
+    (6144, 0)
+    """
+
+    channels: int
+    conv_kernel_dim: int
+
+    def state_numbers(self) -> tuple[int, int]:
+        """Numbers of one layer's states, as ``transformers``' cache holds them (the
+        ``conv_states`` of a ``LinearAttentionLayer``): ``(convolution window, 0)``, the
+        last ``conv_kernel_dim`` inputs of every channel, and no recurrent state."""
+        return self.channels * self.conv_kernel_dim, 0
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Compressed(_Group):
     """DeepSeek-V4's compressed attention: every layer attends to a sliding window of
     uncompressed keys, and its ``"compressed_sparse_attention"`` (CSA) and
@@ -609,11 +660,20 @@ class LayerParts(_Options):
     output_gate : bool
         The attention output is multiplied by ``sigmoid(W_gate x)`` before the output
         projection (Qwen3-Next; always on in ``Qwen3NextAttention``, no config field).
+    head_gate : bool
+        Each head's output is multiplied by one number, ``sigmoid(w_h . x)``, before the
+        output projection (LFM3's ``use_attention_gate``: ``g_proj`` maps the hidden
+        state to one gate per head).
+    value_scale : float or None
+        A factor on the values before they are cached (MiMo-V2-Flash's
+        ``attention_value_scale``, 0.707).
     """
 
     qk_norm: str | None = field(default=None, metadata={"choices": QK_NORMS})
     value_norm: bool = False
     output_gate: bool = False
+    head_gate: bool = False
+    value_scale: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -682,6 +742,11 @@ class ModelFacts:
     head_dim : int
         The config's ``head_dim``, or ``hidden_size // num_heads`` where it has none
         (for latent attention, ``qk_nope_head_dim + qk_rope_head_dim``).
+    value_head_dim : int or None
+        A value head's size where it differs from a key's (``v_head_dim``:
+        MiMo-V2-Flash's keys have 192 numbers a head, its values 128); ``None``: the
+        values' heads are ``head_dim`` wide too (latent attention gives its own,
+        ``latent.v_head_dim``).
     max_position_embeddings : int or None
         Positions the config allows; ``None`` where it sets no limit, as ALiBi needs
         none (BLOOM's config has no such field).
@@ -715,7 +780,9 @@ class ModelFacts:
         layers).
     mamba : Mamba or None
         The Mamba mixer of the ``"mamba"`` and ``"hybrid"`` layers (Jamba, Nemotron-H,
-        Falcon-H1).
+        Falcon-H1, Bamba, Zamba2).
+    short_conv : ShortConv or None
+        The gated short convolution of the ``"conv"`` layers (LFM2).
     compressed : Compressed or None
         DeepSeek-V4's compressed entries.
     layer_pattern : tuple of str or None
@@ -779,6 +846,7 @@ class ModelFacts:
     attention_bias: bool
     rms_norm_eps: float | None
     head_dim: int | None = None
+    value_head_dim: int | None = None
     rope: Rope | None = None
     learned_positions: bool = False
     sinusoidal_positions: bool = False
@@ -787,6 +855,7 @@ class ModelFacts:
     latent: Latent | None = None
     indexer: Indexer | None = None
     mamba: Mamba | None = None
+    short_conv: ShortConv | None = None
     compressed: Compressed | None = None
     layer_pattern: tuple[str, ...] | None = None
     global_layers: GlobalLayers | None = None
@@ -806,6 +875,7 @@ class ModelFacts:
         "latent": (Latent,),
         "indexer": (Indexer,),
         "mamba": (Mamba,),
+        "short_conv": (ShortConv,),
         "compressed": (Compressed,),
         "global_layers": (GlobalLayers,),
         "scores": (Scores,),
@@ -833,6 +903,8 @@ class ModelFacts:
         owner = f"ModelFacts {self.name!r}"
         for name in ("layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim"):
             _checks.positive_int(owner, name, getattr(self, name))
+        if self.value_head_dim is not None:
+            _checks.positive_int(owner, "value_head_dim", self.value_head_dim)
         _checks.flag(owner, "attention_bias", self.attention_bias, "a bias on the projections")
         if self.rms_norm_eps is not None:
             _checks.positive_number(owner, "rms_norm_eps", self.rms_norm_eps)
@@ -868,6 +940,14 @@ class ModelFacts:
         if listed and listed[-1] >= self.layers:
             raise ValueError(
                 f"{owner}: expected full_attention_layers from 0 to {self.layers - 1}, got {listed}"
+            )
+        wide = self.global_layers.head_dim if self.global_layers is not None else None
+        if self.value_head_dim is not None and (self.latent is not None or wide is not None):
+            raise ValueError(
+                f"{owner}: expected value_head_dim without a latent (latent.v_head_dim) "
+                f"or full layers' own head size (global_layers.head_dim), got "
+                f"value_head_dim={self.value_head_dim}, latent={self.latent}, "
+                f"global_layers={self.global_layers}"
             )
         if self.indexer is not None and self.latent is None and self.compressed is None:
             raise ValueError(
@@ -914,6 +994,7 @@ class ModelFacts:
         needs = {  # a CSA layer's indexer reads compressed indexer keys
             MAMBA: ("mamba",),
             HYBRID: ("mamba",),
+            CONV: ("short_conv",),
             # each compressed layer keeps a window too: the model's one (V4-Pro has no
             # sliding-only layer to require it)
             CSA: ("compressed", "indexer", "local"),
@@ -1198,13 +1279,18 @@ class ModelFacts:
         """``(key/value heads, head_dim)`` of each layer's attention.
 
         The full-attention layers take ``num_global_kv_heads`` and ``global_head_dim``
-        where the model gives them (Gemma 4); a linear-attention layer has the shape of
-        the others, though it does not use it.
+        where the model gives them (Gemma 4), the sliding ones ``local.num_kv_heads``
+        (MiMo-V2-Flash); a linear-attention layer has the shape of the others, though
+        it does not use it. ``head_dim`` is the keys'; the values' may differ
+        (``value_head_dim``).
         """
         local = (self.num_kv_heads, self._head_dim)
         wide = self.global_layers
         full = (wide.num_kv_heads or local[0], wide.head_dim or local[1]) if wide else local
-        return tuple(full if kind == FULL else local for kind in self.layer_types)
+        own = self.local.num_kv_heads if isinstance(self.local, Sliding) else None
+        sliding = (own or local[0], local[1])
+        shapes = {FULL: full, SLIDING: sliding}
+        return tuple(shapes.get(kind, local) for kind in self.layer_types)
 
     @property
     def receptive_field(self) -> int | None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from attention import _checks
 from attention.models.facts import (
     CHUNKED,
+    CONV,
     CSA,
     FULL,
     HCA,
@@ -44,6 +45,7 @@ from attention.models.facts import (
     ModelFacts,
     Rope,
     Scores,
+    ShortConv,
     Sliding,
     TemperatureTuning,
 )
@@ -548,6 +550,21 @@ def _read_gemma4(config) -> dict:
     return fields
 
 
+@_reader("gemma3n_text")
+def _read_gemma3n(config) -> dict:
+    """Gemma 3n: sliding and full layers, QK-norm per head and a value norm, scores
+    left unscaled (``Gemma3nTextAttention``: ``self.scaling = 1.0``), and the last
+    ``num_kv_shared_layers`` reusing earlier layers' keys and values."""
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds) | {"rope": _rope(config)}
+    fields["num_kv_shared_layers"] = config.num_kv_shared_layers or 0
+    fields["parts"] = LayerParts(qk_norm="head", value_norm=True)
+    fields["scores"] = Scores(scale=1.0)
+    if config.final_logit_softcapping is not None:
+        fields["final_logit_softcapping"] = config.final_logit_softcapping
+    return fields
+
+
 @_reader("llama4_text")
 def _read_llama4(config) -> dict:
     kinds = _layer_types(config)
@@ -600,23 +617,27 @@ def _read_mllama(config) -> dict:
 def _latent(config) -> Latent:
     return Latent(
         kv_lora_rank=config.kv_lora_rank,
-        q_lora_rank=config.q_lora_rank,
+        q_lora_rank=_declared(config, "q_lora_rank"),  # BailingHybrid has none: a full q_proj
         qk_nope_head_dim=config.qk_nope_head_dim,
         qk_rope_head_dim=config.qk_rope_head_dim,
         v_head_dim=config.v_head_dim,
     )
 
 
-@_reader("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+@_reader("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "axk1", "axk2")
 def _read_mla(config) -> dict:
-    """DeepSeek's multi-head latent attention; V3.2 and GLM-5 add the indexer."""
+    """DeepSeek's multi-head latent attention (A.X K1's too); V3.2, GLM-5 and A.X K2 add
+    the indexer, and A.X K2 a sigmoid gate on the output (``AXK2Attention``:
+    ``attn_output * torch.sigmoid(gate_states)``)."""
     fields = _basics(config)
     fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
     fields |= {"rope": _rope(config), "latent": _latent(config)}
-    if config.model_type != "deepseek_v3":
+    if config.model_type not in ("deepseek_v3", "axk1"):
         fields["indexer"] = Indexer(
             num_heads=config.index_n_heads, head_dim=config.index_head_dim, top_k=config.index_topk
         )
+    if config.model_type == "axk2":
+        fields["parts"] = LayerParts(output_gate=True)
     return fields
 
 
@@ -648,6 +669,19 @@ def _read_kimi(config) -> dict:
     fields = _basics(config)
     fields.pop("head_dim", None)
     return fields | {"latent": _latent(config), "local": local}
+
+
+@_reader("bailing_hybrid")
+def _read_bailing_hybrid(config) -> dict:
+    """Ling 3.0 (BailingHybrid): Kimi Delta Attention layers, and latent-attention layers
+    with RoPE and an output gate per head (``BailingHybridAttention``: ``attn_output *
+    sigmoid(g_proj(x)).unsqueeze(-1)``)."""
+    heads, head_dim = config.linear_num_heads, config.linear_head_dim  # keys' and values'
+    local = _linear_layers(config, "Kimi Delta Attention", (heads, heads), (head_dim, head_dim))
+    fields = _basics(config)
+    fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
+    fields |= {"rope": _rope(config), "latent": _latent(config), "local": local}
+    return fields | {"parts": LayerParts(head_gate=True)}
 
 
 @_reader("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
@@ -725,6 +759,135 @@ def _read_falcon_h1(config) -> dict:
         n_groups=config.mamba_n_groups,
     )
     return _with_mamba(config, mamba, [HYBRID] * config.num_hidden_layers, rope=_rope(config))
+
+
+def _mamba2(config, *, heads: str, groups: str) -> Mamba:
+    """The Mamba-2 mixer of Bamba, GraniteMoeHybrid and Zamba2, which name its heads and
+    groups each their own way: ``mamba_expand * hidden_size`` channels in ``heads``
+    heads (``self.intermediate_size = int(config.mamba_expand * self.hidden_size)``)."""
+    return Mamba(
+        mixer="Mamba-2",
+        inner_size=int(config.mamba_expand * config.hidden_size),
+        state_size=config.mamba_d_state,
+        conv_kernel_dim=config.mamba_d_conv,
+        num_heads=getattr(config, heads),
+        n_groups=getattr(config, groups),
+    )
+
+
+def _mamba_kinds(config, field: str, kinds: dict[str, str]) -> list[str]:
+    """Each layer's kind from the config's ``field``, whose names ``kinds`` maps."""
+    names = list(getattr(config, field))
+    unknown = sorted(set(names) - set(kinds))
+    if unknown:
+        raise _unsupported(config.model_type, field, unknown[0], f"not one of {sorted(kinds)}")
+    return [kinds[name] for name in names]
+
+
+@_reader("bamba", "granitemoehybrid")
+def _read_bamba(config) -> dict:
+    """Bamba and Granite 4.0 (GraniteMoeHybrid): Mamba-2 layers and a few attention
+    layers. Bamba's RoPE turns half of each head (``BambaConfig``:
+    ``kwargs["partial_rotary_factor"] = 0.5``); GraniteMoeHybrid rotates only with
+    ``position_embedding_type="rope"`` (``GraniteMoeHybridModel.rotary_emb``)."""
+    kinds = _mamba_kinds(config, "layers_block_type", {LINEAR: MAMBA, FULL: FULL})
+    _no_window(config, config.model_type, "a window on its attention layers is not read")
+    mamba = _mamba2(config, heads="mamba_n_heads", groups="mamba_n_groups")
+    rope = config.model_type == "bamba" or config.position_embedding_type == "rope"
+    return _with_mamba(config, mamba, kinds, **({"rope": _rope(config)} if rope else {}))
+
+
+def _zamba_scores(config) -> Scores:
+    """Zamba's scores, scaled by ``(head_dim / 2) ** -0.5`` (``ZambaAttention``: its
+    ``head_dim`` is ``2 * hidden_size / heads``, as its input is the hidden state and
+    the embeddings side by side, ``attention_hidden_size = 2 * hidden_size``)."""
+    head_dim = config.attention_head_dim
+    if head_dim % 2:
+        return Scores(scale=(head_dim / 2) ** -0.5)
+    return Scores(query_pre_attn_scalar=head_dim // 2)
+
+
+@_reader("zamba", "zamba2")
+def _read_zamba(config) -> dict:
+    """Zamba and Zamba2: Mamba (Zamba) or Mamba-2 (Zamba2) layers, and ``"hybrid"``
+    layers where one attention block, its weights shared, runs before the mixer, each
+    hybrid layer caching its own keys and values. No RoPE in Zamba; in Zamba2 with
+    ``use_mem_rope`` only (``Zamba2Model``: ``if config.use_mem_rope``)."""
+    kinds = _mamba_kinds(config, "layers_block_type", {LINEAR: MAMBA, HYBRID: HYBRID})
+    if config.model_type == "zamba2":
+        mamba = _mamba2(config, heads="n_mamba_heads", groups="mamba_ngroups")
+    else:  # ZambaMambaMixer: Mamba's, cut into n_mamba_heads heads whose state is the same
+        mamba = Mamba(
+            mixer="Mamba",
+            inner_size=config.mamba_expand * config.hidden_size,
+            state_size=config.mamba_d_state,
+            conv_kernel_dim=config.mamba_d_conv,
+        )
+    more: dict[str, object] = {"scores": _zamba_scores(config)}
+    if config.model_type == "zamba2" and config.use_mem_rope:
+        more["rope"] = _rope(config)
+    return _with_mamba(config, mamba, kinds, **more)
+
+
+@_reader("olmo_hybrid")
+def _read_olmo_hybrid(config) -> dict:
+    """OLMo Hybrid: Gated DeltaNet layers and full layers with OLMo's QK-norm over the
+    whole projection; RoPE only where ``rope_parameters`` gives a base
+    (``OlmoHybridModel.rotary_emb``: the released checkpoints rotate nothing)."""
+    heads = config.linear_num_key_heads, config.linear_num_value_heads
+    head_dims = config.linear_key_head_dim, config.linear_value_head_dim
+    local = _linear_layers(config, "Gated DeltaNet", heads, head_dims)
+    fields = _basics(config) | {"local": local, "parts": LayerParts(qk_norm="projection")}
+    parameters = config.rope_parameters
+    if parameters is not None and parameters.get("rope_theta") is not None:
+        fields["rope"] = _rope(config)
+    return fields
+
+
+@_reader("lfm2", "lfm2_moe", "lfm3")
+def _read_lfm2(config) -> dict:
+    """LFM2 and LFM3: gated short-convolution layers (``"conv"``) among attention layers
+    with QK-norm per head; LFM3's sliding and full layers have their own RoPE and an
+    output gate, one per head (``use_attention_gate``)."""
+    kinds = list(config.layer_types)
+    fields = _basics(config) | _local(config, [k for k in kinds if k != CONV])
+    if isinstance(fields.get("local"), Sliding):  # the full layers fall among the conv ones
+        fields["local"] = Sliding(window=config.sliding_window)
+    fields["short_conv"] = ShortConv(
+        channels=config.hidden_size, conv_kernel_dim=config.conv_L_cache
+    )
+    fields["layer_pattern"] = tuple(kinds)
+    fields["rope"] = _rope(config)
+    gate = bool(_declared(config, "use_attention_gate", False))
+    fields["parts"] = LayerParts(qk_norm="head", head_gate=gate)
+    return fields
+
+
+@_reader("mimo_v2_flash")
+def _read_mimo_v2_flash(config) -> dict:
+    """MiMo-V2-Flash: keys of ``head_dim``, values of ``v_head_dim``, scaled by
+    ``attention_value_scale``; its sliding layers have twice the key/value heads and
+    sinks (``MiMoV2FlashAttention``: ``num_key_value_heads * 2 if is_swa``, ``self.sinks
+    = ... if is_swa``)."""
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds)
+    local = fields.get("local")
+    if isinstance(local, Sliding):
+        fields["local"] = dataclasses.replace(
+            local, num_kv_heads=2 * config.num_key_value_heads, sinks=True
+        )
+    per_kind = [config.rope_parameters.get(kind) or {} for kind in (FULL, SLIDING)]
+    if len({each.get("partial_rotary_factor") for each in per_kind if each}) > 1:
+        raise _unsupported(
+            "mimo_v2_flash", "rope_parameters", per_kind, "a rotary share per layer type"
+        )
+    fields["rope"] = _rope(config)
+    head_dim = fields.get("head_dim", config.hidden_size // config.num_attention_heads)
+    if config.v_head_dim != head_dim:
+        fields["value_head_dim"] = config.v_head_dim
+    if config.attention_value_scale is not None:
+        fields["parts"] = LayerParts(value_scale=config.attention_value_scale)
+    return fields
 
 
 @_reader("deepseek_v4")
@@ -808,11 +971,9 @@ GENERAL = (
     "starcoder2",
     "vaultgemma",
     "dots1",
-    "beam",
     "flint",
     "granite_swa",
     "granitemoe_swa",
-    "mimo_v2_flash",
     "modernbert-decoder",
     "cohere2_moe",
     "hrm_text",
@@ -1023,4 +1184,15 @@ REFUSED = {
     "zaya": "ZAYA's compressed convolutional attention (CCA)",
     "gemma4_assistant": "a drafter that attends to its target model's cache, keeping none",
     "gemma4_unified_assistant": "a drafter that attends to its target model's cache, keeping none",
+    "beam": "NoPE full layers whose queries a position scales, (1 + (p + 1) / 2048) ** 0.1 "
+    "(BeamModel's compute_attention_scaling), not Llama 4's temperature tuning",
+    "hy_v4": "DeepSeek Sparse Attention whose top-k selection later layers reuse "
+    "(HYV4Attention's indexer_types: cross-layer top-k sharing)",
+    "qwen4_exp": "QSA, an indexer that picks blocks of compressed keys (Qwen4ExpTextQSAIndexer)",
+    "qwen4_exp_text": "QSA, an indexer that picks blocks of compressed keys "
+    "(Qwen4ExpTextQSAIndexer)",
+    "inkling_text": "a relative position bias that each token's hidden state mixes from a "
+    "learned bank (InklingRelativeLogits)",
+    "inkling2_text": "a relative position bias that each token's hidden state mixes from a "
+    "learned bank (Inkling2RelativeLogits)",
 }

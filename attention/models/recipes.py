@@ -87,6 +87,7 @@ from attention.gqa import GroupedQueryAttention
 from attention.latent import MultiHeadLatentAttention
 from attention.models.facts import (
     CHUNKED,
+    CONV,
     CROSS,
     FULL,
     HYBRID,
@@ -790,7 +791,7 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
     no_recipe = kda or facts.compressed is not None  # nor DeepSeek-V4's compressed layers
     if facts.positions in ("learned", "sinusoidal", "alibi") or no_recipe:
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
-    if kind in (MAMBA, HYBRID, NO_MIXER):
+    if kind in (MAMBA, HYBRID, NO_MIXER, CONV):
         raise ValueError(
             f"layer_for: no recipe for layer {index} of {facts.name!r} yet, a {kind!r} layer"
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from attention.models.costs import cache_profile, cross_cache_bytes
 from attention.models.facts import (
     CHUNKED,
+    CONV,
     CROSS,
     CSA,
     FULL,
@@ -89,6 +90,9 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         return facts.mamba.mixer if kind == MAMBA else f"attention beside {facts.mamba.mixer}"
     if kind == NO_MIXER:
         return "MLP only"
+    if kind == CONV:
+        assert facts.short_conv is not None  # a model with conv layers describes them
+        return f"gated short convolution ({facts.short_conv.conv_kernel_dim} taps)"
     if kind in (CSA, HCA):
         assert facts.compressed is not None  # a model with compressed layers describes them
         rate = facts.compressed.csa_rate if kind == CSA else facts.compressed.hca_rate
@@ -124,6 +128,11 @@ def _heads(facts: ModelFacts) -> str:
             f"{facts.attention}, {facts.num_heads} query heads and {facts.num_kv_heads} "
             f"key/value head{'s' if facts.num_kv_heads > 1 else ''} of {facts.head_dim}"
         )
+    if facts.value_head_dim is not None:
+        text += f" (values of {facts.value_head_dim})"
+    own = facts.local.num_kv_heads if isinstance(facts.local, Sliding) else None
+    if own is not None:
+        text += f"; sliding layers: {own} key/value heads"
     if facts.compressed is not None:
         text += ", the key serving as the value"
     wide = facts.global_layers
@@ -200,6 +209,12 @@ def _parts(facts: ModelFacts) -> list[str]:
             notes.append("value norm")
         if parts.output_gate:
             notes.append("output gate")
+        if parts.head_gate:
+            notes.append("an output gate per head")
+        if parts.value_scale is not None:
+            notes.append(f"values scaled by {format_number(parts.value_scale)}")
+    if isinstance(facts.local, Sliding) and facts.local.sinks:
+        notes.append("sinks on sliding layers")
     if scores is not None:
         if scores.sinks:
             notes.append("sinks")
@@ -281,6 +296,7 @@ STRIP_LETTERS = {
     CSA: "K",
     HCA: "X",
     CROSS: "E",
+    CONV: "V",
 }
 
 

@@ -46,6 +46,7 @@ import attention.figures.layers
 import attention.figures.style
 from attention.models import (
     CHUNKED,
+    CONV,
     CROSS,
     CSA,
     FULL,
@@ -229,6 +230,7 @@ KIND_NAMES = {
     NO_MIXER: "MLP-only (no token mixing)",
     CSA: "compressed sparse",
     HCA: "heavily compressed",
+    CONV: "gated short-convolution",
 }
 
 
@@ -741,7 +743,7 @@ def unusual(facts: ModelFacts) -> list[str]:
         )
     kinds = facts.layer_types
     growing = sum(kind in (FULL, INDEXED, HYBRID) for kind in kinds)
-    stateful = sum(kind in (LINEAR, MAMBA) for kind in kinds)
+    stateful = sum(kind in (LINEAR, MAMBA, CONV) for kind in kinds)
     if stateful:
         fixed = bill(facts, 0).cache
         idle = kinds.count(NO_MIXER)
