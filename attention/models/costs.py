@@ -306,9 +306,7 @@ def layer_tokens_kept(facts: ModelFacts, tokens: int) -> tuple[int, ...]:
     return tuple(min(tokens, window) if kind in capped else tokens for kind in facts.layer_types)
 
 
-def kv_cache_bytes(
-    facts: ModelFacts, tokens: int, dtype: torch.dtype | int = 2
-) -> int:
+def kv_cache_bytes(facts: ModelFacts, tokens: int, dtype: torch.dtype | int = 2) -> int:
     """Bytes of keys and values for one sequence of ``tokens`` tokens.
 
     A sliding layer keeps at most ``sliding_window`` tokens and a chunked one at most
@@ -418,9 +416,7 @@ def state_bytes(
     return sum(layer_state_bytes(facts, dtype, state_dtype))
 
 
-def indexer_cache_bytes_per_token(
-    facts: ModelFacts, dtype: torch.dtype | int = 2
-) -> int:
+def indexer_cache_bytes_per_token(facts: ModelFacts, dtype: torch.dtype | int = 2) -> int:
     """Bytes the lightning indexer's key cache grows by per token, in ``dtype`` numbers.
 
     Each indexed layer caches one key of ``index_head_dim`` numbers per token, shared
