@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -96,8 +97,14 @@ def json_value(value: Any) -> Any:
 
 
 def field_defaults(cls: type) -> dict[str, Any]:
-    """A config class's fields and their defaults, before its ``__post_init__`` runs."""
+    """A config class's fields and their defaults, before its ``__post_init__`` runs (or,
+    for a class that is no dataclass, its ``__init__``'s keyword defaults)."""
     defaults = {}
+    if not dataclasses.is_dataclass(cls):
+        for name, parameter in inspect.signature(cls.__init__).parameters.items():
+            if name != "self" and parameter.default is not inspect.Parameter.empty:
+                defaults[name] = json_value(parameter.default)
+        return defaults
     for field in dataclasses.fields(cls):
         if field.default is not dataclasses.MISSING:
             defaults[field.name] = json_value(field.default)
@@ -125,6 +132,15 @@ def export_config_classes() -> dict[str, Any]:
         types[model_type] = {
             "config_class": cls.__name__,
             "defaults": field_defaults(cls),
+            # Computed attributes (Jamba's layer_types): a reader asks whether the class has them.
+            "properties": sorted(
+                {
+                    name
+                    for c in cls.__mro__
+                    for name, v in vars(c).items()
+                    if isinstance(v, property)
+                }
+            ),
             "attribute_map": dict(cls.attribute_map),
             "default_theta": json_value(cls.default_theta),
             "default_rope_type": cls.default_rope_type,

@@ -14,7 +14,6 @@ start included) is printed.
 from __future__ import annotations
 
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -22,11 +21,17 @@ from pathlib import Path
 import pytest
 from test_site import DESKTOP, PHONE, Recorder, new_context, open_page, report
 
-from attention.models import bill, facts_from_config, layer_strip, recipe
+from attention.models import (
+    bill,
+    facts_from_config,
+    layer_strip,
+    recipe,
+    released_config,
+    released_names,
+)
 from attention.models.text import format_bytes, kind_name
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from released_configs import RELEASED
+RELEASED = {name: released_config(name) for name in released_names()}
 
 PAGE = "explorer.html"
 READ_TIMEOUT_MS = 120_000  # the first read starts Python in the page
