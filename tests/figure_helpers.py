@@ -22,6 +22,8 @@ STRIP_MODELS = [
     "Llama 4 Scout",
     "Qwen3-Next 80B-A3B",
     "Kimi Linear",
+    "DeepSeek-V4-Flash",
+    "Nemotron-H 47B",
     "DeepSeek-V3.2",
 ]
 

@@ -7,8 +7,11 @@ equal, so that the move changed no attribute and no figure of any model. It was 
 again when Part VII added its encoders and cross-attention models, with their four
 attributes and ``cross_cache_bytes`` (the records of the other models only gained those
 keys), and when the recipes' ``attention_bias`` and ``rms_norm_eps`` became facts
-(every record gained those two keys). Run it again only to record a deliberate change
-to the table::
+(every record gained those two keys), when Mixtral 8x7B's cited count was corrected
+to its paper's 47B (its record alone changed; new entries add theirs), and when the
+releases' quantized weights became facts (every record gained ``quantized_dtype`` and
+``quantized_parameters``). Run it
+again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py
 """
@@ -95,6 +98,8 @@ ATTRIBUTES = [
     "compress_rope_theta",  # DeepSeek-V4's RoPE base for its compressed entries
     "attention_bias",  # the projections' bias and the norms' epsilon, read by the recipes
     "rms_norm_eps",
+    "quantized_dtype",  # the weights a release stores in fewer than 16 bits
+    "quantized_parameters",
 ]
 #: The flat names ModelFacts no longer has: (group, field, value without the group).
 READS = {
@@ -111,6 +116,8 @@ READS = {
     "parameters": ("weights", "parameters", None),
     "parameters_source": ("weights", "source", ""),
     "cross_qk_norm": ("cross", "qk_norm", None),
+    "quantized_dtype": ("quantization", "dtype", None),
+    "quantized_parameters": ("quantization", "parameters", None),
 }
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)

@@ -158,3 +158,30 @@ def test_packing_diagram_pads_and_packs_the_requests_cu_seqlens_describes():
 def test_packing_diagram_rejects_what_it_cannot_draw(args, error, message):
     with pytest.raises(error, match=rf"packing_diagram: .*{message}"):
         packing_diagram(*args)
+
+
+def test_the_cache_against_context_is_the_bill_of_each_model() -> None:
+    from attention.figures import cache_against_context
+    from attention.models import MODELS, bill
+
+    names = ["Llama 3.1 70B", "Qwen3-Next 80B-A3B", "Gemma 3 27B"]
+    fig = cache_against_context(names)
+    lines = {line.get_gid(): line for line in fig.axes[0].lines}
+    for name in names:
+        facts = MODELS[name]
+        line = lines[f"{name} cache"]
+        tokens = [int(t) for t in line.get_xdata()]
+        assert tokens[0] == 1024 and facts.trained_context in tokens
+        assert list(line.get_ydata()) == [bill(facts, t).cache / 2**30 for t in tokens]
+        dot = lines[f"{name} trained"]
+        assert list(dot.get_xdata()) == [facts.trained_context]
+        assert dot.get_color() == line.get_color()
+    assert [t.get_text() for t in fig.axes[0].get_legend().texts] == names
+    plt.close(fig)
+
+
+def test_the_cache_against_context_refuses_an_encoder() -> None:
+    from attention.figures import cache_against_context
+
+    with pytest.raises(ValueError, match="expected models that keep a cache, got encoders"):
+        cache_against_context(["gpt-oss-20b", "BERT base"])

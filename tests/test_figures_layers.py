@@ -63,11 +63,21 @@ def test_layer_strip_cells_are_the_models_layer_types_in_their_colours(name):
         assert (to_rgba(cell.get_facecolor()) == to_rgba(FACECOLOR)) == shared
 
 
+def test_every_kind_of_layer_has_a_colour_a_hatching_and_a_label():
+    """So that any model the atlas reads can be drawn (a missing kind was a KeyError)."""
+    from attention.figures.style import LAYER_HATCHES, LAYER_LABELS
+    from attention.models import KINDS
+
+    assert set(LAYER_COLORS) == set(LAYER_HATCHES) == set(LAYER_LABELS) == set(KINDS)
+    assert len({to_rgba(colour) for colour in LAYER_COLORS.values()}) == len(KINDS)
+
+
 @pytest.mark.parametrize("name", STRIP_MODELS)
 def test_layer_strip_dots_exactly_the_layers_without_rope(name):
     m = MODELS[name]
     dots = {int(p.get_gid().split()[-1]) for p in by_gid(layer_strips(name), f"{name} nope ")}
-    attention_layers = {i for i, k in enumerate(m.layer_types) if k != "linear_attention"}
+    mix_otherwise = ("linear_attention", "mamba", "conv", "mlp")  # no positions to rotate
+    attention_layers = {i for i, k in enumerate(m.layer_types) if k not in mix_otherwise}
     assert dots == {i for i in attention_layers if not m.uses_rope[i]}
 
 

@@ -56,3 +56,30 @@ def test_the_bill_is_weights_plus_a_batch_of_caches() -> None:
 def test_the_bill_refuses_what_it_cannot_mean(kwargs, error) -> None:
     with pytest.raises(error, match=r"^bill: expected"):
         bill(MODELS["GPT-2"], 10, **kwargs)
+
+
+def test_only_counts_the_parameters_whose_names_match() -> None:
+    config = tiny_config("gpt_oss")
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    experts = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+    expert_weights = experts - sum(
+        p.numel() for n, p in model.named_parameters() if n.endswith("_proj_bias")
+    )
+    assert parameter_count(config, only=["*.experts.*"]) == experts
+    assert parameter_count(config, only=["*.experts.gate_up_proj", "*.experts.down_proj"]) == (
+        expert_weights
+    )
+    assert parameter_count(config, only=[]) == 0
+
+
+@pytest.mark.parametrize("only", ["*.experts.*", [1], ("*", None)])
+def test_only_must_be_a_sequence_of_patterns(only) -> None:
+    with pytest.raises(TypeError, match="expected only to be a sequence of str patterns"):
+        parameter_count({"model_type": "gpt2"}, only=only)
+
+
+def test_mxfp4_weights_count_their_shared_scale() -> None:
+    """4-bit numbers and one 8-bit scale per 32: 17 bytes per 32 numbers."""
+    gpt_oss = MODELS["gpt-oss-20b"]
+    assert bill(gpt_oss, 0, dtype="mxfp4", parameters=32).weights == 17
+    assert bill(gpt_oss, 0, dtype="mxfp4", parameters=64 * 1024).weights == 34 * 1024

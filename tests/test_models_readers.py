@@ -471,11 +471,20 @@ def test_the_released_file_reads_as_the_entry_typed_by_hand(name) -> None:
     """A second implementation of each entry: the fields of its released config.json,
     through ``facts_from_config``, give the entry the table types by hand, every fact of
     it; only what a config cannot tell (the sources, the weights' count, the trained
-    context, which fields the file leaves to the class's defaults) comes from the entry."""
+    context, which fields the file leaves to the class's defaults, which weights the
+    release quantizes: a ``quantization_config`` names the modules it leaves out, not
+    those it converts) comes from the entry."""
     facts = MODELS[name]
     released = released_config(name)  # Kimi K2's "kimi_k2" reads as deepseek_v3: LOADED_AS
     read = facts_from_config(released, name=name, checkpoint=facts.checkpoint, year=facts.year)
-    given = ("source", "context_source", "trained_context", "weights", "class_defaults")
+    given = (
+        "source",
+        "context_source",
+        "trained_context",
+        "weights",
+        "class_defaults",
+        "quantization",
+    )
     assert dataclasses.replace(read, **{f: getattr(facts, f) for f in given}) == facts
     assert read.trained_context == read.max_position_embeddings >= facts.trained_context
     fields = released.get("text_config", released)

@@ -1,9 +1,11 @@
 """The released config.json files the package stores (``attention.models.released``).
 
 Each stored file is cited: the address of the released file of its entry's checkpoint
-and the public copy it was read from. Its parameter count, on the meta device, agrees
-with every count the table cites, to the cited figure's last digit; that each file
-reads back as its entry is ``test_models_readers.py``'s check.
+and the public copy it was read from. Its parameter count, on the meta device, is the
+released model's (the class its ``architectures`` names: an encoder's, an
+encoder-decoder's, a multimodal release's whole) and agrees with every count the table
+cites, to the cited figure's last digit; that each file reads back as its entry is
+``test_models_readers.py``'s check.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 import pytest
 
 # transformers: the import marks this file for `nox -s tests-latest` (noxfile.py).
-import transformers  # noqa: F401
+import transformers
 
 from attention import MODELS
 from attention.models import (
     parameter_count,
     released_config,
     released_config_source,
+    released_counted_class,
     released_names,
     released_parameters,
 )
@@ -42,20 +45,20 @@ def test_each_file_cites_the_released_file_of_its_entrys_checkpoint(name) -> Non
 
 
 def _unit(cited: int) -> int:
-    """The place of a cited figure's last significant digit: 10**8 for 46.7B."""
+    """The place of a cited figure's last significant digit: 10**8 for 116.8B."""
     return 10 ** (len(str(cited)) - len(str(cited).rstrip("0")))
 
 
 @pytest.mark.parametrize("name", CITED)
 def test_the_count_agrees_with_the_cited_one_to_its_last_digit(name) -> None:
-    """A model card's "46.7B" is the count to its last digit (rounded or cut: Phi-4's
+    """A model card's "116.8B" is the count to its last digit (rounded or cut: Phi-4's
     "14B" is 14.7 billion); an exact count is met exactly (Llama 2 7B)."""
     cited = MODELS[name].weights.parameters
     assert abs(released_parameters(name) - cited) < _unit(cited)
 
 
 def test_the_unit_of_a_cited_figure_is_its_last_digits() -> None:
-    assert (_unit(46_700_000_000), _unit(1_000_000_000_000), _unit(6_738_415_616)) == (
+    assert (_unit(116_800_000_000), _unit(1_000_000_000_000), _unit(6_738_415_616)) == (
         10**8,
         10**12,
         1,
@@ -64,14 +67,46 @@ def test_the_unit_of_a_cited_figure_is_its_last_digits() -> None:
 
 def test_the_count_meets_the_check_only_near_the_cited_figure() -> None:
     """The check can fail: a count off by one unit of the cited figure is refused."""
-    cited = MODELS["Mixtral 8x7B"].weights.parameters
-    assert abs(released_parameters("Mixtral 8x7B") + _unit(cited) - cited) >= _unit(cited)
+    cited = MODELS["gpt-oss-120b"].weights.parameters
+    assert abs(released_parameters("gpt-oss-120b") + _unit(cited) - cited) >= _unit(cited)
+
+
+def test_mixtral_counts_the_47b_of_its_paper() -> None:
+    """Jiang et al. 2024 (arXiv 2401.04088) give "47B parameters": the file counts
+    46.70 billion, which rounds to it."""
+    assert MODELS["Mixtral 8x7B"].weights.parameters == 47_000_000_000
+    assert round(released_parameters("Mixtral 8x7B"), -9) == 47_000_000_000
+
+
+def _is_a_text_model(class_name: str) -> bool:
+    return class_name.endswith(("ForCausalLM", "LMHeadModel"))
 
 
 @pytest.mark.parametrize("name", WHOLE)
-def test_the_count_is_that_of_the_file_on_the_meta_device(name) -> None:
+def test_the_counted_class_is_the_one_the_file_names(name) -> None:
+    """Where this transformers has it; else the text model with its output layer."""
+    architectures = released_config(name).get("architectures")
+    if architectures and hasattr(transformers, architectures[0]):
+        assert released_counted_class(name) == architectures[0]
+    else:
+        assert released_counted_class(name) == "AutoModelForCausalLM"
+
+
+@pytest.mark.parametrize(
+    "name", [name for name in WHOLE if _is_a_text_model(released_counted_class(name))]
+)
+def test_a_text_only_release_counts_as_its_causal_lm(name) -> None:
     count = released_parameters(name)
     assert count == parameter_count(released_config(name)) > 0
+
+
+@pytest.mark.parametrize(
+    "name", [name for name in WHOLE if not _is_a_text_model(released_counted_class(name))]
+)
+def test_a_release_with_more_than_a_decoder_counts_more_than_its_text_model(name) -> None:
+    """A multimodal release counts its vision or audio encoder too: the causal LM that
+    ``parameter_count`` builds from its text config is only a part of it."""
+    assert released_parameters(name) > parameter_count(released_config(name))
 
 
 @pytest.mark.parametrize("name", PARTIAL)

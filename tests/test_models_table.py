@@ -981,3 +981,44 @@ def test_the_lint_skips_a_scripts_expected_output(tmp_path: Path) -> None:
     lines = script_lines(script)
     assert [number for number, _ in lines] == [1, 4, 5, 6]
     assert [(number, value) for number, value, _, _ in typed_facts_in(lines)] == [(6, 4096)]
+
+
+#: The tiny config of each quantized release's type.
+QUANTIZED_TYPES = {
+    "GptOssConfig": "gpt_oss",
+    "DeepseekV3Config": "deepseek_v3",
+    "DeepseekV32Config": "deepseek_v32",
+    "MiniMaxM2Config": "minimax_m2",
+}
+#: What a release never quantizes: the embeddings, the output layer, the router, the
+#: norms, the biases (and, counted in bf16 by the table, DeepSeek-V3.2's indexer).
+NEVER_QUANTIZED = re.compile(
+    r"embed_tokens|lm_head|\.router\.|\.mlp\.gate\.|norm|bias|sinks|\.indexer\."
+)
+
+
+@pytest.mark.parametrize(
+    "facts", [m for m in MODELS.values() if m.quantization], ids=lambda m: m.name
+)
+def test_the_quantized_weights_are_the_matrices_the_release_names(facts: ModelFacts) -> None:
+    """Each pattern of a release's quantized weights matches parameters of its type
+    (none is misspelled), and together they match every weight matrix of the layers
+    (two dimensions or more) that its quantization_config converts, and nothing else."""
+    from fnmatch import fnmatch
+
+    from tiny_configs import tiny_config
+
+    config = tiny_config(QUANTIZED_TYPES[facts.config_class])
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    shapes = {name: p.shape for name, p in model.named_parameters()}
+    patterns = facts.quantization.parameters
+    for pattern in patterns:
+        assert any(fnmatch(name, pattern) for name in shapes), pattern
+    matched = {n for n in shapes if any(fnmatch(n, p) for p in patterns)}
+    matrices = {n for n, shape in shapes.items() if len(shape) >= 2}
+    if facts.quantization.dtype == "mxfp4":  # gpt-oss: the experts' weights, not biases
+        expected = {n for n in matrices if ".mlp.experts." in n and not n.endswith("_bias")}
+    else:
+        expected = {n for n in matrices if not NEVER_QUANTIZED.search(n)}
+    assert matched == expected

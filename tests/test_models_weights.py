@@ -57,6 +57,7 @@ MODEL_TYPES = [
     "phi3",
     "smollm3",
     "qwen3",
+    "qwen3_moe",
     "olmo2",
     "olmo3",
     "minimax_m2",

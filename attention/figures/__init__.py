@@ -54,7 +54,13 @@ from attention.figures.basics import (
     roadmap,
     scaled_dot_product_diagram,
 )
-from attention.figures.caches import kv_cache_growth, latent_flow, packing_diagram, paged_blocks
+from attention.figures.caches import (
+    cache_against_context,
+    kv_cache_growth,
+    latent_flow,
+    packing_diagram,
+    paged_blocks,
+)
 from attention.figures.flash import backward_blocks, merge_picture, ring_steps
 from attention.figures.heatmaps import ANNOTATE_MAX, Curve, head_grid, heatmap, memory_curves
 from attention.figures.layers import (
@@ -108,6 +114,7 @@ __all__ = [
     "Curve",
     "attention_anatomy",
     "backward_blocks",
+    "cache_against_context",
     "decoder_block",
     "delta_chunks",
     "delta_rule_step",

@@ -49,13 +49,20 @@ from attention.figures.style import (
     _int_arg,
     _labelled_arrow,
     _labels_arg,
+    _models,
     _row_label,
     _text,
 )
 from attention.kv_cache import KVCache
 from attention.paged import PagedKVCache
 
-__all__ = ["kv_cache_growth", "latent_flow", "packing_diagram", "paged_blocks"]
+__all__ = [
+    "cache_against_context",
+    "kv_cache_growth",
+    "latent_flow",
+    "packing_diagram",
+    "paged_blocks",
+]
 
 
 def kv_cache_growth(
@@ -512,4 +519,73 @@ def packing_diagram(
     _text(
         ax, left - 0.1, y - 0.14, "cu_seqlens", ha="right", va="top", size=8.5, family="monospace"
     )
+    return fig
+
+
+def cache_against_context(models: object, *, title: str | None = None) -> Figure:
+    """One sequence's cache against the context, one line per model, in bf16.
+
+    Drawn by :func:`~attention.figures.heatmaps.memory_curves`, as every chapter's
+    cache figure is: the contexts double from 1,024 tokens to the longest trained
+    context among the models (128k at least), each model's line stopping where its
+    config's positions do; the cache at each is :func:`attention.models.bill`'s, its
+    recurrent states in float32. A dot marks each model's trained context.
+
+    Parameters
+    ----------
+    models : str, ModelFacts or a sequence of them
+        Names in ``attention.MODELS`` (or their facts), one line each; not an encoder,
+        which keeps no cache.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Each model's line has the gid ``"<model> cache"`` (its y values in GiB), its
+        trained context's dot ``"<model> trained"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig = cache_against_context(["gpt-oss-20b", "Llama 3.1 70B"])
+    >>> line = next(l for l in fig.axes[0].lines if l.get_gid() == "gpt-oss-20b cache")
+    >>> int(line.get_xdata()[0]), float(line.get_ydata()[-1])  # 1k tokens; GiB at 128k
+    (1024, 3.0029296875)
+    >>> plt.close(fig)
+    """
+    from attention.figures.heatmaps import Curve, memory_curves
+    from attention.models import bill
+
+    owner = "cache_against_context"
+    facts = _models(owner, models)
+    encoders = [m.name for m in facts if m.bidirectional]
+    if encoders:
+        raise ValueError(f"{owner}: expected models that keep a cache, got encoders {encoders}")
+    trained: dict[str, int] = {}
+    for m in facts:
+        if m.trained_context is None:
+            raise ValueError(f"{owner}: expected {m.name!r} to give its trained context, got None")
+        trained[m.name] = m.trained_context
+    longest = max(128 * 1024, *trained.values())
+    contexts = [2**p for p in range(10, 64) if 2**p <= longest]
+    curves, gids = [], []
+    for m in facts:
+        limit, at = m.max_position_embeddings, trained[m.name]
+        tokens = sorted({t for t in [*contexts, at] if limit is None or t <= limit})
+        gib = [bill(m, t).cache / 2**30 for t in tokens]
+        curves.append(Curve(m.name, tokens, gib))
+        dot = [bill(m, at).cache / 2**30]
+        curves.append(Curve(None, [at], dot, pair=True, marker="o"))
+        gids += [f"{m.name} cache", f"{m.name} trained"]
+    ax = memory_curves(
+        curves,
+        title=title,
+        xlabel="tokens of context (a dot: the trained context)",
+        ylabel="cache of one sequence (GiB, bf16)",
+        base=2,
+    )
+    for line, gid in zip(ax.lines, gids, strict=True):
+        line.set_gid(gid)
+    fig = ax.get_figure(root=True)
+    assert isinstance(fig, Figure)  # memory_curves drew on a figure of its own
     return fig

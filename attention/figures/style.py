@@ -106,6 +106,12 @@ LAYER_COLORS = {
     "linear_attention": "#009e73",
     "indexed_attention": "#56b4e9",
     "cross_attention": "#d55e00",
+    "compressed_sparse_attention": "#332288",
+    "heavily_compressed_attention": "#882255",
+    "mamba": "#b8860b",
+    "hybrid": "#6b4e16",
+    "conv": "#44aa99",
+    "mlp": "#bbbbbb",
 }
 
 #: The hatching of each kind of layer (white lines on its colour).
@@ -116,6 +122,12 @@ LAYER_HATCHES = {
     "linear_attention": "....",
     "indexed_attention": "xxx",
     "cross_attention": "ooo",
+    "compressed_sparse_attention": "xxx",
+    "heavily_compressed_attention": "+++",
+    "mamba": "||||",
+    "hybrid": "||||",
+    "conv": "----",
+    "mlp": "",
 }
 
 #: Short names of the kinds of layer, for legends.
@@ -126,6 +138,12 @@ LAYER_LABELS = {
     "linear_attention": "linear (delta rule)",
     "indexed_attention": "sparse (indexer's top-k)",
     "cross_attention": "cross-attention (to an image)",
+    "compressed_sparse_attention": "compressed, sparse (CSA)",
+    "heavily_compressed_attention": "heavily compressed (HCA)",
+    "mamba": "Mamba (a state)",
+    "hybrid": "attention beside Mamba",
+    "conv": "short convolution",
+    "mlp": "no mixer (MLP only)",
 }
 
 #: One pale fill per sequence, in :func:`~attention.figures.caches.paged_blocks` and the

@@ -20,7 +20,7 @@ the other way round.
   attention in words.
 * :mod:`~attention.models.released`: :func:`released_config`, each model's released
   ``config.json``, stored with the package and cited, and :func:`released_parameters`,
-  its exact parameter count.
+  its exact parameter count, of the class its file names (:func:`released_counted_class`).
 * ``python -m attention.models CONFIG_OR_NAME``: the recipe, the strip and the bill.
 
 >>> from attention.models import MODELS, bill, recipe
@@ -72,6 +72,7 @@ from attention.models.facts import (
     LinearAttention,
     Mamba,
     ModelFacts,
+    Quantization,
     Rope,
     Scores,
     ShortConv,
@@ -108,6 +109,7 @@ from attention.models.recipes import (
 from attention.models.released import (
     released_config,
     released_config_source,
+    released_counted_class,
     released_names,
     released_parameters,
 )
@@ -153,6 +155,7 @@ __all__ = [
     "LinearAttention",
     "Mamba",
     "ModelFacts",
+    "Quantization",
     "Rope",
     "Scores",
     "ShortConv",
@@ -200,6 +203,7 @@ __all__ = [
     "recipe",
     "released_config",
     "released_config_source",
+    "released_counted_class",
     "released_names",
     "released_parameters",
     "state_bytes",

@@ -31,7 +31,9 @@ core's :func:`attention.kv_cache_bytes_per_token` takes the sizes themselves.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from typing import TYPE_CHECKING
 
 from attention import _checks
@@ -77,8 +79,19 @@ __all__ = [
     "state_bytes",
 ]
 
-#: Bits of one number in each type the bill knows (weights or cache).
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+#: Bits of one number in each type the bill knows (weights or cache). ``"mxfp4"``, the
+#: microscaling format gpt-oss ships its experts in, is 4-bit numbers sharing one 8-bit
+#: scale per 32: 4 + 8 / 32 = 4.25 bits a number, its scale counted. The other types'
+#: scales (fp8's one float32 per 128 x 128 block, 0.002 bits a number) are not.
+BITS: dict[str, float] = {
+    "fp32": 32,
+    "bf16": 16,
+    "fp16": 16,
+    "fp8": 8,
+    "int8": 8,
+    "mxfp4": 4.25,
+    "int4": 4,
+}
 
 
 def cache_profile(
@@ -105,24 +118,47 @@ def cache_profile(
     return growing, capped, conv + state * state_size
 
 
-def parameter_count(config: object) -> int:
+def parameter_count(config: object, only: Sequence[str] | None = None) -> int:
     """The exact number of parameters of the model a config describes (its text model,
     with its output layer), counted on the meta device: nothing is allocated.
+
+    Parameters
+    ----------
+    config : dict, path or transformers config
+        The model's config (see :func:`~attention.models.as_config`).
+    only : sequence of str, optional
+        Count only the parameters whose names (``transformers``' own,
+        ``"model.layers.0.mlp.experts.gate_up_proj"``) match one of these patterns
+        (``fnmatch.fnmatch``): the weights a release quantizes, the ``parameters``
+        of its :class:`~attention.models.Quantization`.
 
     Examples
     --------
     >>> parameter_count({"model_type": "gpt2"})  # GPT-2 small, tied embeddings
     124439808
+    >>> parameter_count({"model_type": "gpt2"}, only=["*.wte.weight"])  # 50,257 x 768
+    38597376
     """
     # Imported here, not above: the other cost functions run without them (the site's
     # calculator runs them in the browser, where neither is).
     import torch
     import transformers
 
+    if only is not None and (
+        isinstance(only, str) or not all(isinstance(pattern, str) for pattern in only)
+    ):
+        raise TypeError(
+            f"parameter_count: expected only to be a sequence of str patterns, got {only!r}"
+        )
     config = as_config(config)
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
-    return sum(parameter.numel() for parameter in model.parameters())
+    # named_parameters() gives a tied weight once, under its first name.
+    return sum(
+        parameter.numel()
+        for name, parameter in model.named_parameters()
+        if only is None or any(fnmatch(name, pattern) for pattern in only)
+    )
 
 
 @dataclass(frozen=True)
@@ -152,7 +188,7 @@ class Bill:
         return None if self.weights is None else self.weights + self.cache
 
 
-def _bits(owner: str, name: str, value: object) -> int:
+def _bits(owner: str, name: str, value: object) -> float:
     if not isinstance(value, str):
         raise TypeError(f"{owner}: expected {name} to be a str, got {type(value).__name__}")
     if value not in BITS:

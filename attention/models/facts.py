@@ -65,6 +65,7 @@ __all__ = [
     "LinearAttention",
     "Mamba",
     "ModelFacts",
+    "Quantization",
     "Rope",
     "Scores",
     "ShortConv",
@@ -699,6 +700,49 @@ class Weights(_Group):
             raise ValueError("Weights: expected a source for the count, got ''")
 
 
+#: The types a release stores quantized weights in, each a key of
+#: :data:`attention.models.BITS`.
+QUANTIZED_DTYPES = ("fp8", "mxfp4")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Quantization(_Group):
+    """The weights a release stores in fewer than 16 bits: its config's
+    ``quantization_config``. Every other parameter is stored in bf16.
+
+    Attributes
+    ----------
+    dtype : str
+        ``"fp8"``: e4m3 numbers, one float32 scale per 128 x 128 block (DeepSeek's
+        ``weight_block_size``); the bill counts 8 bits a number, leaving out the
+        scales, 32 bits per 16,384 numbers, as it leaves out every scale.
+        ``"mxfp4"``: the OCP microscaling format, 4-bit numbers sharing one 8-bit
+        scale per 32; the bill counts 4 + 8 / 32 = 4.25 bits a number, the scale
+        included, since it adds a sixteenth.
+    weights : str
+        Which weights, in words.
+    parameters : tuple of str
+        The same weights as patterns over ``transformers``' parameter names
+        (``fnmatch.fnmatch``: ``*`` matches any text, dots included), for
+        :func:`~attention.models.parameter_count`'s ``only``.
+    source : str
+        The release's ``quantization_config``, and where it says which weights.
+    """
+
+    dtype: str = field(metadata={"choices": QUANTIZED_DTYPES})
+    weights: str
+    parameters: tuple[str, ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.parameters or not all(isinstance(p, str) and p for p in self.parameters):
+            raise ValueError(
+                f"Quantization: expected parameters to be patterns of parameter names, "
+                f"got {self.parameters!r}"
+            )
+
+
 def _count(owner: str, name: str, value: object) -> int:
     """``value`` as a count from 0: TypeError if it is not an int, ValueError if < 0."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -816,6 +860,9 @@ class ModelFacts:
         ``layer_norm_epsilon``).
     weights : Weights or None
         Weights of the whole model, with their source.
+    quantization : Quantization or None
+        The weights the release stores in fewer than 16 bits (gpt-oss's MXFP4
+        experts, DeepSeek's FP8 matrices); ``None``: all in 16 bits as released.
     bidirectional : bool
         An encoder (BERT, ModernBERT): every layer attends both ways, with no causal
         mask, and generates no tokens, so it keeps no cache (every byte count is 0).
@@ -865,6 +912,7 @@ class ModelFacts:
     temperature_tuning: TemperatureTuning | None = None
     final_logit_softcapping: float | None = None
     weights: Weights | None = None
+    quantization: Quantization | None = None
     bidirectional: bool = False
     cross: Cross | None = None
     class_defaults: tuple[str, ...] = field(default=())
@@ -882,6 +930,7 @@ class ModelFacts:
         "parts": (LayerParts,),
         "temperature_tuning": (TemperatureTuning,),
         "weights": (Weights,),
+        "quantization": (Quantization,),
         "cross": (Cross,),
     }
 

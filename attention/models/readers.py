@@ -291,6 +291,14 @@ def _declared(config, field: str, default=None):
     return _get(config, field, default) if _declares(config, field) else default
 
 
+#: Model types whose config class does not declare ``head_dim`` but whose attention
+#: reads it from the file all the same (``getattr(config, "head_dim", hidden_size //
+#: num_attention_heads)`` in Qwen3MoeAttention, Glm4MoeAttention, Exaone4Attention):
+#: Qwen3-30B-A3B's heads are 128 wide, not 2,048 / 32, and GLM-4.6's 5,120 does not
+#: divide into its 96 heads at all.
+_HEAD_DIM_UNDECLARED = frozenset({"qwen3_moe", "glm4_moe", "exaone4"})
+
+
 def _basics(config) -> dict:
     heads = config.num_attention_heads
     fields = {
@@ -300,6 +308,8 @@ def _basics(config) -> dict:
         "num_kv_heads": _declared(config, "num_key_value_heads", heads),
     }
     head_dim = _declared(config, "head_dim")
+    if config.model_type in _HEAD_DIM_UNDECLARED:
+        head_dim = _get(config, "head_dim", None)
     if head_dim is not None and head_dim != config.hidden_size // heads:
         fields["head_dim"] = head_dim
     return fields

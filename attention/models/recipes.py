@@ -701,6 +701,7 @@ BUILDERS: dict[str, Callable[[ModelFacts, int, Sizes], nn.Module]] = {
     "Phi3Config": llama_layer,
     "SmolLM3Config": llama_layer,
     "Qwen3Config": qwen3_layer,
+    "Qwen3MoeConfig": qwen3_layer,  # Qwen3's attention; the experts are the MLP's
     "Olmo2Config": olmo2_layer,
     "Olmo3Config": olmo2_layer,
     "MiniMaxM2Config": olmo2_layer,

@@ -9,13 +9,13 @@ values were read from. No file is downloaded. Where no whole copy could be read,
 store keeps the fields a partial copy gives (``"partial"`` says which are missing):
 enough to read the attention, not to count the parameters.
 
-:func:`released_config` gives a file's fields; :func:`released_parameters` counts
+:func:`.released_config` gives a file's fields; :func:`.released_parameters` counts
 them on the meta device (:func:`~attention.models.parameter_count`), once per model.
 
 >>> from attention.models import released_config, released_parameters
 >>> released_config("Mixtral 8x7B")["num_local_experts"]
 8
->>> released_parameters("Mixtral 8x7B")  # the model card: "46.7B"
+>>> released_parameters("Mixtral 8x7B")  # the paper, arXiv 2401.04088: "47B parameters"
 46702792704
 """
 
@@ -26,11 +26,15 @@ import functools
 import json
 from pathlib import Path
 
+import torch
+
 from attention.models.costs import parameter_count
+from attention.models.readers import LOADED_AS
 
 __all__ = [
     "released_config",
     "released_config_source",
+    "released_counted_class",
     "released_names",
     "released_parameters",
 ]
@@ -108,19 +112,64 @@ def released_config_source(name: str) -> str:
     return f"{record['source']} (read from {record['read_from']})"
 
 
+def _named_class(config: dict) -> type | None:
+    """The ``transformers`` class the file's ``architectures`` names, where this
+    ``transformers`` has it."""
+    import transformers
+
+    names = config.get("architectures") or []
+    found = getattr(transformers, names[0], None) if names else None
+    return found if isinstance(found, type) else None
+
+
+def released_counted_class(name: str) -> str:
+    """The name of the ``transformers`` class :func:`released_parameters` builds to
+    count the model the table calls ``name``.
+
+    The class the released file's ``architectures`` names, so that what is counted is
+    the released model: an encoder's (``BertForMaskedLM``), an encoder-decoder's
+    (``WhisperForConditionalGeneration``), a multimodal release's with its vision
+    encoder (``Qwen3_5MoeForConditionalGeneration``). Where the file names no class,
+    or one this ``transformers`` lacks, ``AutoModelForCausalLM`` (the text model with
+    its output layer).
+
+    >>> released_counted_class("Mixtral 8x7B")
+    'MixtralForCausalLM'
+    """
+    named = _named_class(_record("released_counted_class", name)["config"])
+    return named.__name__ if named is not None else "AutoModelForCausalLM"
+
+
 @functools.cache
 def _counted(name: str) -> int:
-    return parameter_count(released_config(name))
+    import transformers
+
+    config = released_config(name)
+    named = _named_class(config)
+    if named is None:
+        return parameter_count(config)
+    model_type = config.pop("model_type")
+    if model_type in LOADED_AS and model_type not in transformers.CONFIG_MAPPING:
+        model_type = LOADED_AS[model_type]  # Kimi K2's kimi_k2 runs as deepseek_v3
+    built = transformers.AutoConfig.for_model(model_type, **config)
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        model = named(built)
+    # parameters() yields a tied weight once: embeddings tied to the output layer count once.
+    return sum(parameter.numel() for parameter in model.parameters())
 
 
 def released_parameters(name: str) -> int | None:
     """The exact parameter count of the model the table calls ``name``, from its
     released config.json, or ``None`` where no whole file is stored.
 
-    Counted on the meta device once per model (building the largest models' modules
-    takes a fraction of a second each), then remembered. What is counted is
-    :func:`~attention.models.parameter_count`'s model: the text model with its output
-    layer, without a multi-token-prediction head or a vision encoder.
+    What is counted is the released model: the class its file's ``architectures``
+    names (:func:`released_counted_class`), built from the whole file on the meta
+    device, so an encoder, an encoder-decoder and a multimodal release (its vision or
+    audio encoder and projector included) are counted whole; a multi-token-prediction
+    head that the class does not build is not. Where the file names no class this
+    ``transformers`` has, :func:`~attention.models.parameter_count`'s text model with
+    its output layer. Counted once per model (building the largest models' modules
+    takes a fraction of a second each), then remembered.
 
     >>> released_parameters("Llama 2 7B")  # the released weights, to the last one
     6738415616

@@ -32,6 +32,7 @@ from attention.models.facts import (
     LinearAttention,
     Mamba,
     ModelFacts,
+    Quantization,
     Rope,
     Scores,
     Sliding,
@@ -71,6 +72,42 @@ _DEEPSEEK_V4_PRO_RATIOS = [128, 128] + [4, 128] * 29 + [4, 0]
 _NEMOTRON_H_47B_PATTERN = (
     "M-M-M-M-M-M-M-M-M*-M-M-M-M-M-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-M-M---MM---M-M*-"
     "M-M-M-M-M-"
+)
+
+
+# The weights a release quantizes, as patterns over transformers' parameter names.
+# gpt-oss: its quantization_config converts every module but those it names
+# (modules_to_not_convert): the experts' two weight matrices; their biases stay bf16.
+_GPT_OSS_EXPERTS = (
+    "model.layers.*.mlp.experts.gate_up_proj",
+    "model.layers.*.mlp.experts.down_proj",
+)
+_GPT_OSS_QUANTIZATION = (
+    '{"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", '
+    '"model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}; the model card '
+    "(arXiv 2508.10925), section 2: the MoE weights in MXFP4, 4.25 bits per parameter"
+)
+# DeepSeek's FP8 release: every linear layer of the attention and the MLPs (the dense
+# ones, the shared and the routed experts), one scale per 128 x 128 block; the
+# embeddings, the output layer, the router and the norms stay 16-bit.
+_DEEPSEEK_FP8 = (
+    "model.layers.*.self_attn.q_a_proj.weight",
+    "model.layers.*.self_attn.q_b_proj.weight",
+    "model.layers.*.self_attn.kv_a_proj_with_mqa.weight",
+    "model.layers.*.self_attn.kv_b_proj.weight",
+    "model.layers.*.self_attn.o_proj.weight",
+    "model.layers.*.mlp.*_proj.weight",
+    "model.layers.*.mlp.experts.*_proj",
+)
+_DEEPSEEK_FP8_SOURCE = (
+    '{"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", '
+    '"weight_block_size": [128, 128]}; which weights: README_WEIGHTS.md of '
+    "github.com/deepseek-ai/DeepSeek-V3 (FP8 weights with 128 x 128 block scaling, "
+    "weight_scale_inv beside each quantized weight)"
+)
+_DEEPSEEK_FP8_WEIGHTS = (
+    "every linear layer of the attention and the MLPs, the experts' included; the "
+    "embeddings, the output layer, the router and the norms in bf16"
 )
 
 
@@ -283,6 +320,12 @@ _ENTRIES = (
             parameters=671_000_000_000,
             source="the technical report and model card: 671B in all, 37B active per token",
         ),
+        quantization=Quantization(
+            dtype="fp8",
+            weights=_DEEPSEEK_FP8_WEIGHTS,
+            parameters=_DEEPSEEK_FP8,
+            source=_hf("deepseek-ai/DeepSeek-V3") + " quantization_config: " + _DEEPSEEK_FP8_SOURCE,
+        ),
     ),
     ModelFacts(
         name="Qwen3 8B",
@@ -304,6 +347,33 @@ _ENTRIES = (
         rms_norm_eps=1e-6,
         rope=Rope(theta=1_000_000.0),
         parts=LayerParts(qk_norm="head"),
+    ),
+    ModelFacts(
+        name="Qwen3-30B-A3B",
+        checkpoint="Qwen/Qwen3-30B-A3B",
+        year=2025,
+        source=_hf("Qwen/Qwen3-30B-A3B") + " (read from a copy of the whole file, "
+        '"transformers_version": "4.51.0"); QK-norm (q_norm, k_norm over each head) from '
+        "Qwen3MoeAttention and Qwen Team 2025 (Qwen3 technical report), section 2",
+        config_class="Qwen3MoeConfig",
+        layers=48,
+        hidden_size=2048,
+        num_heads=32,
+        num_kv_heads=4,
+        head_dim=128,
+        max_position_embeddings=40960,
+        trained_context=32768,
+        context_source="the model card of Qwen/Qwen3-30B-A3B: context length 32,768 natively "
+        "(131,072 with YaRN, which the released config leaves off)",
+        attention_bias=False,
+        rms_norm_eps=1e-6,
+        rope=Rope(theta=1_000_000.0),
+        parts=LayerParts(qk_norm="head"),
+        weights=Weights(
+            parameters=30_500_000_000,
+            source="the model card of Qwen/Qwen3-30B-A3B: 'Number of Parameters: 30.5B in "
+            "total and 3.3B activated'",
+        ),
     ),
     ModelFacts(
         name="Gemma 2 9B",
@@ -424,6 +494,14 @@ _ENTRIES = (
             parameters=116_800_000_000,
             source="gpt-oss model card (arXiv 2508.10925), section 2: 116.8B in all",
         ),
+        quantization=Quantization(
+            dtype="mxfp4",
+            weights="the experts' two weight matrices in every layer (gate_up_proj and "
+            "down_proj); their biases, the attention, the router, the embeddings and the "
+            "output layer in bf16",
+            parameters=_GPT_OSS_EXPERTS,
+            source=_hf("openai/gpt-oss-120b") + " quantization_config: " + _GPT_OSS_QUANTIZATION,
+        ),
     ),
     ModelFacts(
         name="gpt-oss-20b",
@@ -459,6 +537,14 @@ _ENTRIES = (
         weights=Weights(
             parameters=20_900_000_000,
             source="gpt-oss model card (arXiv 2508.10925), section 2: 20.9B in all",
+        ),
+        quantization=Quantization(
+            dtype="mxfp4",
+            weights="the experts' two weight matrices in every layer (gate_up_proj and "
+            "down_proj); their biases, the attention, the router, the embeddings and the "
+            "output layer in bf16",
+            parameters=_GPT_OSS_EXPERTS,
+            source=_hf("openai/gpt-oss-20b") + " quantization_config: " + _GPT_OSS_QUANTIZATION,
         ),
     ),
     ModelFacts(
@@ -679,6 +765,15 @@ _ENTRIES = (
             v_head_dim=128,
         ),
         indexer=Indexer(num_heads=64, head_dim=128, top_k=2048),
+        quantization=Quantization(
+            dtype="fp8",
+            weights=_DEEPSEEK_FP8_WEIGHTS + " (the lightning indexer's projections counted "
+            "in bf16 here: no source read here says their type)",
+            parameters=_DEEPSEEK_FP8,
+            source=_hf("deepseek-ai/DeepSeek-V3.2")
+            + " quantization_config, as DeepSeek-V3's: "
+            + _DEEPSEEK_FP8_SOURCE,
+        ),
     ),
     ModelFacts(
         name="Llama 3.1 70B",
@@ -872,6 +967,18 @@ _ENTRIES = (
             parameters=230_000_000_000,
             source="the model card of MiniMaxAI/MiniMax-M2: 230B in all, 10B activated",
         ),
+        quantization=Quantization(
+            dtype="fp8",
+            weights="the attention's four projections and the experts' weight matrices; "
+            "the router, the embeddings, the output layer and the norms in bf16",
+            parameters=(
+                "model.layers.*.self_attn.?_proj.weight",
+                "model.layers.*.mlp.experts.*_proj",
+            ),
+            source=_hf("MiniMaxAI/MiniMax-M2") + ' quantization_config: {"quant_method": '
+            '"fp8", "fmt": "float8_e4m3fn", "weight_block_size": [128, 128], '
+            '"modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]}',
+        ),
     ),
     ModelFacts(
         name="OLMo 3 7B",
@@ -1024,9 +1131,10 @@ _ENTRIES = (
         rms_norm_eps=1e-5,
         rope=Rope(theta=1_000_000.0),
         weights=Weights(
-            parameters=46_700_000_000,
-            source="Mistral AI 2023, 'Mixtral of experts' (mistral.ai/news/"
-            "mixtral-of-experts): 46.7B in all, 12.9B used per token",
+            parameters=47_000_000_000,
+            source="Jiang et al. 2024 (Mixtral of Experts, arXiv 2401.04088), abstract: "
+            "'each token has access to 47B parameters, but only uses 13B active parameters "
+            "during inference'",
         ),
     ),
     # -- Part VII: attention that is not decoder-only ----------------------------------

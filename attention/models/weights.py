@@ -69,6 +69,7 @@ TRANSFORMERS_CLASSES: dict[str, tuple[str, ...]] = {
     "Phi3Config": ("Phi3Attention",),
     "SmolLM3Config": ("SmolLM3Attention",),
     "Qwen3Config": ("Qwen3Attention",),
+    "Qwen3MoeConfig": ("Qwen3MoeAttention",),
     "Olmo2Config": ("Olmo2Attention",),
     "Olmo3Config": ("Olmo3Attention",),
     "MiniMaxM2Config": ("MiniMaxM2Attention",),

@@ -34,17 +34,22 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import io
+import json
 import re
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+import attention.figures.caches
+import attention.figures.heatmaps
 import attention.figures.layers
 import attention.figures.style
 from attention.models import (
+    BITS,
     CHUNKED,
     CONV,
     CROSS,
@@ -66,7 +71,11 @@ from attention.models import (
     cross_cache_bytes,
     format_number,
     layer_strip,
+    parameter_count,
     recipe,
+    released_config,
+    released_config_source,
+    released_parameters,
 )
 
 logger = logging.getLogger(__name__)
@@ -320,30 +329,36 @@ def can_draw(facts: ModelFacts) -> bool:
     return set(facts.layer_types) <= set(attention.figures.style.LAYER_COLORS)
 
 
-def strip_key(facts: ModelFacts) -> str:
-    """What the figure depends on: the facts, the drawing code and matplotlib."""
+def figure_key(*parts: str) -> str:
+    """What a figure depends on: ``parts`` (the facts drawn), the drawing code and
+    matplotlib."""
     import matplotlib
 
-    parts = (
-        repr(facts),
-        repr((facts.layer_types, facts.kv_shared, facts.uses_rope)),
-        Path(attention.figures.layers.__file__).read_text(encoding="utf-8"),
-        Path(attention.figures.style.__file__).read_text(encoding="utf-8"),
-        matplotlib.__version__,
+    code = (
+        attention.figures.layers,
+        attention.figures.style,
+        attention.figures.caches,
+        attention.figures.heatmaps,
     )
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+    sources = [Path(module.__file__).read_text(encoding="utf-8") for module in code]
+    text = "\n".join([*parts, *sources, matplotlib.__version__])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def draw_strip(facts: ModelFacts, path: Path) -> bool:
-    """Draw the model's layer strip into ``path`` (PNG) unless it is drawn already;
-    return whether it was drawn."""
+def strip_key(facts: ModelFacts) -> str:
+    """What the strip figure depends on: the facts, the drawing code and matplotlib."""
+    return figure_key(repr(facts), repr((facts.layer_types, facts.kv_shared, facts.uses_rope)))
+
+
+def draw(path: Path, key: str, make) -> bool:
+    """Draw ``make()``'s figure into ``path`` (PNG) unless it is drawn already with this
+    ``key``; return whether it was drawn."""
     key_path = path.with_suffix(".key")
-    key = strip_key(facts)
     if path.is_file() and key_path.is_file() and key_path.read_text() == key:
         return False
     import matplotlib.pyplot as plt
 
-    fig = attention.figures.layers.layer_strips(facts)
+    fig = make()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
@@ -351,6 +366,35 @@ def draw_strip(facts: ModelFacts, path: Path) -> bool:
     path.write_bytes(buffer.getvalue())
     key_path.write_text(key)
     return True
+
+
+def draw_strip(facts: ModelFacts, path: Path) -> bool:
+    """Draw the model's layer strip into ``path`` (PNG) unless it is drawn already;
+    return whether it was drawn."""
+    return draw(path, strip_key(facts), lambda: attention.figures.layers.layer_strips(facts))
+
+
+def compare_figures() -> dict[str, tuple[str, object]]:
+    """Each comparison's figures: file name -> (key, a function drawing it)."""
+    found: dict[str, tuple[str, object]] = {}
+    for names in COMPARISONS:
+        facts = [MODELS[n] for n in names]
+        drawable = [m for m in facts if can_draw(m)]
+        name = compare_name(names)
+        if drawable:
+            key = figure_key(*(strip_key(m) for m in drawable))
+            found[f"{name}.png"] = (
+                key,
+                lambda d=drawable: attention.figures.layers.layer_strips(d),
+            )
+        # A title keeps the plot's frame off the image's top edge, and names the pair.
+        title = f"{' vs '.join(names)}: one sequence's cache"
+        key = figure_key("cache", title, *(repr(m) for m in facts))
+        found[f"{name}-cache.png"] = (
+            key,
+            lambda f=facts, t=title: attention.figures.caches.cache_against_context(f, title=t),
+        )
+    return found
 
 
 # -- the transformers classes ------------------------------------------------------------
@@ -841,6 +885,133 @@ def fixed_state(facts: ModelFacts, cache_dtype: str) -> int:
     return bill(facts, 0, cache_dtype=cache_dtype, state_dtype=STATE_DTYPE).cache
 
 
+# -- the weights --------------------------------------------------------------------------
+
+
+class Parameters(NamedTuple):
+    """A model's parameter count, how many of them its release quantizes, and where
+    the count comes from."""
+
+    total: int
+    quantized: int | None  # None: all 16-bit as released, or the split is not known
+    source: str
+
+
+@cache
+def quantized_count(name: str, patterns: tuple[str, ...]) -> int:
+    """How many parameters of the released model ``name`` match ``patterns``, counted
+    once per build (building a large model on the meta device takes a second)."""
+    return parameter_count(released_config(name), only=patterns)
+
+
+def parameters_of(facts: ModelFacts) -> Parameters | None:
+    """The model's parameters, where the site knows them: the one place the cards,
+    the key numbers and the compare view read them from.
+
+    Counted on the meta device from the release's whole ``config.json``
+    (:func:`attention.models.released_parameters`), and those the release quantizes
+    with :func:`attention.models.parameter_count`'s ``only``; where the table keeps no
+    whole file, the count it cites (``facts.weights``), with no split.
+    """
+    total = released_parameters(facts.name)
+    if total is None:
+        if facts.weights is None:
+            return None
+        return Parameters(facts.weights.parameters, None, facts.weights.source)
+    quantized = None
+    if facts.quantization is not None:
+        quantized = quantized_count(facts.name, facts.quantization.parameters)
+    source = (
+        "counted on the meta device from the released config.json, "
+        f"{released_config_source(facts.name)}"
+    )
+    return Parameters(total, quantized, source)
+
+
+def count_text(parameters: int) -> str:
+    """``20.9 billion (20,900,000,000)``: a parameter count, rounded, then exact.
+
+    >>> count_text(20_900_000_000), count_text(124_439_808)
+    ('20.9 billion (20,900,000,000)', '124 million (124,439,808)')
+    """
+    if parameters >= 10**9:
+        return f"{parameters / 10**9:,.1f} billion ({parameters:,})"
+    return f"{parameters / 10**6:,.0f} million ({parameters:,})"
+
+
+def weight_bytes(facts: ModelFacts) -> dict[str, int] | None:
+    """The weights' bytes: ``"bf16"`` every parameter in bf16, and ``"released"`` as the
+    release stores them (its quantized weights in their type, the rest in bf16) where
+    the split is known. ``None``: no parameter count."""
+    counted = parameters_of(facts)
+    if counted is None:
+        return None
+    found = {"bf16": bill(facts, 0, parameters=counted.total).weights}
+    if facts.quantization is not None and counted.quantized is not None:
+        quantized = bill(facts, 0, dtype=facts.quantization.dtype, parameters=counted.quantized)
+        rest = bill(facts, 0, parameters=counted.total - counted.quantized)
+        found["released"] = quantized.weights + rest.weights
+    return found
+
+
+DTYPE_NAMES = {"fp8": "FP8", "mxfp4": "MXFP4"}
+
+
+def released_text(facts: ModelFacts) -> str:
+    """How the release stores its weights, in a few words."""
+    q = facts.quantization
+    return f"{DTYPE_NAMES[q.dtype]} for {q.weights}"
+
+
+def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
+    """The key numbers of a card: ``(what, how much)`` rows, each computed by the bill.
+
+    The parameters; the weights (as released first, where the release quantizes some
+    and the split is known, then in bf16); one sequence's cache in bf16 at 8k, 32k,
+    128k and the trained context; and weights plus that last cache.
+    """
+    rows = []
+    counted = parameters_of(facts)
+    weights = weight_bytes(facts)
+    rows.append(("parameters", count_text(counted.total) if counted else "not in the table yet"))
+    if weights is not None and "released" in weights:
+        rows.append(
+            (
+                f"weights as released ({DTYPE_NAMES[facts.quantization.dtype]} and bf16)",
+                size(weights["released"]),
+            )
+        )
+    if weights is not None:
+        rows.append(("weights, all in bf16", size(weights["bf16"])))
+    if not facts.bidirectional:
+        for tokens, by_dtype in cache_rows(facts):
+            label = f"cache at {tokens_text(tokens)} tokens"
+            if tokens == facts.trained_context:
+                label += ", its trained context"
+            rows.append((label, size(by_dtype["bf16"])))
+    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
+    context = "no cache: an encoder" if facts.bidirectional else "the cache at its trained context"
+    if weights is not None:
+        for key, label in (("released", "as released"), ("bf16", "in bf16")):
+            if key in weights:
+                rows.append((f"total: weights {label} and {context}", size(weights[key] + trained)))
+    return rows
+
+
+def key_box(facts: ModelFacts) -> list[str]:
+    """The key numbers as a box at the top of the card."""
+    lines = [
+        ":::{admonition} Key numbers",
+        ":class: key-numbers",
+        "",
+        "One sequence, its cache in bf16 ({func}`attention.models.bill`); the weights "
+        "and the cache at other contexts below.",
+        "",
+    ]
+    lines += _table(("", "bytes or count"), key_numbers(facts))
+    return [*lines, ":::", ""]
+
+
 # -- the pages -----------------------------------------------------------------------------
 
 
@@ -960,6 +1131,7 @@ def card(facts: ModelFacts) -> str:
         f"{{doc}}`index` for every model, and the {{ref}}`calculator <calculator>` for "
         "another context, batch or number type.",
         "",
+        *key_box(facts),
         "## Its attention",
         "",
         f"> {recipe(facts)}",
@@ -1006,11 +1178,13 @@ def card(facts: ModelFacts) -> str:
     ]
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
     lines += ["", "## Its weights", ""]
-    if facts.weights is not None:
-        weights = {d: bill(facts, 0, dtype=d).weights for d in WEIGHT_DTYPES}
+    counted = parameters_of(facts)
+    if counted is not None:
+        weights = {
+            d: bill(facts, 0, dtype=d, parameters=counted.total).weights for d in WEIGHT_DTYPES
+        }
         lines += [
-            f"{facts.weights.parameters:,} parameters, as the table cites them "
-            f"({facts.weights.source}): "
+            f"{counted.total:,} parameters ({counted.source}): "
             + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
             + ". With one sequence's cache at its trained context, in bf16: "
             f"{size(weights['bf16'] + trained.cache)}.",
@@ -1023,6 +1197,28 @@ def card(facts: ModelFacts) -> str:
             "({func}`attention.models.parameter_count`, on the meta device: nothing is "
             "allocated) and adds them to the bill.",
         ]
+    if facts.quantization is not None:
+        q = facts.quantization
+        released = weight_bytes(facts) or {}
+        bits = format_number(BITS[q.dtype])
+        text = (
+            f"As released, its weights are not all 16-bit: {released_text(facts)} "
+            f"({q.source}). The bill counts {DTYPE_NAMES[q.dtype]} at {bits} bits a number"
+            + (
+                ", its shared 8-bit scale per 32 numbers included"
+                if q.dtype == "mxfp4"
+                else ", its scales (one float32 per 128 × 128 block) left out"
+            )
+            + "."
+        )
+        if "released" in released:
+            text += f" As released: {size(released['released'])}."
+        else:
+            text += (
+                " How many parameters those are needs the release's whole `config.json`, "
+                "which the table does not keep yet: the key numbers give bf16 alone."
+            )
+        lines += ["", text]
     lines += [
         "",
         "## The config fields that matter",
@@ -1049,6 +1245,242 @@ def card(facts: ModelFacts) -> str:
             "- Left to the config class's defaults: "
             + ", ".join(f"`{name}`" for name in facts.class_defaults)
         )
+    return "\n".join(lines) + "\n"
+
+
+# -- the compare view ----------------------------------------------------------------
+
+#: The comparisons readers search for, each a page of its own (``compare-A-vs-B``).
+COMPARISONS = (
+    ("Llama 3.1 70B", "Qwen3-Next 80B-A3B"),
+    ("Gemma 3 27B", "Gemma 4 31B"),
+    ("DeepSeek-V3", "DeepSeek-V3.2", "DeepSeek-V4-Flash"),
+    ("gpt-oss-20b", "Qwen3-30B-A3B"),
+)
+#: What a recipe's clauses say, in the order :func:`attention.models.recipe` says it.
+TOPICS = {
+    "layers": "layers",
+    "heads": "heads",
+    "positions": "positions",
+    "parts": "scores and parts",
+    "cache": "cache per token",
+}
+POSITION_WORDS = re.compile(r"RoPE|NoPE|learned positions|ALiBi|no position")
+
+
+def clause_topic(index: int, clause: str) -> str:
+    """Which of :data:`TOPICS` a recipe's clause (its ``index``-th) is about.
+
+    >>> clause_topic(0, "24 layers, all full"), clause_topic(3, "sinks")
+    ('layers', 'parts')
+    """
+    if index == 0:
+        return "layers"
+    if clause.startswith("cache per token"):
+        return "cache"
+    if POSITION_WORDS.search(clause):
+        return "positions"
+    if index == 1 or clause.startswith(("full layers:", "each token caches")):
+        return "heads"
+    return "parts"
+
+
+def recipe_topics(facts: ModelFacts) -> dict[str, str]:
+    """The recipe's clauses, joined by topic (``"–"`` where it says nothing of one)."""
+    text = recipe(facts).removeprefix(f"{facts.name}: ")
+    found: dict[str, list[str]] = {topic: [] for topic in TOPICS}
+    for index, clause in enumerate(clauses(text)):
+        found[clause_topic(index, clause)].append(clause)
+    return {topic: "; ".join(said) or "–" for topic, said in found.items()}
+
+
+def compare_name(names: tuple[str, ...]) -> str:
+    """A comparison's page name: ``compare-gemma-3-27b-vs-gemma-4-31b``."""
+    return "compare-" + "-vs-".join(slug(name) for name in names)
+
+
+def cache_alt(facts: list[ModelFacts]) -> str:
+    """The cache figure's alt text, its numbers computed from the bill."""
+    parts = []
+    for m in facts:
+        at = bill(m, m.trained_context).cache
+        growing, capped, fixed = cache_profile(m)
+        parts.append(
+            f"{m.name} grows by {size(growing)} a token"
+            + (f" beyond {size(capped + fixed)} capped or fixed" if capped + fixed else "")
+            + f" and reaches {size(at)} at its trained context of {m.trained_context:,} tokens"
+        )
+    return (
+        "One sequence's cache in bf16 against the context, doubling from 1,024 tokens, "
+        "on log scales, a line per model: " + "; ".join(parts) + "."
+    )
+
+
+def compare_page(names: tuple[str, ...]) -> str:
+    """The Markdown of one comparison: key numbers, recipes clause by clause with the
+    differences marked, the strips and the caches against the context."""
+    facts = [MODELS[name] for name in names]
+    name = compare_name(names)
+    title = " vs ".join(names)
+    lines = [
+        f"({FOLDER}-{name})=",
+        f"# {title}",
+        "",
+        "Side by side, each number computed from the site's table "
+        "({data}`~attention.models.table.MODELS`) when the site is built: "
+        + ", ".join(f"{{doc}}`{m.name} <{slug(m.name)}>`" for m in facts)
+        + ". Pick any two models on the {doc}`compare page <compare>`.",
+        "",
+        "## Key numbers",
+        "",
+        "One sequence, its cache in bf16 ({func}`attention.models.bill`):",
+        "",
+    ]
+    rows: list[tuple[str, ...]] = []
+    counted = [parameters_of(m) for m in facts]
+    weights = [weight_bytes(m) for m in facts]
+    rows.append(("parameters", *(count_text(c.total) if c else "–" for c in counted)))
+    if any(w is not None and "released" in w for w in weights):
+        rows.append(
+            (
+                "weights as released",
+                *(size(w["released"]) if w and "released" in w else "–" for w in weights),
+            )
+        )
+    rows.append(("weights in bf16", *(size(w["bf16"]) if w else "–" for w in weights)))
+    for tokens in CONTEXTS:
+        rows.append(
+            (
+                f"cache at {tokens_text(tokens)}",
+                *(
+                    size(bill(m, tokens).cache)
+                    if m.max_position_embeddings is None or tokens <= m.max_position_embeddings
+                    else "–"
+                    for m in facts
+                ),
+            )
+        )
+    rows.append(("trained context", *(tokens_text(m.trained_context) for m in facts)))
+    rows.append(
+        ("cache at the trained context", *(size(bill(m, m.trained_context).cache) for m in facts))
+    )
+    lines += _table(("", *names), rows)
+    lines += [
+        "",
+        "## Their recipes, clause by clause",
+        "",
+        "Each model's recipe ({func}`attention.models.recipe`), its clauses side by side "
+        "by what they say; **differs** marks a row where the models differ.",
+        "",
+    ]
+    topics = [recipe_topics(m) for m in facts]
+    recipe_rows = []
+    for topic, label in TOPICS.items():
+        said = [t[topic] for t in topics]
+        mark = "same" if len(set(said)) == 1 else "**differs**"
+        recipe_rows.append((label, *(link_recipe(text) for text in said), mark))
+    lines += _table(("", *names, ""), recipe_rows)
+    lines += ["", "## Their layers", ""]
+    drawable = [m for m in facts if can_draw(m)]
+    if drawable:
+        alt = " ".join(strip_alt(m) for m in drawable)
+        lines += [
+            f":::{{figure}} {STRIPS}/{name}.png",
+            f":alt: {alt}",
+            "",
+            "Their layers, a row each ({func}`attention.figures.layers.layer_strips`).",
+            ":::",
+            "",
+        ]
+    for m in facts:
+        if not can_draw(m):
+            lines += [
+                f"{strip_alt(m)} The strip figure does not draw these kinds of layer yet.",
+                "",
+            ]
+    lines += ["As text ({func}`attention.models.layer_strip`), one letter per layer:", ""]
+    for m in facts:
+        lines += [f"{m.name}:", "", "```text", layer_strip(m), "```", ""]
+    lines += [
+        "## Their caches against the context",
+        "",
+        f":::{{figure}} {STRIPS}/{name}-cache.png",
+        f":alt: {cache_alt(facts)}",
+        "",
+        "One sequence's cache against the context "
+        "({func}`attention.figures.caches.cache_against_context`).",
+        ":::",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+#: The contexts of the compare view's plot: 1k to 1M tokens, doubling.
+COMPARE_CONTEXTS = tuple(2**p for p in range(10, 21))
+
+
+def compare_data() -> dict:
+    """What the compare page's script shows for each model, computed here: the key
+    numbers, the recipe by topic, the strip as text and the cache at each context."""
+    models = []
+    for facts in MODELS.values():
+        if facts.bidirectional:
+            continue  # an encoder keeps no cache: nothing to set against the context
+        limit = facts.max_position_embeddings
+        tokens = sorted(
+            {t for t in [*COMPARE_CONTEXTS, facts.trained_context] if limit is None or t <= limit}
+        )
+        models.append(
+            {
+                "name": facts.name,
+                "page": f"{slug(facts.name)}.html",
+                "key": [list(row) for row in key_numbers(facts)],
+                "recipe": recipe_topics(facts),
+                "strip": layer_strip(facts),
+                "trained_context": facts.trained_context,
+                "cache": [[t, bill(facts, t).cache] for t in tokens],
+            }
+        )
+    return {
+        "topics": TOPICS,
+        "models": models,
+        "pairs": [list(names) for names in COMPARISONS],
+    }
+
+
+def compare_index() -> str:
+    """The compare page: two models picked by the reader, and the pages for the pairs
+    readers search for."""
+    data = json.dumps(compare_data(), separators=(",", ":")).replace("</", "<\\/")
+    lines = [
+        f"({FOLDER}-compare)=",
+        "# Compare two models",
+        "",
+        "Pick two models: their key numbers, their recipes clause by clause with the "
+        "differences marked, their layers and their caches against the context. Every "
+        "number here was computed by the package when the site was built, as on each "
+        "model's page; the page only shows them. For another batch or number type, use "
+        "the {ref}`calculator <calculator>`.",
+        "",
+        "```{raw} html",
+        '<div class="model-compare" id="model-compare">'
+        '<p class="mc-noscript">This view needs JavaScript; the pages below need none.</p>'
+        "</div>",
+        f'<script type="application/json" id="model-compare-data">{data}</script>',
+        "```",
+        "",
+        "## The comparisons readers look for",
+        "",
+    ]
+    lines += [f"- {{doc}}`{' vs '.join(names)} <{compare_name(names)}>`" for names in COMPARISONS]
+    lines += [
+        "",
+        "```{toctree}",
+        ":hidden:",
+        ":maxdepth: 1",
+        "",
+        *(compare_name(names) for names in COMPARISONS),
+        "```",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -1110,10 +1542,12 @@ def pages() -> dict[str, str]:
     """Every generated page, by its path under ``docs/models/``."""
     names = [slug(name) for name in MODELS]
     duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates or "index" in names:
-        raise ValueError(f"model_cards: two models share a page name: {duplicates or ['index']}")
-    found = {"index.md": index_page()}
+    taken = {"index", "compare"} & set(names)
+    if duplicates or taken:
+        raise ValueError(f"model_cards: two pages share a name: {duplicates or sorted(taken)}")
+    found = {"index.md": index_page(), "compare.md": compare_index()}
     found |= {f"{slug(facts.name)}.md": card(facts) for facts in MODELS.values()}
+    found |= {f"{compare_name(names)}.md": compare_page(names) for names in COMPARISONS}
     return found
 
 
@@ -1133,22 +1567,29 @@ def write(docs: Path) -> tuple[int, int]:
         if path.name not in wanted:
             path.unlink()
     figures = {f"{slug(f.name)}.png": f for f in MODELS.values() if can_draw(f)}
+    compared = compare_figures()
     with torch.no_grad():
         for name, facts in figures.items():
             drawn += draw_strip(facts, folder / STRIPS / name)
+        for name, (key, make) in compared.items():
+            drawn += draw(folder / STRIPS / name, key, make)
     for path in (folder / STRIPS).glob("*"):
-        if path.with_suffix(".png").name not in figures:
+        if path.with_suffix(".png").name not in {*figures, *compared}:
             path.unlink()
     return written, drawn
 
 
+def on_html_page_context(app: Sphinx, pagename: str, templatename, context, doctree) -> None:
+    if pagename == f"{FOLDER}/compare":
+        app.add_js_file("compare.js")
+
+
 def on_builder_inited(app: Sphinx) -> None:
     written, drawn = write(Path(app.srcdir))
-    logger.info(
-        "model_cards: %d model pages, %d written, %d figures drawn", len(MODELS) + 1, written, drawn
-    )
+    logger.info("model_cards: %d pages, %d written, %d figures drawn", len(pages()), written, drawn)
 
 
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", on_builder_inited)
+    app.connect("html-page-context", on_html_page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

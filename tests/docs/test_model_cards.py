@@ -11,23 +11,33 @@ here, at every context a card gives.
 from __future__ import annotations
 
 import importlib
+import json
+import math
 import re
 from pathlib import Path
 
+import model_cards
 import pytest
 import torch
 import transformers
 from model_cards import (
     CACHE_DTYPES,
+    COMPARISONS,
     FOLDER,
     STRIPS,
+    TOPICS,
     WEIGHT_DTYPES,
+    Parameters,
     attention_classes,
     card,
+    compare_data,
+    compare_name,
     config_fields,
     contexts,
+    key_numbers,
     link_recipe,
     pages,
+    recipe_topics,
     size,
     slug,
     unusual,
@@ -43,7 +53,10 @@ from attention.models import (
     cache_bytes,
     facts_from_config,
     layer_cache_bytes,
+    parameter_count,
     recipe,
+    released_config,
+    released_parameters,
     state_bytes,
 )
 
@@ -83,7 +96,12 @@ def table(page: str, header: str) -> list[list[str]]:
 
 
 def test_every_model_has_a_page_and_the_index_lists_them_all(generated):
-    assert set(generated) == {"index.md", *(f"{slug(name)}.md" for name in MODELS)}
+    assert set(generated) == {
+        "index.md",
+        "compare.md",
+        *(f"{slug(name)}.md" for name in MODELS),
+        *(f"{compare_name(names)}.md" for names in COMPARISONS),
+    }
     index = generated["index.md"]
     toctree = index.split("```{toctree}")[1]
     assert [line for line in toctree.splitlines()[4:] if line and line != "```"] == [
@@ -146,10 +164,10 @@ def test_the_fixed_state_and_the_weights_are_the_facts(name, generated):
         assert_bytes(found.group(2), state_bytes(facts, TORCH["fp8"], torch.float32))
     else:
         assert "fixed state" not in page
-    if facts.weights is None:
+    parameters = counted(facts)
+    if parameters is None:
         assert "cites no parameter count" in page
         return
-    parameters = facts.weights.parameters
     weights = page.split("## Its weights")[1].split("##")[0]
     assert f"{parameters:,} parameters" in weights
     for dtype in WEIGHT_DTYPES:
@@ -301,6 +319,161 @@ def test_writing_twice_rewrites_nothing_and_removes_what_is_gone(tmp_path):
     stale.parent.mkdir(parents=True)
     stale.write_text("a model no longer in the table")
     written, drawn = write(tmp_path)
-    assert written == len(MODELS) + 1 and not stale.exists()
+    assert written == len(MODELS) + 2 + len(COMPARISONS) and not stale.exists()
     assert drawn == len(list((tmp_path / FOLDER / STRIPS).glob("*.png")))
     assert write(tmp_path) == (0, 0)
+
+
+def counted(facts) -> int | None:
+    """The model's parameters: counted from its released file where the package keeps
+    the whole of it, else the count the table cites."""
+    found = released_parameters(facts.name)
+    if found is None and facts.weights is not None:
+        found = facts.weights.parameters
+    return found
+
+
+def key_rows(page: str) -> dict[str, str]:
+    """The key-numbers box of a card: what -> how much."""
+    box = page.split(":::{admonition} Key numbers")[1].split(":::")[0]
+    return {row[0]: row[1] for row in table(box, "|  | bytes or count |")}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
+    """Above the recipe, every card gives its parameters, its weights, its cache at 8k,
+    32k, 128k and its trained context, and the total, each the bill's to its digit."""
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    assert page.index("Key numbers") < page.index("## Its attention")
+    rows = key_rows(page)
+    parameters = counted(facts)
+    if parameters is None:
+        assert rows["parameters"] == "not in the table yet"
+        assert not any(what.startswith(("weights", "total")) for what in rows)
+    else:
+        assert rows["parameters"].endswith(f"({parameters:,})")
+        assert_bytes(rows["weights, all in bf16"], parameters * 2)
+        if facts.quantization is not None and released_parameters(name) is not None:
+            only = facts.quantization.parameters
+            quantized = parameter_count(released_config(name), only=only)
+            bits = BITS[facts.quantization.dtype]
+            exact = math.ceil(quantized * bits / 8) + (parameters - quantized) * 2
+            dtype = {"fp8": "FP8", "mxfp4": "MXFP4"}[facts.quantization.dtype]
+            assert_bytes(rows[f"weights as released ({dtype} and bf16)"], exact)
+    cache = {}
+    for what, shown in rows.items():
+        found = re.match(r"cache at ([\d,]+) ", what)
+        if found:
+            cache[int(found.group(1).replace(",", ""))] = shown
+    if facts.bidirectional:
+        assert cache == {}
+        return
+    assert sorted(cache) == contexts(facts)
+    for tokens, shown in cache.items():
+        assert_bytes(shown, bill(facts, tokens).cache)
+    assert f"cache at {facts.trained_context:,}" in page
+    if parameters is not None:
+        total = rows["total: weights in bf16 and the cache at its trained context"]
+        exact = bill(facts, facts.trained_context, parameters=parameters)
+        assert_bytes(total, exact.weights + exact.cache)
+
+
+def test_the_key_numbers_give_the_released_weights_first_when_the_split_is_known(
+    monkeypatch,
+):
+    """gpt-oss with a split of its parameters: its MXFP4 experts at 4.25 bits, the
+    rest in bf16, above the all-bf16 weights, and a total for each."""
+    facts = MODELS["gpt-oss-20b"]
+    total, experts = 20_000_000_000, 18_000_000_000
+    split = Parameters(total, experts, "a split for the test")
+    monkeypatch.setattr(model_cards, "parameters_of", lambda f: split)
+    rows = dict(key_numbers(facts))
+    whats = list(rows)
+    released = "weights as released (MXFP4 and bf16)"
+    assert whats.index(released) < whats.index("weights, all in bf16")
+    exact = experts * 17 // 32 + (total - experts) * 2
+    assert_bytes(rows[released], exact)
+    cache = bill(facts, facts.trained_context).cache
+    context = "the cache at its trained context"
+    assert_bytes(rows[f"total: weights as released and {context}"], exact + cache)
+    assert_bytes(rows[f"total: weights in bf16 and {context}"], total * 2 + cache)
+    page = card(facts)
+    assert "As released, its weights are not all 16-bit: MXFP4 for the experts'" in page
+    assert "4.25 bits a number, its shared 8-bit scale per 32 numbers included" in page
+
+
+@pytest.mark.parametrize("name", [n for n, m in MODELS.items() if m.quantization])
+def test_a_quantized_release_says_which_weights_and_cites_its_config(name, generated):
+    facts = MODELS[name]
+    weights = generated[f"{slug(name)}.md"].split("## Its weights")[1].split("\n## ")[0]
+    assert facts.quantization.weights in weights
+    assert facts.quantization.source in weights
+
+
+def test_every_comparison_has_its_page_listed_on_the_compare_page(generated):
+    compare = generated["compare.md"]
+    for names in COMPARISONS:
+        assert f"{compare_name(names)}.md" in generated
+        assert f"<{compare_name(names)}>`" in compare
+    toctree = compare.split("```{toctree}")[1]
+    assert [line for line in toctree.splitlines()[4:] if line and line != "```"] == [
+        compare_name(names) for names in COMPARISONS
+    ]
+    issue = {("Llama 3.1 70B", "Qwen3-Next 80B-A3B"), ("gpt-oss-20b", "Qwen3-30B-A3B")}
+    assert issue <= set(COMPARISONS)
+    assert ("DeepSeek-V3", "DeepSeek-V3.2", "DeepSeek-V4-Flash") in COMPARISONS
+
+
+@pytest.mark.parametrize("names", COMPARISONS, ids=compare_name)
+def test_a_comparison_s_numbers_are_the_bill_and_its_differences_the_recipes(names, generated):
+    page = generated[f"{compare_name(names)}.md"]
+    facts = [MODELS[n] for n in names]
+    rows = {row[0]: row[1:] for row in table(page, "|  | " + " | ".join(names))}
+    for tokens in (8192, 32768, 131072):
+        cells = rows[f"cache at {tokens:,} ({tokens // 1024}k)"]
+        for m, cell in zip(facts, cells, strict=True):
+            if m.max_position_embeddings is not None and tokens > m.max_position_embeddings:
+                assert cell == "–"
+            else:
+                assert_bytes(cell, bill(m, tokens).cache)
+    for m, cell in zip(facts, rows["cache at the trained context"], strict=True):
+        assert_bytes(cell, bill(m, m.trained_context).cache)
+    recipes = table(page, "|  | " + " | ".join(names) + " |  |")
+    assert [row[0] for row in recipes] == list(TOPICS.values())
+    for row, topic in zip(recipes, TOPICS, strict=True):
+        said = [recipe_topics(m)[topic] for m in facts]
+        assert row[-1] == ("same" if len(set(said)) == 1 else "**differs**")
+    for m in facts:
+        # The topics, in order, give back the whole recipe.
+        joined = "; ".join(t for t in recipe_topics(m).values() if t != "–")
+        assert joined == recipe(m).removeprefix(f"{m.name}: ")
+        assert layer_strip_text(m) in page
+    assert f"_strips/{compare_name(names)}-cache.png" in page
+
+
+def layer_strip_text(facts) -> str:
+    from attention.models import layer_strip
+
+    return layer_strip(facts)
+
+
+def test_the_compare_view_s_data_is_the_bill_at_each_context():
+    data = compare_data()
+    names = [m["name"] for m in data["models"]]
+    assert names == [n for n, m in MODELS.items() if not m.bidirectional]
+    for model in data["models"]:
+        facts = MODELS[model["name"]]
+        tokens = [t for t, _ in model["cache"]]
+        assert facts.trained_context in tokens and tokens == sorted(tokens)
+        for t, cache in model["cache"]:
+            assert cache == bill(facts, t).cache
+        assert model["key"] == [list(row) for row in key_numbers(facts)]
+    assert all(name in names for pair in data["pairs"] for name in pair)
+
+
+def test_the_compare_page_embeds_its_data_safely(generated):
+    compare = generated["compare.md"]
+    embedded = compare.split('id="model-compare-data">')[1].split("</script>")[0]
+    assert "</" not in embedded
+    assert json.loads(embedded.replace("<\\/", "</")) == json.loads(json.dumps(compare_data()))
