@@ -220,17 +220,26 @@ def facts_from_config_object(
     :func:`facts_from_config` without ``transformers``: the model type's reader reads
     the object's attributes, and nothing fills a field the object lacks. The object is
     a text model's ``transformers`` config (what :func:`as_config` returns), or any
-    object with the same attributes, which the site's calculator builds in the browser
-    from a ``config.json`` and its config class's defaults. The keywords are
-    :func:`facts_from_config`'s.
+    object with the same attributes, whose class, a dataclass as ``transformers``' are,
+    declares the fields the reader asks about (the site's calculator builds one in the
+    browser from a ``config.json`` and its config class's exported defaults). The
+    keywords are :func:`facts_from_config`'s.
 
     Examples
     --------
-    >>> from types import SimpleNamespace
-    >>> config = SimpleNamespace(model_type="bert", num_hidden_layers=2, hidden_size=64,
-    ...     num_attention_heads=4, max_position_embeddings=512, layer_norm_eps=1e-12)
-    >>> facts_from_config_object(config).bidirectional
-    True
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class BertConfig:  # the fields a BERT config declares that the reader reads
+    ...     num_hidden_layers: int
+    ...     hidden_size: int
+    ...     num_attention_heads: int
+    ...     max_position_embeddings: int
+    ...     is_decoder: bool = False
+    ...     model_type: str = "bert"
+    ...     attribute_map = {}
+    >>> facts = facts_from_config_object(BertConfig(2, 64, 4, 512))
+    >>> facts.layers, facts.bidirectional, facts.config_class
+    (2, True, 'BertConfig')
     """
     model_type = getattr(config, "model_type", None)
     if not isinstance(model_type, str):
