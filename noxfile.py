@@ -88,6 +88,14 @@ def install(session: nox.Session, *args: str) -> None:
     session.install("-c", CONSTRAINTS, *args)
 
 
+def install_site_packages(session: nox.Session) -> None:
+    """Install what the site ships besides Python, pinned by package-lock.json: Pyodide,
+    which the calculator's config reader runs in the page (docs/_ext/config_reader.py)."""
+    if shutil.which("npm") is None:
+        session.error("no `npm` on PATH: install Node.js (20 or newer), which brings it")
+    session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite and the docstring examples (pytest --doctest-modules).
@@ -96,6 +104,7 @@ def tests(session: nox.Session) -> None:
     this session builds, so it installs the documentation tools as well.
     """
     install(session, "-e", ".[test,plot,docs]")
+    install_site_packages(session)  # tests/docs/test_config_reader.py runs Pyodide in Node
     session.run("pytest", *session.posargs, env={"PYDEVD_DISABLE_FILE_VALIDATION": "1"})
 
 
@@ -175,6 +184,7 @@ def build_docs(session: nox.Session, html: Path, env: dict[str, str]) -> None:
     constraints file or the Python version has changed (docs/_ext/live_cache.py).
     """
     install(session, "-e", ".[docs]")
+    install_site_packages(session)
     args = list(session.posargs)
     reuse = args[:1] == [REUSE]
     if reuse:

@@ -11,11 +11,15 @@ the wrong shape or dtype) raises a ``ValueError``.
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise
-from typing import Protocol, SupportsIndex
+from typing import TYPE_CHECKING, Protocol, SupportsIndex
 
-import torch
+# torch is imported by the checks of tensors only, inside them: the checks of numbers
+# and sizes run without it, as the atlas's cost functions do in the site's calculator.
+if TYPE_CHECKING:
+    import torch
 
 
 class _Weighted(Protocol):
@@ -68,7 +72,8 @@ def positive_int(owner: str, name: str, value: object) -> int:
 
 def dtype_bytes(owner: str, dtype: object) -> int:
     """Bytes of one number: a ``torch.dtype``'s size, or a positive int taken as it is."""
-    if isinstance(dtype, torch.dtype):
+    torch = sys.modules.get("torch")  # a torch.dtype exists only once torch is imported
+    if torch is not None and isinstance(dtype, torch.dtype):
         return dtype.itemsize
     return positive_int(owner, "dtype (a torch.dtype or a number of bytes)", dtype)
 
@@ -157,6 +162,8 @@ def positive_number(owner: str, name: str, value: object, what: str = "") -> flo
 
 def tensor(owner: str, name: str, x: object) -> torch.Tensor:
     """Return ``x``, or raise a ``TypeError`` unless it is a tensor."""
+    import torch
+
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
     return x
@@ -220,6 +227,8 @@ def float_tensor(
     ``min_rank`` asks for at least that many dimensions instead, as ``(..., tokens, dim)``
     does. ``layout`` names the dimensions in the error, e.g. ``"(batch, heads, tokens, dim)"``.
     """
+    import torch
+
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -336,6 +345,8 @@ def cached_input(module: _Layer, x: object, cache: _Seen | None) -> tuple[torch.
 
 def allowed_tensor(owner: str, allowed: object) -> torch.Tensor:
     """Return ``allowed``, or raise unless it is a bool tensor (the caller checks the shape)."""
+    import torch
+
     expected = "allowed must be a bool tensor, True where a query may attend"
     if not isinstance(allowed, torch.Tensor):
         raise TypeError(f"{owner}: {expected}, got {type(allowed).__name__}")
@@ -358,6 +369,7 @@ def allowed_mask(
     is given as ``mask[:, None, None, :]``. ``keys`` names the last dimension in the
     message (``"context_tokens"`` for cross-attention).
 
+    >>> import torch
     >>> allowed_mask("Layer", torch.ones(2, 1, 1, 5, dtype=torch.bool), (2, 4, 3, 5)).shape
     torch.Size([2, 1, 1, 5])
     >>> allowed_mask("Layer", torch.ones(2, 5, dtype=torch.bool), (2, 4, 3, 5))
@@ -366,6 +378,8 @@ def allowed_mask(
         ...
     ValueError: Layer: expected allowed broadcastable to ... got shape (2, 5); ...
     """
+    import torch
+
     allowed = allowed_tensor(owner, allowed)
     try:
         fits = torch.broadcast_shapes(allowed.shape, scores) == scores
@@ -385,6 +399,8 @@ def bool_mask(owner: str, allowed: object, expected: str, *shapes: tuple[int, ..
 
     Its shape must be one of ``shapes``.
     """
+    import torch
+
     if not isinstance(allowed, torch.Tensor):
         raise TypeError(f"{owner}: {expected}, got {type(allowed).__name__}")
     if allowed.dtype != torch.bool:
@@ -404,6 +420,8 @@ def sequence_lengths(owner: str, cu_seqlens: object, total_tokens: int | None = 
     1-D integer tensor (:func:`~attention.varlen_attention`'s layout). ``total_tokens``:
     what the last entry must be; ``None`` takes whatever it is.
     """
+    import torch
+
     if isinstance(cu_seqlens, torch.Tensor):
         if (
             cu_seqlens.is_floating_point()

@@ -17,43 +17,9 @@ import torch
 
 from attention import _checks
 from attention.cache import Cache, _CacheBase
+from attention.cache_sizes import kv_cache_bytes_per_token
 
 __all__ = ["KVCache", "kv_cache_bytes_per_token"]
-
-
-def kv_cache_bytes_per_token(
-    num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype | int = torch.float32
-) -> int:
-    """Bytes a key-value cache needs per token of context.
-
-    ``2 * layers * kv_heads * head_dim * bytes per number``; the 2 counts the key and
-    the value.
-
-    Parameters
-    ----------
-    num_layers : int
-        Attention layers, each with its own cache.
-    num_kv_heads : int
-        Key/value heads per layer (``num_key_value_heads`` in a ``transformers``
-        config; equal to the number of query heads without grouped-query attention).
-    head_dim : int
-        Size of each key and value vector.
-    dtype : torch.dtype or int
-        The cache's number type, or its size in bytes.
-
-    Examples
-    --------
-    >>> import torch
-    >>> kv_cache_bytes_per_token(32, 8, 128, torch.bfloat16)  # Llama 3 8B: 128 KiB per token
-    131072
-    >>> kv_cache_bytes_per_token(12, 12, 64, torch.float32)  # GPT-2 small
-    73728
-    """
-    owner = "kv_cache_bytes_per_token"
-    num_layers = _checks.positive_int(owner, "num_layers", num_layers)
-    num_kv_heads = _checks.positive_int(owner, "num_kv_heads", num_kv_heads)
-    head_dim = _checks.positive_int(owner, "head_dim", head_dim)
-    return 2 * num_layers * num_kv_heads * head_dim * _checks.dtype_bytes(owner, dtype)
 
 
 class KVCache(_CacheBase):

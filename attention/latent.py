@@ -22,6 +22,7 @@ from torch import nn
 
 from attention import _checks
 from attention.cache import _CacheBase, _check_cache
+from attention.cache_sizes import latent_cache_bytes_per_token
 from attention.kv_cache import _check_new, _Storage
 from attention.masks import _causal_mask
 from attention.norms import RMSNorm
@@ -30,29 +31,6 @@ from attention.scaled import _scaled_dot_product_weights
 from attention.step import _attend
 
 __all__ = ["LatentCache", "MultiHeadLatentAttention", "latent_cache_bytes_per_token"]
-
-
-def latent_cache_bytes_per_token(
-    num_layers: int,
-    kv_lora_rank: int,
-    qk_rope_head_dim: int,
-    dtype: torch.dtype | int = torch.float32,
-) -> int:
-    """Bytes an MLA cache needs per token: ``layers * (kv_lora_rank + qk_rope_head_dim) * size``.
-
-    No factor 2 and no heads: one latent and one shared rotary key per token and layer.
-
-    Examples
-    --------
-    >>> import torch
-    >>> latent_cache_bytes_per_token(61, 512, 64, torch.bfloat16)  # DeepSeek-V3: about 69 KiB
-    70272
-    """
-    owner = "latent_cache_bytes_per_token"
-    num_layers = _checks.positive_int(owner, "num_layers", num_layers)
-    kv_lora_rank = _checks.positive_int(owner, "kv_lora_rank", kv_lora_rank)
-    qk_rope_head_dim = _checks.positive_int(owner, "qk_rope_head_dim", qk_rope_head_dim)
-    return num_layers * (kv_lora_rank + qk_rope_head_dim) * _checks.dtype_bytes(owner, dtype)
 
 
 class LatentCache(_CacheBase):

@@ -33,6 +33,7 @@ extensions = [
     "verify_gallery",
     "downloads",
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
+    "config_reader",  # the calculator's config reader: Pyodide and the package's modules
     "model_cards",  # a page per model of MODELS, written into docs/models/ as the build starts
 ]
 

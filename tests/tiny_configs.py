@@ -326,15 +326,18 @@ def shrunk_fields(config_class) -> dict:
     return fields
 
 
-def tiny_config(model_type: str):
-    """The transformers config of ``model_type``'s tiny model: the hand-written one of
-    ``TINY``, else its config class's defaults shrunk (``shrunk_fields``, ``ADJUSTED``)."""
-    config_class = transformers.CONFIG_MAPPING[model_type]
+def tiny_fields(model_type: str) -> dict:
+    """The fields of ``model_type``'s tiny config: the hand-written ones of ``TINY``, else
+    its config class's defaults shrunk (``shrunk_fields``, ``ADJUSTED``)."""
     if model_type in TINY:
-        fields = TINY[model_type] if model_type == "gpt2" else BASE | TINY[model_type]
-        return config_class(**fields)
-    fields = shrunk_fields(config_class)
+        return TINY[model_type] if model_type == "gpt2" else BASE | TINY[model_type]
+    fields = shrunk_fields(transformers.CONFIG_MAPPING[model_type])
     for name, value in ADJUSTED.get(model_type, {}).items():
         inner = fields.get(name)  # a config it holds, shrunk: adjusted in part
         fields[name] = inner | value if isinstance(inner, dict) else value
-    return config_class(**fields)
+    return fields
+
+
+def tiny_config(model_type: str):
+    """The transformers config of ``model_type``'s tiny model (:func:`tiny_fields`)."""
+    return transformers.CONFIG_MAPPING[model_type](**tiny_fields(model_type))

@@ -80,7 +80,13 @@ from attention.models.facts import (
     TemperatureTuning,
     Weights,
 )
-from attention.models.readers import LOADED_AS, as_config, facts_from_config
+from attention.models.readers import (
+    LOADED_AS,
+    as_config,
+    facts_from_config,
+    facts_from_config_object,
+    read_model_types,
+)
 from attention.models.recipes import (
     BUILDERS,
     Sizes,
@@ -166,6 +172,7 @@ __all__ = [
     "deepseek_v3_layer",
     "deepseek_v32_layer",
     "facts_from_config",
+    "facts_from_config_object",
     "format_bytes",
     "format_number",
     "from_transformers",
@@ -192,6 +199,7 @@ __all__ = [
     "parameter_count",
     "qwen3_layer",
     "qwen3_next_layer",
+    "read_model_types",
     "recipe",
     "released_config",
     "released_config_source",

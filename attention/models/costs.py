@@ -34,11 +34,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatch
-
-import torch
+from typing import TYPE_CHECKING
 
 from attention import _checks
-from attention.kv_cache import kv_cache_bytes_per_token as _sized_kv_bytes_per_token
+from attention.cache_sizes import kv_cache_bytes_per_token as _sized_kv_bytes_per_token
 from attention.models.facts import (
     CONV,
     CROSS,
@@ -54,6 +53,12 @@ from attention.models.facts import (
     _count,
 )
 from attention.models.readers import as_config
+
+# No torch at run time: these functions run in the site's calculator, in the browser,
+# where there is none. A dtype is a torch.dtype or its size in bytes; the defaults are
+# sizes, 2 (bfloat16) for a cache and 4 (float32) for a recurrent state.
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "BITS",
@@ -134,6 +139,9 @@ def parameter_count(config: object, only: Sequence[str] | None = None) -> int:
     >>> parameter_count({"model_type": "gpt2"}, only=["*.wte.weight"])  # 50,257 x 768
     38597376
     """
+    # Imported here, not above: the other cost functions run without them (the site's
+    # calculator runs them in the browser, where neither is).
+    import torch
     import transformers
 
     if only is not None and (
@@ -249,7 +257,7 @@ def _head_dim(facts: ModelFacts) -> int:
 
 
 def layer_kv_cache_bytes_per_token(
-    facts: ModelFacts, dtype: torch.dtype | int = torch.bfloat16
+    facts: ModelFacts, dtype: torch.dtype | int = 2
 ) -> tuple[int, ...]:
     """Bytes each layer's cache grows by per token, in ``dtype`` numbers.
 
@@ -294,7 +302,7 @@ def layer_kv_cache_bytes_per_token(
     return tuple(layers)
 
 
-def kv_cache_bytes_per_token(facts: ModelFacts, dtype: torch.dtype | int = torch.bfloat16) -> int:
+def kv_cache_bytes_per_token(facts: ModelFacts, dtype: torch.dtype | int = 2) -> int:
     """Bytes the cache of all layers grows by per token, in ``dtype`` numbers.
 
     ``2 * layers * num_kv_heads * head_dim * bytes``, or for latent attention
@@ -334,9 +342,7 @@ def layer_tokens_kept(facts: ModelFacts, tokens: int) -> tuple[int, ...]:
     return tuple(min(tokens, window) if kind in capped else tokens for kind in facts.layer_types)
 
 
-def kv_cache_bytes(
-    facts: ModelFacts, tokens: int, dtype: torch.dtype | int = torch.bfloat16
-) -> int:
+def kv_cache_bytes(facts: ModelFacts, tokens: int, dtype: torch.dtype | int = 2) -> int:
     """Bytes of keys and values for one sequence of ``tokens`` tokens.
 
     A sliding layer keeps at most ``sliding_window`` tokens and a chunked one at most
@@ -365,7 +371,7 @@ def kv_cache_bytes(
     )
 
 
-def cross_cache_bytes(facts: ModelFacts, dtype: torch.dtype | int = torch.bfloat16) -> int | None:
+def cross_cache_bytes(facts: ModelFacts, dtype: torch.dtype | int = 2) -> int | None:
     """Bytes of the cross-attention cache of one sequence, in ``dtype`` numbers: the
     context's keys and values in every layer that cross-attends,
     ``2 * kv_heads * head_dim * context_tokens * bytes`` a layer, computed once and
@@ -402,8 +408,8 @@ def _layer_state_numbers(facts: ModelFacts) -> tuple[tuple[int, int], ...]:
 
 def layer_state_bytes(
     facts: ModelFacts,
-    dtype: torch.dtype | int = torch.bfloat16,
-    state_dtype: torch.dtype | int = torch.float32,
+    dtype: torch.dtype | int = 2,
+    state_dtype: torch.dtype | int = 4,
 ) -> tuple[int, ...]:
     """Bytes of each layer's fixed-size state for one sequence; 0 for attention layers.
 
@@ -431,8 +437,8 @@ def layer_state_bytes(
 
 def state_bytes(
     facts: ModelFacts,
-    dtype: torch.dtype | int = torch.bfloat16,
-    state_dtype: torch.dtype | int = torch.float32,
+    dtype: torch.dtype | int = 2,
+    state_dtype: torch.dtype | int = 4,
 ) -> int:
     """Bytes of the fixed-size state of all linear-attention and Mamba layers, per
     sequence: the sum of :func:`.layer_state_bytes`, the same at any length.
@@ -446,9 +452,7 @@ def state_bytes(
     return sum(layer_state_bytes(facts, dtype, state_dtype))
 
 
-def indexer_cache_bytes_per_token(
-    facts: ModelFacts, dtype: torch.dtype | int = torch.bfloat16
-) -> int:
+def indexer_cache_bytes_per_token(facts: ModelFacts, dtype: torch.dtype | int = 2) -> int:
     """Bytes the lightning indexer's key cache grows by per token, in ``dtype`` numbers.
 
     Each indexed layer caches one key of ``index_head_dim`` numbers per token, shared
@@ -534,8 +538,8 @@ def layer_cache_numbers(facts: ModelFacts, tokens: int) -> tuple[tuple[int, int]
 def layer_cache_bytes(
     facts: ModelFacts,
     tokens: int,
-    dtype: torch.dtype | int = torch.bfloat16,
-    state_dtype: torch.dtype | int = torch.float32,
+    dtype: torch.dtype | int = 2,
+    state_dtype: torch.dtype | int = 4,
 ) -> tuple[int, ...]:
     """Bytes each layer's cache holds for one sequence of ``tokens`` tokens: the
     numbers of :func:`.layer_cache_numbers`, in ``dtype`` and ``state_dtype``.
@@ -554,8 +558,8 @@ def layer_cache_bytes(
 def cache_bytes(
     facts: ModelFacts,
     tokens: int,
-    dtype: torch.dtype | int = torch.bfloat16,
-    state_dtype: torch.dtype | int = torch.float32,
+    dtype: torch.dtype | int = 2,
+    state_dtype: torch.dtype | int = 4,
 ) -> int:
     """Everything the cache holds for one sequence of ``tokens`` tokens: the keys and
     values (:func:`.kv_cache_bytes`), the indexer's keys, the linear-attention and

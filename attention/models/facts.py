@@ -44,12 +44,15 @@ What these cost, in bytes of cache at a length, is :mod:`attention.models.costs`
 from __future__ import annotations
 
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attention import _checks
-from attention.latent import latent_cache_bytes_per_token
+from attention.cache_sizes import latent_cache_bytes_per_token
+
+# No torch at run time: the facts and their costs run in the site's calculator, in the
+# browser, where there is none (a dtype is a torch.dtype or its size in bytes).
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "Chunked",

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attention import _checks
 from attention.models.facts import (
@@ -53,7 +53,13 @@ from attention.models.facts import (
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig
 
-__all__ = ["LOADED_AS", "as_config", "facts_from_config"]
+__all__ = [
+    "LOADED_AS",
+    "as_config",
+    "facts_from_config",
+    "facts_from_config_object",
+    "read_model_types",
+]
 
 # Each model type's reader, by transformers' model_type. The config class of each is
 # the one transformers registers for it; the attention is its modeling file's.
@@ -67,6 +73,15 @@ def _reader(*model_types: str):
         return function
 
     return register
+
+
+def read_model_types() -> tuple[str, ...]:
+    """The model types :func:`facts_from_config` reads, sorted: one reader each.
+
+    >>> "llama" in read_model_types()
+    True
+    """
+    return tuple(sorted(_READERS))
 
 
 # -- reading a config ------------------------------------------------------------------
@@ -183,8 +198,55 @@ def facts_from_config(
     >>> facts.local, facts.scores
     (Sliding(window=128, global_every=2), Scores(sinks=True))
     """
-    config = as_config(config)
-    model_type = config.model_type
+    return facts_from_config_object(
+        as_config(config),
+        name=name,
+        checkpoint=checkpoint,
+        year=year,
+        trained_context=trained_context,
+    )
+
+
+def facts_from_config_object(
+    config: Any,
+    *,
+    name: str | None = None,
+    checkpoint: str = "",
+    year: int = 0,
+    trained_context: int | None = None,
+) -> ModelFacts:
+    """The :class:`~attention.models.ModelFacts` of a config object, read as it is.
+
+    :func:`facts_from_config` without ``transformers``: the model type's reader reads
+    the object's attributes, and nothing fills a field the object lacks. The object is
+    a text model's ``transformers`` config (what :func:`as_config` returns), or any
+    object with the same attributes, whose class, a dataclass as ``transformers``' are,
+    declares the fields the reader asks about (the site's calculator builds one in the
+    browser from a ``config.json`` and its config class's exported defaults). The
+    keywords are :func:`facts_from_config`'s.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class BertConfig:  # the fields a BERT config declares that the reader reads
+    ...     num_hidden_layers: int
+    ...     hidden_size: int
+    ...     num_attention_heads: int
+    ...     max_position_embeddings: int
+    ...     is_decoder: bool = False
+    ...     model_type: str = "bert"
+    ...     attribute_map = {}
+    >>> facts = facts_from_config_object(BertConfig(2, 64, 4, 512))
+    >>> facts.layers, facts.bidirectional, facts.config_class
+    (2, True, 'BertConfig')
+    """
+    model_type = getattr(config, "model_type", None)
+    if not isinstance(model_type, str):
+        raise TypeError(
+            f"facts_from_config: expected a config with a str model_type, got "
+            f"{type(model_type).__name__}"
+        )
     reader = _READERS.get(model_type)
     if reader is None:
         raise ValueError(
