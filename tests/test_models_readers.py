@@ -297,6 +297,15 @@ def test_a_multimodal_config_gives_its_text_model() -> None:
         ({"hidden_size": 8}, ValueError, "name its model_type"),
         ("/no/such/config.json", ValueError, "expected a config.json file"),
         (42, TypeError, "got int"),
+        (  # GLM-5.2's: a "shared" layer reuses an earlier layer's top-k, as hy_v4's do
+            {
+                "model_type": "glm_moe_dsa",
+                "num_hidden_layers": 4,
+                "indexer_types": ["full", "shared", "full", "shared"],
+            },
+            ValueError,
+            "indexer_types='shared'",
+        ),
         (
             {"model_type": "smollm3", "num_hidden_layers": 4, "no_rope_layers": [1, 0, 0, 1]},
             ValueError,

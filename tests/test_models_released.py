@@ -173,3 +173,12 @@ def test_mimo_v2_flash_file_agrees_with_the_defaults_its_config_class_reads_inst
     assert released["add_swa_attention_sink_bias"] is facts.local.sinks is True
     assert released["add_full_attention_sink_bias"] is False
     assert facts.scores is None  # the full layers hold no sinks
+
+
+def test_glm_5_1_file_is_glm_5s_but_for_its_transformers_version() -> None:
+    """GLM-5.1's entry says its file holds GLM-5's every field; so it counts as many
+    parameters (its cited 754B, left out, would not)."""
+    glm_5, glm_5_1 = released_config("GLM-5"), released_config("GLM-5.1")
+    differing = {key for key in glm_5.keys() | glm_5_1.keys() if glm_5.get(key) != glm_5_1.get(key)}
+    assert differing == {"transformers_version"}
+    assert released_parameters("GLM-5.1") == released_parameters("GLM-5")

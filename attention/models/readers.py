@@ -651,6 +651,17 @@ def _read_mla(config) -> dict:
     fields = _basics(config)
     fields.pop("head_dim", None)  # the config's head_dim is the rotary part's
     fields |= {"rope": _rope(config), "latent": _latent(config)}
+    # GLM-5.2's indexer_types mark "shared" layers, which run no indexer and reuse an
+    # earlier layer's top-k (GlmMoeDsaAttention.skip_topk): hy_v4's mechanism, refused.
+    shared = [kind for kind in _declared(config, "indexer_types", []) if kind != "full"]
+    if shared:
+        raise _unsupported(
+            config.model_type,
+            "indexer_types",
+            shared[0],
+            "a layer that reuses an earlier layer's top-k selection (cross-layer top-k "
+            "sharing), which the atlas does not read",
+        )
     if config.model_type not in ("deepseek_v3", "axk1"):
         fields["indexer"] = Indexer(
             num_heads=config.index_n_heads, head_dim=config.index_head_dim, top_k=config.index_topk

@@ -74,6 +74,8 @@ _NEMOTRON_H_47B_PATTERN = (
     "M-M-M-M-M-"
 )
 
+# Nemotron 3 Nano 30B's hybrid_override_pattern: 23 Mamba-2, 23 MoE, 6 attention layers.
+_NEMOTRON_3_NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
 
 # The weights a release quantizes, as patterns over transformers' parameter names.
 # gpt-oss: its quantization_config converts every module but those it names
@@ -1183,6 +1185,75 @@ _ENTRIES = (
         class_defaults=("rms_norm_eps",),
         # No quantization: the file's quantization_config (fp8, 128 x 128 blocks) names no
         # module it leaves out, and no source read here says which weights it converts.
+    ),
+    ModelFacts(
+        name="GLM-5.1",
+        checkpoint="zai-org/GLM-5.1",
+        year=2026,
+        source=_hf("zai-org/GLM-5.1") + " (every field GLM-5's but transformers_version: "
+        "MLA with the lightning indexer of DeepSeek-V3.2, index_n_heads, index_head_dim, "
+        "index_topk; its head_dim of 64 is the rotary part's; no indexer_types, so "
+        "GlmMoeDsaConfig runs the indexer in every layer)",
+        config_class="GlmMoeDsaConfig",
+        layers=78,
+        hidden_size=6144,
+        num_heads=64,
+        num_kv_heads=64,
+        max_position_embeddings=202752,
+        trained_context=202752,
+        context_source="the GLM-5.1 guide at docs.z.ai: context length 200K; 202,752 is the "
+        "config's max_position_embeddings, as GLM-5's",
+        attention_bias=False,
+        rms_norm_eps=1e-5,
+        rope=Rope(theta=1_000_000.0),
+        latent=Latent(
+            kv_lora_rank=512,
+            q_lora_rank=2048,
+            qk_nope_head_dim=192,
+            qk_rope_head_dim=64,
+            v_head_dim=256,
+        ),
+        indexer=Indexer(num_heads=32, head_dim=128, top_k=2048),
+        # No weights' count: the one source read here that gives one (NVIDIA's NIM card,
+        # 754B) counts more than GLM-5's 744B for the same file, likely its MTP layer.
+    ),
+    ModelFacts(
+        name="Nemotron 3 Nano 30B",
+        checkpoint="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        year=2025,
+        source=_hf("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16") + " (hybrid_override_pattern: "
+        "M a Mamba-2 layer, * attention, E a mixture of experts with no mixer; "
+        "mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel; head_dim "
+        "128, not hidden_size / num_attention_heads); no RoPE, from NemotronHAttention in "
+        "transformers, whatever the file's rope_theta",
+        config_class="NemotronHConfig",
+        layers=52,
+        hidden_size=2688,
+        num_heads=32,
+        num_kv_heads=2,
+        head_dim=128,
+        max_position_embeddings=262144,
+        trained_context=262144,
+        context_source="the config's max_position_embeddings (262,144): the model card and "
+        "the technical report (arXiv 2512.20848) say the model supports contexts of up to "
+        "1M tokens, past the config's limit; no source read here gives the length it was "
+        "trained on",
+        attention_bias=False,
+        rms_norm_eps=None,
+        mamba=Mamba(
+            mixer="Mamba-2",
+            inner_size=64 * 64,
+            state_size=128,
+            conv_kernel_dim=4,
+            num_heads=64,
+            n_groups=8,
+        ),
+        layer_pattern=_hybrid_override_pattern(_NEMOTRON_3_NANO_PATTERN),
+        weights=Weights(
+            parameters=30_000_000_000,
+            source="the model card of nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16: '3.5B "
+            "active parameters and 30B parameters in total'",
+        ),
     ),
     # -- Part VII: attention that is not decoder-only ----------------------------------
     ModelFacts(
