@@ -64,6 +64,46 @@ VARIANTS = {
         "sliding_window_pattern": 3,
     },
 }
+#: Fields that make one class compute another its own way: each class's old names, its
+#: sub-configs, its layer patterns' inputs. A variant transformers refuses is dropped,
+#: and ``test_every_type_variant_is_a_case`` fails for it.
+TYPE_VARIANTS = {
+    "afmoe": [{"global_attn_every_n_layers": 3, "num_hidden_layers": 7}],
+    "bamba": [{"attn_layer_indices": [1, 3], "num_hidden_layers": 5}],
+    "bart": [{"decoder_layers": 3, "encoder_layers": 5, "decoder_attention_heads": 4}],
+    "bailing_hybrid": [{"layer_group_size": 3, "num_hidden_layers": 7, "rope_theta": 5e5}],
+    "cohere2_moe": [{"first_k_dense_replace": 2, "prefix_dense_sliding_window_pattern": 2}],
+    "cwm": [{"num_hidden_layers": 4, "layer_types": ["full_attention"] * 4}],
+    "dbrx": [{"attn_config": {"kv_n_heads": 4}}],
+    "dots1": [{"max_window_layers": 3, "num_hidden_layers": 7}],
+    "exaone4": [
+        {"sliding_window_pattern": 3},
+        {"sliding_window": None, "num_hidden_layers": 2, "layer_types": ["full_attention"] * 2},
+    ],
+    "gpt_neo": [{"attention_types": [[["local"], 3], [["global"], 1]], "num_layers": 4}],
+    "gpt_neox": [{"rotary_pct": 0.5, "rotary_emb_base": 777.0}],
+    "gpt_neox_japanese": [{"rotary_pct": 0.5, "rotary_emb_base": 777.0}],
+    "granite_swa": [{"rope_theta": 777.0}],
+    "granitemoehybrid": [
+        {"layer_types": ["linear_attention", "full_attention"] * 2, "num_hidden_layers": 4}
+    ],
+    "hrm_text": [{"num_layers_per_stack": 2, "num_hidden_layers": 12}, {"H_cycles": 3}],
+    "laguna": [{"num_hidden_layers": 3, "num_attention_heads_per_layer": [8, 16, 8]}],
+    "lfm2": [{"full_attn_idxs": [1, 3], "num_hidden_layers": 5}],
+    "longcat_flash": [{"num_layers": 5}],
+    "mimo_v2_flash": [{"sliding_window_size": 64}],
+    "minicpm3": [{"v_head_dim": None}],
+    "modernbert-decoder": [{"global_attn_every_n_layers": 2, "local_attention": 64}],
+    "mpt": [{"attn_config": {"alibi": False}}],
+    "olmo_hybrid": [{"num_hidden_layers": 3}, {"linear_num_key_heads": 6}],
+    "qwen2_moe": [{"use_sliding_window": True, "max_window_layers": 5, "num_hidden_layers": 8}],
+    "whisper": [{"decoder_layers": 3, "encoder_layers": 5, "decoder_attention_heads": 4}],
+    "zamba": [{"num_hidden_layers": 4, "layers_block_type": ["mamba", "mamba", "hybrid", "mamba"]}],
+    "zamba2": [
+        {"num_hidden_layers": 3, "layers_block_type": ["mamba", "hybrid", "mamba"]},
+        {"use_long_context": True},
+    ],
+}
 #: (tokens, batch, cache dtype, state dtype) the page's bills are compared at.
 SETTINGS = [(4096, 1, "bf16", "fp32"), (131_072, 8, "fp8", "bf16"), (1, 3, "int4", "fp32")]
 
@@ -91,6 +131,11 @@ def cases() -> dict[str, dict]:
             config = {"model_type": model_type, **fields}
             if transformers_reads(config):
                 found[f"{model_type}: {variant}"] = config
+    for model_type, variants in TYPE_VARIANTS.items():
+        for fields in variants:
+            config = {"model_type": model_type, **fields}
+            if transformers_reads(config):
+                found[f"{model_type}: {json.dumps(fields)}"] = config
     return found
 
 
@@ -101,6 +146,13 @@ CASES = cases()
 def exported() -> dict:
     """The config classes as the site exports them, through JSON as the page reads them."""
     return json.loads(json.dumps(config_reader.export_config_classes()))
+
+
+def test_every_type_variant_is_a_case():
+    for model_type, variants in TYPE_VARIANTS.items():
+        assert model_type in read_model_types()
+        for fields in variants:
+            assert f"{model_type}: {json.dumps(fields)}" in CASES, (model_type, fields)
 
 
 def test_cases_cover_every_read_type():
