@@ -110,8 +110,17 @@ def build(config: dict, exported: dict, *, unfilled: bool = False) -> BrowserCon
     not read), naming the types it reads, as ``facts_from_config`` does, and for a type
     of :data:`NOT_FILLED` unless ``unfilled`` (the test's check that it still differs).
     """
+    from attention.models.readers import REFUSED
+
+    named = config["model_type"]
     config = text_part(config, exported)
     model_type = config["model_type"]
+    for refused in dict.fromkeys([named, model_type]):
+        if refused in REFUSED:  # the package's words (readers.as_config refuses both)
+            raise ValueError(
+                f"facts_from_config: expected a model type whose attention the site "
+                f"teaches, got model_type={refused!r}: {REFUSED[refused]}"
+            )
     spec = exported["types"].get(model_type)
     if spec is None:
         raise ValueError(
@@ -144,6 +153,7 @@ def build(config: dict, exported: dict, *, unfilled: bool = False) -> BrowserCon
     if "rope_scaling" in kwargs:  # left to the class's rope_scaling setter, which sets:
         fields["rope_parameters"] = kwargs.pop("rope_scaling")
     fields |= kwargs  # transformers keeps every other key of the file as an attribute
+    name_rope_types(fields, model_type)
     if fields.get("layer_types") is not None and model_type not in ("jamba", "falcon_h1"):
         fields["layer_types"] = [LEGACY_LAYER_TYPES.get(k, k) for k in fields["layer_types"]]
     if model_type in ("gemma4_text", "gemma4_unified_text"):
@@ -252,6 +262,25 @@ def standardize_rope(fields: dict, spec: dict, theta: Any, partial: Any) -> None
                     "max_position_embeddings", "max_position_embeddings"
                 )
                 parameters.setdefault("original_max_position_embeddings", fields[context])
+
+
+#: The keys a class nests its RoPE dicts under where they are not its layer types
+#: (``_rope_type_labels`` in DeepSeek-V4's and LFM3's classes).
+ROPE_LABELS = {"deepseek_v4": ("main", "compress"), "lfm3": (FULL, SLIDING)}
+
+
+def name_rope_types(fields: dict, model_type: str) -> None:
+    """Each RoPE dict's ``rope_type``, from its old ``type`` else ``"default"``, as the
+    class's RoPE check (``validate_rope``) writes it once the config is built: also in
+    a dict no conversion touched (Gemma 4's, given an old ``rope_scaling``)."""
+    rope = fields.get("rope_parameters")
+    if not isinstance(rope, dict) or not rope:
+        return
+    labels = ROPE_LABELS.get(model_type) or fields.get("layer_types") or ()
+    nested = [key for key in rope if key in labels]
+    for parameters in [rope[key] for key in nested] if nested else [rope]:
+        if isinstance(parameters, dict):
+            parameters["rope_type"] = parameters.get("rope_type", parameters.get("type", "default"))
 
 
 def rope_by_layer_type(
@@ -947,21 +976,6 @@ def post_mellum(fields: dict, kwargs: dict, spec: dict) -> None:
         }
 
 
-def post_laguna(fields: dict, kwargs: dict, spec: dict) -> None:
-    """Laguna: full layers, each layer's query heads (``num_attention_heads_per_layer``),
-    a RoPE dict per kind; the file's RoPE kept as given."""
-    layers = fields["num_hidden_layers"]
-    if fields.get("layer_types") is None:
-        fields["layer_types"] = [FULL] * layers
-    if fields.get("num_attention_heads_per_layer") is None:
-        fields["num_attention_heads_per_layer"] = [fields["num_attention_heads"]] * layers
-    if fields.get("rope_parameters") is None:
-        fields["rope_parameters"] = {
-            FULL: {"rope_type": "default", "rope_theta": 500_000.0, "partial_rotary_factor": 0.5},
-            SLIDING: {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 1.0},
-        }
-
-
 def post_mimo_v2_flash(fields: dict, kwargs: dict, spec: dict) -> None:
     """MiMo-V2-Flash: full on the first layer and every sixth, a RoPE dict per kind, the
     file's RoPE kept as given; ``sliding_window_size`` previous tokens and the query."""
@@ -1035,12 +1049,6 @@ POST_INIT = {
     ),
     "vaultgemma": pattern(sliding_unless(lambda fields, i: (i + 1) % 2 == 0), heads=False),
     "kolibri1": pattern(sliding_unless(lambda fields, i: (i + 1) % 5 == 0), heads=False),
-    "flint": pattern(
-        sliding_unless(
-            lambda fields, i: i < 2 or i % 4 == 1 or i == fields["num_hidden_layers"] - 1
-        ),
-        heads=False,
-    ),
     "granite_swa": post_granite_swa,
     "granitemoe_swa": post_granite_swa,
     "exaone4": post_exaone4,
@@ -1064,7 +1072,6 @@ POST_INIT = {
     "jetmoe": post_jetmoe,
     "gpt_neo": post_gpt_neo,
     "mellum": post_mellum,
-    "laguna": post_laguna,
     "mimo_v2_flash": post_mimo_v2_flash,
     "hrm_text": post_hrm_text,
     "mpt": post_mpt,
@@ -1087,7 +1094,6 @@ OWN_ROPE = (
     "gpt_neox",
     "gpt_neox_japanese",
     "mellum",
-    "laguna",
     "mimo_v2_flash",
 )
 

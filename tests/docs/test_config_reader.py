@@ -40,6 +40,7 @@ from attention.models import (
     released_config,
     released_names,
 )
+from attention.models.readers import REFUSED
 from attention.models.text import format_bytes, kind_name
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -88,7 +89,6 @@ TYPE_VARIANTS = {
         {"layer_types": ["linear_attention", "full_attention"] * 2, "num_hidden_layers": 4}
     ],
     "hrm_text": [{"num_layers_per_stack": 2, "num_hidden_layers": 12}, {"H_cycles": 3}],
-    "laguna": [{"num_hidden_layers": 3, "num_attention_heads_per_layer": [8, 16, 8]}],
     "lfm2": [{"full_attn_idxs": [1, 3], "num_hidden_layers": 5}],
     "longcat_flash": [{"num_layers": 5}],
     "mimo_v2_flash": [{"sliding_window_size": 64}],
@@ -164,7 +164,7 @@ def test_cases_cover_every_read_type():
 def package_facts(config: dict):
     """``facts_from_config``'s facts, or the error it raises: BLOOM's defaults set no
     context, so the package asks for trained_context=; a Gemma 4 config with the old
-    ``rope_scaling`` and no base leaves the reader no ``rope_theta``."""
+    ``rope_scaling`` and no base is refused for its missing ``rope_theta``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -210,6 +210,15 @@ def test_each_type_the_browser_refuses_still_differs(model_type, exported):
     assert model_type in read_model_types()
     its_cases = [c for c in CASES.values() if text_type(c, exported) == model_type]
     assert not all(same_facts(config, exported) for config in its_cases)
+
+
+@pytest.mark.parametrize("model_type", sorted(REFUSED))
+def test_the_browser_refuses_what_the_package_refuses_in_its_words(model_type, exported):
+    with pytest.raises(ValueError) as browser:
+        browser_config.build({"model_type": model_type}, exported)
+    with pytest.raises(ValueError) as package:
+        facts_from_config({"model_type": model_type})
+    assert str(browser.value) == str(package.value)
 
 
 def test_the_bundle_is_the_package_source(tmp_path):
@@ -270,6 +279,8 @@ BAD_FILES = {
     '{"hidden_size": 64}': 'name its "model_type"',
     '{"model_type": "mamba2", "num_hidden_layers": 4}': "model_type='mamba2'",
     '{"model_type": "llama", "num_hidden_layers": "four"}': "num_hidden_layers",
+    '{"model_type": "laguna"}': "a softplus gate on each head's output",
+    '{"model_type": "lfm2_moe"}': "got layer_types=None",
 }
 
 
