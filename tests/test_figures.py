@@ -25,6 +25,7 @@ from attention.figures import (  # noqa: E402  # noqa: E402
     attention_anatomy,
     backward_blocks,
     basics,
+    cache_against_context,
     caches,
     decoder_block,
     delta_chunks,
@@ -91,6 +92,7 @@ DRAWINGS = {
     "backward_blocks": lambda: backward_blocks(12, 3).figure,
     "merge_picture": lambda: merge_picture(X[5] @ X.T, 3),
     "ring_steps": lambda: ring_steps(4, causal=True, zigzag=True),
+    "cache_against_context": lambda: cache_against_context(["gpt-oss-20b", "Llama 3.1 70B"]),
 }
 
 

@@ -762,6 +762,7 @@ BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds th
     if facts.positions == "rope"
     and not facts.bidirectional
     and facts.compressed is None  # nor DeepSeek-V4's compressed layers
+    and facts.value_head_dim is None  # nor MiMo-V2-Flash's values, narrower than its keys
 ]
 
 

@@ -58,7 +58,7 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "chunked (chunk": isinstance(local, Chunked),
         "MLA": facts.latent,
         "DeepSeek Sparse Attention": INDEXED in facts.layer_types,  # not V4's CSA layers
-        "sinks": scores and scores.sinks,
+        "sinks": (scores and scores.sinks) or (sliding and local.sinks),
         "output gate": parts and parts.output_gate,
         "QK-norm": (parts and parts.qk_norm) or (facts.cross and facts.cross.qk_norm),
         "NoPE": (rope and rope.nope_every) or facts.positions == "none",

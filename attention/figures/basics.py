@@ -732,7 +732,7 @@ def attention_anatomy(
     >>> from attention.figures import labelled_texts
     >>> fig = attention_anatomy()
     >>> labelled_texts(fig)["note softmax (+ sink): sink"]
-    'sink: gpt-oss, DeepSeek-V4-Flash'
+    'sink: gpt-oss, DeepSeek-V4-Flash, DeepSeek-V4-Pro'
     >>> plt.close(fig)
     """
     owner = "attention_anatomy"
