@@ -7,8 +7,10 @@
   the class's defaults alone, the tiny config (tests/tiny_configs.py), every released
   config (attention/models/configs/), and variants that make a class compute a field
   (another number of layers, the old ``rope_theta`` and ``rope_scaling``, a window
-  pattern). The cases come from the readers' registry, so a type added there is
-  tested here with no edit.
+  pattern), for every type, and each class's own (``TYPE_VARIANTS``: its old names,
+  its sub-configs, its pattern's inputs). The cases come from the readers' registry,
+  so a type added there is tested here with no edit.
+* A type the package refuses by name is refused in the page in the package's words.
 * The same, run as the page runs it: Pyodide in Node on the shipped bundle
   (docs/tools/config_reader_node.mjs) gives the recipe, the strip and the bill per
   layer kind that the package gives in CPython, at several contexts, batches and
