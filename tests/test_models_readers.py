@@ -260,11 +260,12 @@ def test_a_dict_a_path_and_a_config_give_the_same_facts(model_type, tmp_path) ->
     assert facts.name == model_type and facts.config_class == type(config).__name__
 
 
-def test_cohere2_rotates_in_its_sliding_layers_only() -> None:
-    """Command A's full layers are NoPE layers: each layer of the tiny Cohere 2 model
-    gives the same output whatever rotation it is handed exactly where the facts say
-    it applies no RoPE (``uses_rope``)."""
-    config = tiny_config("cohere2")
+@pytest.mark.parametrize("model_type", ["cohere2", "kolibri1"])
+def test_cohere2_rotates_in_its_sliding_layers_only(model_type) -> None:
+    """Command A's full layers are NoPE layers, and Kolibri 1's with a window: each
+    layer of the tiny model gives the same output whatever rotation it is handed
+    exactly where the facts say it applies no RoPE (``uses_rope``)."""
+    config = tiny_config(model_type)
     config._attn_implementation = "eager"
     facts = facts_from_config(config)
     torch.manual_seed(0)
@@ -279,6 +280,38 @@ def test_cohere2_rotates_in_its_sliding_layers_only() -> None:
             out = [layer.self_attn(hidden, rotation, mask)[0] for rotation in rotations]
             rotates.append(not torch.equal(*out))
     assert tuple(rotates) == facts.uses_rope == (True, True, True, False)
+
+
+@pytest.mark.parametrize("model_type", ["mellum", "dots1", "kolibri1", "hrm_text", "cwm"])
+def test_the_general_reader_keeps_the_parts_each_attention_holds(model_type) -> None:
+    """QK-norm over each head where the layer holds ``q_norm`` and ``k_norm`` of
+    ``head_dim`` features; an output gate where it holds HRM's ``gate_proj``, one gate
+    per output feature; neither where it holds neither (CWM)."""
+    config = tiny_config(model_type)
+    facts = facts_from_config(config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    # The first attention layer, wherever the model keeps it (HRM: in its stacks).
+    attention = next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
+    head_dim = facts.head_dim
+    norms = [getattr(attention, name, None) for name in ("q_norm", "k_norm")]
+    per_head = all(norm is not None and norm.weight.shape == (head_dim,) for norm in norms)
+    qk_norm, output_gate = (
+        (facts.parts.qk_norm, facts.parts.output_gate) if facts.parts else (None, False)
+    )
+    assert (qk_norm == "head") == per_head
+    gate = getattr(attention, "gate_proj", None)
+    gated = gate is not None and gate.out_features == facts.num_heads * head_dim
+    assert output_gate == gated
+
+
+def test_dbrx_reads_its_key_value_heads_from_its_attention_config() -> None:
+    """DbrxAttention's key/value heads are ``attn_config.kv_n_heads``, which DbrxConfig
+    copies into ``num_key_value_heads`` without declaring that field."""
+    config = transformers.DbrxConfig(n_heads=8, attn_config={"kv_n_heads": 2})
+    facts = facts_from_config(config)
+    assert facts.num_kv_heads == config.num_key_value_heads == 2
+    assert facts.num_heads == 8
 
 
 def test_a_multimodal_config_gives_its_text_model() -> None:
@@ -306,6 +339,40 @@ def test_a_multimodal_config_gives_its_text_model() -> None:
             ValueError,
             "indexer_types='shared'",
         ),
+        # Old RoPE fields a class does not convert: Gemma 4, Mellum and MiMo-V2-Flash keep
+        # an old rope_scaling as their rope_parameters, with no base.
+        *[
+            (
+                {"model_type": model_type, "rope_scaling": {"type": "linear", "factor": 2.0}},
+                ValueError,
+                "no rope_theta, RoPE's base",
+            )
+            for model_type in ("gemma4_text", "gemma4_unified_text", "mellum", "mimo_v2_flash")
+        ],
+        (  # Phi-3 renames an old "yarn" longrope, then misses longrope's factors
+            {"model_type": "phi3", "rope_scaling": {"type": "yarn", "factor": 2.0}},
+            ValueError,
+            "expected a phi3 config that transformers can build",
+        ),
+        (  # BLOOM has no RoPE, and no context for a yarn scaling to start from
+            {
+                "model_type": "bloom",
+                "rope_scaling": {"rope_type": "yarn", "factor": 4.0},
+            },
+            ValueError,
+            "expected a bloom config that transformers can build",
+        ),
+        (
+            {"model_type": "phimoe", "rope_scaling": {"type": "linear", "factor": 2.0}},
+            ValueError,
+            "expected a phimoe config that transformers can build",
+        ),
+        (
+            {"model_type": "llama", "num_hidden_layers": "four"},
+            ValueError,
+            "expected a llama config that transformers can build",
+        ),
+        ({"model_type": "lfm2_moe"}, ValueError, "got layer_types=None"),
         (
             {"model_type": "smollm3", "num_hidden_layers": 4, "no_rope_layers": [1, 0, 0, 1]},
             ValueError,
@@ -327,6 +394,8 @@ def test_a_multimodal_config_gives_its_text_model() -> None:
         ),
     ],
 )
+# transformers warns that rope_scaling is an old name: the cases give it on purpose.
+@pytest.mark.filterwarnings("ignore:`rope_scaling` is deprecated:FutureWarning")
 def test_what_the_atlas_cannot_read_is_refused_by_name(config, error, message) -> None:
     with pytest.raises(error) as caught:
         facts_from_config(config)

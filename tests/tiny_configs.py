@@ -106,6 +106,9 @@ TINY: dict[str, dict] = {
     "olmo3": dict(sliding_window=WINDOW, layer_types=_SLIDING_3_1),
     "smollm3": dict(no_rope_layer_interval=4),
     "cohere2": dict(sliding_window=WINDOW, layer_types=_SLIDING_3_1),
+    # Its NoPE full layers must recur (Rope.nope_every): one every fourth, not the
+    # shrunk default's second.
+    "kolibri1": dict(sliding_window=WINDOW, layer_types=_SLIDING_3_1),
     "gpt2": dict(vocab_size=64, n_embd=32, n_layer=3, n_head=4, n_positions=64),
     "deepseek_v3": _MLA,
     "deepseek_v32": _MLA | _INDEXER,

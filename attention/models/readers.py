@@ -103,6 +103,7 @@ def as_config(config: object) -> PreTrainedConfig:
     2
     """
     import transformers
+    from huggingface_hub.errors import StrictDataclassError
 
     owner = "facts_from_config"
     if isinstance(config, str | Path):
@@ -125,6 +126,15 @@ def as_config(config: object) -> PreTrainedConfig:
         except ValueError as error:
             raise ValueError(
                 f"{owner}: expected a model_type this transformers knows, got {named!r} ({error})"
+            ) from None
+        except (KeyError, AttributeError, StrictDataclassError) as error:
+            # Fields the class cannot build from: Phi-3's old rope_scaling of type
+            # "yarn", which it renames longrope and then finds without its factors;
+            # rope_scaling given to BLOOM, which has no RoPE and no context to scale;
+            # a field of the wrong type, which the class's strict checks refuse.
+            raise ValueError(
+                f"{owner}: expected a {named} config that transformers can build, got "
+                f"fields it fails on ({type(error).__name__}: {error})"
             ) from None
     if not isinstance(config, transformers.PretrainedConfig):
         raise TypeError(
@@ -342,6 +352,16 @@ def _rope_from(parameters: dict, model_type: str) -> tuple[float, dict | None, f
             rope_type,
             f"not a RoPE the chapters teach ({', '.join(ROPE_TYPES)})",
         )
+    if "rope_theta" not in parameters:
+        # Gemma 4, Mellum and MiMo-V2-Flash convert no old rope_scaling: their class
+        # stores it as rope_parameters as it is, with no base, which their RoPE needs.
+        raise _unsupported(
+            model_type,
+            "rope_parameters",
+            parameters,
+            "no rope_theta, RoPE's base (this config class takes rope_parameters with a "
+            "rope_theta, and does not convert an old rope_scaling into them)",
+        )
     partial = float(parameters.get("partial_rotary_factor") or 1.0)
     if rope_type == "default":
         return parameters["rope_theta"], None, partial
@@ -498,16 +518,17 @@ def _read_attention(config) -> dict:
     return fields
 
 
-def _cohere2_nope_every(kinds: list[str]) -> int | None:
+def _cohere2_nope_every(kinds: list[str], model_type: str = "cohere2") -> int | None:
     """Cohere 2 (Command R7B, Command A) rotates queries and keys in its sliding layers
     only (``Cohere2Attention``: ``if self.sliding_window is not None``): its full layers
-    are NoPE layers. ``None``: none is full; 1: all are (no RoPE anywhere)."""
+    are NoPE layers; so does Kolibri 1 when it has a window. ``None``: none is full; 1:
+    all are (no RoPE anywhere)."""
     where = _where_full(kinds)
     if not where:
         return None
     if "global_every" not in where:
         raise _unsupported(
-            "cohere2",
+            model_type,
             "layer_types",
             kinds,
             "full (NoPE) layers that do not recur every so many layers",
@@ -879,6 +900,13 @@ def _read_lfm2(config) -> dict:
     """LFM2 and LFM3: gated short-convolution layers (``"conv"``) among attention layers
     with QK-norm per head; LFM3's sliding and full layers have their own RoPE and an
     output gate, one per head (``use_attention_gate``)."""
+    if config.layer_types is None:  # Lfm2MoeConfig sets none, and its model reads them
+        raise _unsupported(
+            config.model_type,
+            "layer_types",
+            None,
+            "each layer's kind, which the class does not set",
+        )
     kinds = list(config.layer_types)
     fields = _basics(config) | _local(config, [k for k in kinds if k != CONV])
     if isinstance(fields.get("local"), Sliding):  # the full layers fall among the conv ones
@@ -981,7 +1009,6 @@ GENERAL = (
     "jais2",
     "jetmoe",
     "kolibri1",
-    "laguna",
     "mellum",
     "ministral",
     "ministral3",
@@ -1001,7 +1028,6 @@ GENERAL = (
     "starcoder2",
     "vaultgemma",
     "dots1",
-    "flint",
     "granite_swa",
     "granitemoe_swa",
     "modernbert-decoder",
@@ -1013,14 +1039,36 @@ GENERAL = (
 )
 
 
+#: The parts that general types' attention layers hold, read from their code:
+#: ``q_norm = XRMSNorm(self.head_dim)`` on each head before RoPE (Mellum, dots.llm1,
+#: Kolibri 1), and HRM's ``attn_output = torch.sigmoid(gate_states) * attn_output``,
+#: a gate on each feature of the output (``gate_proj``, heads * head_dim wide).
+_GENERAL_PARTS = {
+    "mellum": LayerParts(qk_norm="head"),
+    "dots1": LayerParts(qk_norm="head"),
+    "kolibri1": LayerParts(qk_norm="head"),
+    "hrm_text": LayerParts(output_gate=True),
+}
+
+
 @_reader(*GENERAL)
 def _read_general(config) -> dict:
     """A decoder of full and sliding (or chunked) layers, with RoPE where the config
-    class declares ``rope_parameters``."""
+    class declares ``rope_parameters``. Kolibri 1 with a window rotates its sliding
+    layers only (``Kolibri1Attention``: ``if self.sliding_window is None or
+    self.is_sliding``), as Cohere 2 does. DBRX's key/value heads are its
+    ``attn_config.kv_n_heads``, a field of a sub-config."""
     kinds = _layer_types(config)
     fields = _basics(config) | _local(config, kinds)
-    if _declared(config, "rope_parameters") is not None:
-        fields["rope"] = _rope(config)
+    if config.model_type == "dbrx":  # DbrxAttention: attn_config.kv_n_heads, not declared
+        fields["num_kv_heads"] = config.attn_config.kv_n_heads
+    nope_every = None
+    if config.model_type == "kolibri1" and config.sliding_window is not None:
+        nope_every = _cohere2_nope_every(kinds, "kolibri1")
+    if _declared(config, "rope_parameters") is not None and nope_every != 1:
+        fields["rope"] = _rope(config, nope_every)
+    if config.model_type in _GENERAL_PARTS:
+        fields["parts"] = _GENERAL_PARTS[config.model_type]
     return fields
 
 
@@ -1216,6 +1264,11 @@ REFUSED = {
     "gemma4_unified_assistant": "a drafter that attends to its target model's cache, keeping none",
     "beam": "NoPE full layers whose queries a position scales, (1 + (p + 1) / 2048) ** 0.1 "
     "(BeamModel's compute_attention_scaling), not Llama 4's temperature tuning",
+    "laguna": "a softplus gate on each head's output and a number of query heads that "
+    "changes layer by layer (LagunaAttention's g_proj and num_attention_heads_per_layer)",
+    "flint": "RoPE on its sliding layers only, its full (NoPE) layers the first two, every "
+    "fourth and the last (FlintAttention: rotate if self.sliding_window is not None), "
+    "not every so many layers",
     "hy_v4": "DeepSeek Sparse Attention whose top-k selection later layers reuse "
     "(HYV4Attention's indexer_types: cross-layer top-k sharing)",
     "qwen4_exp": "QSA, an indexer that picks blocks of compressed keys (Qwen4ExpTextQSAIndexer)",

@@ -144,6 +144,13 @@ def export_config_classes() -> dict[str, Any]:
             "attribute_map": dict(cls.attribute_map),
             "default_theta": json_value(cls.default_theta),
             "default_rope_type": cls.default_rope_type,
+            "model_type": cls.model_type,
+            # MPT's and DBRX's attn_config: a config of its own, built from a dict.
+            "sub_configs": {
+                name: field_defaults(sub)
+                for name, sub in getattr(cls, "sub_configs", {}).items()
+                if dataclasses.is_dataclass(sub)
+            },
             "extra": {},
         }
     if "deepseek_v4" in types:

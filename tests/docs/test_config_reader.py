@@ -7,8 +7,10 @@
   the class's defaults alone, the tiny config (tests/tiny_configs.py), every released
   config (attention/models/configs/), and variants that make a class compute a field
   (another number of layers, the old ``rope_theta`` and ``rope_scaling``, a window
-  pattern). The cases come from the readers' registry, so a type added there is
-  tested here with no edit.
+  pattern), for every type, and each class's own (``TYPE_VARIANTS``: its old names,
+  its sub-configs, its pattern's inputs). The cases come from the readers' registry,
+  so a type added there is tested here with no edit.
+* A type the package refuses by name is refused in the page in the package's words.
 * The same, run as the page runs it: Pyodide in Node on the shipped bundle
   (docs/tools/config_reader_node.mjs) gives the recipe, the strip and the bill per
   layer kind that the package gives in CPython, at several contexts, batches and
@@ -40,6 +42,7 @@ from attention.models import (
     released_config,
     released_names,
 )
+from attention.models.readers import REFUSED
 from attention.models.text import format_bytes, kind_name
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -63,6 +66,45 @@ VARIANTS = {
         "sliding_window": 16,
         "sliding_window_pattern": 3,
     },
+}
+#: Fields that make one class compute another its own way: each class's old names, its
+#: sub-configs, its layer patterns' inputs. A variant transformers refuses is dropped,
+#: and ``test_every_type_variant_is_a_case`` fails for it.
+TYPE_VARIANTS = {
+    "afmoe": [{"global_attn_every_n_layers": 3, "num_hidden_layers": 7}],
+    "bamba": [{"attn_layer_indices": [1, 3], "num_hidden_layers": 5}],
+    "bart": [{"decoder_layers": 3, "encoder_layers": 5, "decoder_attention_heads": 4}],
+    "bailing_hybrid": [{"layer_group_size": 3, "num_hidden_layers": 7, "rope_theta": 5e5}],
+    "cohere2_moe": [{"first_k_dense_replace": 2, "prefix_dense_sliding_window_pattern": 2}],
+    "cwm": [{"num_hidden_layers": 4, "layer_types": ["full_attention"] * 4}],
+    "dbrx": [{"attn_config": {"kv_n_heads": 4}}],
+    "dots1": [{"max_window_layers": 3, "num_hidden_layers": 7}],
+    "exaone4": [
+        {"sliding_window_pattern": 3},
+        {"sliding_window": None, "num_hidden_layers": 2, "layer_types": ["full_attention"] * 2},
+    ],
+    "gpt_neo": [{"attention_types": [[["local"], 3], [["global"], 1]], "num_layers": 4}],
+    "gpt_neox": [{"rotary_pct": 0.5, "rotary_emb_base": 777.0}],
+    "gpt_neox_japanese": [{"rotary_pct": 0.5, "rotary_emb_base": 777.0}],
+    "granite_swa": [{"rope_theta": 777.0}],
+    "granitemoehybrid": [
+        {"layer_types": ["linear_attention", "full_attention"] * 2, "num_hidden_layers": 4}
+    ],
+    "hrm_text": [{"num_layers_per_stack": 2, "num_hidden_layers": 12}, {"H_cycles": 3}],
+    "lfm2": [{"full_attn_idxs": [1, 3], "num_hidden_layers": 5}],
+    "longcat_flash": [{"num_layers": 5}],
+    "mimo_v2_flash": [{"sliding_window_size": 64}],
+    "minicpm3": [{"v_head_dim": None}],
+    "modernbert-decoder": [{"global_attn_every_n_layers": 2, "local_attention": 64}],
+    "mpt": [{"attn_config": {"alibi": False}}],
+    "olmo_hybrid": [{"num_hidden_layers": 3}, {"linear_num_key_heads": 6}],
+    "qwen2_moe": [{"use_sliding_window": True, "max_window_layers": 5, "num_hidden_layers": 8}],
+    "whisper": [{"decoder_layers": 3, "encoder_layers": 5, "decoder_attention_heads": 4}],
+    "zamba": [{"num_hidden_layers": 4, "layers_block_type": ["mamba", "mamba", "hybrid", "mamba"]}],
+    "zamba2": [
+        {"num_hidden_layers": 3, "layers_block_type": ["mamba", "hybrid", "mamba"]},
+        {"use_long_context": True},
+    ],
 }
 #: (tokens, batch, cache dtype, state dtype) the page's bills are compared at.
 SETTINGS = [(4096, 1, "bf16", "fp32"), (131_072, 8, "fp8", "bf16"), (1, 3, "int4", "fp32")]
@@ -91,6 +133,11 @@ def cases() -> dict[str, dict]:
             config = {"model_type": model_type, **fields}
             if transformers_reads(config):
                 found[f"{model_type}: {variant}"] = config
+    for model_type, variants in TYPE_VARIANTS.items():
+        for fields in variants:
+            config = {"model_type": model_type, **fields}
+            if transformers_reads(config):
+                found[f"{model_type}: {json.dumps(fields)}"] = config
     return found
 
 
@@ -103,6 +150,13 @@ def exported() -> dict:
     return json.loads(json.dumps(config_reader.export_config_classes()))
 
 
+def test_every_type_variant_is_a_case():
+    for model_type, variants in TYPE_VARIANTS.items():
+        assert model_type in read_model_types()
+        for fields in variants:
+            assert f"{model_type}: {json.dumps(fields)}" in CASES, (model_type, fields)
+
+
 def test_cases_cover_every_read_type():
     covered = {config.get("model_type") for config in CASES.values()}
     assert set(read_model_types()) <= covered
@@ -112,7 +166,7 @@ def test_cases_cover_every_read_type():
 def package_facts(config: dict):
     """``facts_from_config``'s facts, or the error it raises: BLOOM's defaults set no
     context, so the package asks for trained_context=; a Gemma 4 config with the old
-    ``rope_scaling`` and no base leaves the reader no ``rope_theta``."""
+    ``rope_scaling`` and no base is refused for its missing ``rope_theta``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -158,6 +212,15 @@ def test_each_type_the_browser_refuses_still_differs(model_type, exported):
     assert model_type in read_model_types()
     its_cases = [c for c in CASES.values() if text_type(c, exported) == model_type]
     assert not all(same_facts(config, exported) for config in its_cases)
+
+
+@pytest.mark.parametrize("model_type", sorted(REFUSED))
+def test_the_browser_refuses_what_the_package_refuses_in_its_words(model_type, exported):
+    with pytest.raises(ValueError) as browser:
+        browser_config.build({"model_type": model_type}, exported)
+    with pytest.raises(ValueError) as package:
+        facts_from_config({"model_type": model_type})
+    assert str(browser.value) == str(package.value)
 
 
 def test_the_bundle_is_the_package_source(tmp_path):
@@ -218,6 +281,8 @@ BAD_FILES = {
     '{"hidden_size": 64}': 'name its "model_type"',
     '{"model_type": "mamba2", "num_hidden_layers": 4}': "model_type='mamba2'",
     '{"model_type": "llama", "num_hidden_layers": "four"}': "num_hidden_layers",
+    '{"model_type": "laguna"}': "a softplus gate on each head's output",
+    '{"model_type": "lfm2_moe"}': "got layer_types=None",
 }
 
 
