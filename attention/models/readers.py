@@ -472,10 +472,7 @@ def _read_attention(config) -> dict:
         fields |= _read_minimax(config, kinds)
     else:
         fields |= _local(config, kinds)
-    if model_type == "cohere2":
-        nope_every = _full_layers_nope_every("cohere2", kinds)
-    else:
-        nope_every = _nope_every(config)
+    nope_every = _cohere2_nope_every(kinds) if model_type == "cohere2" else _nope_every(config)
     if nope_every != 1:
         fields["rope"] = _rope(config, nope_every)
     scores = {}
@@ -502,11 +499,10 @@ def _read_attention(config) -> dict:
     return fields
 
 
-def _full_layers_nope_every(model_type: str, kinds: list[str]) -> int | None:
-    """``Rope.nope_every`` of a model that rotates queries and keys in its sliding layers
-    only, its full layers being NoPE layers: Cohere 2 (Command R7B, Command A;
-    ``Cohere2Attention``: ``if self.sliding_window is not None``) and Ergo. ``None``:
-    none is full; 1: all are (no RoPE anywhere)."""
+def _cohere2_nope_every(kinds: list[str], model_type: str = "cohere2") -> int | None:
+    """Cohere 2 (Command R7B, Command A) rotates queries and keys in its sliding layers
+    only (``Cohere2Attention``: ``if self.sliding_window is not None``): its full layers
+    are NoPE layers. ``None``: none is full; 1: all are (no RoPE anywhere)."""
     where = _where_full(kinds)
     if not where:
         return None
@@ -1029,52 +1025,6 @@ def _read_general(config) -> dict:
     return fields
 
 
-# EXAONE 3.0 runs as Llama (AutoModelForCausalLM maps "exaone" to LlamaForCausalLM).
-_reader("exaone")(_read_general)
-
-
-@_reader("apertus1p5_text", "minicpm5_moe", "param2moe", "sarvam_moe")
-def _read_general_with_parts(config) -> dict:
-    """A decoder the general reader reads, whose attention adds a part: QK-norm per
-    head in Apertus 1.5 (``Apertus1p5TextAttention``'s ``q_norm`` and ``k_norm`` over
-    ``head_dim``, before RoPE) and in the types run as GLM-4.5 with ``use_qk_norm``
-    (Param2, Sarvam-30B: ``Glm4MoeAttention``); an output gate in MiniCPM 5
-    (``MiniCPM5MoeAttention``: ``attn_output * gate_states.sigmoid()``, one gate a
-    feature, from ``q_gate_proj``)."""
-    fields = _read_general(config)
-    model_type = config.model_type
-    if model_type == "apertus1p5_text" or (
-        model_type in ("param2moe", "sarvam_moe") and config.use_qk_norm
-    ):
-        fields["parts"] = LayerParts(qk_norm="head")
-    elif model_type == "minicpm5_moe":
-        fields["parts"] = LayerParts(output_gate=True)
-    return fields
-
-
-@_reader("ergo")
-def _read_ergo(config) -> dict:
-    """Ergo: sliding layers that rotate and full layers that do not (``ErgoConfig`` gives
-    the full layers no ``rope_parameters``: NoPE), QK-norm per head before RoPE
-    (``ErgoAttention``'s ``q_norm`` and ``k_norm``), heads of ``hidden_size //
-    num_attention_heads`` whatever the file says."""
-    scale = _declared(config, "global_attention_scale")
-    if scale is not None:
-        raise _unsupported(
-            "ergo",
-            "global_attention_scale",
-            scale,
-            "a factor on the full layers' scores only (ErgoAttention.qk_scale), where the "
-            "facts scale every layer's alike",
-        )
-    kinds = _layer_types(config)
-    fields = _basics(config) | _local(config, kinds)  # ErgoConfig declares no head_dim
-    nope_every = _full_layers_nope_every("ergo", kinds)
-    if nope_every != 1:
-        fields["rope"] = _rope(config, nope_every)
-    return fields | {"parts": LayerParts(qk_norm="head")}
-
-
 #: Encoders whose LM head model (``BertLMHeadModel`` ...) is a causal decoder with
 #: ``is_decoder``: a learned position table, a bias on every projection.
 BERT_LIKE = (
@@ -1245,9 +1195,56 @@ def _read_mla_only(config) -> dict:
     return fields | {"rope": _rope(config), "latent": _latent(config)}
 
 
-# Sarvam-105B runs as DeepSeek-V3 (AutoModelForCausalLM maps "sarvam_mla" to
-# DeepseekV3ForCausalLM), with no indexer.
+# -- types new in transformers 5.25 ----------------------------------------------------
+# A type the installed transformers lacks (the pin's) is harmless here: nothing reads
+# its class until a config of that type comes, which transformers refuses first.
+
+# Types that AutoModelForCausalLM runs with another type's code: EXAONE 3.0 with
+# LlamaForCausalLM, Sarvam-105B with DeepseekV3ForCausalLM (no indexer).
+_reader("exaone")(_read_general)
 _reader("sarvam_mla")(_read_mla_only)
+
+
+@_reader("apertus1p5_text", "minicpm5_moe", "param2moe", "sarvam_moe")
+def _read_general_with_parts(config) -> dict:
+    """A decoder the general reader reads, whose attention adds a part: QK-norm per
+    head in Apertus 1.5 (``Apertus1p5TextAttention``'s ``q_norm`` and ``k_norm`` over
+    ``head_dim``, before RoPE) and in the types run as GLM-4.5 with ``use_qk_norm``
+    (Param2, Sarvam-30B: ``Glm4MoeAttention``); an output gate in MiniCPM 5
+    (``MiniCPM5MoeAttention``: ``attn_output * gate_states.sigmoid()``, one gate a
+    feature, from ``q_gate_proj``)."""
+    fields = _read_general(config)
+    model_type = config.model_type
+    if model_type == "apertus1p5_text" or (
+        model_type in ("param2moe", "sarvam_moe") and config.use_qk_norm
+    ):
+        fields["parts"] = LayerParts(qk_norm="head")
+    elif model_type == "minicpm5_moe":
+        fields["parts"] = LayerParts(output_gate=True)
+    return fields
+
+
+@_reader("ergo")
+def _read_ergo(config) -> dict:
+    """Ergo: sliding layers that rotate and full layers that do not (``ErgoConfig`` gives
+    the full layers no ``rope_parameters``: NoPE), QK-norm per head before RoPE
+    (``ErgoAttention``'s ``q_norm`` and ``k_norm``), heads of ``hidden_size //
+    num_attention_heads`` whatever the file says."""
+    scale = _declared(config, "global_attention_scale")
+    if scale is not None:
+        raise _unsupported(
+            "ergo",
+            "global_attention_scale",
+            scale,
+            "a factor on the full layers' scores only (ErgoAttention.qk_scale), where the "
+            "facts scale every layer's alike",
+        )
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds)  # ErgoConfig declares no head_dim
+    nope_every = _cohere2_nope_every(kinds, "ergo")
+    if nope_every != 1:
+        fields["rope"] = _rope(config, nope_every)
+    return fields | {"parts": LayerParts(qk_norm="head")}
 
 
 #: Model types refused by name: the mechanism that mixes their tokens, which the site
