@@ -1091,8 +1091,11 @@ def _general_parts(config) -> LayerParts | None:
         flag, norm = _QK_NORM_FLAGS[model_type]
         if _declared(config, flag, False):
             parts["qk_norm"] = norm
-    owner = config.attn_config if model_type == "dbrx" else config
-    clip = _declared(owner, "clip_qkv") if model_type in ("olmo", "olmoe", "dbrx") else None
+    clip = None
+    if model_type == "dbrx":  # DbrxAttention: self.clip_qkv = attn_config.clip_qkv
+        clip = config.attn_config.clip_qkv
+    elif model_type in ("olmo", "olmoe"):  # OlmoAttention: if self.config.clip_qkv is not None
+        clip = config.clip_qkv
     if clip is not None:
         parts["clip_qkv"] = float(clip)
     return LayerParts(**parts) if parts else None
