@@ -201,7 +201,7 @@ def _parts(facts: ModelFacts) -> list[str]:
         "projection": "QK-norm over the projection",
         "l2": "QK-norm without scale, after RoPE",
         "head_after_rope": "QK-norm per head, after RoPE",
-        "layer_norm": "QK LayerNorm per head",
+        "layer_norm": "QK-norm, a LayerNorm per head",
     }
     parts, scores = facts.parts, facts.scores
     if parts is not None:
