@@ -700,3 +700,124 @@ def test_facts_from_config_takes_the_names_the_table_gives() -> None:
     assert (facts.name, facts.checkpoint, facts.year) == ("Tiny", "me/tiny", 2026)
     plain = dataclasses.replace(facts, name="llama", checkpoint="", year=0)
     assert plain == facts_from_config(tiny_config("llama"))
+
+
+# -- types new in transformers 5.25 ------------------------------------------------------
+
+
+def needs_type(model_type: str) -> None:
+    """Skip a check of a type that the installed transformers does not have (one newer
+    than the pin, which ``nox -s tests-latest`` checks)."""
+    if model_type not in transformers.CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type!r}")
+
+
+def first_query_head_scaled_changes_the_output(model_type: str) -> bool:
+    """Whether the first layer's attention output changes when query head 0's rows of its
+    query projection (the first ``head_dim`` rows of ``q_proj``, of a fused
+    ``qkv_proj`` or of ``q_gate_proj``, whose gate follows each head's query) are
+    multiplied by 3, in float64, with an epsilon too small to matter in the norms."""
+    config = tiny_config(model_type)
+    config.rms_norm_eps = 1e-30
+    facts = facts_from_config(config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    attention = model.to(torch.float64).eval().model.layers[0].self_attn
+    hidden = torch.randn(1, 3, config.hidden_size, dtype=torch.float64)
+    mask = torch.full((3, 3), float("-inf"), dtype=torch.float64).triu(1)[None, None]
+    angles = torch.randn(1, 3, facts.head_dim, dtype=torch.float64)
+    rotation = (angles.cos(), angles.sin())
+    names = ("q_proj", "qkv_proj", "q_gate_proj")
+    projection = next(getattr(attention, n) for n in names if hasattr(attention, n))
+    with torch.no_grad():
+        before = attention(hidden, rotation, mask)[0]
+        projection.weight[: facts.head_dim] *= 3
+        after = attention(hidden, rotation, mask)[0]
+    # The norms compute in float32: a scale they divide out leaves ~1e-9 of the output.
+    return not torch.allclose(before, after, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        "llama",
+        "olmo2",  # QK-norm over the whole projection: one head's scale reaches the others
+        "qwen3",
+        "apertus1p5_text",
+        "ergo",
+        "exaone",
+        "minicpm5_moe",
+        "param2moe",
+        "sarvam_moe",
+    ],
+)
+def test_a_qk_norm_per_head_is_read_where_a_heads_query_scale_changes_nothing(model_type):
+    """An RMSNorm over each head divides a head's scale out of its queries, and nothing
+    else does: the facts say ``qk_norm="head"`` exactly where scaling one query head
+    leaves the layer's output as it was."""
+    needs_type(model_type)
+    parts = facts_from_config(tiny_config(model_type)).parts
+    per_head = parts is not None and parts.qk_norm == "head"
+    assert first_query_head_scaled_changes_the_output(model_type) is not per_head
+
+
+def test_minicpm5_gates_each_output_feature() -> None:
+    """MiniCPM 5's gate, read as ``output_gate``: each feature of the attention's output
+    is multiplied by ``sigmoid`` of its own gate, the second half of each head's rows of
+    ``q_gate_proj``; zeroing those rows leaves half of the ungated output."""
+    needs_type("minicpm5_moe")
+    config = tiny_config("minicpm5_moe")
+    facts = facts_from_config(config)
+    assert facts.parts.output_gate
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    attention = model.to(torch.float64).eval().model.layers[0].self_attn
+    hidden = torch.randn(1, 3, config.hidden_size, dtype=torch.float64)
+    mask = torch.full((3, 3), float("-inf"), dtype=torch.float64).triu(1)[None, None]
+    angles = torch.randn(1, 3, facts.head_dim, dtype=torch.float64)
+    rotation = (angles.cos(), angles.sin())
+    # Each head's 2 * head_dim rows: its query's, then its gate's.
+    rows = attention.q_gate_proj.weight.view(-1, 2, facts.head_dim, config.hidden_size)
+    with torch.no_grad():
+        attention.o_proj.weight.copy_(torch.eye(config.hidden_size, dtype=torch.float64))
+        gates = hidden @ rows[:, 1].reshape(-1, config.hidden_size).T
+        gated = attention(hidden, rotation, mask)[0]
+        rows[:, 1].zero_()
+        halved = attention(hidden, rotation, mask)[0]
+    torch.testing.assert_close(gated, 2 * halved * torch.sigmoid(gates), rtol=1e-12, atol=1e-14)
+
+
+def test_ergo_rotates_in_its_sliding_layers_only() -> None:
+    """Ergo's full layers are NoPE layers, as Command A's, but decided by the model: a
+    layer rotates where the model hands it a rotation (ErgoModel hands its full layers
+    ``None``) and its output depends on the rotation it is handed, exactly where the
+    facts say it applies RoPE (``uses_rope``)."""
+    needs_type("ergo")
+    config = tiny_config("ergo")
+    facts = facts_from_config(config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    model.eval()
+    handed = []
+
+    def record(module, args, kwargs):
+        handed.append(kwargs["position_embeddings"] is not None)
+
+    hooks = [
+        layer.self_attn.register_forward_pre_hook(record, with_kwargs=True)
+        for layer in model.model.layers
+    ]
+    with torch.no_grad():
+        model(torch.randint(1, 64, (1, 3)))
+    for hook in hooks:
+        hook.remove()
+    hidden = torch.randn(1, 3, config.hidden_size)
+    mask = torch.full((3, 3), float("-inf")).triu(1)[None, None]
+    angles = torch.randn(1, 3, facts.head_dim)
+    rotations = [(angles.cos(), angles.sin()), (torch.ones_like(angles), torch.zeros_like(angles))]
+    rotates = []
+    with torch.no_grad():
+        for layer, given in zip(model.model.layers, handed, strict=True):
+            out = [layer.self_attn(hidden, rotation, mask)[0] for rotation in rotations]
+            rotates.append(given and not torch.equal(*out))
+    assert tuple(rotates) == facts.uses_rope == (True, True, True, False)

@@ -312,10 +312,11 @@ def _declared(config, field: str, default=None):
 
 #: Model types whose config class does not declare ``head_dim`` but whose attention
 #: reads it from the file all the same (``getattr(config, "head_dim", hidden_size //
-#: num_attention_heads)`` in Qwen3MoeAttention, Glm4MoeAttention, Exaone4Attention):
+#: num_attention_heads)`` in Qwen3MoeAttention, Glm4MoeAttention, Exaone4Attention,
+#: Apertus1p5TextAttention):
 #: Qwen3-30B-A3B's heads are 128 wide, not 2,048 / 32, and GLM-4.6's 5,120 does not
 #: divide into its 96 heads at all.
-_HEAD_DIM_UNDECLARED = frozenset({"qwen3_moe", "glm4_moe", "exaone4"})
+_HEAD_DIM_UNDECLARED = frozenset({"qwen3_moe", "glm4_moe", "exaone4", "apertus1p5_text"})
 
 
 def _basics(config) -> dict:
@@ -1390,6 +1391,58 @@ def _read_mla_only(config) -> dict:
     return fields | {"rope": _rope(config), "latent": _latent(config)}
 
 
+# -- types new in transformers 5.25 ----------------------------------------------------
+# A type the installed transformers lacks (the pin's) is harmless here: nothing reads
+# its class until a config of that type comes, which transformers refuses first.
+
+# Types that AutoModelForCausalLM runs with another type's code: EXAONE 3.0 with
+# LlamaForCausalLM, Sarvam-105B with DeepseekV3ForCausalLM (no indexer).
+_reader("exaone")(_read_general)
+_reader("sarvam_mla")(_read_mla_only)
+
+
+@_reader("apertus1p5_text", "minicpm5_moe", "param2moe", "sarvam_moe")
+def _read_general_with_parts(config) -> dict:
+    """A decoder the general reader reads, whose attention adds a part: QK-norm per
+    head in Apertus 1.5 (``Apertus1p5TextAttention``'s ``q_norm`` and ``k_norm`` over
+    ``head_dim``, before RoPE) and in the types run as GLM-4.5 with ``use_qk_norm``
+    (Param2, Sarvam-30B: ``Glm4MoeAttention``); an output gate in MiniCPM 5
+    (``MiniCPM5MoeAttention``: ``attn_output * gate_states.sigmoid()``, one gate a
+    feature, from ``q_gate_proj``)."""
+    fields = _read_general(config)
+    model_type = config.model_type
+    if model_type == "apertus1p5_text" or (
+        model_type in ("param2moe", "sarvam_moe") and config.use_qk_norm
+    ):
+        fields["parts"] = LayerParts(qk_norm="head")
+    elif model_type == "minicpm5_moe":
+        fields["parts"] = LayerParts(output_gate=True)
+    return fields
+
+
+@_reader("ergo")
+def _read_ergo(config) -> dict:
+    """Ergo: sliding layers that rotate and full layers that do not (``ErgoConfig`` gives
+    the full layers no ``rope_parameters``: NoPE), QK-norm per head before RoPE
+    (``ErgoAttention``'s ``q_norm`` and ``k_norm``), heads of ``hidden_size //
+    num_attention_heads`` whatever the file says."""
+    scale = _declared(config, "global_attention_scale")
+    if scale is not None:
+        raise _unsupported(
+            "ergo",
+            "global_attention_scale",
+            scale,
+            "a factor on the full layers' scores only (ErgoAttention.qk_scale), where the "
+            "facts scale every layer's alike",
+        )
+    kinds = _layer_types(config)
+    fields = _basics(config) | _local(config, kinds)  # ErgoConfig declares no head_dim
+    nope_every = _cohere2_nope_every(kinds, "ergo")
+    if nope_every != 1:
+        fields["rope"] = _rope(config, nope_every)
+    return fields | {"parts": LayerParts(qk_norm="head")}
+
+
 #: Model types refused by name: the mechanism that mixes their tokens, which the site
 #: does not teach yet.
 REFUSED = {
@@ -1426,4 +1479,14 @@ REFUSED = {
     "learned bank (InklingRelativeLogits)",
     "inkling2_text": "a relative position bias that each token's hidden state mixes from a "
     "learned bank (Inkling2RelativeLogits)",
+    "inkling2_loop_text": "a relative position bias that each token's hidden state mixes "
+    "from a learned bank (Inkling2LoopRelativePositionBias), in layers run loop_num_passes "
+    "times over",
+    "dory": "recurrent-depth loops over its middle layers, each loop caching its own keys "
+    "and values (DoryModel.forward's cache_offset), in nGPT's unit-norm attention",
+    "kolibri1_1": "a weightless indexer whose candidate pool later layers reuse "
+    "(Kolibri1_1Indexer's index_pool), on NoPE layers that read other layers' keys and "
+    "values (kv_source_layers)",
+    "lara_mini": "Gated DeltaNet layers beside sliding and NoPE full ones (LaraMiniModel "
+    "rotates in its sliding layers only): two kinds of local layer, where the facts hold one",
 }

@@ -116,7 +116,8 @@ def field_defaults(cls: type) -> dict[str, Any]:
 def export_config_classes() -> dict[str, Any]:
     """What the browser needs of ``transformers``' config classes, as JSON values.
 
-    ``types``: for each model type the readers read, its class's name, field defaults,
+    ``types``: for each model type the readers read that the installed ``transformers``
+    knows, its class's name, field defaults,
     ``attribute_map``, ``default_theta`` and ``default_rope_type``; ``text_configs``:
     each multimodal type whose ``text_config`` class is a read type, and that type;
     ``loaded_as``: the package's ``LOADED_AS``.
@@ -125,7 +126,10 @@ def export_config_classes() -> dict[str, Any]:
 
     from attention.models import LOADED_AS, read_model_types
 
-    read = read_model_types()
+    # A reader may be registered for a type newer than the installed transformers, whose
+    # class is absent: nothing to export, and the page refuses the type, as the package
+    # does with this transformers.
+    read = tuple(t for t in read_model_types() if t in transformers.CONFIG_MAPPING)
     types = {}
     for model_type in read:
         cls = transformers.CONFIG_MAPPING[model_type]
