@@ -613,7 +613,7 @@ class Scores(_Options):
     ----------
     scale : float or None
         The factor on the scores where the model sets it outright (Gemma 4: 1.0, in
-        ``Gemma4TextAttention``).
+        ``Gemma4TextAttention``; Granite's ``attention_multiplier``).
     query_pre_attn_scalar : int or None
         The scores are scaled by ``query_pre_attn_scalar ** -0.5`` instead of
         ``head_dim ** -0.5`` (Gemma 2 and 3).
@@ -621,8 +621,8 @@ class Scores(_Options):
         ``c`` in ``c * tanh(s / c)``, applied to the scaled scores
         (``attn_logit_softcapping``, Gemma 2).
     sinks : bool
-        One learned sink logit per head joins each softmax (gpt-oss; always on in
-        ``GptOssAttention``, no config field).
+        One learned sink logit per head joins each softmax (gpt-oss, GraniteSWA; always
+        on in ``GptOssAttention`` and ``GraniteSWAAttention``, no config field).
     """
 
     scale: float | None = None
