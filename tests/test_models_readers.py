@@ -19,7 +19,7 @@ import json
 import pytest
 import torch
 import transformers
-from tiny_configs import BASE, TINY, WINDOW, tiny_config
+from tiny_configs import BASE, TINY, WINDOW, tiny_config, tiny_fields
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from attention import MODELS, ModelFacts
@@ -39,7 +39,8 @@ from attention.models import (
     released_config,
     released_names,
 )
-from attention.models.readers import REFUSED
+from attention.models.facts import LayerParts, Scores, Sliding
+from attention.models.readers import GENERAL, REFUSED
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -260,9 +261,12 @@ def test_a_dict_a_path_and_a_config_give_the_same_facts(model_type, tmp_path) ->
     assert facts.name == model_type and facts.config_class == type(config).__name__
 
 
-@pytest.mark.parametrize("model_type", ["cohere2", "kolibri1"])
+@pytest.mark.parametrize(
+    "model_type", ["cohere2", "kolibri1", "exaone4", "exaone_moe", "afmoe", "cohere2_moe"]
+)
 def test_cohere2_rotates_in_its_sliding_layers_only(model_type) -> None:
-    """Command A's full layers are NoPE layers, and Kolibri 1's with a window: each
+    """Command A's full layers are NoPE layers, and Command A MoE's, AFMoE's, and
+    Kolibri 1's and EXAONE 4's (and EXAONE MoE's) with a window: each
     layer of the tiny model gives the same output whatever rotation it is handed
     exactly where the facts say it applies no RoPE (``uses_rope``)."""
     config = tiny_config(model_type)
@@ -272,7 +276,7 @@ def test_cohere2_rotates_in_its_sliding_layers_only(model_type) -> None:
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     hidden = torch.randn(1, 3, config.hidden_size)
     mask = torch.full((3, 3), float("-inf")).triu(1)[None, None]
-    angles = torch.randn(1, 3, config.head_dim)
+    angles = torch.randn(1, 3, facts.head_dim)
     rotations = [(angles.cos(), angles.sin()), (torch.ones_like(angles), torch.zeros_like(angles))]
     rotates = []
     with torch.no_grad():
@@ -282,27 +286,145 @@ def test_cohere2_rotates_in_its_sliding_layers_only(model_type) -> None:
     assert tuple(rotates) == facts.uses_rope == (True, True, True, False)
 
 
-@pytest.mark.parametrize("model_type", ["mellum", "dots1", "kolibri1", "hrm_text", "cwm"])
-def test_the_general_reader_keeps_the_parts_each_attention_holds(model_type) -> None:
-    """QK-norm over each head where the layer holds ``q_norm`` and ``k_norm`` of
-    ``head_dim`` features; an output gate where it holds HRM's ``gate_proj``, one gate
-    per output feature; neither where it holds neither (CWM)."""
-    config = tiny_config(model_type)
+#: Fields that turn a part on (or off) in a general type's config, each a case of its
+#: own beside the type's tiny config: QK-norm behind a flag, OLMo's and DBRX's clamp.
+PART_FLAGS = {
+    "cohere": {"use_qk_norm": True},
+    "glm4_moe": {"use_qk_norm": True},
+    "persimmon": {"qk_layernorm": False},  # on in PersimmonConfig's defaults
+    "phi": {"qk_layernorm": True},
+    "stablelm": {"qk_layernorm": True},
+    "olmo": {"clip_qkv": 8.0},
+    "olmoe": {"clip_qkv": 8.0},
+    "dbrx": {"attn_config": {"kv_n_heads": 2, "clip_qkv": 8.0}},
+}
+#: The models AutoModelForCausalLM does not build from a text config: Emu3's text model.
+CAUSAL_LM_CLASS = {"emu3_text_model": "Emu3ForCausalLM"}
+_GENERAL_CASES = [(t, None) for t in GENERAL] + [(t, t + "+flag") for t in PART_FLAGS]
+
+
+def _general_config(model_type: str, variant: str | None):
+    if variant is None:
+        return tiny_config(model_type)
+    fields = tiny_fields(model_type) | PART_FLAGS[model_type]
+    return transformers.CONFIG_MAPPING[model_type](**fields)
+
+
+def _norm_kind(norm, inputs: list[torch.Tensor], head_dim: int) -> str:
+    """A query norm's kind as ``LayerParts.qk_norm`` names it, from what it does to the
+    inputs it was given at two runs whose positions differ (``inputs``): a LayerNorm
+    ignores a shift of its input; a norm over the projection reads more than
+    ``head_dim`` features; one whose input moved with the positions follows RoPE."""
+    x = inputs[0]
+    with torch.no_grad():
+        if torch.allclose(norm(x + 3.0), norm(x), atol=1e-4):
+            return "layer_norm"
+    if x.shape[-1] != head_dim:
+        return "projection"
+    after_rope = not torch.equal(*inputs)
+    scaled = any(True for _ in norm.parameters())
+    if after_rope:
+        return "head_after_rope" if scaled else "l2"
+    return "head" if scaled else "unscaled before RoPE, which no qk_norm names"
+
+
+@pytest.mark.parametrize(
+    "model_type, variant", _GENERAL_CASES, ids=[v or t for t, v in _GENERAL_CASES]
+)
+def test_the_general_reader_keeps_the_parts_each_attention_holds(model_type, variant) -> None:
+    """Every type of the general reader, built by transformers, each attention layer of
+    it: a query and key norm where the facts name one, of the kind they name (each
+    head's, the projection's, a LayerNorm, before or after RoPE); an output gate where
+    a gate projection gives one number per output feature, a head gate where it gives
+    one per head; sinks in the layers the facts say; the clamp its code reads. A part
+    the reader drops, or one it names that the code lacks, fails here."""
+    config = _general_config(model_type, variant)
     facts = facts_from_config(config)
+    if model_type == "dbrx":  # DbrxAttention stores attn_config.rope_theta, which it lacks
+        config.attn_config.rope_theta = facts.rope.theta
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    # The first attention layer, wherever the model keeps it (HRM: in its stacks).
-    attention = next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
-    head_dim = facts.head_dim
-    norms = [getattr(attention, name, None) for name in ("q_norm", "k_norm")]
-    per_head = all(norm is not None and norm.weight.shape == (head_dim,) for norm in norms)
-    qk_norm, output_gate = (
-        (facts.parts.qk_norm, facts.parts.output_gate) if facts.parts else (None, False)
-    )
-    assert (qk_norm == "head") == per_head
-    gate = getattr(attention, "gate_proj", None)
-    gated = gate is not None and gate.out_features == facts.num_heads * head_dim
-    assert output_gate == gated
+    name = CAUSAL_LM_CLASS.get(model_type)
+    model = (
+        getattr(transformers, name)(config)
+        if name
+        else transformers.AutoModelForCausalLM.from_config(config)
+    ).eval()
+    attentions = [
+        m
+        for m in model.modules()
+        if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx")
+    ]
+    assert attentions
+    parts = facts.parts or LayerParts(value_norm=True)  # a stand-in with nothing checked here
+    scores = facts.scores or Scores(scale=1.0)
+    norm_names = ("q_norm", "query_layernorm", "q_layernorm")
+    first = attentions[0]
+    norm = next((getattr(first, n) for n in norm_names if hasattr(first, n)), None)
+    if norm is None:
+        assert parts.qk_norm is None
+    else:  # its inputs at positions 0.. and at 3..: the same before RoPE
+        inputs = []
+        hook = norm.register_forward_hook(lambda module, args, out: inputs.append(args[0]))
+        ids = torch.randint(1, 60, (1, 5))
+        with torch.no_grad():
+            for shift in (0, 3):
+                model(ids, position_ids=torch.arange(5)[None] + shift)
+        hook.remove()
+        assert _norm_kind(norm, inputs, facts.head_dim) == parts.qk_norm
+    for attention in attentions:
+        assert any(hasattr(attention, n) for n in norm_names) == (parts.qk_norm is not None)
+        gates = [
+            m.out_features
+            for n, m in attention.named_children()
+            if "gate" in n and isinstance(m, torch.nn.Linear)
+        ]
+        assert (facts.num_heads * facts.head_dim in gates) == parts.output_gate
+        assert (facts.num_heads in gates) == parts.head_gate
+        sliding = facts.layer_types[attention.layer_idx] == SLIDING
+        local_sinks = isinstance(facts.local, Sliding) and facts.local.sinks and sliding
+        assert hasattr(attention, "sinks") == (scores.sinks or local_sinks)
+        # DbrxAttention keeps its own clip_qkv; OlmoAttention reads self.config.clip_qkv
+        clip = getattr(attention, "clip_qkv", None)
+        if clip is None:
+            clip = getattr(getattr(attention, "config", None), "clip_qkv", None)
+        assert clip == parts.clip_qkv
+
+
+@pytest.mark.parametrize(
+    "thetas, expected",
+    [
+        ([1e4, 1e4, 1e4, 5e5], dict(theta=5e5, local_theta=1e4, nope_every=None)),
+        ([1e4, 1e4, 1e4, 0.0], dict(theta=1e4, local_theta=None, nope_every=4)),
+    ],
+)
+def test_granite_swa_reads_a_rope_base_per_layer(thetas, expected) -> None:
+    """GraniteSWA's ``layer_rope_theta``: each layer's base, 0 for none. The rotation
+    each attention layer of the tiny model is handed has the base the facts give its
+    layer (its frequency ``base ** (-2 / head_dim)`` at position 1), or none at all
+    where the facts say the layer rotates nothing."""
+    fields = tiny_fields("granite_swa") | {
+        "layer_types": [SLIDING] * 3 + ["full_attention"],
+        "layer_rope_theta": thetas,
+    }
+    config = transformers.GraniteSWAConfig(**fields)
+    facts = facts_from_config(config)
+    rope = facts.rope
+    assert (rope.theta, rope.local_theta, rope.nope_every) == tuple(expected.values())
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    handed = []
+    for layer in model.model.layers:
+        layer.self_attn.register_forward_pre_hook(
+            lambda module, args, kwargs: handed.append(kwargs["position_embeddings"]),
+            with_kwargs=True,
+        )
+    with torch.no_grad():
+        model(torch.randint(1, 60, (1, 3)))
+    for i, (rotation, rotates) in enumerate(zip(handed, facts.uses_rope, strict=True)):
+        assert (rotation is not None) == rotates
+        if rotates:
+            base = rope.local_theta if facts.layer_types[i] == SLIDING else None
+            frequency = float(rotation[0][0, 1, 1].double().arccos())
+            assert frequency == pytest.approx((base or rope.theta) ** (-2 / 8), rel=1e-3)
 
 
 def test_dbrx_reads_its_key_value_heads_from_its_attention_config() -> None:

@@ -29,6 +29,7 @@ from attention.models import (
     LinearAttention,
     Sliding,
     bill,
+    facts_from_config,
     format_bytes,
     layer_kv_cache_bytes_per_token,
     layer_strip,
@@ -75,6 +76,23 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         assert (words in text) == bool(has), words
     if isinstance(local, LinearAttention):
         assert local.mixer in text
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({"model_type": "olmo", "clip_qkv": 8.0}, "queries, keys and values clamped to ±8"),
+        ({"model_type": "persimmon"}, "QK-norm, a LayerNorm per head"),
+        ({"model_type": "hunyuan_v1_dense"}, "QK-norm per head, after RoPE"),
+        ({"model_type": "nanochat"}, "QK-norm without scale, after RoPE"),
+    ],
+)
+def test_the_recipe_names_the_parts_a_config_gives(config, words) -> None:
+    """The QK-norm and the clamp that only configs give (no table model has them)."""
+    assert words in recipe(facts_from_config(config))
+    off = {"olmo": {}, "persimmon": {"qk_layernorm": False}}.get(config["model_type"])
+    if off is not None:  # the same type without the part: no clause for it
+        assert words not in recipe(facts_from_config({"model_type": config["model_type"], **off}))
 
 
 def test_the_recipe_gives_the_cache_per_token_that_grows() -> None:

@@ -90,7 +90,7 @@ CSA = "compressed_sparse_attention"  # DeepSeek-V4: a window plus compressed ent
 HCA = "heavily_compressed_attention"  # DeepSeek-V4: a window plus heavily compressed entries
 CROSS = "cross_attention"  # queries from the text, keys and values from an image (Mllama)
 KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA, CROSS, CONV)
-QK_NORMS = ("head", "projection", "l2")
+QK_NORMS = ("head", "projection", "l2", "head_after_rope", "layer_norm")
 # The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
     "linear_num_key_heads",
@@ -613,7 +613,7 @@ class Scores(_Options):
     ----------
     scale : float or None
         The factor on the scores where the model sets it outright (Gemma 4: 1.0, in
-        ``Gemma4TextAttention``).
+        ``Gemma4TextAttention``; Granite's ``attention_multiplier``).
     query_pre_attn_scalar : int or None
         The scores are scaled by ``query_pre_attn_scalar ** -0.5`` instead of
         ``head_dim ** -0.5`` (Gemma 2 and 3).
@@ -621,8 +621,8 @@ class Scores(_Options):
         ``c`` in ``c * tanh(s / c)``, applied to the scaled scores
         (``attn_logit_softcapping``, Gemma 2).
     sinks : bool
-        One learned sink logit per head joins each softmax (gpt-oss; always on in
-        ``GptOssAttention``, no config field).
+        One learned sink logit per head joins each softmax (gpt-oss, GraniteSWA; always
+        on in ``GptOssAttention`` and ``GraniteSWAAttention``, no config field).
     """
 
     scale: float | None = None
@@ -654,7 +654,12 @@ class LayerParts(_Options):
         no learned scale, ``x * rsqrt(mean(x**2) + eps)``, *after* RoPE and on the
         RoPE layers only. ``transformers`` calls it ``Llama4TextL2Norm``, but it
         divides by the root mean square, not by the length: the result has RMS 1,
-        not length 1.
+        not length 1. NanoChat's ``q_norm`` is the same, on every layer.
+        ``"head_after_rope"``, an RMSNorm over each head with a learned scale, after
+        RoPE (HunYuan's ``query_layernorm`` and ``key_layernorm``).
+        ``"layer_norm"``, a LayerNorm over each head's ``head_dim``, the mean taken
+        away before dividing by the spread, with a learned scale, before RoPE
+        (Cohere's ``use_qk_norm``; Persimmon, Phi and StableLM's ``qk_layernorm``).
     value_norm : bool
         An RMSNorm without a learned scale over each head's values (Gemma 4's
         ``v_norm``; no config field).
@@ -668,6 +673,10 @@ class LayerParts(_Options):
     value_scale : float or None
         A factor on the values before they are cached (MiMo-V2-Flash's
         ``attention_value_scale``, 0.707).
+    clip_qkv : float or None
+        The queries, keys and values are clamped to ``[-clip_qkv, clip_qkv]`` right
+        after their projections (OLMo's and DBRX's ``clip_qkv``). The clamp changes
+        no key a query attends to, and nothing the cache holds but the values.
     """
 
     qk_norm: str | None = field(default=None, metadata={"choices": QK_NORMS})
@@ -675,6 +684,7 @@ class LayerParts(_Options):
     output_gate: bool = False
     head_gate: bool = False
     value_scale: float | None = None
+    clip_qkv: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

@@ -1040,36 +1040,184 @@ GENERAL = (
 )
 
 
-#: The parts that general types' attention layers hold, read from their code:
+#: The parts that general types' attention layers always hold, read from their code:
 #: ``q_norm = XRMSNorm(self.head_dim)`` on each head before RoPE (Mellum, dots.llm1,
-#: Kolibri 1), and HRM's ``attn_output = torch.sigmoid(gate_states) * attn_output``,
-#: a gate on each feature of the output (``gate_proj``, heads * head_dim wide).
-_GENERAL_PARTS = {
-    "mellum": LayerParts(qk_norm="head"),
-    "dots1": LayerParts(qk_norm="head"),
-    "kolibri1": LayerParts(qk_norm="head"),
-    "hrm_text": LayerParts(output_gate=True),
+#: Kolibri 1, Apertus, Hunyuan 3, EXAONE 4 and EXAONE MoE); over the whole projection,
+#: ``FlexOlmoRMSNorm(num_attention_heads * head_dim)`` (FlexOlmo, OLMoE); NanoChat's
+#: ``NanoChatRMSNorm(eps=...)``, no weight, after ``apply_rotary_pos_emb``; HunYuan's
+#: ``query_layernorm(head_dim)``, after RoPE too; an output gate, ``attn_output *
+#: torch.sigmoid(gate_states)`` with ``gate_proj`` heads * head_dim wide (HRM, AFMoE).
+_GENERAL_PARTS: dict[str, dict] = {
+    "mellum": {"qk_norm": "head"},
+    "dots1": {"qk_norm": "head"},
+    "kolibri1": {"qk_norm": "head"},
+    "apertus": {"qk_norm": "head"},
+    "hy_v3": {"qk_norm": "head"},
+    "exaone4": {"qk_norm": "head"},
+    "exaone_moe": {"qk_norm": "head"},
+    "afmoe": {"qk_norm": "head", "output_gate": True},
+    "flex_olmo": {"qk_norm": "projection"},
+    "olmoe": {"qk_norm": "projection"},
+    "nanochat": {"qk_norm": "l2"},
+    "hunyuan_v1_dense": {"qk_norm": "head_after_rope"},
+    "hunyuan_v1_moe": {"qk_norm": "head_after_rope"},
+    "hrm_text": {"output_gate": True},
 }
+#: QK-norm behind a flag of the config: (the flag, the norm it turns on). Cohere's
+#: ``CohereLayerNorm(hidden_size=(num_attention_heads, head_dim))`` and GLM-4.5's
+#: ``Glm4MoeRMSNorm(self.head_dim)`` with ``use_qk_norm``; Persimmon's and Phi's
+#: ``nn.LayerNorm(hidden_size // num_heads)`` and StableLM's ``StableLmLayerNormPerHead``
+#: with ``qk_layernorm``.
+_QK_NORM_FLAGS = {
+    "cohere": ("use_qk_norm", "layer_norm"),
+    "glm4_moe": ("use_qk_norm", "head"),
+    "persimmon": ("qk_layernorm", "layer_norm"),
+    "phi": ("qk_layernorm", "layer_norm"),
+    "stablelm": ("qk_layernorm", "layer_norm"),
+}
+#: Types whose attention rotates its sliding layers only once the config sets a window
+#: (``if self.sliding_window is None or self.is_sliding`` in Kolibri1Attention,
+#: Exaone4Attention and ExaoneMoeAttention), or always (AfmoeAttention: ``if
+#: self.is_local_attention``), as Cohere 2 does: their full layers are NoPE layers.
+_NOPE_WHEN_WINDOWED = ("kolibri1", "exaone4", "exaone_moe")
+
+
+def _general_parts(config) -> LayerParts | None:
+    """The parts a general type's attention holds (``_GENERAL_PARTS``, ``_QK_NORM_FLAGS``),
+    and OLMo's, OLMoE's and DBRX's clamp, ``qkv_states.clamp(min=-clip_qkv,
+    max=clip_qkv)``, DBRX's read from ``attn_config`` as ``DbrxAttention`` reads it."""
+    model_type = config.model_type
+    parts = dict(_GENERAL_PARTS.get(model_type, {}))
+    if model_type in _QK_NORM_FLAGS:
+        flag, norm = _QK_NORM_FLAGS[model_type]
+        if _declared(config, flag, False):
+            parts["qk_norm"] = norm
+    clip = None
+    if model_type == "dbrx":  # DbrxAttention: self.clip_qkv = attn_config.clip_qkv
+        clip = config.attn_config.clip_qkv
+    elif model_type in ("olmo", "olmoe"):  # OlmoAttention: if self.config.clip_qkv is not None
+        clip = config.clip_qkv
+    if clip is not None:
+        parts["clip_qkv"] = float(clip)
+    return LayerParts(**parts) if parts else None
+
+
+def _general_scores(config) -> Scores | None:
+    """What a general type does to its scores: Granite's and HyperCLOVA X's ``scaling =
+    config.attention_multiplier`` in place of ``head_dim ** -0.5``; GraniteSWA's
+    ``self.sinks``, in every layer; VaultGemma's ``query_pre_attn_scalar`` and
+    ``attn_logit_softcapping``, as Gemma 2's."""
+    model_type = config.model_type
+    scores: dict = {}
+    multiplier = _declared(config, "attention_multiplier")
+    head_dim = _get(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    if multiplier is not None and multiplier != head_dim**-0.5:
+        scores["scale"] = float(multiplier)
+    if model_type in ("granite_swa", "granitemoe_swa"):
+        scores["sinks"] = True  # GraniteSWAAttention: nn.Parameter(zeros(num_attention_heads))
+    if model_type == "vaultgemma":
+        scores["query_pre_attn_scalar"] = config.query_pre_attn_scalar
+        scores["softcap"] = _declared(config, "attn_logit_softcapping")
+    scores = {name: value for name, value in scores.items() if value is not None}
+    return Scores(**scores) if scores else None
+
+
+def _nope_every_of(flags: list[bool], model_type: str, field: str, value: object) -> int | None:
+    """``Rope.nope_every`` from each layer's flag (``True``: it rotates): ``None`` where
+    every layer rotates, 1 where none does; a refusal where the NoPE layers do not recur
+    every so many layers."""
+    if all(flags):
+        return None
+    every = flags.index(False) + 1
+    if flags != [(i + 1) % every != 0 for i in range(len(flags))]:
+        raise _unsupported(
+            model_type, field, value, "NoPE layers that do not recur every so many layers"
+        )
+    return every
+
+
+def _granite_swa_rope(config, kinds: list[str]) -> Rope | None:
+    """GraniteSWA's RoPE: one base per layer, ``layer_rope_theta``, 0 for a NoPE layer
+    (``GraniteSWAModel``: ``layer_position_embeddings = ... if theta else None``), each
+    with the config's scaling. Read as one base for the full layers and one for the
+    sliding ones; refused where the bases change among layers of one kind, or where the
+    sliding layers' own base would be scaled, which ``Rope.local_theta`` never is."""
+    thetas = list(config.layer_rope_theta)
+    why = "RoPE bases the facts cannot hold: "
+    nope_every = _nope_every_of(
+        [bool(t) for t in thetas], config.model_type, "layer_rope_theta", thetas
+    )
+    if nope_every == 1:
+        return None
+    bases = {
+        kind: {t for t, each in zip(thetas, kinds, strict=True) if t and each == kind}
+        for kind in (FULL, SLIDING)
+    }
+    if len(bases[FULL]) > 1 or len(bases[SLIDING]) > 1:
+        raise _unsupported(
+            config.model_type, "layer_rope_theta", thetas, why + "several among layers of one kind"
+        )
+    theta = next(iter(bases[FULL] or bases[SLIDING]))
+    local = next(iter(bases[SLIDING]), theta)
+    rope = _rope(config, nope_every)
+    if local != theta and rope.scaling is not None:
+        raise _unsupported(
+            config.model_type,
+            "layer_rope_theta",
+            thetas,
+            why + "a scaled base of the sliding layers' own",
+        )
+    return dataclasses.replace(rope, theta=theta, local_theta=local if local != theta else None)
+
+
+def _general_rope(config, kinds: list[str]) -> Rope | None:
+    """The RoPE of a general type, on the layers its attention rotates."""
+    model_type = config.model_type
+    if model_type in ("granite_swa", "granitemoe_swa"):
+        return _granite_swa_rope(config, kinds)
+    nope_every = None
+    if model_type == "afmoe" or (
+        model_type in _NOPE_WHEN_WINDOWED and config.sliding_window is not None
+    ):
+        nope_every = _cohere2_nope_every(kinds, model_type)
+    if model_type == "cohere2_moe":
+        # Cohere2MoeAttention rotates its sliding layers, and its dense layers where
+        # prefix_dense_sliding_window_pattern is 1 (force_rope); its class keeps the
+        # RoPE it standardizes from rope_theta and rope_scaling in rope_parameters.
+        prefix = config.prefix_dense_sliding_window_pattern == 1
+        flags = [
+            kind == SLIDING or (prefix and mlp == "dense")
+            for kind, mlp in zip(kinds, config.mlp_layer_types, strict=True)
+        ]
+        nope_every = _nope_every_of(flags, model_type, "layer_types", kinds)
+        return _rope(config, nope_every) if nope_every != 1 else None
+    if _declared(config, "rope_parameters") is not None and nope_every != 1:
+        return _rope(config, nope_every)
+    return None
 
 
 @_reader(*GENERAL)
 def _read_general(config) -> dict:
     """A decoder of full and sliding (or chunked) layers, with RoPE where the config
-    class declares ``rope_parameters``. Kolibri 1 with a window rotates its sliding
-    layers only (``Kolibri1Attention``: ``if self.sliding_window is None or
-    self.is_sliding``), as Cohere 2 does. DBRX's key/value heads are its
+    class declares ``rope_parameters`` (``_general_rope``: some rotate their sliding
+    layers only), the parts each attention holds (``_general_parts``) and what it does
+    to its scores (``_general_scores``). DBRX's key/value heads are its
     ``attn_config.kv_n_heads``, a field of a sub-config."""
     kinds = _layer_types(config)
     fields = _basics(config) | _local(config, kinds)
     if config.model_type == "dbrx":  # DbrxAttention: attn_config.kv_n_heads, not declared
         fields["num_kv_heads"] = config.attn_config.kv_n_heads
-    nope_every = None
-    if config.model_type == "kolibri1" and config.sliding_window is not None:
-        nope_every = _cohere2_nope_every(kinds, "kolibri1")
-    if _declared(config, "rope_parameters") is not None and nope_every != 1:
-        fields["rope"] = _rope(config, nope_every)
-    if config.model_type in _GENERAL_PARTS:
-        fields["parts"] = _GENERAL_PARTS[config.model_type]
+    rope = _general_rope(config, kinds)
+    if rope is not None:
+        fields["rope"] = rope
+    parts = _general_parts(config)
+    if parts is not None:
+        fields["parts"] = parts
+    scores = _general_scores(config)
+    if scores is not None:
+        fields["scores"] = scores
+    if _declared(config, "final_logit_softcapping") is not None:  # VaultGemma's
+        fields["final_logit_softcapping"] = config.final_logit_softcapping
     return fields
 
 

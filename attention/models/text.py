@@ -200,6 +200,8 @@ def _parts(facts: ModelFacts) -> list[str]:
         "head": "QK-norm per head",
         "projection": "QK-norm over the projection",
         "l2": "QK-norm without scale, after RoPE",
+        "head_after_rope": "QK-norm per head, after RoPE",
+        "layer_norm": "QK-norm, a LayerNorm per head",
     }
     parts, scores = facts.parts, facts.scores
     if parts is not None:
@@ -213,6 +215,8 @@ def _parts(facts: ModelFacts) -> list[str]:
             notes.append("an output gate per head")
         if parts.value_scale is not None:
             notes.append(f"values scaled by {format_number(parts.value_scale)}")
+        if parts.clip_qkv is not None:
+            notes.append(f"queries, keys and values clamped to ±{format_number(parts.clip_qkv)}")
     if isinstance(facts.local, Sliding) and facts.local.sinks:
         notes.append("sinks on sliding layers")
     if scores is not None:

@@ -710,6 +710,9 @@ def post_cohere2_moe(fields: dict, kwargs: dict, spec: dict) -> None:
         fields["layer_types"] = [SLIDING if (i + 1) % prefix else FULL for i in range(dense)] + [
             SLIDING if (i + 1) % rest else FULL for i in range(fields["num_hidden_layers"] - dense)
         ]
+    if fields.get("mlp_layer_types") is None:  # its attention rotates the dense ones
+        layers = fields["num_hidden_layers"]
+        fields["mlp_layer_types"] = ["dense" if i < dense else "sparse" for i in range(layers)]
 
 
 def post_qwen2_moe(fields: dict, kwargs: dict, spec: dict) -> None:

@@ -76,9 +76,13 @@ TYPE_VARIANTS = {
     "bamba": [{"attn_layer_indices": [1, 3], "num_hidden_layers": 5}],
     "bart": [{"decoder_layers": 3, "encoder_layers": 5, "decoder_attention_heads": 4}],
     "bailing_hybrid": [{"layer_group_size": 3, "num_hidden_layers": 7, "rope_theta": 5e5}],
-    "cohere2_moe": [{"first_k_dense_replace": 2, "prefix_dense_sliding_window_pattern": 2}],
+    "cohere": [{"use_qk_norm": True}],
+    "cohere2_moe": [
+        {"first_k_dense_replace": 2, "prefix_dense_sliding_window_pattern": 2},
+        {"first_k_dense_replace": 4, "num_hidden_layers": 8},  # dense layers that rotate
+    ],
     "cwm": [{"num_hidden_layers": 4, "layer_types": ["full_attention"] * 4}],
-    "dbrx": [{"attn_config": {"kv_n_heads": 4}}],
+    "dbrx": [{"attn_config": {"kv_n_heads": 4}}, {"attn_config": {"clip_qkv": 8.0}}],
     "dots1": [{"max_window_layers": 3, "num_hidden_layers": 7}],
     "exaone4": [
         {"sliding_window_pattern": 3},
@@ -87,7 +91,12 @@ TYPE_VARIANTS = {
     "gpt_neo": [{"attention_types": [[["local"], 3], [["global"], 1]], "num_layers": 4}],
     "gpt_neox": [{"rotary_pct": 0.5, "rotary_emb_base": 777.0}],
     "gpt_neox_japanese": [{"rotary_pct": 0.5, "rotary_emb_base": 777.0}],
-    "granite_swa": [{"rope_theta": 777.0}],
+    "glm4_moe": [{"use_qk_norm": True}],
+    "granite_swa": [
+        {"rope_theta": 777.0},
+        {"num_hidden_layers": 4, "layer_rope_theta": [0.0, 1e4, 1e4, 1e4]},
+        {"num_hidden_layers": 4, "layer_rope_theta": [5e5, 1e4, 1e4, 1e4]},
+    ],
     "granitemoehybrid": [
         {"layer_types": ["linear_attention", "full_attention"] * 2, "num_hidden_layers": 4}
     ],
@@ -98,8 +107,13 @@ TYPE_VARIANTS = {
     "minicpm3": [{"v_head_dim": None}],
     "modernbert-decoder": [{"global_attn_every_n_layers": 2, "local_attention": 64}],
     "mpt": [{"attn_config": {"alibi": False}}],
+    "olmo": [{"clip_qkv": 8.0}],
+    "olmoe": [{"clip_qkv": 8.0}],
+    "persimmon": [{"qk_layernorm": False}],
+    "phi": [{"qk_layernorm": True}],
     "olmo_hybrid": [{"num_hidden_layers": 3}, {"linear_num_key_heads": 6}],
     "qwen2_moe": [{"use_sliding_window": True, "max_window_layers": 5, "num_hidden_layers": 8}],
+    "stablelm": [{"qk_layernorm": True}],
     "whisper": [{"decoder_layers": 3, "encoder_layers": 5, "decoder_attention_heads": 4}],
     "zamba": [{"num_hidden_layers": 4, "layers_block_type": ["mamba", "mamba", "hybrid", "mamba"]}],
     "zamba2": [
