@@ -1473,16 +1473,12 @@ def compare_index() -> str:
         "",
     ]
     lines += [f"- {{doc}}`{' vs '.join(names)} <{compare_name(names)}>`" for names in COMPARISONS]
-    lines += [
-        "",
-        "```{toctree}",
-        ":hidden:",
-        ":maxdepth: 1",
-        "",
-        *(compare_name(names) for names in COMPARISONS),
-        "```",
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + hidden_toctree(compare_name(names) for names in COMPARISONS))
+
+
+def hidden_toctree(documents) -> list[str]:
+    """The lines of a hidden toctree of ``documents``, after a blank line, ending a page."""
+    return ["", "```{toctree}", ":hidden:", ":maxdepth: 1", "", *documents, "```", ""]
 
 
 def index_page() -> str:
@@ -1527,16 +1523,7 @@ def index_page() -> str:
         ("model", "year", "layers", "attention", "cache per token", "cache at trained context"),
         rows,
     )
-    lines += [
-        "",
-        "```{toctree}",
-        ":hidden:",
-        ":maxdepth: 1",
-        "",
-        *(slug(facts.name) for facts in MODELS.values()),
-        "```",
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + hidden_toctree(slug(facts.name) for facts in MODELS.values()))
 
 
 def pages() -> dict[str, str]:

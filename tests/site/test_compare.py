@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_site import DESKTOP, PHONE, Recorder, luminance, new_context, open_page, report
+from test_site import luminance, open_page, opened_at, report
 
 from attention import MODELS
 from attention.models import bill, recipe, released_parameters
@@ -18,18 +18,7 @@ PAGE = "models/compare.html"
 
 
 def opened(browser, base_url: str, *, size: str = "desktop", scheme: str = "light"):
-    recorder = Recorder()
-    phone = size == "phone"
-    context = new_context(
-        browser,
-        recorder,
-        viewport=PHONE if phone else DESKTOP,
-        color_scheme=scheme,
-        has_touch=phone,
-        is_mobile=phone,
-    )
-    page = context.new_page()
-    open_page(page, base_url + PAGE, PAGE, recorder)
+    recorder, context, page = opened_at(browser, base_url, PAGE, size=size, scheme=scheme)
     return context, page, recorder
 
 

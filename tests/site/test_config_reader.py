@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_site import DESKTOP, PHONE, Recorder, new_context, open_page, report
+from test_site import DESKTOP, PHONE, opened_at, report
 
 from attention.models import (
     bill,
@@ -89,18 +89,7 @@ def shown_page(shown: dict) -> dict:
 
 
 def opened(browser, base_url: str, scheme: str, size: str):
-    recorder = Recorder()
-    phone = size == "phone"
-    context = new_context(
-        browser,
-        recorder,
-        viewport=PHONE if phone else DESKTOP,
-        color_scheme=scheme,
-        has_touch=phone,
-        is_mobile=phone,
-    )
-    page = context.new_page()
-    open_page(page, base_url + PAGE, PAGE, recorder)
+    recorder, context, page = opened_at(browser, base_url, PAGE, size=size, scheme=scheme)
     return recorder, context, page, page.locator(".config-reader")
 
 

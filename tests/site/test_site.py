@@ -252,6 +252,24 @@ def new_context(browser, recorder: Recorder, **options):
     return context
 
 
+def opened_at(browser, base_url: str, name: str, *, size: str, scheme: str):
+    """A new context at ``size`` ("phone" or "desktop") and ``scheme`` with page ``name``
+    open in it: ``(recorder, context, page)``."""
+    recorder = Recorder()
+    phone = size == "phone"
+    context = new_context(
+        browser,
+        recorder,
+        viewport=PHONE if phone else DESKTOP,
+        color_scheme=scheme,
+        has_touch=phone,
+        is_mobile=phone,
+    )
+    page = context.new_page()
+    open_page(page, base_url + name, name, recorder)
+    return recorder, context, page
+
+
 def open_page(page, url: str, name: str, recorder: Recorder) -> None:
     """Load a page and wait for its images and math; a page that does not load is a
     problem to report, not a reason to stop checking the others."""
