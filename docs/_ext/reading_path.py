@@ -8,8 +8,9 @@ so that a chapter added to a Part's toctree shows up everywhere with no other ed
   opens, under its title, with a one-line strip: the Part's name, linked to its first
   page (its landing page), then one small link per page of the Part, labelled with the
   chapter's number (``8``, ``21b``) and the page's title as a tooltip, the current one
-  marked. It is drawn when the page is written (``doctree-resolved``), from the titles
-  Sphinx has read, so it fits one line on a phone.
+  marked; the landing page is "intro", the recap "recap". It is drawn when the page is
+  written (``doctree-resolved``), from the titles Sphinx has read, and fits one or two
+  lines on a phone.
 - ``{part-chapters}`` writes, on a Part's landing page, a list of the Part's chapters,
   each with the "Mechanism" line of its "At a glance" box.
 - ``{part-shapes}`` writes, on a Part's recap page, each chapter's "Shapes" line, from
@@ -99,7 +100,7 @@ def short_label(title: str, docname: str, part: Part) -> str:
     if found:
         return found.group(1)
     if docname == part.pages[0]:
-        return f"Part {part.numeral}"
+        return "intro"  # the Part's name, linked to the same page, opens the strip
     if docname == part.pages[-1] and "recap" in docname:
         return "recap"
     return title

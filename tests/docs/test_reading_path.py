@@ -189,7 +189,7 @@ def test_parts_are_read_from_the_home_page_with_a_new_chapter_included() -> None
 def test_the_strip_labels_chapters_by_number() -> None:
     part = Part("II", "today", ("parts/part-2", "chapters/21b-ssd", "parts/part-2-recap"))
     assert short_label("21b. Mamba-2's SSD", "chapters/21b-ssd", part) == "21b"
-    assert short_label("Part II: today", "parts/part-2", part) == "Part II"
+    assert short_label("Part II: today", "parts/part-2", part) == "intro"
     assert short_label("Part II in short", "parts/part-2-recap", part) == "recap"
 
 
