@@ -7,8 +7,11 @@
   it, :func:`keep_accepted` and :func:`keep_accepted_paged` roll a cache back to the
   accepted path; :class:`Decoder` is a small model of the package's layers, and
   :func:`speculative_decode` gives its :func:`greedy_decode` tokens in fewer calls.
+* :mod:`attention.serving.cascade`: :func:`cascade_attention`, requests that share a
+  prefix read it once, together, and their own suffixes apart, the parts merged.
 """
 
+from attention.serving.cascade import cascade_attention
 from attention.serving.tree import (
     Acceptance,
     Decoder,
@@ -31,6 +34,7 @@ __all__ = [
     "DecoderBlock",
     "SpeculativeOutput",
     "attention_at_positions",
+    "cascade_attention",
     "greedy_accept",
     "greedy_decode",
     "keep_accepted",
