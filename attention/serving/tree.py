@@ -270,6 +270,9 @@ def attention_at_positions(
         A cache that keeps every token (no window, chunk or re-indexing), such as a
         :class:`~attention.KVCache`; the new keys and values are appended to it.
 
+    A ``"dynamic"`` RoPE scaling scales each token for its own position plus one, as a
+    one-token step at that position would, not for the call's last position.
+
     Returns
     -------
     torch.Tensor, shape (batch, n, d_out)
@@ -598,7 +601,9 @@ def keep_accepted_paged(
     seq_id : int
         The sequence of committed tokens.
     scratch_id : int
-        A fork of ``seq_id`` with the verified tokens appended; freed here.
+        A fork of ``seq_id`` with the verified tokens appended; freed here. A scratch
+        whose first blocks are not ``seq_id``'s full blocks is refused (a sequence
+        shorter than one block cannot be told from its fork this way).
     kept : sequence of int
         Rows among the verified ones, as for :func:`keep_accepted`.
 
