@@ -12,8 +12,8 @@ example draws a small draft tree after "Your journey starts" beside its mask.
 # ``parents[i]`` is the index of node ``i``'s parent, or ``-1`` for a guess that
 # follows the last accepted token. Two guesses for the fourth token, "with" and "at";
 # two after "with"; one after "at"; and "step" after "with one".
-# :func:`~attention.serving.tree_attention_mask` gives the mask, and
-# :func:`~attention.serving.tree_positions` each guess's position: its depth after the
+# :func:`~attention.serving.tree.tree_attention_mask` gives the mask, and
+# :func:`~attention.serving.tree.tree_positions` each guess's position: its depth after the
 # three cached tokens. Siblings share a position, as they would in their own branches.
 
 import matplotlib.pyplot as plt
