@@ -65,7 +65,8 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 :class:`GatedDeltaNetCache`.
 :func:`topk_sparse_attention` keeps the softmax but lets each query read only the
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
-:class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
+:class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers, and
+:func:`indexer_kl_loss` trains the indexer to follow the attention.
 :mod:`attention.selection` picks blocks of keys instead: :class:`BlockTopKAttention`
 pools an indexer's scores into blocks and reads the best ones (MiniMax-M3), and
 :class:`QSAAttention` spends a token budget on compressed blocks (Qwen4-Exp's QSA).
@@ -193,6 +194,7 @@ from attention.sparse import (
     LightningIndexer,
     SparseLatentAttention,
     SparseLatentCache,
+    indexer_kl_loss,
     topk_sparse_attention,
 )
 from attention.step import attend
@@ -259,6 +261,7 @@ __all__ = [
     "flash_attention",
     "gated_delta_rule",
     "grouped_query_attention",
+    "indexer_kl_loss",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
     "layer_for",
