@@ -989,9 +989,7 @@ def _read_minimax_m3(config) -> dict:
     the scores max-pooled into blocks of ``index_block_size`` keys, and each query
     reading ``index_topk_blocks`` blocks, its ``index_local_blocks`` nearest among them."""
     kinds = _layer_types(config)
-    _only(
-        config.model_type, kinds, (FULL, MINIMAX_M3_SPARSE), "not full or minimax_m3_sparse"
-    )
+    _only(config.model_type, kinds, (FULL, MINIMAX_M3_SPARSE), "not full or minimax_m3_sparse")
     fields = _basics(config) | {"rope": _rope(config), "parts": LayerParts(qk_norm="head")}
     if MINIMAX_M3_SPARSE not in kinds:
         return fields
