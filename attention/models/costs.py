@@ -52,6 +52,7 @@ from attention.models.facts import (
     NO_MIXER,
     LinearAttention,
     ModelFacts,
+    Sliding,
     _count,
 )
 from attention.models.readers import as_config
@@ -661,7 +662,7 @@ def selection_cost(facts: ModelFacts, tokens: int, dtype: torch.dtype | int = 2)
     kind = INDEXED if INDEXED in kinds else CSA
     per_key = layer_kv_cache_bytes_per_token(facts, size)[kinds.index(kind)]
     if kind == CSA:
-        assert facts.compressed is not None and facts.local is not None  # CSA needs them
+        assert isinstance(facts.local, Sliding) and facts.compressed is not None  # CSA's
         selects, scored = "compressed entries", tokens // facts.compressed.csa_rate
         window = min(tokens, facts.local.tokens_kept)
         kept = min(scored, indexer.top_k) + window
