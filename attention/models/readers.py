@@ -1020,6 +1020,11 @@ def _read_qwen4_exp(config) -> dict:
     (``DynamicIndexedLayer.indexer_keys``). Its multimodal RoPE gives a text token the
     same position on its three axes (``mrope_section``): plain RoPE for text."""
     model_type = config.model_type
+    sizes = ("indexer_n_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio")
+    if any(getattr(config, size, None) is None for size in sizes):  # no defaults: read first
+        raise _unsupported(
+            model_type, "indexer_n_heads", config.indexer_n_heads, "no QSA sizes to read"
+        )
     kinds = _layer_types(config)
     _only(model_type, kinds, (LINEAR, INDEXED), "not linear or indexed attention")
     if config.ple_layer_ids:
@@ -1030,11 +1035,6 @@ def _read_qwen4_exp(config) -> dict:
             "per-layer n-gram embeddings, whose convolution and n-gram context the cache "
             "keeps beside the Gated DeltaNet's state (number_of_conv_states = 3): a bill "
             "the atlas does not count yet",
-        )
-    sizes = ("indexer_n_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio")
-    if any(getattr(config, size) is None for size in sizes):
-        raise _unsupported(
-            model_type, "indexer_n_heads", config.indexer_n_heads, "no QSA sizes to read"
         )
     local = LinearAttention(
         mixer="Gated DeltaNet",
