@@ -66,6 +66,10 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 :func:`topk_sparse_attention` keeps the softmax but lets each query read only the
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
 :class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
+:class:`CompressedAttention` is DeepSeek-V4's layer: a window of raw tokens with sinks,
+and the entries a :class:`TokenCompressor` makes of each group of tokens, all of them
+(HCA) or those a :class:`CompressedIndexer` picks (CSA), kept in a
+:class:`CompressedCache` while decoding.
 
 **Part V, attention in serving.** :class:`PagedKVCache` keeps many sequences' keys
 and values in one pool of fixed-size blocks, each sequence's listed in its block
@@ -127,6 +131,13 @@ from attention._version import __version__ as __version__
 from attention._version import check_version
 from attention.cache import Cache, KeyValueCache
 from attention.causal import CausalAttention
+from attention.compressed import (
+    CompressedAttention,
+    CompressedCache,
+    CompressedIndexer,
+    CompressorState,
+    TokenCompressor,
+)
 from attention.cross import CrossAttention, CrossAttentionCache
 from attention.data import (
     INPUTS,
@@ -196,6 +207,10 @@ __all__ = [
     "TOKENS",
     "Cache",
     "CausalAttention",
+    "CompressedAttention",
+    "CompressedCache",
+    "CompressedIndexer",
+    "CompressorState",
     "CrossAttention",
     "CrossAttentionCache",
     "GatedDeltaNet",
@@ -224,6 +239,7 @@ __all__ = [
     "SparseLatentAttention",
     "SparseLatentCache",
     "StreamingCache",
+    "TokenCompressor",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
