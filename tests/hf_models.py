@@ -702,3 +702,19 @@ def deepseek_v4_attention(layer, config, layer_idx: int) -> nn.Module:
     their_state = {theirs_name: state[ours] for ours, theirs_name in names}
     theirs.load_state_dict(their_state, strict=True)
     return theirs
+
+
+def deepseek_v4_step(theirs, config, rotary, x, start, cache):
+    """DeepseekV4Attention on the tokens at ``start ...``, as DeepseekV4Model calls it:
+    both RoPE tables, the positions, the sliding-window mask over the keys it holds."""
+    num_tokens = x.shape[1]
+    positions = torch.arange(start, start + num_tokens)[None]
+    tables = {kind: rotary(x, positions, layer_type=kind) for kind in ("main", "compress")}
+    held = 0 if cache is None else min(start, config.sliding_window - 1)
+    keys = torch.arange(start - held, start + num_tokens)
+    gap = positions[0][:, None] - keys[None, :]
+    seen = (gap >= 0) & (gap < config.sliding_window)
+    mask = torch.zeros(x.shape[0], 1, num_tokens, len(keys), dtype=F64)
+    mask = mask.masked_fill(~seen, float("-inf"))  # (batch, 1, n, keys), as the model's
+    out, _ = theirs(x, tables, positions, mask, past_key_values=cache)
+    return out

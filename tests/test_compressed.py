@@ -29,6 +29,7 @@ from hf_models import (
     deepseek_v4_attention,
     deepseek_v4_config,
     deepseek_v4_in_float64,
+    deepseek_v4_step,
 )
 from transformers import DynamicCache
 from transformers.models.deepseek_v4.modeling_deepseek_v4 import (
@@ -106,22 +107,6 @@ def theirs_for(layer: CompressedAttention) -> tuple:
     return theirs, config, DeepseekV4RotaryEmbedding(config)
 
 
-def their_step(theirs, config, rotary, x, start, cache):
-    """DeepseekV4Attention on the tokens at ``start ...``, as DeepseekV4Model calls it:
-    both RoPE tables, the positions, the sliding-window mask over the keys it holds."""
-    num_tokens = x.shape[1]
-    positions = torch.arange(start, start + num_tokens)[None]
-    tables = {kind: rotary(x, positions, layer_type=kind) for kind in ("main", "compress")}
-    held = 0 if cache is None else min(start, config.sliding_window - 1)
-    keys = torch.arange(start - held, start + num_tokens)
-    gap = positions[0][:, None] - keys[None, :]
-    seen = (gap >= 0) & (gap < config.sliding_window)
-    mask = torch.zeros(x.shape[0], 1, num_tokens, len(keys), dtype=F64)
-    mask = mask.masked_fill(~seen, float("-inf"))  # (batch, 1, n, keys), as the model's
-    out, _ = theirs(x, tables, positions, mask, past_key_values=cache)
-    return out
-
-
 def inputs(num_tokens: int, seed: int = 1) -> torch.Tensor:
     return torch.randn(2, num_tokens, 24, generator=torch.Generator().manual_seed(seed), dtype=F64)
 
@@ -132,7 +117,7 @@ def test_a_full_pass_is_deepseek_v4_attention(kind):
     x = inputs(23)
     with deepseek_v4_in_float64():
         theirs, config, rotary = theirs_for(layer)
-        expected = their_step(theirs, config, rotary, x, 0, None)
+        expected = deepseek_v4_step(theirs, config, rotary, x, 0, None)
     torch.testing.assert_close(layer(x), expected, **EXACT)
 
 
@@ -192,7 +177,7 @@ def test_decoding_across_boundaries_is_deepseek_v4_attention(kind, prefill, step
         start, outputs = 0, []
         for size in [prefill, *steps]:
             chunk = x[:, start : start + size]
-            expected = their_step(theirs, config, rotary, chunk, start, their_cache)
+            expected = deepseek_v4_step(theirs, config, rotary, chunk, start, their_cache)
             outputs.append(layer(chunk, cache=ours_cache))
             torch.testing.assert_close(outputs[-1], expected, **EXACT)
             start += size
