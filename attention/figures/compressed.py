@@ -254,8 +254,8 @@ def compressed_cache_growth(
     height = 0.55 + len(rows) * (row_h + 0.1) + 0.15
     fig, ax = _canvas(owner, width, height, title)
     top = height - 0.12
-    for x, text in ((left, "window's keys"), (x_wait, "waiting"), (x_entries, "entries")):
-        _text(ax, x, top, text, ha="left", va="top", size=8, color=MUTED)
+    for x_part, text in ((left, "window's keys"), (x_wait, "waiting"), (x_entries, "entries")):
+        _text(ax, x_part, top, text, ha="left", va="top", size=8, color=MUTED)
     y = top - 0.3
     kind = LAYER_COLORS["compressed_sparse_attention"]
     for s, (held, waiting, entries) in enumerate(rows):
