@@ -12,9 +12,11 @@ to its paper's 47B (its record alone changed; new entries add theirs), when the
 releases' quantized weights became facts (every record gained ``quantized_dtype`` and
 ``quantized_parameters``), and when MiMo-V2-Flash brought sinks in the sliding
 layers alone and a scale on the values (every record gained those two keys, no
-figure changed), and when DeepSeek-V4's QK-norm was added to its two entries (their
-``qk_norm``, ``source`` and ``context_source`` changed) with the RoPE, query latent and
-grouped output of its compressed layers (every record gained those four keys). Run it
+figure changed), when nine models without a whole released file gained the count
+their paper or model card cites (those records' two count keys alone changed), and
+when DeepSeek-V4's QK-norm was added to its two entries (their ``qk_norm``,
+``source`` and ``context_source`` changed) with the RoPE, query latent and grouped
+output of its compressed layers (every record gained those four keys). Run it
 again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py
