@@ -43,7 +43,6 @@ from attention.cache import _CacheBase, _check_cache
 from attention.kv_cache import KVCache
 from attention.norms import RMSNorm
 from attention.rope import Rotary
-from attention.step import _attend
 
 __all__ = [
     "CompressedAttention",
@@ -272,7 +271,10 @@ class TokenCompressor(nn.Module):
             new = x.new_zeros(batch, 0, self.head_dim)
         if state is None:
             return new
-        state.entries = new if state.entries is None else torch.cat((state.entries, new), dim=1)
+        if state.entries is None:
+            state.entries = new
+        elif new.shape[1]:  # a step that completes no group copies nothing
+            state.entries = torch.cat((state.entries, new), dim=1)
         return state.entries
 
     def _with_group_before(
@@ -487,6 +489,42 @@ def _complete(
     positions = torch.arange(start, start + num_tokens, device=device)
     entries = torch.arange(num_entries, device=device)
     return entries[None, :] < ((positions + 1) // rate)[:, None]
+
+
+def _attend_one_head(
+    queries: torch.Tensor,
+    blocks: list[tuple[torch.Tensor, torch.Tensor]],
+    scale: float,
+    sinks: torch.Tensor,
+) -> torch.Tensor:
+    """Every head's queries over one key/value head whose key is also the value, with
+    one sink per head: chapter 16's softmax over the allowed keys and the sink.
+
+    ``queries`` is ``(batch, heads, n, d)``; each block is keys ``(batch, keys, d)``
+    (the window's, then the entries) and which of them each query may read, ``(batch,
+    n, keys)``. Returns ``(batch, heads, n, d)``. The heads are folded into the rows of
+    one query matrix, so that each key is read once for every head rather than copied
+    per head, and the blocks are never concatenated, only their scores: a decoding
+    step at 64k tokens would otherwise copy its entries each step, once per head.
+    """
+    batch, heads, num_queries, dim = queries.shape
+    rows = queries.reshape(batch, heads * num_queries, dim)
+    scores = [
+        ((rows @ keys.transpose(1, 2)) * scale)
+        .view(batch, heads, num_queries, -1)
+        .masked_fill(~allowed[:, None], float("-inf"))
+        for keys, allowed in blocks
+    ]
+    sink = sinks.view(1, heads, 1, 1).expand(batch, heads, num_queries, 1)
+    weights = torch.softmax(torch.cat((*scores, sink), dim=-1), dim=-1)
+    out, first = None, 0
+    for keys, _ in blocks:
+        share = weights[..., first : first + keys.shape[1]]
+        first += keys.shape[1]
+        part = share.reshape(batch, heads * num_queries, -1) @ keys
+        out = part if out is None else out + part
+    assert out is not None  # the window's block, always
+    return out.view(batch, heads, num_queries, dim)
 
 
 def _top(scores: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -1046,19 +1084,10 @@ class CompressedAttention(nn.Module):
         key_positions = torch.arange(start + num_tokens - kv.shape[1], start + num_tokens)
         gap = query_positions[:, None] - key_positions.to(x.device)[None, :]
         allowed = ((gap >= 0) & (gap < self.window)).expand(batch, -1, -1)  # (b, n, keys)
-        keys = kv
+        blocks = [(kv, allowed)]
         if self.compressor is not None:
-            entries, reads = self._entries(x, q_latent, start, cache)
-            keys = torch.cat((kv, entries), dim=1)
-            allowed = torch.cat((allowed, reads), dim=-1)
-        out = _attend(
-            queries,
-            keys[:, None],  # one key/value head, the key serving as the value
-            keys[:, None],
-            allowed[:, None],
-            scale=self.head_dim**-0.5,
-            sinks=self.sinks,
-        )
+            blocks.append(self._entries(x, q_latent, start, cache))
+        out = _attend_one_head(queries, blocks, self.head_dim**-0.5, self.sinks)
         return _rotate_last(out, cos, -sin)  # the values' rotation, undone at the query's
 
     def _entries(
