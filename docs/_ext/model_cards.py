@@ -14,7 +14,8 @@ A card holds:
   linked to the chapter section that builds it;
 * the layer strip (:func:`attention.figures.layers.layer_strips`), with alt text computed
   from the layers, and the strip as text (:func:`attention.models.layer_strip`);
-* the cache of one sequence at 8k, 32k and 128k tokens and at the trained context,
+* the cache of one sequence at 8k, 32k and 128k tokens and at the model's context (trained,
+  supported or configured, as its source says: ``context_claim``),
   in bf16 and fp8, with the fixed state, and per kind of layer;
 * the weights, where the table cites a parameter count;
 * the config fields that matter, each linked to the glossary (``docs/glossary.md``);
@@ -82,8 +83,15 @@ logger = logging.getLogger(__name__)
 
 FOLDER = "models"  # under docs/
 STRIPS = "_strips"  # under docs/models/: the figures
-#: The contexts every card gives the cache at, besides the model's trained context.
+#: The contexts every card gives the cache at, besides the model's own context.
 CONTEXTS = (8 * 1024, 32 * 1024, 128 * 1024)
+#: What a cache row past the model's context is not, by what its source says of it
+#: (``ModelFacts.context_claim``).
+PAST_CONTEXT = {
+    "trained": "what the model was trained to read",
+    "supported": "what its release says it reads",
+    "configured": "positions its config allows",
+}
 CACHE_DTYPES = ("bf16", "fp8")
 WEIGHT_DTYPES = ("bf16", "fp8", "int4")
 STATE_DTYPE = "fp32"  # transformers keeps the recurrent states in float32
@@ -671,7 +679,7 @@ def unusual(facts: ModelFacts) -> list[str]:
         windows = [m.local.window for m in MODELS.values() if isinstance(m.local, Sliding)]
         text = (
             f"Its sliding window is only {window:,} tokens, 1/{facts.trained_context // window:,} "
-            f"of its trained context of {facts.trained_context:,}"
+            f"of its {facts.context_label} of {facts.trained_context:,}"
         )
         if window == min(windows):
             text += ", the smallest window in the site's table"
@@ -860,8 +868,9 @@ def unusual(facts: ModelFacts) -> list[str]:
 
 
 def contexts(facts: ModelFacts) -> list[int]:
-    """The contexts of the card's cache table: 8k, 32k, 128k and the trained context, in
-    order, those the config's positions allow."""
+    """The contexts of the card's cache table: 8k, 32k, 128k and the model's context (its
+    trained, supported or configured one: ``context_claim``), in order, those the
+    config's positions allow."""
     wanted = sorted({*CONTEXTS, facts.trained_context})
     limit = facts.max_position_embeddings  # None: ALiBi, no limit
     return [t for t in wanted if limit is None or t <= limit]
@@ -971,7 +980,7 @@ def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
 
     The parameters; the weights (as released first, where the release quantizes some
     and the split is known, then in bf16); one sequence's cache in bf16 at 8k, 32k,
-    128k and the trained context; and weights plus that last cache.
+    128k and the model's context (``context_label``); and weights plus that last cache.
     """
     rows = []
     counted = parameters_of(facts)
@@ -990,10 +999,12 @@ def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
         for tokens, by_dtype in cache_rows(facts):
             label = f"cache at {tokens_text(tokens)} tokens"
             if tokens == facts.trained_context:
-                label += ", its trained context"
+                label += f", its {facts.context_label}"
             rows.append((label, size(by_dtype["bf16"])))
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
-    context = "no cache: an encoder" if facts.bidirectional else "the cache at its trained context"
+    context = (
+        "no cache: an encoder" if facts.bidirectional else f"the cache at its {facts.context_label}"
+    )
     if weights is not None:
         for key, label in (("released", "as released"), ("bf16", "in bf16")):
             if key in weights:
@@ -1074,7 +1085,7 @@ def cache_section(facts: ModelFacts) -> list[str]:
     for tokens, by_dtype in cache_rows(facts):
         label = tokens_text(tokens)
         if tokens == facts.trained_context:
-            label += ", its trained context"
+            label += f", its {facts.context_label}"
         rows.append((label, *(size(by_dtype[d]) for d in CACHE_DTYPES)))
     lines += _table(("tokens", "cache, bf16", "cache, fp8"), rows)
     limit = facts.max_position_embeddings
@@ -1083,8 +1094,8 @@ def cache_section(facts: ModelFacts) -> list[str]:
     past = [t for t in contexts(facts) if t > facts.trained_context]
     if past:
         notes.append(
-            f"Past its trained context of {facts.trained_context:,} tokens, a row gives "
-            "what the cache would hold, not what the model was trained to read."
+            f"Past its {facts.context_label} of {facts.trained_context:,} tokens, a row "
+            f"gives what the cache would hold, not {PAST_CONTEXT[facts.context_claim]}."
         )
     if beyond:
         notes.append(
@@ -1108,7 +1119,8 @@ def cache_section(facts: ModelFacts) -> list[str]:
     if len(kinds) > 1:
         lines += [
             "",
-            f"At its trained context, {facts.trained_context:,} tokens, in bf16, by kind of layer:",
+            f"At its {facts.context_label}, {facts.trained_context:,} tokens, in bf16, "
+            "by kind of layer:",
             "",
         ]
         lines += _table(
@@ -1189,7 +1201,7 @@ def card(facts: ModelFacts) -> str:
         lines += [
             f"{counted.total:,} parameters ({counted.source}): "
             + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
-            + ". With one sequence's cache at its trained context, in bf16: "
+            + f". With one sequence's cache at its {facts.context_label}, in bf16: "
             f"{size(weights['bf16'] + trained.cache)}.",
         ]
     else:
@@ -1241,7 +1253,7 @@ def card(facts: ModelFacts) -> str:
         "## Sources",
         "",
         f"- The config: {facts.source}",
-        f"- The trained context: {facts.context_source}",
+        f"- The {facts.context_label}: {facts.context_source}",
     ]
     if facts.class_defaults:
         lines.append(
@@ -1311,7 +1323,7 @@ def cache_alt(facts: list[ModelFacts]) -> str:
         parts.append(
             f"{m.name} grows by {size(growing)} a token"
             + (f" beyond {size(capped + fixed)} capped or fixed" if capped + fixed else "")
-            + f" and reaches {size(at)} at its trained context of {m.trained_context:,} tokens"
+            + f" and reaches {size(at)} at its {m.context_label} of {m.trained_context:,} tokens"
         )
     return (
         "One sequence's cache in bf16 against the context, doubling from 1,024 tokens, "
@@ -1363,10 +1375,14 @@ def compare_page(names: tuple[str, ...]) -> str:
                 ),
             )
         )
-    rows.append(("trained context", *(tokens_text(m.trained_context) for m in facts)))
+    # Each model's context as its source gives it: trained, supported or configured
     rows.append(
-        ("cache at the trained context", *(size(bill(m, m.trained_context).cache) for m in facts))
+        (
+            "context (as its source gives it)",
+            *(f"{tokens_text(m.trained_context)}, {m.context_claim}" for m in facts),
+        )
     )
+    rows.append(("cache at that context", *(size(bill(m, m.trained_context).cache) for m in facts)))
     lines += _table(("", *names), rows)
     lines += [
         "",

@@ -10,6 +10,7 @@ here, at every context a card gives.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -344,7 +345,8 @@ def key_rows(page: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", list(MODELS))
 def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
     """Above the recipe, every card gives its parameters, its weights, its cache at 8k,
-    32k, 128k and its trained context, and the total, each the bill's to its digit."""
+    32k, 128k and its context (named as its source gives it: trained, supported or
+    configured), and the total, each the bill's to its digit."""
     facts = MODELS[name]
     page = generated[f"{slug(name)}.md"]
     assert page.index("Key numbers") < page.index("## Its attention")
@@ -375,8 +377,9 @@ def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
     for tokens, shown in cache.items():
         assert_bytes(shown, bill(facts, tokens).cache)
     assert f"cache at {facts.trained_context:,}" in page
+    assert any(what.endswith(f", its {facts.context_claim} context") for what in rows)
     if parameters is not None:
-        total = rows["total: weights in bf16 and the cache at its trained context"]
+        total = rows[f"total: weights in bf16 and the cache at its {facts.context_claim} context"]
         exact = bill(facts, facts.trained_context, parameters=parameters)
         assert_bytes(total, exact.weights + exact.cache)
 
@@ -439,8 +442,10 @@ def test_a_comparison_s_numbers_are_the_bill_and_its_differences_the_recipes(nam
                 assert cell == "–"
             else:
                 assert_bytes(cell, bill(m, tokens).cache)
-    for m, cell in zip(facts, rows["cache at the trained context"], strict=True):
+    for m, cell in zip(facts, rows["cache at that context"], strict=True):
         assert_bytes(cell, bill(m, m.trained_context).cache)
+    for m, cell in zip(facts, rows["context (as its source gives it)"], strict=True):
+        assert cell.endswith(f", {m.context_claim}")
     recipes = table(page, "|  | " + " | ".join(names) + " |  |")
     assert [row[0] for row in recipes] == list(TOPICS.values())
     for row, topic in zip(recipes, TOPICS, strict=True):
@@ -479,3 +484,20 @@ def test_the_compare_page_embeds_its_data_safely(generated):
     embedded = compare.split('id="model-compare-data">')[1].split("</script>")[0]
     assert "</" not in embedded
     assert json.loads(embedded.replace("<\\/", "</")) == json.loads(json.dumps(compare_data()))
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V4-Flash", "Llama 3 8B", "MiniMax-M2"])
+def test_a_card_names_the_context_as_its_source_gives_it(name, generated):
+    """DeepSeek-V4-Flash's card says its 1M tokens are supported, not trained, as its
+    release says; Llama 3's 8k is trained; MiniMax-M2's is its config's limit. The word
+    comes from the entry's ``context_claim``, never from the model's name."""
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    claim = {"DeepSeek-V4-Flash": "supported", "Llama 3 8B": "trained"}.get(name, "configured")
+    assert facts.context_claim == claim
+    assert f"its {claim} context" in page and f"- The {claim} context: " in page
+    others = {"trained", "supported", "configured"} - {claim}
+    assert not any(f"its {other} context" in page for other in others)
+    # The same card from the same facts with another claim says the other word
+    changed = dataclasses.replace(facts, context_claim=sorted(others)[0])
+    assert f"its {sorted(others)[0]} context" in card(changed)
