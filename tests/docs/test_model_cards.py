@@ -501,3 +501,28 @@ def test_a_card_names_the_context_as_its_source_gives_it(name, generated):
     # The same card from the same facts with another claim says the other word
     changed = dataclasses.replace(facts, context_claim=sorted(others)[0])
     assert f"its {sorted(others)[0]} context" in card(changed)
+
+
+@pytest.mark.parametrize("name", [n for n, m in MODELS.items() if m.compressed is not None])
+def test_a_deepseek_v4_page_links_chapter_22b_for_each_compressed_kind_and_draws_its_strip(
+    name, generated
+):
+    """Issue 43: each of DeepSeek-V4's compressed layer kinds (CSA, HCA) links the chapter
+    that builds it, in the layer list and the notes, and the page draws the strip of its
+    layers, every kind coloured (``layer_strips`` knows them), and spells it as text."""
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    chapter = "</chapters/22b-compressed-attention>`"
+    layers = next(line for line in page.splitlines() if line.startswith(f"- {facts.layers} layers"))
+    for kind, label in (
+        ("compressed_sparse_attention", "compressed sparse"),
+        ("heavily_compressed_attention", "heavily compressed"),
+    ):
+        count = facts.layer_types.count(kind)
+        assert count and f"{count} {{doc}}`{label} {chapter}" in layers, (kind, layers)
+    notes = page.split("## What is unusual about it")[1].split("\n## ")[0]
+    assert f"{{doc}}`compressed attention {chapter}" in notes
+    assert model_cards.can_draw(facts)
+    assert f":::{{figure}} {STRIPS}/{slug(name)}.png" in page
+    strip = page.split("```text\n")[1].split("\n")[0]
+    assert len(strip) == facts.layers and set(strip) <= {"S", "K", "X"} and {"K", "X"} <= set(strip)
