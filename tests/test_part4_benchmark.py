@@ -6,10 +6,10 @@ are what the documentation says they are, computed from the raw times the report
 (medians and quartiles of those, ratios taken round by round, each run's median), that
 the caches hold what their formulas say (DeepSeek-V4-Flash's CSA and HCA caches, built
 with ``CompressedCache.holding``, what the atlas bills less the one window key the next
-token brings), and that the verdicts follow the targets: the
-Gated DeltaNet step flat (growth at most 1.2 in every run) while the full-attention
-step grows (above 1.2 in every run), prefill no slower than transformers' (at most 1.0),
-chunked faster than recurrent (below 1.0).
+token brings), and that the verdicts follow the targets: the Gated DeltaNet step flat
+(growth at most 1.2 in every run) while the full-attention step grows (above 1.2 in
+every run), prefill no slower than transformers' (at most 1.0), chunked faster than
+recurrent (below 1.0).
 """
 
 from __future__ import annotations
