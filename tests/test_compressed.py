@@ -485,6 +485,40 @@ def test_a_top_k_that_keeps_every_entry_makes_the_indexer_a_no_op():
     layer.indexer = indexer
 
 
+def test_our_csa_layer_always_applies_its_top_k_where_transformers_needs_a_mask():
+    """A difference, pinned (chapter 22b's proof dropdown): ``DeepseekV4Attention`` joins
+    the indexer's picks (``block_bias``) to the mask only when it is given a mask tensor
+    (``if isinstance(attention_mask, torch.Tensor) ...`` in its ``forward``). Given
+    ``attention_mask=None``, a CSA layer of ``transformers`` reads every complete entry;
+    ours applies its top-k whatever the caller passes. ``DeepseekV4Model`` supports
+    eager attention only and always passes a tensor, so the model is not affected."""
+    layer = small_layer(CSA, seed=3)  # groups of 4, top_k 2
+    x = inputs(17, seed=4)
+    ours_cache = CompressedCache(window=WINDOW)
+    layer(x[:, :16], cache=ours_cache)
+    assert ours_cache.num_entries == 4 > layer.indexer.top_k  # the indexer chooses
+    picked = layer(x[:, 16:], cache=ours_cache)
+    with deepseek_v4_in_float64():
+        theirs, config, rotary = theirs_for(layer)
+        outputs = {}
+        for masked in (True, False):
+            cache = DynamicCache(config=config)
+            deepseek_v4_step(theirs, config, rotary, x[:, :16], 0, cache)
+            if masked:
+                outputs[masked] = deepseek_v4_step(theirs, config, rotary, x[:, 16:], 16, cache)
+                continue
+            positions = torch.tensor([[16]])
+            tables = {k: rotary(x[:, 16:], positions, layer_type=k) for k in ("main", "compress")}
+            outputs[masked], _ = theirs(x[:, 16:], tables, positions, None, past_key_values=cache)
+    torch.testing.assert_close(picked, outputs[True], **EXACT)
+    assert not torch.allclose(picked, outputs[False])
+    # Without a mask, theirs is ours with a top_k that keeps every entry
+    layer.indexer.top_k = 10**6
+    every_cache = CompressedCache(window=WINDOW)
+    layer(x[:, :16], cache=every_cache)
+    torch.testing.assert_close(layer(x[:, 16:], cache=every_cache), outputs[False], **EXACT)
+
+
 # -- bad input ----------------------------------------------------------------------------
 
 
