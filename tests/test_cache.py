@@ -29,6 +29,8 @@ from attention import (
     CrossAttentionCache,
     GatedDeltaNet,
     GatedDeltaNetCache,
+    Mamba2,
+    Mamba2Cache,
     GroupedQueryAttention,
     KeyValueCache,
     KVCache,
@@ -88,6 +90,11 @@ def deltanet() -> GatedDeltaNet:
     return GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4, value_head_dim=3)
 
 
+def mamba2() -> Mamba2:
+    torch.manual_seed(0)
+    return Mamba2(8, num_heads=2, head_dim=4, state_size=3, chunk_size=2)
+
+
 def cross():
     """A cross-attention layer over a context of 3 tokens, called as the others are."""
     torch.manual_seed(0)
@@ -107,6 +114,8 @@ def held_tensors(cache) -> list[torch.Tensor]:
         return [cache.latent, cache.rope_keys, *extra]
     if isinstance(cache, GatedDeltaNetCache):
         return [cache.conv_state, cache.recurrent_state]
+    if isinstance(cache, Mamba2Cache):
+        return [cache.conv_state, cache.ssm_state]
     return [cache.keys, cache.values]
 
 
@@ -128,6 +137,7 @@ CASES = {
     LatentCache: [(mla, LatentCache, lambda n: n, "crops")],
     SparseLatentCache: [(dsa, SparseLatentCache, lambda n: n, "crops")],
     GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: 0, "recurrent state")],
+    Mamba2Cache: [(mamba2, Mamba2Cache, lambda n: 0, "SSM state")],
     CrossAttentionCache: [(cross, CrossAttentionCache, lambda n: 3, "keeps the context")],
 }
 
@@ -254,6 +264,7 @@ LAYERS = {
     "MultiHeadLatentAttention": (mla, {LatentCache}),
     "SparseLatentAttention": (dsa, {SparseLatentCache}),
     "GatedDeltaNet": (deltanet, {GatedDeltaNetCache}),
+    "Mamba2": (mamba2, {Mamba2Cache}),
     "CrossAttention": (cross, {CrossAttentionCache}),
     "LightningIndexer": (indexer, {KVCache}),
 }
@@ -265,6 +276,7 @@ BELONGS = {
     LatentCache: "MultiHeadLatentAttention",
     SparseLatentCache: "SparseLatentAttention",
     GatedDeltaNetCache: "GatedDeltaNet",
+    Mamba2Cache: "Mamba2",
     CrossAttentionCache: "CrossAttention",
 }
 PAIRS = [(layer, cls) for layer in LAYERS for cls in CASES]
