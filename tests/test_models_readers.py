@@ -119,9 +119,12 @@ def cache_after(model, chunk: torch.Tensor, cache):
 
     transformers 5.24 renamed the model's ``past_key_values`` argument and output
     ``cache`` (the old name warns until 5.40); the pinned release knows only the old.
+    Mamba-2 alone names them ``cache_params``.
     """
     if "cache" in inspect.signature(model.forward).parameters:
         return model(chunk, cache=cache, use_cache=True).cache
+    if "cache_params" in inspect.signature(model.forward).parameters:  # Mamba2ForCausalLM's
+        return model(chunk, cache_params=cache, use_cache=True).cache_params
     return model(chunk, past_key_values=cache, use_cache=True).past_key_values
 
 

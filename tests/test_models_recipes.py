@@ -95,6 +95,7 @@ from attention import (
     rope_frequencies,
 )
 from attention.models import BUILDERS, LinearAttention, ModelFacts, Sizes, from_transformers
+from attention.models.facts import Mamba
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -904,9 +905,20 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         (lambda: layer_for(MODELS["BLOOM 176B"], 0), ValueError, "no recipe for 'BLOOM 176B'"),
         (lambda: layer_for(MODELS["DeepSeek-V4-Flash"], 0), ValueError, "no recipe for 'Deep"),
         (
-            lambda: layer_for(MODELS["Nemotron-H 47B"], 0),
+            lambda: layer_for(
+                dataclasses.replace(
+                    MODELS["Nemotron-H 47B"],
+                    mamba=Mamba(mixer="Mamba", inner_size=16, state_size=4, conv_kernel_dim=4),
+                ),
+                0,
+            ),
             ValueError,
-            "no recipe for layer 0 of 'Nemotron-H 47B' yet, a 'mamba' layer",
+            r"no recipe for layer 0 of 'Nemotron-H 47B': a Mamba \(Mamba-1\) mixer",
+        ),
+        (
+            lambda: layer_for(MODELS["Nemotron 3 Nano 30B"], 1),
+            ValueError,
+            "no recipe for layer 1 of 'Nemotron 3 Nano 30B' yet, a 'mlp' layer",
         ),
         (
             lambda: layer_for(MODELS["Llama 3 8B"], 0, sizes=Sizes(num_hedas=2)),
@@ -939,7 +951,8 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         "KDA",
         "ALiBi",
         "compressed",
-        "Mamba",
+        "Mamba-1",
+        "an MLP layer",
         "misspelt",
         "not a size",
         "sizes as a dict",
