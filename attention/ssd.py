@@ -286,12 +286,13 @@ def mamba2_ssd(
         if chunk < 1:
             raise ValueError(f"{_OWNER}: chunk_size must be at least 1 (or None), got {chunk}")
     work = torch.promote_types(x.dtype, torch.float32)  # half precision runs in float32
+    if chunk is not None:
+        y, state = _chunked(x, dt, A, B, C, initial_state, chunk, work)
+        if D is not None:
+            y = y + D.to(work)[:, None] * x.to(work)
+        return y.to(x.dtype), state.to(x.dtype)
     value, log_decay, B_, C_ = _grouped(x, dt, A, B, C, work)
-    state = _start(x, B, initial_state, work)
-    if chunk is None:
-        y, state = _scan(value, log_decay, B_, C_, state)
-    else:
-        y, state = _chunked(value, log_decay, B_, C_, state, chunk)
+    y, state = _scan(value, log_decay, B_, C_, _start(x, B, initial_state, work))
     return _finish(y, x, D, state, x.dtype)
 
 
@@ -322,39 +323,81 @@ def _scan(
 
 
 def _chunked(
-    value: Tensor, log_decay: Tensor, B: Tensor, C: Tensor, state: Tensor, chunk: int
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    initial_state: Tensor | None,
+    chunk: int,
+    work: torch.dtype,
 ) -> tuple[Tensor, Tensor]:
     """Chunk by chunk: masked attention inside, the state across.
 
-    Inside a chunk that starts from ``S_0``, with ``γ_t`` the sum of ``log a`` up to and
-    including position ``t`` of the chunk:
+    Takes :func:`mamba2_ssd`'s layouts; returns ``y`` ``(batch, tokens, heads, head_dim)``
+    without the skip, and the state ``(batch, heads, head_dim, state)``, in ``work``.
 
-    ``y_t = e^{γ_t} S_0 C_t + Σ_{s ≤ t} L[t, s] (C_t · B_s) v_s`` (``v = dt · x``), and
+    Inside a chunk that starts from ``S_0``, with ``γ_t`` the sum of ``log a`` up to and
+    including position ``t`` of the chunk and ``v = dt · x``:
+
+    ``y_t = e^{γ_t} S_0 C_t + Σ_{s ≤ t} e^{γ_t − γ_s} (C_t · B_s) v_s`` and
     ``S_end = e^{γ_end} S_0 + Σ_s e^{γ_end − γ_s} v_s B_sᵀ``.
 
     The first term of ``y`` is what the chunks before left; the second is the dual form
-    (:func:`mamba2_ssd_dual`) on the chunk alone. The scores ``C_t · B_s`` are computed
-    once per group, not per head: the heads of a group share ``B`` and ``C``.
-    ``transformers`` computes every chunk at once and the chunk-to-chunk states with a
-    second mask over the chunks; here the chunks run one after the other, so that each
-    chunk's tensors stay small enough for a CPU's caches, and the state passes from one
-    to the next as in the scan.
+    (:func:`mamba2_ssd_dual`) on the chunk alone. The chunks run one after the other,
+    the state passing from one to the next as in the scan, so that a chunk's tensors
+    stay small enough for a CPU's caches (``transformers`` computes every chunk at
+    once, and the states at the chunks' starts with a second mask over the chunks).
+
+    Arranged for a CPU, where copies and passes over memory cost more than the
+    multiply-adds: the heads of a group share ``B`` and ``C``, so the scores
+    ``C_t · B_s`` are computed once per group; the state is kept as ``(state,
+    heads_in_group · head_dim)`` per group, so that reading it (``C S``) and writing it
+    (``Bᵀ V``) are each one matrix product over the whole group, with no copy of ``B``
+    or ``C`` per head; and the mask is ``exp(γ_t − γ_s)``, a difference of running
+    sums, not ``transformers``' sums of each span (:func:`semiseparable_mask`), which
+    cost a ``chunk × chunk`` cumulative sum per head. The difference loses a few
+    digits when ``|γ|`` is large, as ``transformers``' own ``exp(γ_end − γ_s)`` does.
     """
-    tokens = value.shape[3]
-    outputs = []
+    batch, tokens, heads, head_dim = x.shape
+    groups, size = B.shape[2], B.shape[3]
+    per_group = heads // groups
+    width = per_group * head_dim
+    dt = dt.to(work)
+    # v = dt · x, tokens first: (batch, groups, tokens, per_group, head_dim).
+    value = (x.to(work) * dt[..., None]).view(batch, tokens, groups, per_group, head_dim)
+    value = value.permute(0, 2, 1, 3, 4)
+    log_decay = (dt * A.to(work)).view(batch, tokens, groups, per_group).permute(0, 2, 1, 3)
+    B, C = (m.to(work).permute(0, 2, 1, 3) for m in (B, C))  # (batch, groups, tokens, size)
+    if initial_state is None:
+        state = x.new_zeros(batch, groups, size, width, dtype=work)
+    else:  # (batch, heads, head_dim, size) -> (batch, groups, size, per_group · head_dim)
+        state = initial_state.to(work).view(batch, groups, per_group, head_dim, size)
+        state = state.permute(0, 1, 4, 2, 3).reshape(batch, groups, size, width)
+    y = torch.empty(batch, groups, tokens, per_group, head_dim, dtype=work, device=x.device)
+    upper = torch.ones(chunk, chunk, dtype=torch.bool, device=x.device).triu(1)
     for start in range(0, tokens, chunk):
         part = slice(start, min(start + chunk, tokens))
-        v, g, b, c = value[..., part, :], log_decay[..., part], B[..., part, :], C[..., part, :]
-        gamma = g.cumsum(dim=-1)  # (..., chunk): γ_t
-        mask = _segment_sum(g).exp()  # L[t, s] within the chunk
-        scores = (c @ b.mT) * mask  # (batch, groups, per_group, chunk, chunk)
-        from_before = (c @ state.mT) * gamma.exp()[..., None]  # e^{γ_t} (S_0 C_t)ᵀ
-        outputs.append(from_before + scores @ v)
-        to_end = (gamma[..., -1:] - gamma).exp()[..., None]  # e^{γ_end − γ_s}
-        state = gamma[..., -1, None, None].exp() * state + (to_end * v).mT @ b
-    if not outputs:
-        return value.new_zeros(value.shape), state
-    return torch.cat(outputs, dim=-2), state
+        length = part.stop - part.start
+        v, b, c = value[:, :, part], B[:, :, part], C[:, :, part]
+        gamma = log_decay[:, :, part].cumsum(dim=2)  # γ_t: (batch, groups, length, per_group)
+        # The masked scores L ∘ C Bᵀ per head: (batch, groups, per_group, length, length).
+        heads_first = gamma.transpose(2, 3)
+        mask = heads_first[..., :, None] - heads_first[..., None, :]
+        mask = mask.masked_fill_(upper[:length, :length], -math.inf).exp_()
+        scores = mask * (c @ b.mT)[:, :, None]  # (not in place: exp's gradient reads mask)
+        inside = scores @ v.transpose(2, 3)  # (batch, groups, per_group, length, head_dim)
+        # What the chunks before left: e^{γ_t} (C_t S_0), every head of the group at once.
+        before = (c @ state).view(batch, groups, length, per_group, head_dim)
+        y[:, :, part] = before.mul_(gamma.exp()[..., None]).add_(inside.transpose(2, 3))
+        # S ← e^{γ_end} S_0 + Bᵀ (e^{γ_end − γ_s} v_s)
+        to_end = (gamma[:, :, -1:] - gamma).exp_()[..., None]  # (batch, groups, length, ., 1)
+        written = b.mT @ (to_end * v).reshape(batch, groups, length, width)
+        decay = gamma[:, :, -1].exp().repeat_interleave(head_dim, dim=-1)  # per channel
+        state = state.mul(decay[:, :, None]).add_(written)
+    y = y.permute(0, 2, 1, 3, 4).reshape(batch, tokens, heads, head_dim)
+    state = state.view(batch, groups, size, per_group, head_dim).permute(0, 1, 3, 4, 2)
+    return y, state.reshape(batch, heads, head_dim, size)
 
 
 def mamba2_ssd_dual(
