@@ -344,60 +344,85 @@ def _chunked(
     ``S_end = e^{γ_end} S_0 + Σ_s e^{γ_end − γ_s} v_s B_sᵀ``.
 
     The first term of ``y`` is what the chunks before left; the second is the dual form
-    (:func:`mamba2_ssd_dual`) on the chunk alone. The chunks run one after the other,
-    the state passing from one to the next as in the scan, so that a chunk's tensors
-    stay small enough for a CPU's caches (``transformers`` computes every chunk at
-    once, and the states at the chunks' starts with a second mask over the chunks).
+    (:func:`mamba2_ssd_dual`) on the chunk alone. As ``transformers`` does, every
+    chunk's dual form and every chunk's own contribution to the state are computed at
+    once, in a few large batched products (the last chunk padded with tokens of step
+    0, which neither decay nor write); only the states at the chunks' starts are
+    carried from one chunk to the next, one multiply-add per chunk. The intermediate
+    tensors hold a ``chunk × chunk`` mask per head and chunk, as ``transformers``'
+    do.
 
-    Arranged for a CPU, where copies and passes over memory cost more than the
-    multiply-adds: the heads of a group share ``B`` and ``C``, so the scores
-    ``C_t · B_s`` are computed once per group; the state is kept as ``(state,
-    heads_in_group · head_dim)`` per group, so that reading it (``C S``) and writing it
-    (``Bᵀ V``) are each one matrix product over the whole group, with no copy of ``B``
-    or ``C`` per head; and the mask is ``exp(γ_t − γ_s)``, a difference of running
-    sums, not ``transformers``' sums of each span (:func:`semiseparable_mask`), which
-    cost a ``chunk × chunk`` cumulative sum per head. The difference loses a few
-    digits when ``|γ|`` is large, as ``transformers``' own ``exp(γ_end − γ_s)`` does.
+    Arranged for a CPU, where passes over memory cost more than the multiply-adds:
+    the heads of a group share ``B`` and ``C``, so the scores ``C_t · B_s`` are computed
+    once per group (``transformers`` repeats ``B`` and ``C`` for every head first); the
+    state is kept as ``(state, heads_in_group · head_dim)`` per group, so that reading
+    it (``C S``) and writing it (``Bᵀ V``) are one matrix product over the whole group;
+    and the mask is ``exp(γ_t − γ_s)``, a difference of running sums, not sums of each
+    span (:func:`semiseparable_mask`), which cost a cumulative sum over a ``chunk ×
+    chunk`` matrix per head. The difference loses a few digits when ``|γ|`` is large,
+    as ``transformers``' own ``exp(γ_end − γ_s)`` does.
     """
     batch, tokens, heads, head_dim = x.shape
     groups, size = B.shape[2], B.shape[3]
     per_group = heads // groups
     width = per_group * head_dim
-    dt = dt.to(work)
-    # v = dt · x, tokens first: (batch, groups, tokens, per_group, head_dim).
-    value = (x.to(work) * dt[..., None]).view(batch, tokens, groups, per_group, head_dim)
-    value = value.permute(0, 2, 1, 3, 4)
-    log_decay = (dt * A.to(work)).view(batch, tokens, groups, per_group).permute(0, 2, 1, 3)
-    B, C = (m.to(work).permute(0, 2, 1, 3) for m in (B, C))  # (batch, groups, tokens, size)
     if initial_state is None:
         state = x.new_zeros(batch, groups, size, width, dtype=work)
     else:  # (batch, heads, head_dim, size) -> (batch, groups, size, per_group · head_dim)
         state = initial_state.to(work).view(batch, groups, per_group, head_dim, size)
         state = state.permute(0, 1, 4, 2, 3).reshape(batch, groups, size, width)
-    y = torch.empty(batch, groups, tokens, per_group, head_dim, dtype=work, device=x.device)
-    upper = torch.ones(chunk, chunk, dtype=torch.bool, device=x.device).triu(1)
-    for start in range(0, tokens, chunk):
-        part = slice(start, min(start + chunk, tokens))
-        length = part.stop - part.start
-        v, b, c = value[:, :, part], B[:, :, part], C[:, :, part]
-        gamma = log_decay[:, :, part].cumsum(dim=2)  # γ_t: (batch, groups, length, per_group)
-        # The masked scores L ∘ C Bᵀ per head: (batch, groups, per_group, length, length).
-        heads_first = gamma.transpose(2, 3)
-        mask = heads_first[..., :, None] - heads_first[..., None, :]
-        mask = mask.masked_fill_(upper[:length, :length], -math.inf).exp_()
-        scores = mask * (c @ b.mT)[:, :, None]  # (not in place: exp's gradient reads mask)
-        inside = scores @ v.transpose(2, 3)  # (batch, groups, per_group, length, head_dim)
-        # What the chunks before left: e^{γ_t} (C_t S_0), every head of the group at once.
-        before = (c @ state).view(batch, groups, length, per_group, head_dim)
-        y[:, :, part] = before.mul_(gamma.exp()[..., None]).add_(inside.transpose(2, 3))
-        # S ← e^{γ_end} S_0 + Bᵀ (e^{γ_end − γ_s} v_s)
-        to_end = (gamma[:, :, -1:] - gamma).exp_()[..., None]  # (batch, groups, length, ., 1)
-        written = b.mT @ (to_end * v).reshape(batch, groups, length, width)
-        decay = gamma[:, :, -1].exp().repeat_interleave(head_dim, dim=-1)  # per channel
-        state = state.mul(decay[:, :, None]).add_(written)
-    y = y.permute(0, 2, 1, 3, 4).reshape(batch, tokens, heads, head_dim)
+    if not tokens:
+        return x.new_zeros(x.shape, dtype=work), _heads_state(state, per_group, head_dim)
+    pad = -tokens % chunk
+    chunks = (tokens + pad) // chunk
+    dt = F.pad(dt.to(work), (0, 0, 0, pad))  # padded steps of 0: no decay, no write
+    # v = dt · x and log a = dt · A, heads first: (batch, groups, per_group, chunks, chunk, .)
+    value = F.pad(x.to(work), (0, 0, 0, 0, 0, pad)) * dt[..., None]
+    value = value.view(batch, chunks, chunk, groups, per_group, head_dim)
+    value = value.permute(0, 3, 4, 1, 2, 5)
+    log_decay = (dt * A.to(work)).view(batch, chunks, chunk, groups, per_group)
+    gamma = log_decay.permute(0, 3, 4, 1, 2).cumsum(dim=-1)  # γ_t within each chunk
+    # B and C per group and chunk: (batch, groups, chunks, chunk, size)
+    B, C = (
+        F.pad(m.to(work), (0, 0, 0, 0, 0, pad))
+        .view(batch, chunks, chunk, groups, size)
+        .permute(0, 3, 1, 2, 4)
+        for m in (B, C)
+    )
+    # 1. Inside each chunk, the dual form: (L ∘ C Bᵀ) v, the scores once per group.
+    scores = (C @ B.mT)[:, :, None]  # (batch, groups, 1, chunks, chunk, chunk)
+    mask = gamma[..., :, None] - gamma[..., None, :]  # γ_t − γ_s
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (value, gamma, scores, state))
+    if grad:  # exp's gradient reads its output: nothing written into it
+        upper = torch.ones(chunk, chunk, dtype=torch.bool, device=x.device).triu(1)
+        scores = mask.masked_fill_(upper, -math.inf).exp_() * scores
+    else:  # in place; exp above the diagonal may overflow to inf, which tril_ zeroes
+        scores = mask.exp_().tril_().mul_(scores)
+    inside = scores @ value  # (batch, groups, per_group, chunks, chunk, head_dim)
+    # 2. What each chunk writes into the state: Bᵀ (e^{γ_end − γ_s} v_s), per group.
+    to_end = (gamma[..., -1:] - gamma).exp()[..., None] * value
+    to_end = to_end.permute(0, 1, 3, 4, 2, 5).reshape(batch, groups, chunks, chunk, width)
+    written = B.mT @ to_end  # (batch, groups, chunks, size, width)
+    # 3. From chunk to chunk, the state: S ← e^{γ_end} S + written.
+    decay = gamma[..., -1].exp().transpose(2, 3).repeat_interleave(head_dim, dim=-1)
+    starts = []
+    for index in range(chunks):
+        starts.append(state)
+        state = state * decay[:, :, index, None] + written[:, :, index]
+    # 4. What the chunks before left: e^{γ_t} C_t S_start, every head of a group at once.
+    before = C @ torch.stack(starts, dim=2)  # (batch, groups, chunks, chunk, width)
+    before = before.view(batch, groups, chunks, chunk, per_group, head_dim)
+    before = before * gamma.exp().permute(0, 1, 3, 4, 2)[..., None]
+    y = before + inside.permute(0, 1, 3, 4, 2, 5)  # (batch, groups, chunks, chunk, ., .)
+    y = y.permute(0, 2, 3, 1, 4, 5).reshape(batch, tokens + pad, heads, head_dim)
+    return y[:, :tokens], _heads_state(state, per_group, head_dim)
+
+
+def _heads_state(state: Tensor, per_group: int, head_dim: int) -> Tensor:
+    """``(batch, groups, size, per_group · head_dim)`` to ``(batch, heads, head_dim, size)``."""
+    batch, groups, size, _ = state.shape
     state = state.view(batch, groups, size, per_group, head_dim).permute(0, 1, 3, 4, 2)
-    return y, state.reshape(batch, heads, head_dim, size)
+    return state.reshape(batch, groups * per_group, head_dim, size)
 
 
 def mamba2_ssd_dual(
