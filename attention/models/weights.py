@@ -431,6 +431,7 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
             f"got a config of class {facts.config_class}"
         )
     index = _checks.whole_number(owner, layer_index, "layer_idx must be an integer")
+    layer: nn.Module
     if cls in MAMBA2_CLASSES.values():
         layer = _mamba2_layer_at(facts, index, cls)
     else:
