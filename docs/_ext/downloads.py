@@ -9,7 +9,9 @@ how to get the package, at the version the site was built with, and checks it:
   so this extension copies it next to the page sources and points the theme's download
   menu at it. Its first cell is the :func:`install_cell`. A cell tagged ``site-only``
   (one that reads a file kept with the site, such as saved benchmark results) becomes a
-  short note in the download, because the reader has only the notebook.
+  short note in the download, because the reader has only the notebook. Each exercise
+  is followed by an empty "your turn" cell, and the solutions move to the notebook's
+  end (:func:`exercises.practice_notebook`).
 * sphinx-gallery's notebooks get the same first cell (``first_notebook_cell``, set in
   ``conf.py`` from :func:`install_cell`).
 * sphinx-gallery's ``.py`` downloads, alone and in the zips, start with a comment giving
@@ -30,6 +32,7 @@ import zipfile
 from pathlib import Path
 
 import nbformat
+from exercises import practice_notebook  # docs/_ext, as Sphinx loads it
 from sphinx.application import Sphinx
 
 from attention._version import DISTRIBUTION
@@ -115,8 +118,9 @@ SITE_ONLY_NOTE = (
 def for_download(notebook: nbformat.NotebookNode, version: str) -> nbformat.NotebookNode:
     """The executed notebook as a reader downloads it.
 
-    The install cell comes first, and each ``site-only`` cell becomes a note that shows
-    its code without running it.
+    The install cell comes first, each ``site-only`` cell becomes a note that shows
+    its code without running it, and the exercises get their "your turn" cells, with
+    the solutions at the end (:func:`exercises.practice_notebook`).
 
     >>> page = nbformat.v4.new_notebook(cells=[
     ...     nbformat.v4.new_code_cell("print(1)"),
@@ -127,7 +131,7 @@ def for_download(notebook: nbformat.NotebookNode, version: str) -> nbformat.Note
     """
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     cells = [nbformat.v4.new_code_cell(install_cell(version, extras_for(code)))]
-    for cell in notebook.cells:
+    for cell in practice_notebook(notebook).cells:
         if SITE_ONLY in cell.get("metadata", {}).get("tags", []):
             cell = nbformat.v4.new_markdown_cell(SITE_ONLY_NOTE.format(source=cell.source))
         cells.append(cell)
