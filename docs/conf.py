@@ -35,6 +35,12 @@ extensions = [
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
     "config_reader",  # the calculator's config reader: Pyodide and the package's modules
     "model_cards",  # a page per model of MODELS, written into docs/models/ as the build starts
+    # The repository's and the site's addresses, from pyproject.toml's [project.urls], for
+    # the theme's repository and launch buttons, the sitemap, the Open Graph tags and the
+    # downloads' headers.
+    "addresses",
+    "sphinx_sitemap",  # sitemap.xml, so that search engines find every model page
+    "sphinxext.opengraph",  # og: tags, so that a shared link shows the page's title and figure
 ]
 
 exclude_patterns = [
@@ -159,9 +165,9 @@ html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 # A tiny causal heatmap; without an icon, browsers ask for a /favicon.ico that is not there.
 html_favicon = "_static/favicon.png"
+# The repository button and the launch buttons (Colab, Binder) are set by
+# docs/_ext/addresses.py, from pyproject.toml's [project.urls].
 html_theme_options = {
-    "repository_url": "https://github.com/OWNER/attention",
-    "use_repository_button": False,
     "use_download_button": True,
     "show_toc_level": 2,
     "navigation_with_keys": True,
@@ -180,3 +186,14 @@ html_last_updated_fmt = None
 # The page follows the reader's system setting until they pick light or dark. Without
 # this, a first visit (nothing in localStorage) logs "Got invalid theme mode" to the console.
 html_context = {"default_mode": "auto"}
+
+# -- Sitemap and Open Graph tags: their absolute links use the site's address ----------
+# (html_baseurl and ogp_site_url, set by docs/_ext/addresses.py).
+sitemap_url_scheme = "{link}"  # no language or version folder in the site's paths
+sitemap_excludes = ["search.html", "genindex.html", "py-modindex.html", "_modules/*"]
+# The page's first figure is its preview (a model page's layer strip); the icon otherwise.
+ogp_use_first_image = True
+ogp_image = "_static/favicon.png"
+ogp_type = "article"
+# No generated social card per page: matplotlib would draw some two hundred of them.
+ogp_social_cards = {"enable": False}
