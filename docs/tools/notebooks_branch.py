@@ -23,8 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-from addresses import NOTEBOOKS_BRANCH, from_pyproject  # noqa: E402
-from downloads import requirement  # noqa: E402
+from addresses import NOTEBOOKS_BRANCH, from_pyproject
+from downloads import requirement
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # as noxfile.py installs torch
 

@@ -35,5 +35,5 @@ def test_every_downloaded_notebook_lands_at_its_pages_path(tmp_path: Path) -> No
 
 
 def test_a_folder_without_notebooks_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="no notebook under .*: build the site first"):
+    with pytest.raises(ValueError, match=r"no notebook under .*: build the site first"):
         gather(tmp_path, tmp_path / "out", attention.__version__, "2.5.0")
