@@ -41,6 +41,7 @@ extensions = [
     "addresses",
     "sphinx_sitemap",  # sitemap.xml, so that search engines find every model page
     "sphinxext.opengraph",  # og: tags, so that a shared link shows the page's title and figure
+    "epub_book",  # the EPUB's formulas as MathML (nox -s book); the site keeps MathJax
 ]
 
 exclude_patterns = [
@@ -109,6 +110,8 @@ nb_render_markdown_format = "myst"
 # file: TeX input, SVG output, its fonts inlined as paths. From `npm pack mathjax@3.2.2`,
 # file es5/tex-svg.js; its LICENSE sits beside it.
 mathjax_path = "mathjax/tex-svg.js"
+# The site's renderer, named: epub_book (below) registers a second one, for the EPUB.
+html_math_renderer = "mathjax"
 
 # -- API reference ----------------------------------------------------------------
 autodoc_member_order = "bysource"
@@ -197,3 +200,19 @@ ogp_image = "_static/favicon.png"
 ogp_type = "article"
 # No generated social card per page: matplotlib would draw some two hundred of them.
 ogp_social_cards = {"enable": False}
+
+
+# -- The book offline: EPUB (nox -s book) -------------------------------------------
+# The same pages as the site, in Sphinx's own EPUB builder; the PDF is the site built
+# as one page (singlehtml) and printed by Chromium (noxfile.py's book session).
+epub_basename = "attention-step-by-step"
+epub_title = project
+epub_author = author
+epub_publisher = author
+epub_copyright = copyright
+epub_language = "en"
+epub_scheme = "URL"
+epub_identifier = ""  # the site's address, set by docs/_ext/addresses.py
+epub_show_urls = "no"  # an address printed after each link would break the sentences
+# The search page and MathJax (its scripts are not in the EPUB; its formulas are MathML).
+epub_exclude_files = ["search.html", "_static/mathjax/LICENSE"]

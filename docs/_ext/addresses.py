@@ -137,6 +137,7 @@ def on_config_inited(app: Sphinx, config: Config) -> None:
     }
     config.html_baseurl = where.site  # the sitemap's and the canonical links' root
     config.ogp_site_url = where.site
+    config.epub_identifier = where.site  # the EPUB's identifier (epub_scheme "URL")
 
 
 def to_notebook(app: Sphinx, pagename: str, templatename, context: dict, doctree) -> None:

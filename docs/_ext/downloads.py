@@ -168,7 +168,11 @@ def executed_notebook(app: Sphinx, pagename: str) -> Path:
 
 def add_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     """Offer the page's notebook in the theme's download menu (written by write_ipynb)."""
-    if doctree is not None and executed_notebook(app, pagename).exists():
+    if (
+        doctree is not None
+        and executed_notebook(app, pagename).exists()
+        and app.builder.name == "html"
+    ):
         context["ipynb_source"] = f"{pagename}.ipynb"
 
 
@@ -176,8 +180,8 @@ def write_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, do
     """Write the notebook a reader downloads, after the theme's launch buttons, which copy
     the executed notebook, as it is, to the same place."""
     executed = executed_notebook(app, pagename)
-    if doctree is None or not executed.exists():
-        return
+    if doctree is None or not executed.exists() or app.builder.name != "html":
+        return  # the site's pages offer notebooks; the book (nox -s book) does not
     page = of(app.config).page(pagename)
     notebook = for_download(nbformat.read(executed, as_version=4), app.config.release, page)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
