@@ -341,9 +341,7 @@ def book(session: nox.Session) -> None:
     common += ["-d", str(BOOK / "doctrees")]
     for builder in ("epub", "singlehtml"):
         shutil.rmtree(BOOK / builder, ignore_errors=True)
-        session.run(
-            "sphinx-build", *common, "-b", builder, str(DOCS), str(BOOK / builder), env=env
-        )
+        session.run("sphinx-build", *common, "-b", builder, str(DOCS), str(BOOK / builder), env=env)
     epub = BOOK / f"{BOOK_NAME}.epub"
     shutil.copyfile(BOOK / "epub" / epub.name, epub)
     pdf = BOOK / f"{BOOK_NAME}.pdf"
