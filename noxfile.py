@@ -393,8 +393,9 @@ def docs_live(session: nox.Session) -> None:
 def site(session: nox.Session) -> None:
     """Check the built site in headless Chromium, the way a reader uses it.
 
-    Needs `nox -s docs` first, and a `chromium` on PATH (Debian: `apt-get install
-    chromium`); Playwright drives it and never downloads a browser. Every page is
+    Needs `nox -s docs` and `nox -s book` first (the closing page links the book's
+    files), and a `chromium` on PATH (Debian: `apt-get install chromium`); Playwright
+    drives it and never downloads a browser. Every page is
     served from 127.0.0.1 and checked for console errors, failed or third-party
     requests, broken images and links, and sideways scrolling on a phone; then
     search, previous/next, dark mode and the gallery's downloads. Screenshots land in
