@@ -27,6 +27,30 @@ def test_the_parameter_count_is_that_of_the_built_model(model_type) -> None:
     assert parameter_count(config) == sum(p.numel() for p in model.parameters())
 
 
+def test_a_flat_encoder_decoder_counts_its_own_decoder() -> None:
+    """Whisper keeps its decoder's sizes under ``decoder_*`` names, which its causal LM
+    reads: counted from them, not from the class defaults its text config leaves there."""
+    fields = {
+        "d_model": 64,
+        "decoder_layers": 3,
+        "decoder_attention_heads": 4,
+        "decoder_ffn_dim": 96,
+        "encoder_layers": 1,
+        "encoder_attention_heads": 2,
+        "encoder_ffn_dim": 32,
+        "vocab_size": 100,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 1,
+        "decoder_start_token_id": 2,
+        "max_target_positions": 32,
+        "max_source_positions": 16,
+    }
+    model = transformers.WhisperForCausalLM(transformers.WhisperConfig(**fields))
+    built = sum(p.numel() for p in model.parameters())
+    assert parameter_count({"model_type": "whisper", **fields}) == built
+
+
 def test_the_released_gpt2_counts_as_the_table_says() -> None:
     assert parameter_count({"model_type": "gpt2"}) == MODELS["GPT-2"].weights.parameters
 

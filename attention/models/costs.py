@@ -52,7 +52,7 @@ from attention.models.facts import (
     ModelFacts,
     _count,
 )
-from attention.models.readers import as_config
+from attention.models.readers import _whole_config
 
 # No torch at run time: these functions run in the site's calculator, in the browser,
 # where there is none. A dtype is a torch.dtype or its size in bytes; the defaults are
@@ -150,7 +150,14 @@ def parameter_count(config: object, only: Sequence[str] | None = None) -> int:
         raise TypeError(
             f"parameter_count: expected only to be a sequence of str patterns, got {only!r}"
         )
-    config = as_config(config)
+    whole = _whole_config(config)
+    config = whole.get_text_config(decoder=True)
+    if config is not whole and type(config) is type(whole):
+        # A flat encoder-decoder (Whisper, BART): its text config is a copy that moved the
+        # decoder's fields to generic names and left the class defaults under the old
+        # ones, which its ForCausalLM reads. Built from the whole config, it counts the
+        # released decoder.
+        config = whole
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
     # named_parameters() gives a tied weight once, under its first name.

@@ -102,6 +102,12 @@ def as_config(config: object) -> PreTrainedConfig:
     >>> as_config({"model_type": "gpt2", "n_layer": 2}).num_hidden_layers
     2
     """
+    return _whole_config(config).get_text_config(decoder=True)
+
+
+def _whole_config(config: object) -> PreTrainedConfig:
+    """The whole ``transformers`` config, multimodal or encoder-decoder, that
+    :func:`as_config` takes its text model's from; refused types refused."""
     import transformers
     from huggingface_hub.errors import StrictDataclassError
 
@@ -142,7 +148,7 @@ def as_config(config: object) -> PreTrainedConfig:
             f"{type(config).__name__}"
         )
     _refuse_untaught(config.model_type)
-    return config.get_text_config(decoder=True)
+    return config
 
 
 def _refuse_untaught(model_type: str) -> None:
