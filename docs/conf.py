@@ -45,6 +45,7 @@ extensions = [
     "sphinx_sitemap",  # sitemap.xml, so that search engines find every model page
     "sphinxext.opengraph",  # og: tags, so that a shared link shows the page's title and figure
     "epub_book",  # the EPUB's formulas as MathML (nox -s book); the site keeps MathJax
+    "gallery_alt",  # the gallery figures' alt text escaped (sphinx-gallery writes it raw)
 ]
 
 exclude_patterns = [

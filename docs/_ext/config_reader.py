@@ -231,7 +231,7 @@ file:</label>
 <button class="cr-read" type="button">Read the config</button>
 </div>
 <p class="cr-status" role="status" aria-live="polite"></p>
-<div class="cr-result" hidden>
+<div class="cr-result" hidden="hidden">
 <p class="cr-recipe"></p>
 <pre class="cr-strip"></pre>
 <table class="cr-bill"><caption></caption>
