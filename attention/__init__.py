@@ -68,7 +68,15 @@ with a :func:`semiseparable_mask`; :class:`Mamba2` is the layer of Nemotron-H's 
 the other hybrids' Mamba-2 layers, decoding with a fixed-size :class:`Mamba2Cache`.
 :func:`topk_sparse_attention` keeps the softmax but lets each query read only the
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
-:class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
+:class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers, and
+:func:`indexer_kl_loss` trains the indexer to follow the attention.
+:mod:`attention.selection` picks blocks of keys instead: :class:`BlockTopKAttention`
+pools an indexer's scores into blocks and reads the best ones (MiniMax-M3), and
+:class:`QSAAttention` spends a token budget on compressed blocks (Qwen4-Exp's QSA).
+:class:`CompressedAttention` is DeepSeek-V4's layer: a window of raw tokens with sinks,
+and the entries a :class:`TokenCompressor` makes of each group of tokens, all of them
+(HCA) or those a :class:`CompressedIndexer` picks (CSA), kept in a
+:class:`CompressedCache` while decoding.
 
 **Part V, attention in serving.** :class:`PagedKVCache` keeps many sequences' keys
 and values in one pool of fixed-size blocks, each sequence's listed in its block
@@ -130,6 +138,13 @@ from attention._version import __version__ as __version__
 from attention._version import check_version
 from attention.cache import Cache, KeyValueCache
 from attention.causal import CausalAttention
+from attention.compressed import (
+    CompressedAttention,
+    CompressedCache,
+    CompressedIndexer,
+    CompressorState,
+    TokenCompressor,
+)
 from attention.cross import CrossAttention, CrossAttentionCache
 from attention.data import (
     INPUTS,
@@ -167,6 +182,17 @@ from attention.positions import (
 from attention.ring import ring_attention, ring_positions, ring_work, simulate_ring_attention
 from attention.rope import Rotary, apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
+from attention.selection import (
+    BlockTopKAttention,
+    BlockTopKCache,
+    BlockTopKIndexer,
+    QSAAttention,
+    QSACache,
+    QSAIndexer,
+    block_sparse_attention,
+    pool_block_scores,
+    select_blocks,
+)
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attention.shared_kv import SharedKVAttention
 from attention.simple import (
@@ -182,6 +208,7 @@ from attention.sparse import (
     LightningIndexer,
     SparseLatentAttention,
     SparseLatentCache,
+    indexer_kl_loss,
     topk_sparse_attention,
 )
 from attention.ssd import Mamba2, Mamba2Cache, mamba2_ssd, mamba2_ssd_dual, semiseparable_mask
@@ -198,8 +225,15 @@ __all__ = [
     "SWITCH_SENTENCE",
     "SWITCH_TOKENS",
     "TOKENS",
+    "BlockTopKAttention",
+    "BlockTopKCache",
+    "BlockTopKIndexer",
     "Cache",
     "CausalAttention",
+    "CompressedAttention",
+    "CompressedCache",
+    "CompressedIndexer",
+    "CompressorState",
     "CrossAttention",
     "CrossAttentionCache",
     "GatedDeltaNet",
@@ -219,6 +253,9 @@ __all__ = [
     "NoPEWithTemperature",
     "PagedKVCache",
     "ProjectionRMSNorm",
+    "QSAAttention",
+    "QSACache",
+    "QSAIndexer",
     "QuantizedKV",
     "QuantizedKVCache",
     "RMSNorm",
@@ -230,12 +267,14 @@ __all__ = [
     "SparseLatentAttention",
     "SparseLatentCache",
     "StreamingCache",
+    "TokenCompressor",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
     "apply_rope_interleaved",
     "attend",
     "attention_weights",
+    "block_sparse_attention",
     "causal_mask",
     "check_version",
     "chunked_mask",
@@ -244,6 +283,7 @@ __all__ = [
     "flash_attention",
     "gated_delta_rule",
     "grouped_query_attention",
+    "indexer_kl_loss",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
     "layer_for",
@@ -253,6 +293,7 @@ __all__ = [
     "merge_attention_states",
     "padding_mask",
     "paged_attention",
+    "pool_block_scores",
     "quantize_kv",
     "relative_position_bucket",
     "ring_attention",
@@ -262,6 +303,7 @@ __all__ = [
     "scaled_dot_product_weights",
     "scores_for_all",
     "scores_for_query",
+    "select_blocks",
     "semiseparable_mask",
     "simple_self_attention",
     "simulate_ring_attention",

@@ -24,7 +24,11 @@ import torch
 
 import attention
 from attention import (
+    BlockTopKAttention,
+    BlockTopKCache,
     Cache,
+    CompressedAttention,
+    CompressedCache,
     CrossAttention,
     CrossAttentionCache,
     GatedDeltaNet,
@@ -39,6 +43,8 @@ from attention import (
     MultiHeadLatentAttention,
     NoPEWithTemperature,
     PagedKVCache,
+    QSAAttention,
+    QSACache,
     QuantizedKVCache,
     Rotary,
     SparseLatentAttention,
@@ -85,6 +91,21 @@ def dsa() -> SparseLatentAttention:
     )  # fmt: skip
 
 
+def block_top_k() -> BlockTopKAttention:
+    torch.manual_seed(0)
+    return BlockTopKAttention(
+        8, 8, 64, num_heads=2, num_kv_heads=1, index_head_dim=4, block_size=2, top_k_blocks=2
+    )
+
+
+def qsa() -> QSAAttention:
+    torch.manual_seed(0)
+    return QSAAttention(
+        8, 8, 64, num_heads=2, num_kv_heads=1, index_num_heads=2, index_head_dim=4, budget=2,
+        compress_ratio=2,
+    )  # fmt: skip
+
+
 def deltanet() -> GatedDeltaNet:
     torch.manual_seed(0)
     return GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4, value_head_dim=3)
@@ -93,6 +114,16 @@ def deltanet() -> GatedDeltaNet:
 def mamba2() -> Mamba2:
     torch.manual_seed(0)
     return Mamba2(8, num_heads=2, head_dim=4, state_size=3, chunk_size=2)
+
+
+def csa() -> CompressedAttention:
+    """DeepSeek-V4's compressed sparse layer: a window of 3, an entry per 2 tokens."""
+    torch.manual_seed(0)
+    return CompressedAttention(
+        8, 8, 64, num_heads=2, head_dim=4, q_lora_rank=4, window=3, rope_dim=2,
+        compress_rate=2, index_top_k=1, index_num_heads=2, index_head_dim=4, o_groups=2,
+        o_lora_rank=2,
+    )  # fmt: skip
 
 
 def cross():
@@ -116,6 +147,12 @@ def held_tensors(cache) -> list[torch.Tensor]:
         return [cache.conv_state, cache.recurrent_state]
     if isinstance(cache, Mamba2Cache):
         return [cache.conv_state, cache.ssm_state]
+    if isinstance(cache, CompressedCache):  # the window's keys, each compressor's state
+        states = [s for s in (cache.compressor, cache.indexer) if s is not None]
+        parts = ("entries", "waiting_kv", "waiting_gate", "overlap_kv", "overlap_gate")
+        return [cache.window_keys, *(getattr(s, part) for s in states for part in parts)]
+    if isinstance(cache, BlockTopKCache | QSACache):
+        return [cache.keys, cache.values, cache.index_keys]
     return [cache.keys, cache.values]
 
 
@@ -136,9 +173,12 @@ CASES = {
     ],
     LatentCache: [(mla, LatentCache, lambda n: n, "crops")],
     SparseLatentCache: [(dsa, SparseLatentCache, lambda n: n, "crops")],
+    BlockTopKCache: [(block_top_k, BlockTopKCache, lambda n: n, "crops")],
+    QSACache: [(qsa, QSACache, lambda n: n, "crops")],
     GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: 0, "recurrent state")],
     Mamba2Cache: [(mamba2, Mamba2Cache, lambda n: 0, "SSM state")],
     CrossAttentionCache: [(cross, CrossAttentionCache, lambda n: 3, "keeps the context")],
+    CompressedCache: [(csa, lambda: CompressedCache(3), lambda n: min(n, 2), "folds")],
 }
 
 
@@ -149,14 +189,17 @@ def test_every_cache_class_is_discovered_and_has_a_case():
 
 
 KEY_VALUE = {KVCache, StreamingCache, QuantizedKVCache}
+#: Keys and values with an indexer's keys beside them: caches of keys and values, which
+#: only their own layer takes (it fills the indexer's keys).
+INDEXED_KEY_VALUE = {BlockTopKCache, QSACache}
 
 
 @pytest.mark.parametrize("cls", [c for c in discovered() if c not in MULTI_SEQUENCE])
 def test_the_caches_of_keys_and_values_and_only_they_implement_key_value_cache(cls):
     for _, make, _, _ in CASES[cls]:
         cache = make()
-        assert isinstance(cache, KeyValueCache) == (cls in KEY_VALUE), cls
-        if cls in KEY_VALUE:
+        assert isinstance(cache, KeyValueCache) == (cls in KEY_VALUE | INDEXED_KEY_VALUE), cls
+        if cls in KEY_VALUE | INDEXED_KEY_VALUE:
             assert cache.window in (None, 4) and cache.chunk in (None, 4)
 
 
@@ -263,9 +306,12 @@ LAYERS = {
     "NoPEWithTemperature": (nope, KEY_VALUE),  # a subclass takes what its base takes
     "MultiHeadLatentAttention": (mla, {LatentCache}),
     "SparseLatentAttention": (dsa, {SparseLatentCache}),
+    "BlockTopKAttention": (block_top_k, {BlockTopKCache}),
+    "QSAAttention": (qsa, {QSACache}),
     "GatedDeltaNet": (deltanet, {GatedDeltaNetCache}),
     "Mamba2": (mamba2, {Mamba2Cache}),
     "CrossAttention": (cross, {CrossAttentionCache}),
+    "CompressedAttention": (csa, {CompressedCache}),
     "LightningIndexer": (indexer, {KVCache}),
 }
 # The layer each cache belongs to, which a wrong layer's error names.
@@ -275,9 +321,12 @@ BELONGS = {
     QuantizedKVCache: "GroupedQueryAttention",
     LatentCache: "MultiHeadLatentAttention",
     SparseLatentCache: "SparseLatentAttention",
+    BlockTopKCache: "BlockTopKAttention",
+    QSACache: "QSAAttention",
     GatedDeltaNetCache: "GatedDeltaNet",
     Mamba2Cache: "Mamba2",
     CrossAttentionCache: "CrossAttention",
+    CompressedCache: "CompressedAttention",
 }
 PAIRS = [(layer, cls) for layer in LAYERS for cls in CASES]
 

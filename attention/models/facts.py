@@ -90,7 +90,7 @@ CSA = "compressed_sparse_attention"  # DeepSeek-V4: a window plus compressed ent
 HCA = "heavily_compressed_attention"  # DeepSeek-V4: a window plus heavily compressed entries
 CROSS = "cross_attention"  # queries from the text, keys and values from an image (Mllama)
 KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA, CROSS, CONV)
-QK_NORMS = ("head", "projection", "l2", "head_after_rope", "layer_norm")
+QK_NORMS = ("head", "projection", "l2", "head_after_rope", "layer_norm", "unscaled_query_head")
 # The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
     "linear_num_key_heads",
@@ -396,22 +396,86 @@ class Latent(_Group):
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Indexer(_Group):
-    """DeepSeek Sparse Attention's lightning indexer (chapter 22).
+    """An indexer that picks the keys each query reads: DeepSeek Sparse Attention's
+    lightning indexer, which picks single keys (chapter 22), or one that picks blocks
+    of keys (chapter 22c): MiniMax-M3's block top-k (``block_size``) or Qwen4-Exp's
+    QSA, a token budget over compressed blocks (``compress_ratio``).
 
     Attributes
     ----------
     num_heads : int
-        Its heads (``index_n_heads`` in the config).
+        Its heads (``index_n_heads`` in the config; ``indexer_n_heads`` in Qwen4-Exp's).
     head_dim : int
         Their size: the one indexer key each token caches has ``head_dim`` numbers
         (``index_head_dim``).
     top_k : int
-        How many keys each query attends to (``index_topk``).
+        How many keys each query attends to (``index_topk``); with ``block_size``, how
+        many blocks (``index_topk_blocks``); with ``compress_ratio``, how many tokens of
+        complete blocks (``indexer_budget``).
+    block_size : int or None
+        Keys per block, where the indexer max-pools its key scores into blocks and
+        picks whole blocks (``index_block_size``, MiniMax-M3).
+    local_blocks : int or None
+        Blocks always read, the query's own and those just before, among the
+        ``top_k`` (``index_local_blocks``); ``None``: none.
+    compress_ratio : int or None
+        Keys averaged into one scored key, where the indexer scores compressed blocks
+        and a query also reads its last, incomplete block
+        (``indexer_compress_ratio``, Qwen4-Exp's QSA).
+
+    Examples
+    --------
+    >>> Indexer(num_heads=4, head_dim=128, top_k=16, block_size=128).keys_read
+    2048
+    >>> Indexer(num_heads=16, head_dim=128, top_k=2048, compress_ratio=64).keys_read
+    2111
     """
 
     num_heads: int
     head_dim: int
     top_k: int
+    block_size: int | None = None
+    local_blocks: int | None = None
+    compress_ratio: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.block_size is not None and self.compress_ratio is not None:
+            raise ValueError(
+                f"Indexer: expected blocks (block_size) or compressed blocks "
+                f"(compress_ratio), not both, got {self.block_size} and {self.compress_ratio}"
+            )
+        if self.local_blocks is not None and (
+            self.block_size is None or self.local_blocks > self.top_k
+        ):
+            raise ValueError(
+                f"Indexer: expected local_blocks with block_size, at most top_k={self.top_k} "
+                f"blocks, got local_blocks={self.local_blocks}, block_size={self.block_size}"
+            )
+        if self.compress_ratio is not None and self.top_k % self.compress_ratio:
+            raise ValueError(
+                f"Indexer: expected compress_ratio to divide the budget top_k (whole blocks "
+                f"are read), got top_k={self.top_k}, compress_ratio={self.compress_ratio}"
+            )
+
+    @property
+    def selects(self) -> str:
+        """``"tokens"`` (DeepSeek's), ``"blocks"`` (MiniMax-M3's) or ``"compressed blocks"``
+        (Qwen4-Exp's QSA)."""
+        if self.block_size is not None:
+            return "blocks"
+        return "tokens" if self.compress_ratio is None else "compressed blocks"
+
+    @property
+    def keys_read(self) -> int:
+        """The most keys one query reads once the context is long: ``top_k`` keys,
+        ``top_k`` blocks of ``block_size``, or the budget and the last, incomplete
+        block of up to ``compress_ratio - 1`` tokens."""
+        if self.block_size is not None:
+            return self.top_k * self.block_size
+        if self.compress_ratio is not None:
+            return self.top_k + self.compress_ratio - 1
+        return self.top_k
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -535,17 +599,35 @@ class Compressed(_Group):
     Keys and values are one vector per token (one head, ``num_kv_heads`` of 1, the
     key serving as the value): the cache keeps it once.
 
+    The CSA and HCA layers rotate everything they rotate (the queries, the window's
+    keys and the compressed entries) with a RoPE of their own: base ``rope_theta``
+    with ``rope_scaling``; only the sliding-only layers use the model's ``rope``
+    (``DeepseekV4Attention``'s ``"compress"`` and ``"main"`` rotary tables).
+
     Attributes
     ----------
     csa_rate, hca_rate : int
         Tokens per compressed entry in the two kinds of layers.
     rope_theta : float or None
-        RoPE's base for the compressed entries (``compress_rope_theta``).
+        RoPE's base in the CSA and HCA layers (``compress_rope_theta``).
+    rope_scaling : dict or None
+        Its scaling, in ``transformers``' ``rope_parameters`` form (the config's
+        ``rope_scaling``, YaRN, which ``DeepseekV4Config`` gives these layers only,
+        with an ``attention_factor`` of 1).
+    q_lora_rank : int or None
+        The size of the query latent (``q_lora_rank``).
+    o_groups, o_lora_rank : int or None
+        The grouped output projection: the heads in ``o_groups`` groups, each
+        projected to ``o_lora_rank`` numbers before the last projection.
     """
 
     csa_rate: int
     hca_rate: int
     rope_theta: float | None = None
+    rope_scaling: dict | None = None
+    q_lora_rank: int | None = None
+    o_groups: int | None = None
+    o_lora_rank: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -684,6 +766,9 @@ class LayerParts(_Options):
         ``"layer_norm"``, a LayerNorm over each head's ``head_dim``, the mean taken
         away before dividing by the spread, with a learned scale, before RoPE
         (Cohere's ``use_qk_norm``; Persimmon, Phi and StableLM's ``qk_layernorm``).
+        ``"unscaled_query_head"``, an RMS normalisation of each query head with no
+        learned scale, and an RMSNorm with a scale over the one key/value head, both
+        before RoPE (DeepSeek-V4's ``q_b_norm`` and ``kv_norm``; no config field).
     value_norm : bool
         An RMSNorm without a learned scale over each head's values (Gemma 4's
         ``v_norm``; no config field).
@@ -1034,10 +1119,11 @@ class ModelFacts:
                 f"value_head_dim={self.value_head_dim}, latent={self.latent}, "
                 f"global_layers={self.global_layers}"
             )
-        if self.indexer is not None and self.latent is None and self.compressed is None:
+        tokens = self.indexer is not None and self.indexer.selects == "tokens"
+        if tokens and self.latent is None and self.compressed is None:
             raise ValueError(
-                f"{owner}: expected a latent with the indexer, which selects keys for "
-                f"latent attention, got latent=None"
+                f"{owner}: expected a latent with an indexer of single keys, which selects "
+                f"keys for latent attention, got latent=None"
             )
         self._check_pattern(owner)
         self._check_encoder_and_cross(owner)

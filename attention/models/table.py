@@ -66,6 +66,16 @@ def _hybrid_override_pattern(pattern: str) -> tuple[str, ...]:
 
 # DeepSeek-V4-Flash's compress_ratios, 44 of them: its 43 layers' and its MTP layer's.
 _DEEPSEEK_V4_FLASH_RATIOS = [0, 0] + [4, 128] * 20 + [4, 0]
+# DeepSeek-V4's rope_scaling (both releases), as DeepseekV4Config gives it to the CSA and
+# HCA layers: YaRN x16 from 65,536, with the attention factor it sets to 1.
+_DEEPSEEK_V4_YARN = {
+    "rope_type": "yarn",
+    "factor": 16,
+    "original_max_position_embeddings": 65536,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "attention_factor": 1.0,
+}
 # DeepSeek-V4-Pro's compress_ratios, 62 of them: its 61 layers' and its MTP layer's.
 _DEEPSEEK_V4_PRO_RATIOS = [128, 128] + [4, 128] * 29 + [4, 0]
 # Nemotron-H-47B-Reasoning-128K's hybrid_override_pattern, one letter per layer.
@@ -173,6 +183,11 @@ _ENTRIES = (
         attention_bias=True,
         rms_norm_eps=None,
         alibi=True,
+        weights=Weights(
+            parameters=176_000_000_000,
+            source="Le Scao et al. 2022 (BLOOM, arXiv 2211.05100), abstract: 'we present BLOOM, a "
+            "176B-parameter open-access language model'",
+        ),
     ),
     ModelFacts(
         name="Llama 2 7B",
@@ -281,6 +296,12 @@ _ENTRIES = (
             "max_position_embeddings",
             "attention_bias",
             "rms_norm_eps",
+        ),
+        weights=Weights(
+            parameters=27_000_000_000,
+            source="Gemma Team 2025 (Gemma 3 technical report, arXiv 2503.19786), abstract: "
+            "'ranging in scale from 1 to 27 billion parameters'; Hugging Face's release post: "
+            "'four sizes, 1 billion, 4 billion, 12 billion, and 27 billion parameters'",
         ),
     ),
     ModelFacts(
@@ -460,6 +481,12 @@ _ENTRIES = (
         global_layers=GlobalLayers(head_dim=512),
         num_kv_shared_layers=20,
         final_logit_softcapping=30.0,
+        weights=Weights(
+            parameters=5_100_000_000,
+            source="Google's figures for the release, as model listings quote them (apxml.com, "
+            "crafiq.ai): '2.3B effective parameters (5.1B with Per-Layer Embeddings)'; the "
+            "effective count leaves the per-layer embedding tables out, the 5.1B keeps them",
+        ),
     ),
     ModelFacts(
         name="gpt-oss-120b",
@@ -625,6 +652,11 @@ _ENTRIES = (
         rms_norm_eps=1e-6,
         rope=Rope(theta=500000.0),
         parts=LayerParts(qk_norm="projection"),
+        weights=Weights(
+            parameters=7_000_000_000,
+            source="Team OLMo 2024 (2 OLMo 2 Furious, arXiv 2501.00656), abstract: 'We release all "
+            "OLMo 2 artifacts openly -- models at 7B and 13B scales'",
+        ),
     ),
     ModelFacts(
         name="Qwen3-Next 80B-A3B",
@@ -656,6 +688,11 @@ _ENTRIES = (
             global_every=4,
         ),
         parts=LayerParts(qk_norm="head", output_gate=True),
+        weights=Weights(
+            parameters=80_000_000_000,
+            source="the model card of Qwen/Qwen3-Next-80B-A3B-Instruct: 'Number of Parameters: 80B "
+            "in total and 3B activated'",
+        ),
     ),
     ModelFacts(
         name="Qwen3.5 397B-A17B",
@@ -868,6 +905,12 @@ _ENTRIES = (
         attention_bias=False,
         rms_norm_eps=1e-5,
         rope=Rope(theta=1_000_000_000.0),
+        weights=Weights(
+            parameters=24_000_000_000,
+            source="the model card of mistralai/Mistral-Small-3.1-24B-Instruct-2503: 'With 24 "
+            "billion parameters, this model achieves top-tier capabilities in both text and "
+            "vision tasks'",
+        ),
     ),
     ModelFacts(
         name="Nemotron-H 47B",
@@ -1015,6 +1058,11 @@ _ENTRIES = (
         ),
         local=Sliding(window=4096, global_every=4),
         parts=LayerParts(qk_norm="projection"),
+        weights=Weights(
+            parameters=7_000_000_000,
+            source="Olmo et al. 2025 (Olmo 3, arXiv 2512.13961), abstract: 'fully-open language "
+            "models at the 7B and 32B parameter scales'",
+        ),
     ),
     ModelFacts(
         name="GLM-5",
@@ -1055,11 +1103,12 @@ _ENTRIES = (
         year=2026,
         source=_hf("deepseek-ai/DeepSeek-V4-Flash") + " (compress_ratios: 0 a sliding "
         "layer, 4 compressed sparse attention, 128 heavily compressed; sliding_window, "
-        "compress_rope_theta, qk_rope_head_dim 64 of head_dim 512, the indexer's "
-        "index_n_heads, index_head_dim and index_topk); the sinks and the key serving as "
-        "the value from DeepseekV4Attention in transformers. Its rope_scaling (YaRN, factor "
-        "16 from 65,536) turns the compressed entries' rotation only, which the table "
-        "does not hold",
+        "compress_rope_theta, rope_scaling, qk_rope_head_dim 64 of head_dim 512, q_lora_rank, "
+        "o_groups, o_lora_rank, the indexer's index_n_heads, index_head_dim and index_topk); "
+        "the sinks, the key serving as the value and the QK-norm (q_b_norm, kv_norm) from "
+        "DeepseekV4Attention in transformers, whose config gives the CSA and HCA layers "
+        "base compress_rope_theta with the YaRN of rope_scaling for all they rotate, and "
+        "the sliding-only layers base rope_theta unscaled",
         config_class="DeepseekV4Config",
         layers=43,
         hidden_size=4096,
@@ -1068,15 +1117,25 @@ _ENTRIES = (
         head_dim=512,
         max_position_embeddings=1048576,
         trained_context=1048576,
-        context_source="the model card of deepseek-ai/DeepSeek-V4-Flash: context length 1M "
-        "(max_position_embeddings 1,048,576 in its config.json)",
+        context_source="the model card of deepseek-ai/DeepSeek-V4-Flash, which says the model "
+        "supports a context length of 1M tokens (max_position_embeddings 1,048,576 in its "
+        "config.json); it gives no length trained on",
         attention_bias=False,
         rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
         local=Sliding(window=128),
-        compressed=Compressed(csa_rate=4, hca_rate=128, rope_theta=160000.0),
+        compressed=Compressed(
+            csa_rate=4,
+            hca_rate=128,
+            rope_theta=160000.0,
+            rope_scaling=_DEEPSEEK_V4_YARN,
+            q_lora_rank=1024,
+            o_groups=8,
+            o_lora_rank=1024,
+        ),
         indexer=Indexer(num_heads=64, head_dim=128, top_k=512),
         scores=Scores(sinks=True),
+        parts=LayerParts(qk_norm="unscaled_query_head"),
         layer_pattern=_compress_ratios(_DEEPSEEK_V4_FLASH_RATIOS, 43),
         weights=Weights(
             parameters=284_000_000_000,
@@ -1090,11 +1149,13 @@ _ENTRIES = (
         year=2026,
         source=_hf("deepseek-ai/DeepSeek-V4-Pro") + " (compress_ratios: 4 compressed sparse "
         "attention, 128 heavily compressed, 0 a sliding layer only (its MTP layer's); "
-        "sliding_window, compress_rope_theta, qk_rope_head_dim 64 of head_dim 512, the "
-        "indexer's index_n_heads, index_head_dim and index_topk); the sinks and the key "
-        "serving as the value from DeepseekV4Attention in transformers. Its rope_scaling "
-        "(YaRN, factor 16 from 65,536) turns the compressed entries' rotation only, which "
-        "the table does not hold",
+        "sliding_window, compress_rope_theta, rope_scaling, qk_rope_head_dim 64 of head_dim "
+        "512, q_lora_rank, o_groups, o_lora_rank, the indexer's index_n_heads, "
+        "index_head_dim and index_topk); the sinks, the key "
+        "serving as the value and the QK-norm (q_b_norm, kv_norm) from DeepseekV4Attention "
+        "in transformers, whose config gives the CSA and HCA layers base "
+        "compress_rope_theta with the YaRN of rope_scaling for all they rotate, and the "
+        "sliding-only layers base rope_theta unscaled",
         config_class="DeepseekV4Config",
         layers=61,
         hidden_size=7168,
@@ -1109,9 +1170,18 @@ _ENTRIES = (
         rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
         local=Sliding(window=128),
-        compressed=Compressed(csa_rate=4, hca_rate=128, rope_theta=160000.0),
+        compressed=Compressed(
+            csa_rate=4,
+            hca_rate=128,
+            rope_theta=160000.0,
+            rope_scaling=_DEEPSEEK_V4_YARN,
+            q_lora_rank=1536,
+            o_groups=16,
+            o_lora_rank=1024,
+        ),
         indexer=Indexer(num_heads=64, head_dim=128, top_k=1024),
         scores=Scores(sinks=True),
+        parts=LayerParts(qk_norm="unscaled_query_head"),
         layer_pattern=_compress_ratios(_DEEPSEEK_V4_PRO_RATIOS, 61),
     ),
     ModelFacts(
@@ -1304,6 +1374,11 @@ _ENTRIES = (
         rope=Rope(theta=160000.0, local_theta=10000.0),
         local=Sliding(window=64, full_attention_layers=(0, 3, 6, 9, 12, 15, 18, 21)),
         bidirectional=True,
+        weights=Weights(
+            parameters=149_000_000,
+            source="the model card of answerdotai/ModernBERT-base (revision 890363e1): "
+            "'ModernBERT-base - 22 layers, 149 million parameters'",
+        ),
     ),
     ModelFacts(
         name="Whisper large-v3",
@@ -1354,6 +1429,11 @@ _ENTRIES = (
             },
         ),
         cross=Cross(layers=(3, 8, 13, 18, 23, 28, 33, 38), qk_norm="head"),
+        weights=Weights(
+            parameters=10_600_000_000,
+            source="Meta's size for the release as AI Wiki's Llama 3.2 Vision article gives it "
+            "from the model card: '11B (10.6B actual)'",
+        ),
     ),
 )
 

@@ -36,6 +36,7 @@ from model_cards import (
     contexts,
     key_numbers,
     link_recipe,
+    linked,
     pages,
     recipe_topics,
     size,
@@ -165,11 +166,13 @@ def test_the_fixed_state_and_the_weights_are_the_facts(name, generated):
     else:
         assert "fixed state" not in page
     parameters = counted(facts)
-    if parameters is None:
-        assert "cites no parameter count" in page
-        return
+    assert parameters is not None, "every model has a count, counted or cited"
+    assert "cites no parameter count" not in page
     weights = page.split("## Its weights")[1].split("##")[0]
     assert f"{parameters:,} parameters" in weights
+    # A count no stored file gives is the table's cited one, and the card says so.
+    cited = released_parameters(name) is None
+    assert (f"{parameters:,} parameters (cited, not counted: " in weights) == cited
     for dtype in WEIGHT_DTYPES:
         found = re.search(rf"([\d.,]+ \w+) in {dtype}\b", weights)
         assert_bytes(found.group(1), parameters * BITS[dtype] // 8)
@@ -408,7 +411,7 @@ def test_a_quantized_release_says_which_weights_and_cites_its_config(name, gener
     facts = MODELS[name]
     weights = generated[f"{slug(name)}.md"].split("## Its weights")[1].split("\n## ")[0]
     assert facts.quantization.weights in weights
-    assert facts.quantization.source in weights
+    assert linked(facts.quantization.source) in weights  # its addresses as links
 
 
 def test_every_comparison_has_its_page_listed_on_the_compare_page(generated):
