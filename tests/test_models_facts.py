@@ -539,6 +539,8 @@ def _without_one_value(facts: ModelFacts):
         for item in dataclasses.fields(value):
             if item.default is dataclasses.MISSING or getattr(value, item.name) == item.default:
                 continue
+            if not item.compare:  # a layer's recipe, no figure: Mamba's chunk_size, ...
+                continue
             with contextlib.suppress(ValueError):  # an _Options group left empty
                 changes[f"{group}.{item.name}"] = dataclasses.replace(
                     value, **{item.name: item.default}
