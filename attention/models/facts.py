@@ -1099,8 +1099,10 @@ class ModelFacts:
                 f"{owner}: expected one of RoPE, learned or sinusoidal positions or ALiBi, "
                 f"got {given}"
             )
-        # A model with no attention layer (Mamba-2 alone) has no positions to limit.
-        attends = any(kind not in (MAMBA, NO_MIXER, CONV) for kind in self.layer_types)
+        # A model with no attention layer (Mamba-2 alone, whose pattern says so) has no
+        # positions to limit.
+        pattern = self.layer_pattern
+        attends = pattern is None or any(kind not in (MAMBA, NO_MIXER, CONV) for kind in pattern)
         if self.max_position_embeddings is None and not self.alibi and attends:
             raise ValueError(
                 f"{owner}: expected max_position_embeddings, the positions the config "
