@@ -24,8 +24,8 @@ shape or text as well as colour.
   sparse attention's picks (chapters 14, 16 to 18, and 21 to 23).
 * :mod:`~attention.figures.recurrent`: the delta rule and Gated DeltaNet (chapters
   20 and 21).
-* :mod:`~attention.figures.flash`: the backward pass's blocks, one merge, a ring
-  (chapters 27 and 28).
+* :mod:`~attention.figures.flash`: the online softmax's tiles, the backward pass's
+  blocks, one merge, a ring (chapters 7, 27 and 28).
 
 Everything public is importable from here:
 
@@ -61,7 +61,13 @@ from attention.figures.caches import (
     packing_diagram,
     paged_blocks,
 )
-from attention.figures.flash import backward_blocks, merge_picture, ring_steps
+from attention.figures.flash import (
+    backward_blocks,
+    merge_picture,
+    ring_steps,
+    running_max_and_sum,
+    tiled_scores,
+)
 from attention.figures.heatmaps import ANNOTATE_MAX, Curve, head_grid, heatmap, memory_curves
 from attention.figures.layers import (
     dsa_pipeline,
@@ -85,11 +91,14 @@ from attention.figures.style import (
     MASKED_HATCH,
     MASKED_HATCH_COLOR,
     MUTED,
+    PHONE_WIDTH_INCHES,
     SEQUENCE_FILLS,
     SHARED_FILL,
     SIGNED_CMAP,
+    SMALLEST_TEXT_POINTS,
     ink,
     labelled_texts,
+    smallest_text_points,
 )
 
 __all__ = [
@@ -107,9 +116,11 @@ __all__ = [
     "MASKED_HATCH",
     "MASKED_HATCH_COLOR",
     "MUTED",
+    "PHONE_WIDTH_INCHES",
     "SEQUENCE_FILLS",
     "SHARED_FILL",
     "SIGNED_CMAP",
+    "SMALLEST_TEXT_POINTS",
     "STAGES",
     "Curve",
     "attention_anatomy",
@@ -137,6 +148,9 @@ __all__ = [
     "ring_steps",
     "roadmap",
     "rotary_pairs",
+    "running_max_and_sum",
     "scaled_dot_product_diagram",
     "sink_and_gate",
+    "smallest_text_points",
+    "tiled_scores",
 ]
