@@ -166,10 +166,11 @@ SIGNED_CMAP = "RdBu_r"
 #: pixels, just over the site's floor of 8 for a label on a phone.
 SMALLEST_TEXT_POINTS = 6.0
 
-#: The widest a figure's ``layout="stacked"`` variant is, in inches: at 100 dots per
-#: inch, 350 pixels, so that a phone's column (358 pixels at 390) shows it at its own
-#: size, every label as large as drawn, without scrolling.
-PHONE_WIDTH_INCHES = 3.5
+#: The widest a figure's ``layout="stacked"`` variant is, in inches. At 100 dots per
+#: inch, with the 0.1 inch margin a notebook adds on each side when it saves a figure,
+#: that is 350 pixels: a phone's column (358 pixels at 390) shows it at its own size,
+#: every label as large as drawn, without scrolling.
+PHONE_WIDTH_INCHES = 3.3
 
 #: The layouts of the figures that have two: panels side by side, or one under another.
 LAYOUTS = ("wide", "stacked")
