@@ -21,11 +21,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
 PAGES = sorted(
     [
-        *(ROOT / "docs" / "chapters").glob("*.md"),
-        ROOT / "docs" / "index.md",
-        ROOT / "docs" / "which-model-uses-what.md",
+        *DOCS.glob("chapters/*.md"),
+        *DOCS.glob("parts/*.md"),
+        DOCS / "index.md",
+        DOCS / "which-model-uses-what.md",
     ]
 )
 # 7,168 or 7168 or 0.25; not the digits inside a word such as "W_dkv2" or "Qwen3"

@@ -12,7 +12,8 @@ import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = [
-    *sorted((DOCS / "chapters").glob("*.md")),
+    *sorted(DOCS.glob("chapters/*.md")),
+    *sorted(DOCS.glob("parts/*.md")),
     DOCS / "index.md",
     DOCS / "which-model-uses-what.md",
 ]
