@@ -441,7 +441,7 @@ def crawl(browser, base_url: str, screenshots: Path) -> Crawl:
     page.goto(base_url + chapter_shot, wait_until="load")
     page.evaluate(SETTLE_JS)
     page.screenshot(path=screenshots / "phone-chapter.png")
-    figure = page.locator(".bd-article img").first
+    figure = page.locator(".bd-article img:visible").first
     if figure.count():
         figure.scroll_into_view_if_needed()
         page.screenshot(path=screenshots / "phone-chapter-figure.png")
@@ -754,7 +754,7 @@ def test_theme_switch_turns_the_site_dark(browser, base_url: str, screenshots: P
         if theme != "dark":
             problems.append(f"{name}: theme is {theme!r} after choosing dark on the home page")
         problems += check_figures_in_dark_mode(page, name)
-        figure = page.locator(".bd-article img").first
+        figure = page.locator(".bd-article img:visible").first
         if figure.count():
             figure.scroll_into_view_if_needed()
         page.screenshot(path=screenshots / shot)
