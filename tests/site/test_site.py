@@ -576,7 +576,8 @@ def figure_dpi(url: str) -> float | None:
     path = SITE / unquote(urlsplit(url).path).lstrip("/")
     if not path.is_file() or path.suffix.lower() != ".png":
         return None
-    dpi = Image.open(path).info.get("dpi")
+    with Image.open(path) as image:
+        dpi = image.info.get("dpi")
     return float(dpi[0]) if dpi else None
 
 
