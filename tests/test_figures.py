@@ -28,6 +28,9 @@ from attention.figures import (  # noqa: E402  # noqa: E402
     basics,
     cache_against_context,
     caches,
+    compressed,
+    compressed_cache_growth,
+    compression_pipeline,
     decoder_block,
     delta_chunks,
     delta_rule_step,
@@ -97,16 +100,24 @@ DRAWINGS = {
     "ring_steps": lambda: ring_steps(4, causal=True, zigzag=True),
     "tiled_scores": lambda: tiled_scores(X @ X.T, 2, highlight=4, layout="stacked"),
     "cache_against_context": lambda: cache_against_context(["gpt-oss-20b", "Llama 3.1 70B"]),
+    "compression_pipeline": lambda: compression_pipeline(4, 12),
+    "compressed_cache_growth": lambda: compressed_cache_growth(4, 4, 5, 10),
 }
 
 
 #: The modules of the schematic diagrams (the heatmaps' own tests check theirs).
-DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash)
+DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash, compressed)
 
 
 def test_every_drawing_function_is_checked_for_its_background():
     # They draw nothing: they read a figure, or compute what one shows.
-    readers = {"kv_sources", "labelled_texts", "running_max_and_sum", "smallest_text_points"}
+    readers = {
+        "kv_sources",
+        "labelled_texts",
+        "entry_sources",
+        "running_max_and_sum",
+        "smallest_text_points",
+    }
     drawing = {
         name
         for module in (*DIAGRAM_MODULES, style)

@@ -159,7 +159,7 @@ RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"Kimi Delta Attention", "ref", "kimi-delta-attention"),
     (r"Lightning Attention", "ref", "linear-state"),
     (r"DeepSeek Sparse Attention \(top [\d,]+\)", "ref", "index-topk"),
-    (r"compressed sparse|heavily compressed", "doc", "22-sparse-attention"),
+    (r"compressed sparse|heavily compressed", "doc", "22b-compressed-attention"),
     (r"reuse earlier layers' keys and values", "ref", "kv-sharing"),
     (r"keys as values|the key serving as the value", "ref", "keys-as-values"),
     (r"MLA", "doc", "13-latent-attention"),
@@ -777,7 +777,7 @@ def unusual(facts: ModelFacts) -> list[str]:
             f"picks {facts.indexer.top_k:,} for each query, and each heavily compressed layer "
             f"one entry per {c.hca_rate} tokens: its cache grows by "
             f"{size(cache_profile(facts)[0])} per token "
-            f"({doc('22-sparse-attention', 'choosing fewer keys')})."
+            f"({doc('22b-compressed-attention', 'compressed attention')})."
         )
     if facts.indexer is not None and facts.latent is not None:
         notes.append(
