@@ -22,6 +22,7 @@ import attention.figures  # noqa: E402
 from attention import PagedKVCache  # noqa: E402
 from attention.figures import (  # noqa: E402  # noqa: E402
     FACECOLOR,
+    SMALLEST_TEXT_POINTS,
     attention_anatomy,
     backward_blocks,
     basics,
@@ -52,7 +53,9 @@ from attention.figures import (  # noqa: E402  # noqa: E402
     rotary_pairs,
     scaled_dot_product_diagram,
     sink_and_gate,
+    smallest_text_points,
     style,
+    tiled_scores,
 )
 
 
@@ -95,6 +98,7 @@ DRAWINGS = {
     "backward_blocks": lambda: backward_blocks(12, 3).figure,
     "merge_picture": lambda: merge_picture(X[5] @ X.T, 3),
     "ring_steps": lambda: ring_steps(4, causal=True, zigzag=True),
+    "tiled_scores": lambda: tiled_scores(X @ X.T, 2, highlight=4, layout="stacked"),
     "cache_against_context": lambda: cache_against_context(["gpt-oss-20b", "Llama 3.1 70B"]),
     "compression_pipeline": lambda: compression_pipeline(4, 12),
     "compressed_cache_growth": lambda: compressed_cache_growth(4, 4, 5, 10),
@@ -106,7 +110,14 @@ DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash, compressed)
 
 
 def test_every_drawing_function_is_checked_for_its_background():
-    readers = {"kv_sources", "labelled_texts", "entry_sources"}  # they draw nothing
+    # They draw nothing: they read a figure, or compute what one shows.
+    readers = {
+        "kv_sources",
+        "labelled_texts",
+        "entry_sources",
+        "running_max_and_sum",
+        "smallest_text_points",
+    }
     drawing = {
         name
         for module in (*DIAGRAM_MODULES, style)
@@ -135,3 +146,10 @@ def test_saved_figures_are_opaque_to_their_edges(name):
     assert image[..., 3].min() == 1.0
     for corner in (image[0, 0], image[0, -1], image[-1, 0], image[-1, -1]):
         assert tuple(corner) == to_rgba(FACECOLOR)
+
+
+@pytest.mark.parametrize("name", sorted(DRAWINGS))
+def test_no_drawing_writes_under_the_sites_smallest_text(name):
+    """The site's phone check counts on it: at its own size (100 dots per inch), a
+    figure's smallest label is SMALLEST_TEXT_POINTS / 72 * 100 = 8.3 CSS pixels."""
+    assert smallest_text_points(DRAWINGS[name]()) >= SMALLEST_TEXT_POINTS

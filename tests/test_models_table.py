@@ -52,7 +52,13 @@ from attention.models.facts import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted([*(ROOT / "docs" / "chapters").glob("*.md"), ROOT / "docs" / "index.md"])
+PAGES = sorted(
+    [
+        *(ROOT / "docs" / "chapters").glob("*.md"),
+        ROOT / "docs" / "index.md",
+        ROOT / "docs" / "which-model-uses-what.md",
+    ]
+)
 SCRIPTS = sorted((ROOT / "gallery").glob("*.py"))
 
 

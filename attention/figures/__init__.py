@@ -26,8 +26,8 @@ shape or text as well as colour.
   cache holds while decoding (chapter 22b).
 * :mod:`~attention.figures.recurrent`: the delta rule and Gated DeltaNet (chapters
   20 and 21).
-* :mod:`~attention.figures.flash`: the backward pass's blocks, one merge, a ring
-  (chapters 27 and 28).
+* :mod:`~attention.figures.flash`: the online softmax's tiles, the backward pass's
+  blocks, one merge, a ring (chapters 7, 27 and 28).
 
 Everything public is importable from here:
 
@@ -68,7 +68,13 @@ from attention.figures.compressed import (
     compression_pipeline,
     entry_sources,
 )
-from attention.figures.flash import backward_blocks, merge_picture, ring_steps
+from attention.figures.flash import (
+    backward_blocks,
+    merge_picture,
+    ring_steps,
+    running_max_and_sum,
+    tiled_scores,
+)
 from attention.figures.heatmaps import ANNOTATE_MAX, Curve, head_grid, heatmap, memory_curves
 from attention.figures.layers import (
     dsa_pipeline,
@@ -92,11 +98,14 @@ from attention.figures.style import (
     MASKED_HATCH,
     MASKED_HATCH_COLOR,
     MUTED,
+    PHONE_WIDTH_INCHES,
     SEQUENCE_FILLS,
     SHARED_FILL,
     SIGNED_CMAP,
+    SMALLEST_TEXT_POINTS,
     ink,
     labelled_texts,
+    smallest_text_points,
 )
 
 __all__ = [
@@ -114,9 +123,11 @@ __all__ = [
     "MASKED_HATCH",
     "MASKED_HATCH_COLOR",
     "MUTED",
+    "PHONE_WIDTH_INCHES",
     "SEQUENCE_FILLS",
     "SHARED_FILL",
     "SIGNED_CMAP",
+    "SMALLEST_TEXT_POINTS",
     "STAGES",
     "Curve",
     "attention_anatomy",
@@ -147,6 +158,9 @@ __all__ = [
     "ring_steps",
     "roadmap",
     "rotary_pairs",
+    "running_max_and_sum",
     "scaled_dot_product_diagram",
     "sink_and_gate",
+    "smallest_text_points",
+    "tiled_scores",
 ]
