@@ -1,9 +1,10 @@
 """The tiny decoders the serving tests run, and their greedy answers from ``generate``.
 
 A Llama-family model built from a config with seeded random weights, in float64.
-``transformers`` computes RoPE's angles in float32 even in a float64 model;
-:func:`float64_rope` swaps them for float64 ones (``hf_models.rope_cos_sin``), so that
-the model and the engine, whose attention is the package's, agree to 1e-10.
+``transformers`` computes RoPE's angles (and Qwen3's QK-norms) in float32 even in a
+float64 model; :func:`float64_rope` swaps them for float64 ones
+(``hf_models.rope_cos_sin``, ``hf_models.float64_norms``), so that the model and the
+engine, whose attention is the package's, agree to 1e-10.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from hf_models import rope_cos_sin
+from hf_models import float64_norms, rope_cos_sin
 
 VOCAB = 48
 
@@ -29,6 +30,8 @@ def float64_rope(model: torch.nn.Module) -> torch.nn.Module:
         return cos.to(x.dtype), sin.to(x.dtype)
 
     model.model.rotary_emb.forward = forward
+    for layer in model.model.layers:  # Qwen3's QK-norms; Llama has none
+        float64_norms(layer.self_attn, ("q_norm", "k_norm"))
     return model
 
 
@@ -50,7 +53,8 @@ def tiny_model(seed: int = 0, model_type: str = "llama") -> torch.nn.Module:
             model = Qwen3ForCausalLM(Qwen3Config(**sizes))
         else:
             model = LlamaForCausalLM(LlamaConfig(**sizes))
-    return float64_rope(model.double().eval())
+    model = model.double().eval()
+    return float64_rope(model)
 
 
 @functools.cache
