@@ -74,6 +74,8 @@ def _greedy(seed: int, model_type: str, prompt: tuple[int, ...], max_new_tokens:
     extra = {} if chunk is None else {"prefill_chunk_size": chunk}
     out = model.generate(
         ids,
+        # Every token is real: without a mask, generate would take pad_token_id's for padding.
+        attention_mask=torch.ones_like(ids),
         max_new_tokens=max_new_tokens,
         min_new_tokens=max_new_tokens,
         do_sample=False,

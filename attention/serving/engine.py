@@ -225,9 +225,28 @@ class Engine:
         """Whether any request waits or runs."""
         return bool(self.waiting or self.running)
 
-    def run(self) -> dict[int, list[int]]:
-        """Step until every request has finished; each request's generated tokens."""
-        while self.has_work:
+    def run(
+        self, arrivals: Sequence[tuple[int, Sequence[int], int]] = ()
+    ) -> dict[int, list[int]]:
+        """Step until every request has finished; each request's generated tokens, by id.
+
+        Parameters
+        ----------
+        arrivals : list of (step, prompt, max_new_tokens)
+            Requests that arrive later: each is submitted just before the engine's
+            step ``step`` (counting every step this engine has taken), in the order
+            given, which must not go back in time. Their ids follow those already
+            submitted, in that order. A step with nothing to run still counts.
+        """
+        owner = f"{type(self).__name__}.run"
+        pending = deque(arrivals)
+        steps = [_checks.whole_number(owner, item[0], "arrival steps must be ints") for item in pending]
+        if any(later < earlier for earlier, later in zip(steps, steps[1:], strict=False)):
+            raise ValueError(f"{owner}: arrivals must be in order of their steps, got {steps}")
+        while pending or self.has_work:
+            while pending and pending[0][0] <= len(self.records):
+                _, prompt, max_new_tokens = pending.popleft()
+                self.submit(prompt, max_new_tokens)
             self.step()
         return {rid: list(r.output) for rid, r in self.requests.items()}
 
