@@ -12,9 +12,8 @@ from __future__ import annotations
 import functools
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
-
 from hf_models import float64_norms, rope_cos_sin
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 VOCAB = 48
 

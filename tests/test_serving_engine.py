@@ -17,9 +17,9 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from serving_models import VOCAB, greedy, shared_model
 
 from attention.serving import Admission, Engine, ModelRunner
-from serving_models import VOCAB, greedy, shared_model
 
 SYSTEM = [3, 14, 15, 9, 26, 5, 35, 8, 9, 7]  # a shared system prompt of 10 tokens
 
@@ -35,13 +35,13 @@ def trace() -> list[tuple[int, list[int], int]]:
     other = [44, 2, 19, 23, 40, 11]
     long = torch.randint(0, VOCAB, (37,), generator=generator).tolist()
     return [
-        (0, SYSTEM + [1, 2, 3], 6),
-        (0, other + [4, 5], 5),
-        (1, SYSTEM + [6, 7, 8, 9, 10], 4),
+        (0, [*SYSTEM, 1, 2, 3], 6),
+        (0, [*other, 4, 5], 5),
+        (1, [*SYSTEM, 6, 7, 8, 9, 10], 4),
         (2, long, 3),
-        (4, SYSTEM + [1, 2, 3, 12], 6),
+        (4, [*SYSTEM, 1, 2, 3, 12], 6),
         (4, [17], 7),
-        (9, other + [4, 5, 30], 2),
+        (9, [*other, 4, 5, 30], 2),
         (12, SYSTEM, 5),
     ]
 
@@ -97,7 +97,9 @@ def cached_tokens(prompt: list[int], max_new: int) -> list[int]:
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 def test_the_reuse_decisions_are_the_ones_the_traces_shared_prefixes_imply():
@@ -127,7 +129,7 @@ def test_the_reuse_decisions_are_the_ones_the_traces_shared_prefixes_imply():
 
 
 def test_cached_blocks_are_evicted_least_recently_used_when_the_pool_needs_them():
-    first, second = SYSTEM + [1, 2, 3], [40 + i % 8 for i in range(13)]
+    first, second = [*SYSTEM, 1, 2, 3], [40 + i % 8 for i in range(13)]
     # Room for one request's blocks only: the second evicts the first's prefix.
     small = engine(num_blocks=4, block_size=4)
     small.run([(0, first, 1), (5, second, 1), (10, first, 1)])

@@ -71,11 +71,11 @@ def test_match_finds_the_longest_cached_prefix_and_never_the_last_token():
     table = written(cache, 0, 12)
     for hash_, block in zip(block_hashes(prompt, 4), table, strict=True):
         assert index.register(hash_, block)
-    assert index.match(prompt + [99]) == table  # all three blocks, then a token to compute
+    assert index.match([*prompt, 99]) == table  # all three blocks, then a token to compute
     assert index.match(prompt) == table[:2]  # the last token must be computed: 2 blocks
     assert index.match(prompt, keep_last=False) == table
     assert index.match([0, 1, 2, 3, 4, 5, 6, 0, 8]) == table[:1]  # a miss in block 1
-    assert index.match([5] + prompt) == []
+    assert index.match([5, *prompt]) == []
 
 
 def test_indexed_blocks_outlive_their_request_and_go_least_recently_used_first():

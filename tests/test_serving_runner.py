@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hf_models import EXACT
+from serving_models import VOCAB, shared_model
 from transformers import MistralConfig, MistralForCausalLM
 
 from attention.serving import ModelRunner, cu_seqlens_of
-from hf_models import EXACT
-from serving_models import VOCAB, shared_model
 
 
 def prompts(seed: int, lengths: list[int]) -> list[list[int]]:

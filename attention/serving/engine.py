@@ -27,6 +27,7 @@ how the pool's blocks stood.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -190,7 +191,8 @@ class Engine:
             raise TypeError(
                 f"{owner}: prompt must be a list of token ids, got {type(prompt).__name__}"
             )
-        tokens = [_checks.whole_number(owner, t, "prompt must hold ints, token ids") for t in prompt]
+        what = "prompt must hold ints, token ids"
+        tokens = [_checks.whole_number(owner, t, what) for t in prompt]
         if not tokens:
             raise ValueError(
                 f"{owner}: prompt is empty; a request needs at least one token to start from"
@@ -225,9 +227,7 @@ class Engine:
         """Whether any request waits or runs."""
         return bool(self.waiting or self.running)
 
-    def run(
-        self, arrivals: Sequence[tuple[int, Sequence[int], int]] = ()
-    ) -> dict[int, list[int]]:
+    def run(self, arrivals: Sequence[tuple[int, Sequence[int], int]] = ()) -> dict[int, list[int]]:
         """Step until every request has finished; each request's generated tokens, by id.
 
         Parameters
@@ -240,8 +240,9 @@ class Engine:
         """
         owner = f"{type(self).__name__}.run"
         pending = deque(arrivals)
-        steps = [_checks.whole_number(owner, item[0], "arrival steps must be ints") for item in pending]
-        if any(later < earlier for earlier, later in zip(steps, steps[1:], strict=False)):
+        what = "arrival steps must be ints"
+        steps = [_checks.whole_number(owner, item[0], what) for item in pending]
+        if any(later < earlier for earlier, later in itertools.pairwise(steps)):
             raise ValueError(f"{owner}: arrivals must be in order of their steps, got {steps}")
         while pending or self.has_work:
             while pending and pending[0][0] <= len(self.records):

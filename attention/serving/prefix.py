@@ -75,8 +75,7 @@ def block_hash(parent_hash: int | None, tokens: Sequence[int]) -> int:
         parent = _checks.whole_number(owner, parent_hash, "parent_hash must be an int or None")
         if not 0 <= parent < 2**64:
             raise ValueError(
-                f"{owner}: parent_hash must be an unsigned 64-bit int, in [0, 2**64), "
-                f"got {parent}"
+                f"{owner}: parent_hash must be an unsigned 64-bit int, in [0, 2**64), got {parent}"
             )
         digest.update(parent.to_bytes(8, "little", signed=False))
     digest.update(array("i", ids).tobytes())
@@ -209,7 +208,7 @@ class PrefixCache:
     def evict(self, num_blocks: int) -> int:
         """Free up to ``num_blocks`` cached blocks, least recently used first; how many went."""
         wanted = _checks.whole_number("PrefixCache.evict", num_blocks, "num_blocks must be an int")
-        evicted = []
+        evicted: list[int] = []
         for hash_, block in self._blocks.items():
             if len(evicted) == wanted:
                 break

@@ -25,6 +25,7 @@ per request serves every layer.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -109,24 +110,29 @@ class ModelRunner:
             )
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise ValueError(
-                f"{owner}: model_type must be one of {SUPPORTED_MODEL_TYPES}, got "
-                f"{model_type!r}"
+                f"{owner}: model_type must be one of {SUPPORTED_MODEL_TYPES}, got {model_type!r}"
             )
-        self.model = model
-        decoder = model.model
+        # transformers' modules, read by their public attribute names
+        self.model: Any = model
+        decoder: Any = self.model.model
         self.attention: list[GroupedQueryAttention] = []
         for index, layer in enumerate(decoder.layers):
             attention = from_transformers(layer.self_attn).eval()
-            plain = isinstance(attention, GroupedQueryAttention) and all(
-                part is None
-                for part in (attention.window, attention.chunk, attention.softcap)
-                + (attention.sinks, attention.W_gate, attention.v_norm)
-            )
-            if not plain or attention.W_value is None:
+            if not isinstance(attention, GroupedQueryAttention) or any(
+                part is not None
+                for part in (
+                    *(attention.window, attention.chunk, attention.softcap),
+                    *(attention.sinks, attention.W_gate, attention.v_norm),
+                )
+            ):
                 raise ValueError(
                     f"{owner}: layer {index} must be full causal attention (a "
                     f"GroupedQueryAttention with no window, chunk, softcap, sinks, gate or "
                     f"value norm), got {attention!r}"
+                )
+            if attention.W_value is None:  # Gemma 4's values are its keys
+                raise ValueError(
+                    f"{owner}: layer {index} must have its own values (W_value), got none"
                 )
             self.attention.append(attention)
         first = self.attention[0]
@@ -207,7 +213,8 @@ class ModelRunner:
         decoder = self.model.model
         hidden = decoder.embed_tokens(torch.tensor([tokens], device=device))  # (1, total, d)
         new_keys, new_values = [], []
-        for index, (layer, attention) in enumerate(zip(decoder.layers, self.attention, strict=True)):
+        layers = zip(decoder.layers, self.attention, strict=True)
+        for index, (layer, attention) in enumerate(layers):
             x = layer.input_layernorm(hidden)
             heads, keys, values = self._attend_packed(attention, x, index, past, starts, cu_seqlens)
             new_keys.append(keys)
@@ -247,8 +254,9 @@ class ModelRunner:
                 q, k = attention.rotary(q, start), attention.rotary(k, start)
             keys_out.append(k[0].transpose(0, 1))
             values_out.append(v[0].transpose(0, 1))
-            if past[i] is not None:
-                past_keys, past_values = past[i]
+            held = past[i]
+            if held is not None:
+                past_keys, past_values = held
                 k = torch.cat((self._layer_heads(past_keys, layer), k), dim=2)
                 v = torch.cat((self._layer_heads(past_values, layer), v), dim=2)
             num_new = q.shape[2]
