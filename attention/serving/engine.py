@@ -256,9 +256,11 @@ class Engine:
     def _blocks_for(self, num_tokens: int) -> int:
         return math.ceil(num_tokens / self.cache.block_size)
 
-    def _available(self, promised: int) -> int:
+    def _cached(self) -> int:
+        return 0 if self.prefix_cache is None else self.prefix_cache.num_cached_blocks
+
+    def _available(self, promised: int, cached: int) -> int:
         """Blocks a new write may take: free ones and evictable cached ones, less promised."""
-        cached = 0 if self.prefix_cache is None else self.prefix_cache.num_cached_blocks
         return self.cache.num_free_blocks + cached - promised
 
     def _preempt(self, request: Request) -> None:
@@ -284,6 +286,7 @@ class Engine:
         scheduled: list[tuple[Request, int, str]] = []
         preempted: list[int] = []
         admitted: list[Admission] = []
+        cached = self._cached()  # counted again only when a preemption or admission changes it
         for request in list(self.running):
             if request not in self.running:  # preempted this step by one before it
                 continue
@@ -294,10 +297,11 @@ class Engine:
                 continue
             held = len(self.cache.block_table(request.request_id))
             need = self._blocks_for(request.num_computed + num) - held
-            while need > self._available(promised):
+            while need > self._available(promised, cached):
                 victim = self.running[-1]
                 self._preempt(victim)
                 preempted.append(victim.request_id)
+                cached = self._cached()  # its blocks that the index holds are cached now
                 if victim is request:
                     break
             if request not in self.running:
@@ -313,8 +317,9 @@ class Engine:
             need = self._blocks_for(computed + num) - len(hits)
             # The hit blocks are about to gain a reader: they stop being evictable.
             hit_cached = sum(self.cache.references(b) == 1 for b in hits)
-            if need > self._available(promised) - hit_cached:
+            if need > self._available(promised, cached) - hit_cached:
                 break
+            cached -= hit_cached
             self.waiting.popleft()
             self.cache.add(request.request_id, prefix_blocks=hits)
             request.num_computed = computed
