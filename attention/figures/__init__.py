@@ -26,6 +26,8 @@ shape or text as well as colour.
   20 and 21).
 * :mod:`~attention.figures.flash`: the backward pass's blocks, one merge, a ring
   (chapters 27 and 28).
+* :mod:`~attention.figures.serving`: the serving engine's steps and its pool over
+  time (chapter 26b).
 
 Everything public is importable from here:
 
@@ -71,6 +73,7 @@ from attention.figures.layers import (
     sink_and_gate,
 )
 from attention.figures.recurrent import delta_chunks, delta_rule_step, gated_deltanet_diagram
+from attention.figures.serving import pool_over_time, scheduler_timeline
 from attention.figures.style import (
     CURRENT,
     DONE,
@@ -134,9 +137,11 @@ __all__ = [
     "merge_picture",
     "packing_diagram",
     "paged_blocks",
+    "pool_over_time",
     "ring_steps",
     "roadmap",
     "rotary_pairs",
     "scaled_dot_product_diagram",
+    "scheduler_timeline",
     "sink_and_gate",
 ]
