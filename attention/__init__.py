@@ -65,7 +65,11 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 :class:`GatedDeltaNetCache`.
 :func:`topk_sparse_attention` keeps the softmax but lets each query read only the
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
-:class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers.
+:class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers, and
+:func:`indexer_kl_loss` trains the indexer to follow the attention.
+:mod:`attention.selection` picks blocks of keys instead: :class:`BlockTopKAttention`
+pools an indexer's scores into blocks and reads the best ones (MiniMax-M3), and
+:class:`QSAAttention` spends a token budget on compressed blocks (Qwen4-Exp's QSA).
 
 **Part V, attention in serving.** :class:`PagedKVCache` keeps many sequences' keys
 and values in one pool of fixed-size blocks, each sequence's listed in its block
@@ -164,6 +168,17 @@ from attention.positions import (
 from attention.ring import ring_attention, ring_positions, ring_work, simulate_ring_attention
 from attention.rope import Rotary, apply_rope, apply_rope_interleaved, rope_frequencies
 from attention.scaled import scaled_dot_product_weights
+from attention.selection import (
+    BlockTopKAttention,
+    BlockTopKCache,
+    BlockTopKIndexer,
+    QSAAttention,
+    QSACache,
+    QSAIndexer,
+    block_sparse_attention,
+    pool_block_scores,
+    select_blocks,
+)
 from attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attention.shared_kv import SharedKVAttention
 from attention.simple import (
@@ -179,6 +194,7 @@ from attention.sparse import (
     LightningIndexer,
     SparseLatentAttention,
     SparseLatentCache,
+    indexer_kl_loss,
     topk_sparse_attention,
 )
 from attention.step import attend
@@ -194,6 +210,9 @@ __all__ = [
     "SWITCH_SENTENCE",
     "SWITCH_TOKENS",
     "TOKENS",
+    "BlockTopKAttention",
+    "BlockTopKCache",
+    "BlockTopKIndexer",
     "Cache",
     "CausalAttention",
     "CrossAttention",
@@ -213,6 +232,9 @@ __all__ = [
     "NoPEWithTemperature",
     "PagedKVCache",
     "ProjectionRMSNorm",
+    "QSAAttention",
+    "QSACache",
+    "QSAIndexer",
     "QuantizedKV",
     "QuantizedKVCache",
     "RMSNorm",
@@ -230,6 +252,7 @@ __all__ = [
     "apply_rope_interleaved",
     "attend",
     "attention_weights",
+    "block_sparse_attention",
     "causal_mask",
     "check_version",
     "chunked_mask",
@@ -238,6 +261,7 @@ __all__ = [
     "flash_attention",
     "gated_delta_rule",
     "grouped_query_attention",
+    "indexer_kl_loss",
     "kv_cache_bytes_per_token",
     "latent_cache_bytes_per_token",
     "layer_for",
@@ -245,6 +269,7 @@ __all__ = [
     "merge_attention_states",
     "padding_mask",
     "paged_attention",
+    "pool_block_scores",
     "quantize_kv",
     "relative_position_bucket",
     "ring_attention",
@@ -254,6 +279,7 @@ __all__ = [
     "scaled_dot_product_weights",
     "scores_for_all",
     "scores_for_query",
+    "select_blocks",
     "simple_self_attention",
     "simulate_ring_attention",
     "sinusoidal_positions",

@@ -16,6 +16,8 @@ costs O(N) indexer work, but with few, small heads; the attention itself costs O
 * :class:`~attention.SparseLatentAttention` and :class:`~attention.SparseLatentCache`:
   the two together in DeepSeek-V3.2's layer, MLA over the chosen keys, as
   ``DeepseekV32Attention``.
+* :func:`~attention.indexer_kl_loss`: how the indexer is trained, to match the
+  attention's weights summed over its heads.
 
 Both align the queries to the end of the keys, as in decoding: with ``num_queries``
 queries and ``num_keys`` keys, query ``i`` is the token at position
@@ -41,6 +43,7 @@ __all__ = [
     "LightningIndexer",
     "SparseLatentAttention",
     "SparseLatentCache",
+    "indexer_kl_loss",
     "topk_sparse_attention",
 ]
 
@@ -248,6 +251,84 @@ def _check_qkv(owner: str, q: object, k: object, v: object) -> None:
             f"least num_queries, got {q.shape[2]} queries (q of shape {tuple(q.shape)}) and "
             f"{k.shape[2]} keys (k of shape {tuple(k.shape)})"
         )
+
+
+def indexer_kl_loss(
+    index_scores: torch.Tensor,
+    attention_weights: torch.Tensor,
+    chosen: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DeepSeek-V3.2's loss for its indexer: how far its scores are from the attention.
+
+    The target of query ``t`` is the main attention's weights summed over its heads and
+    normalised to sum to 1, ``p[t] = sum_h a[h, t] / sum_s sum_h a[h, t, s]``; the
+    indexer's distribution is ``softmax(I[t])`` over the keys it scores. The loss is
+    ``KL(p[t] || softmax(I[t]))``, averaged over the queries. The target carries no
+    gradient: only the indexer learns (DeepSeek detaches the indexer's input from the
+    model, and first trains it alone, the model frozen, with dense attention: the
+    *warm-up*). In the sparse stage that follows, ``chosen`` restricts both
+    distributions to the keys the indexer picked.
+
+    Parameters
+    ----------
+    index_scores : torch.Tensor, shape (batch, num_queries, num_keys)
+        The indexer's scores, ``-inf`` at keys the query may not see
+        (:class:`LightningIndexer`'s output).
+    attention_weights : torch.Tensor, shape (batch, heads, num_queries, num_keys)
+        The main attention's weights over the same keys (each row sums to 1).
+    chosen : torch.Tensor of bool, optional
+        ``True`` at the keys each query read, ``(batch, num_queries, num_keys)``; default
+        every key it may see.
+
+    Returns
+    -------
+    torch.Tensor, a scalar
+        The mean over queries of the KL divergence, in nats: 0 when the indexer's
+        softmax equals the target.
+
+    Examples
+    --------
+    >>> import torch
+    >>> weights = torch.tensor([[[[1.0, 0.0], [0.5, 0.5]]]])  # 1 head, 2 queries
+    >>> scores = torch.tensor([[[0.0, float("-inf")], [0.0, 0.0]]])
+    >>> indexer_kl_loss(scores, weights)  # already the same distributions
+    tensor(0.)
+    >>> round(indexer_kl_loss(torch.tensor([[[0.0, -9.0], [2.0, 0.0]]]), weights).item(), 4)
+    0.217
+    """
+    owner = "indexer_kl_loss"
+    index_scores = _checks.float_tensor(
+        owner, "index_scores", index_scores, 3, "(batch, num_queries, num_keys)"
+    )
+    attention_weights = _checks.float_tensor(
+        owner, "attention_weights", attention_weights, 4, "(batch, heads, num_queries, num_keys)"
+    )
+    batch, _, num_queries, num_keys = attention_weights.shape
+    if tuple(index_scores.shape) != (batch, num_queries, num_keys):
+        raise ValueError(
+            f"{owner}: expected index_scores of shape (batch, num_queries, num_keys) = "
+            f"{(batch, num_queries, num_keys)}, from attention_weights "
+            f"{tuple(attention_weights.shape)}, got {tuple(index_scores.shape)}"
+        )
+    target = attention_weights.detach().sum(dim=1)  # (b, n, keys): every head's share
+    if chosen is not None:
+        chosen = _checks.bool_mask(
+            owner, chosen, "a bool mask (batch, num_queries, num_keys)", tuple(target.shape)
+        )
+        target = target * chosen
+        index_scores = index_scores.masked_fill(~chosen, float("-inf"))
+    mass = target.sum(dim=-1, keepdim=True)
+    if bool((mass <= 0).any()):
+        raise ValueError(
+            f"{owner}: expected every query to give weight to a key it keeps, got a query "
+            f"whose target sums to 0 (its weights all fall outside chosen)"
+        )
+    target = target / mass
+    log_q = torch.log_softmax(index_scores, dim=-1)
+    # p log p - p log q over the keys with p > 0; where p = 0 nothing is owed
+    kept = target > 0
+    terms = torch.where(kept, target * (torch.log(target.clamp_min(1e-300)) - log_q), 0.0)
+    return terms.sum(dim=-1).mean()
 
 
 #: Keywords the indexer used to take, and what to write now.

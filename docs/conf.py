@@ -35,6 +35,9 @@ extensions = [
     "explorer_data",  # the attention explorer's numbers, checked against the chapters
     "config_reader",  # the calculator's config reader: Pyodide and the package's modules
     "model_cards",  # a page per model of MODELS, written into docs/models/ as the build starts
+    "reading_path",  # each Part's "you are here" strip, and its landing page's and recap's lists
+    "source_excerpts",  # literalinclude without the package's argument checks
+    "dropdown_cells",  # the hidden cells after a dropdown (its checks) go inside it
 ]
 
 exclude_patterns = [

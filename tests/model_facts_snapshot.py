@@ -12,7 +12,8 @@ to its paper's 47B (its record alone changed; new entries add theirs), when the
 releases' quantized weights became facts (every record gained ``quantized_dtype`` and
 ``quantized_parameters``), and when MiMo-V2-Flash brought sinks in the sliding
 layers alone and a scale on the values (every record gained those two keys, no
-figure changed). Run it
+figure changed), and when nine models without a whole released file gained the count
+their paper or model card cites (those records' two count keys alone changed). Run it
 again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py

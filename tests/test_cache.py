@@ -24,6 +24,8 @@ import torch
 
 import attention
 from attention import (
+    BlockTopKAttention,
+    BlockTopKCache,
     Cache,
     CrossAttention,
     CrossAttentionCache,
@@ -37,6 +39,8 @@ from attention import (
     MultiHeadLatentAttention,
     NoPEWithTemperature,
     PagedKVCache,
+    QSAAttention,
+    QSACache,
     QuantizedKVCache,
     Rotary,
     SparseLatentAttention,
@@ -83,6 +87,21 @@ def dsa() -> SparseLatentAttention:
     )  # fmt: skip
 
 
+def block_top_k() -> BlockTopKAttention:
+    torch.manual_seed(0)
+    return BlockTopKAttention(
+        8, 8, 64, num_heads=2, num_kv_heads=1, index_head_dim=4, block_size=2, top_k_blocks=2
+    )
+
+
+def qsa() -> QSAAttention:
+    torch.manual_seed(0)
+    return QSAAttention(
+        8, 8, 64, num_heads=2, num_kv_heads=1, index_num_heads=2, index_head_dim=4, budget=2,
+        compress_ratio=2,
+    )  # fmt: skip
+
+
 def deltanet() -> GatedDeltaNet:
     torch.manual_seed(0)
     return GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4, value_head_dim=3)
@@ -107,6 +126,8 @@ def held_tensors(cache) -> list[torch.Tensor]:
         return [cache.latent, cache.rope_keys, *extra]
     if isinstance(cache, GatedDeltaNetCache):
         return [cache.conv_state, cache.recurrent_state]
+    if isinstance(cache, BlockTopKCache | QSACache):
+        return [cache.keys, cache.values, cache.index_keys]
     return [cache.keys, cache.values]
 
 
@@ -127,6 +148,8 @@ CASES = {
     ],
     LatentCache: [(mla, LatentCache, lambda n: n, "crops")],
     SparseLatentCache: [(dsa, SparseLatentCache, lambda n: n, "crops")],
+    BlockTopKCache: [(block_top_k, BlockTopKCache, lambda n: n, "crops")],
+    QSACache: [(qsa, QSACache, lambda n: n, "crops")],
     GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: 0, "recurrent state")],
     CrossAttentionCache: [(cross, CrossAttentionCache, lambda n: 3, "keeps the context")],
 }
@@ -139,14 +162,17 @@ def test_every_cache_class_is_discovered_and_has_a_case():
 
 
 KEY_VALUE = {KVCache, StreamingCache, QuantizedKVCache}
+#: Keys and values with an indexer's keys beside them: caches of keys and values, which
+#: only their own layer takes (it fills the indexer's keys).
+INDEXED_KEY_VALUE = {BlockTopKCache, QSACache}
 
 
 @pytest.mark.parametrize("cls", [c for c in discovered() if c not in MULTI_SEQUENCE])
 def test_the_caches_of_keys_and_values_and_only_they_implement_key_value_cache(cls):
     for _, make, _, _ in CASES[cls]:
         cache = make()
-        assert isinstance(cache, KeyValueCache) == (cls in KEY_VALUE), cls
-        if cls in KEY_VALUE:
+        assert isinstance(cache, KeyValueCache) == (cls in KEY_VALUE | INDEXED_KEY_VALUE), cls
+        if cls in KEY_VALUE | INDEXED_KEY_VALUE:
             assert cache.window in (None, 4) and cache.chunk in (None, 4)
 
 
@@ -253,6 +279,8 @@ LAYERS = {
     "NoPEWithTemperature": (nope, KEY_VALUE),  # a subclass takes what its base takes
     "MultiHeadLatentAttention": (mla, {LatentCache}),
     "SparseLatentAttention": (dsa, {SparseLatentCache}),
+    "BlockTopKAttention": (block_top_k, {BlockTopKCache}),
+    "QSAAttention": (qsa, {QSACache}),
     "GatedDeltaNet": (deltanet, {GatedDeltaNetCache}),
     "CrossAttention": (cross, {CrossAttentionCache}),
     "LightningIndexer": (indexer, {KVCache}),
@@ -264,6 +292,8 @@ BELONGS = {
     QuantizedKVCache: "GroupedQueryAttention",
     LatentCache: "MultiHeadLatentAttention",
     SparseLatentCache: "SparseLatentAttention",
+    BlockTopKCache: "BlockTopKAttention",
+    QSACache: "QSAAttention",
     GatedDeltaNetCache: "GatedDeltaNet",
     CrossAttentionCache: "CrossAttention",
 }

@@ -29,11 +29,10 @@ from attention import (
     Cache,
     CrossAttention,
     CrossAttentionCache,
-    RMSNorm,
     layer_for,
     padding_mask,
 )
-from attention.models import Sizes
+from attention.models import Sizes, from_transformers
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -59,7 +58,10 @@ def randn(*shape, seed=1) -> torch.Tensor:
 
 
 def whisper_cross(ours: CrossAttention) -> WhisperAttention:
-    """``WhisperAttention`` with ``ours``'s weights: ``k_proj`` has no bias, so ours is 0."""
+    """``WhisperAttention`` with ``ours``'s weights: ``k_proj`` has no bias, so ours is 0.
+
+    Copied by hand: ``from_transformers`` reads only the layers ``layer_for`` builds,
+    and it builds none of an encoder-decoder."""
     config = WhisperConfig(d_model=ours.d_in, decoder_attention_heads=ours.num_heads)
     config._attn_implementation = "eager"
     theirs = WhisperAttention(
@@ -143,16 +145,11 @@ MLLAMA = st.fixed_dictionaries(
 
 
 def mllama_pair(sizes) -> tuple[CrossAttention, MllamaTextCrossAttention]:
-    """Our layer with Mllama's parts (GQA, RMSNorm per head), and theirs with its weights."""
+    """Mllama's cross-attention (GQA, RMSNorm per head) built from a config, its
+    QK-norms' weights drawn away from ones, and ours from it by ``from_transformers``."""
     heads = sizes["num_kv_heads"] * sizes["group"]
-    d = heads * sizes["head_dim"]
-    norms = {"q_norm": RMSNorm(sizes["head_dim"], 1e-5), "k_norm": RMSNorm(sizes["head_dim"], 1e-5)}
-    ours = make_cross(
-        d, d, d, sizes["seed"], num_heads=heads, num_kv_heads=sizes["num_kv_heads"],
-        out_bias=False, **norms,
-    )  # fmt: skip
     config = MllamaTextConfig(
-        hidden_size=d,
+        hidden_size=heads * sizes["head_dim"],
         num_attention_heads=heads,
         num_key_value_heads=sizes["num_kv_heads"],
         rms_norm_eps=1e-5,
@@ -160,13 +157,19 @@ def mllama_pair(sizes) -> tuple[CrossAttention, MllamaTextCrossAttention]:
         cross_attention_layers=[0],
     )
     config._attn_implementation = "eager"
-    theirs = MllamaTextCrossAttention(config, layer_idx=0).to(F64).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(sizes["seed"])
+        theirs = MllamaTextCrossAttention(config, layer_idx=0).to(F64).eval()
+    generator = torch.Generator().manual_seed(sizes["seed"])
     with torch.no_grad():
-        pairs = (("q_proj", "W_query"), ("k_proj", "W_key"), ("v_proj", "W_value"))
-        for name, mine in (*pairs, ("o_proj", "out_proj")):
-            getattr(theirs, name).weight.copy_(getattr(ours, mine).weight)
-        theirs.q_norm.weight.copy_(ours.q_norm.weight)
-        theirs.k_norm.weight.copy_(ours.k_norm.weight)
+        for norm in (theirs.q_norm, theirs.k_norm):  # a learned scale that is not all ones
+            norm.weight.copy_(torch.rand(norm.weight.shape, generator=generator) + 0.5)
+    ours = from_transformers(theirs)
+    assert (ours.num_kv_heads, ours.out_proj.bias, ours.q_norm.eps) == (
+        sizes["num_kv_heads"],
+        None,
+        1e-5,
+    )
     return ours, float64_norms(theirs, ("q_norm", "k_norm"))
 
 

@@ -13,9 +13,10 @@ state; ``g = 0, beta = 1`` against the plain delta rule written here; the groupi
 value heads over q/k heads against explicitly repeated heads.
 
 The layer, :class:`GatedDeltaNet`, against ``Qwen3NextGatedDeltaNet`` with the same
-weights: prefill, and prefill then one-token steps with each side's cache; at
-``EXACT`` in float64 with its float32 steps run in float64 inside the test
-(:func:`float64_qwen3_next`), and at ``FLOAT32_STEP`` as shipped, in float32.
+weights (copied from it by ``attention.models.from_transformers``): prefill, and
+prefill then one-token steps with each side's cache; at ``EXACT`` in float64 with its
+float32 steps run in float64 inside the test (:func:`float64_qwen3_next`), and at
+``FLOAT32_STEP`` as shipped, in float32.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (
 )
 
 from attention import GatedDeltaNet, GatedDeltaNetCache, KVCache, gated_delta_rule
+from attention.models import from_transformers
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -445,49 +447,36 @@ class Float64GatedNorm(nn.Module):
         return self.weight * x * F.silu(gate)
 
 
-def qwen3_next_layer(ours: GatedDeltaNet) -> tuple[nn.Module, Qwen3NextConfig]:
-    """Qwen3NextGatedDeltaNet (layer 0 of one linear-attention layer) with ``ours``' weights.
-
-    Its fused projections group the heads: for each q/k head, the rows of in_proj_qkvz
-    are that head's query, key, then its value heads' values and gates; the rows of
-    in_proj_ba are its value heads' b, then their a.
-    """
+def qwen3_next_pair(
+    dtype: torch.dtype = F64, seed: int = 0
+) -> tuple[GatedDeltaNet, nn.Module, Qwen3NextConfig]:
+    """Qwen3NextGatedDeltaNet (layer 0 of one linear-attention layer) at ``LAYER``'s
+    sizes, every weight random (its norm's and dt_bias too, its convolution larger),
+    and ours from it by ``from_transformers``, which unfuses its projections."""
     config = Qwen3NextConfig(
-        hidden_size=ours.d_in,
-        linear_num_key_heads=ours.num_key_heads,
-        linear_num_value_heads=ours.num_value_heads,
-        linear_key_head_dim=ours.key_head_dim,
-        linear_value_head_dim=ours.value_head_dim,
-        linear_conv_kernel_dim=ours.conv_size,
-        rms_norm_eps=ours.norm.eps,
+        hidden_size=LAYER["d_in"],
+        linear_num_key_heads=LAYER["num_key_heads"],
+        linear_num_value_heads=LAYER["num_value_heads"],
+        linear_key_head_dim=LAYER["key_head_dim"],
+        linear_value_head_dim=LAYER["value_head_dim"],
+        linear_conv_kernel_dim=LAYER["conv_size"],
+        rms_norm_eps=LAYER["eps"],
         hidden_act="silu",
         num_hidden_layers=1,
         layer_types=["linear_attention"],
     )
-    dtype = ours.W_query.weight.dtype
+    torch.manual_seed(seed)
     theirs = Qwen3NextGatedDeltaNet(config, layer_idx=0).to(dtype)
-    dk, dv = ours.key_head_dim, ours.value_head_dim
-    group = ours.num_value_heads // ours.num_key_heads
-    qkvz, ba = [], []
-    for h in range(ours.num_key_heads):
-        values = slice(h * group * dv, (h + 1) * group * dv)
-        heads = slice(h * group, (h + 1) * group)
-        qkvz += [
-            ours.W_query.weight[h * dk : (h + 1) * dk],
-            ours.W_key.weight[h * dk : (h + 1) * dk],
-            ours.W_value.weight[values],
-            ours.W_gate.weight[values],
-        ]
-        ba += [ours.W_beta.weight[heads], ours.W_decay.weight[heads]]
     with torch.no_grad():
-        theirs.in_proj_qkvz.weight.copy_(torch.cat(qkvz))
-        theirs.in_proj_ba.weight.copy_(torch.cat(ba))
-        theirs.conv1d.weight.copy_(ours.conv.weight)
-        theirs.dt_bias.copy_(ours.dt_bias)
-        theirs.A_log.copy_(ours.A_log)
-        theirs.norm.weight.copy_(ours.norm.weight)
-        theirs.out_proj.weight.copy_(ours.out_proj.weight)
-    return theirs, config
+        theirs.norm.weight.uniform_(0.5, 1.5)
+        theirs.dt_bias.normal_()
+        theirs.conv1d.weight.mul_(3.0)
+    ours = from_transformers(theirs, config=config)
+    assert {name: getattr(ours, name) for name in LAYER if name != "eps"} == {
+        name: size for name, size in LAYER.items() if name != "eps"
+    }
+    assert ours.norm.eps == LAYER["eps"] and ours.W_query.weight.dtype == dtype
+    return ours, theirs, config
 
 
 @contextlib.contextmanager
@@ -531,8 +520,7 @@ def layer_input(tokens: int, dtype: torch.dtype = F64, batch: int = 2, seed: int
 
 @pytest.mark.parametrize("tokens", [1, 3, 70], ids=["one", "shorter-than-conv", "two-chunks"])
 def test_layer_prefill_equals_qwen3_next_in_float64(tokens):
-    ours = make_layer()
-    theirs, _ = qwen3_next_layer(ours)
+    ours, theirs, _ = qwen3_next_pair()
     x = layer_input(tokens)
     with float64_qwen3_next(theirs), torch.no_grad():
         expected = theirs(x)
@@ -540,8 +528,7 @@ def test_layer_prefill_equals_qwen3_next_in_float64(tokens):
 
 
 def test_layer_prefill_equals_qwen3_next_as_shipped():
-    ours = make_layer(torch.float32)
-    theirs, _ = qwen3_next_layer(ours)
+    ours, theirs, _ = qwen3_next_pair(torch.float32)
     x = layer_input(9, torch.float32)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), theirs(x), **FLOAT32_STEP)
@@ -559,8 +546,7 @@ def decode_both(ours, theirs, config, x, prefill):
 
 @pytest.mark.parametrize("prefill", [2, 6], ids=["prefill-2", "prefill-6"])
 def test_layer_decoding_equals_qwen3_next_in_float64(prefill):
-    ours = make_layer(seed=3)
-    theirs, config = qwen3_next_layer(ours)
+    ours, theirs, config = qwen3_next_pair(seed=3)
     x = layer_input(10, seed=4)
     with float64_qwen3_next(theirs), torch.no_grad():
         out, expected, cache, their_cache = decode_both(ours, theirs, config, x, prefill)
@@ -572,8 +558,7 @@ def test_layer_decoding_equals_qwen3_next_in_float64(prefill):
 
 
 def test_layer_decoding_equals_qwen3_next_as_shipped():
-    ours = make_layer(torch.float32, seed=5)
-    theirs, config = qwen3_next_layer(ours)
+    ours, theirs, config = qwen3_next_pair(torch.float32, seed=5)
     x = layer_input(8, torch.float32, seed=6)
     with torch.no_grad():
         out, expected, _, _ = decode_both(ours, theirs, config, x, prefill=5)
@@ -647,9 +632,8 @@ PADDED = [[True] * 5 + [False] * 2, [False] * 3 + [True] * 4]
 def test_padded_batch_equals_qwen3_next_in_float64(chunk_size):
     """``allowed`` zeroes the padding's inputs, as Qwen3NextGatedDeltaNet does with its
     ``attention_mask`` (1 and 0), outputs and states alike."""
-    ours = make_layer(seed=9, chunk_size=chunk_size)
-    theirs, config = qwen3_next_layer(ours)
-    theirs.chunk_size = chunk_size
+    ours, theirs, config = qwen3_next_pair(seed=9)
+    ours.chunk_size = theirs.chunk_size = chunk_size
     x = layer_input(7, seed=10)
     allowed = torch.tensor(PADDED)
     cache, their_cache = GatedDeltaNetCache(), DynamicCache(config=config)
@@ -661,8 +645,7 @@ def test_padded_batch_equals_qwen3_next_in_float64(chunk_size):
 
 
 def test_padded_batch_equals_qwen3_next_as_shipped():
-    ours = make_layer(torch.float32, seed=11)
-    theirs, _ = qwen3_next_layer(ours)
+    ours, theirs, _ = qwen3_next_pair(torch.float32, seed=11)
     x = layer_input(7, torch.float32, seed=12)
     allowed = torch.tensor(PADDED)
     with torch.no_grad():

@@ -15,7 +15,14 @@ import transformers
 from tiny_configs import tiny_config
 
 from attention import MODELS
-from attention.models import bill, cache_bytes, layer_cache_numbers, parameter_count
+from attention.models import (
+    bill,
+    cache_bytes,
+    facts_from_config,
+    layer_cache_numbers,
+    parameter_count,
+    selection_cost,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -25,6 +32,30 @@ def test_the_parameter_count_is_that_of_the_built_model(model_type) -> None:
     config = tiny_config(model_type)
     model = transformers.AutoModelForCausalLM.from_config(config)
     assert parameter_count(config) == sum(p.numel() for p in model.parameters())
+
+
+def test_a_flat_encoder_decoder_counts_its_own_decoder() -> None:
+    """Whisper keeps its decoder's sizes under ``decoder_*`` names, which its causal LM
+    reads: counted from them, not from the class defaults its text config leaves there."""
+    fields = {
+        "d_model": 64,
+        "decoder_layers": 3,
+        "decoder_attention_heads": 4,
+        "decoder_ffn_dim": 96,
+        "encoder_layers": 1,
+        "encoder_attention_heads": 2,
+        "encoder_ffn_dim": 32,
+        "vocab_size": 100,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 1,
+        "decoder_start_token_id": 2,
+        "max_target_positions": 32,
+        "max_source_positions": 16,
+    }
+    model = transformers.WhisperForCausalLM(transformers.WhisperConfig(**fields))
+    built = sum(p.numel() for p in model.parameters())
+    assert parameter_count({"model_type": "whisper", **fields}) == built
 
 
 def test_the_released_gpt2_counts_as_the_table_says() -> None:
@@ -83,3 +114,68 @@ def test_mxfp4_weights_count_their_shared_scale() -> None:
     gpt_oss = MODELS["gpt-oss-20b"]
     assert bill(gpt_oss, 0, dtype="mxfp4", parameters=32).weights == 17
     assert bill(gpt_oss, 0, dtype="mxfp4", parameters=64 * 1024).weights == 34 * 1024
+
+
+# -- selection_cost ------------------------------------------------------------------------
+
+
+def _selection_facts(model_type: str, **fields):
+    return facts_from_config(transformers.CONFIG_MAPPING[model_type](**fields))
+
+
+def test_token_top_k_scores_every_key_and_reads_its_top_k():
+    v32 = MODELS["DeepSeek-V3.2"]
+    cost = selection_cost(v32, 100_000)
+    per_key = (v32.latent.kv_lora_rank + v32.latent.qk_rope_head_dim) * 2
+    assert (cost.selects, cost.scored, cost.kept) == ("tokens", 100_000, v32.indexer.top_k)
+    assert cost.bytes_read == 100_000 * v32.indexer.head_dim * 2 + v32.indexer.top_k * per_key
+    assert cost.index_multiply_adds == 100_000 * v32.indexer.num_heads * v32.indexer.head_dim
+    assert selection_cost(v32, 1000).kept == 1000  # fewer keys than top_k: all of them
+
+
+def test_block_top_k_reads_its_blocks_whole():
+    facts = _selection_facts(
+        "minimax_m3_vl_text", layer_types=["minimax_m3_sparse"] * 2, num_hidden_layers=2
+    )
+    indexer = facts.indexer
+    cost = selection_cost(facts, 50_000, dtype=1)
+    assert cost.selects == "blocks" and cost.scored == 50_000
+    assert cost.kept == indexer.top_k * indexer.block_size
+    assert cost.bytes_read == 50_000 * indexer.head_dim + cost.kept * 2 * 4 * 128
+
+
+def test_qsa_scores_one_key_per_complete_block_and_reads_budget_and_tail():
+    facts = _selection_facts(
+        "qwen4_exp_text",
+        head_dim=8,  # RoPE's dimensions fit the indexer's head
+        indexer_n_heads=2,
+        indexer_kv_heads=1,
+        indexer_head_dim=8,
+        indexer_budget=4,
+        indexer_compress_ratio=2,
+    )
+    cost = selection_cost(facts, 7)  # blocks 0-1, 2-3, 4-5 and the tail, token 6
+    assert (cost.selects, cost.scored, cost.kept) == ("compressed blocks", 3, 4 + 1)
+    assert selection_cost(facts, 3).kept == 3  # one block and its tail: all 3 tokens
+
+
+def test_compressed_sparse_attention_reads_its_top_k_entries_and_its_window():
+    v4 = MODELS["DeepSeek-V4-Flash"]
+    cost = selection_cost(v4, 1_000_000)
+    assert cost.selects == "compressed entries"
+    assert cost.scored == 1_000_000 // v4.compressed.csa_rate
+    assert cost.kept == v4.indexer.top_k + v4.local.tokens_kept
+    assert cost.bytes_read == cost.scored * v4.indexer.head_dim * 2 + cost.kept * v4.head_dim * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((MODELS["Llama 3 8B"], 100), ValueError, "select keys with an indexer"),
+        ((MODELS["DeepSeek-V3.2"], 0), ValueError, "tokens must be at least 1"),
+        (("DeepSeek-V3.2", 100), TypeError, "expected a ModelFacts"),
+    ],
+)
+def test_selection_cost_refuses_bad_input(args, error, match):
+    with pytest.raises(error, match=match):
+        selection_cost(*args)

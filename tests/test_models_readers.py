@@ -149,8 +149,6 @@ NOT_YET: dict[str, str] = {
     "config.per_layer_config[layer_idx]), with an indexer: a reader to come",
     "dots3_note_text": "latent sizes layer by layer (Dots3NoteTextAttention reads "
     "config.per_layer_config[layer_idx]), with an indexer: a reader to come",
-    "minimax_m3_vl_text": "an indexer over GQA keys (MiniMaxM3VLSparseCacheLayer.idx_keys), "
-    "where the facts tie an indexer to a latent: a reader to come",
 }
 #: Types whose model needs a call before it runs: X-MOD's language adapters.
 PREPARE = {"xmod": lambda model: model.roberta.set_default_language("en_XX")}

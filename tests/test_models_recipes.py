@@ -152,32 +152,37 @@ def test_smollm3_nope_layer_has_no_rotation(layout):
 def test_llama4_nope_layer_recipe_matches_llama4_text_attention(layout, floor_scale):
     """Scout's global NoPE layer: its queries scaled by the temperature, no QK-norm.
 
-    With Scout's floor_scale of 8192 the factor is 1 on these few tokens, and the
-    comparison is exact; with 2 it grows from the second token on, and transformers
-    computes it in float32.
+    The module's own layer comes from ``from_transformers``; it is the recipe's layer
+    (the same kind, scales and weight shapes). With Scout's floor_scale of 8192 the
+    factor is 1 on these few tokens, and the comparison is exact; with 2 it grows
+    from the second token on, and transformers computes it in float32.
     """
     layout = layout | {"qkv_bias": False}
     scout = changed(MODELS["Llama 4 Scout"], temperature_tuning={"floor_scale": floor_scale})
-    gqa = make_layer(layout, scout)
-    assert isinstance(gqa, NoPEWithTemperature) and gqa.q_norm is None
+    recipe = make_layer(layout, scout)
+    assert isinstance(recipe, NoPEWithTemperature) and recipe.q_norm is None
     config = Llama4TextConfig(
-        hidden_size=gqa.d_in,
-        num_attention_heads=gqa.num_heads,
-        num_key_value_heads=gqa.num_kv_heads,
-        head_dim=gqa.head_dim,
+        hidden_size=recipe.d_in,
+        num_attention_heads=recipe.num_heads,
+        num_key_value_heads=recipe.num_kv_heads,
+        head_dim=recipe.head_dim,
         num_hidden_layers=1,
         no_rope_layers=[0],  # 0: this layer is NoPE
         floor_scale=floor_scale,
-        attn_scale=gqa.attn_scale,
+        attn_scale=recipe.attn_scale,
         attn_temperature_tuning=True,
         use_qk_norm=True,  # on the RoPE layers only
         attn_implementation="sdpa",
     )
-    theirs = modeling_llama4.Llama4TextAttention(config, layer_idx=0).to(F64).eval()
-    with torch.no_grad():
-        for name, ours in (("q_proj", "W_query"), ("k_proj", "W_key"), ("v_proj", "W_value")):
-            getattr(theirs, name).weight.copy_(getattr(gqa, ours).weight)
-        theirs.o_proj.weight.copy_(gqa.out_proj.weight)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(layout["seed"])
+        theirs = modeling_llama4.Llama4TextAttention(config, layer_idx=0).to(F64).eval()
+    gqa = from_transformers(theirs)
+    assert type(gqa) is type(recipe) and gqa.rotary is None and gqa.q_norm is None
+    scales = ("attn_scale", "floor_scale", "scale")
+    assert [getattr(gqa, a) for a in scales] == [getattr(recipe, a) for a in scales]
+    shapes = {name: tensor.shape for name, tensor in gqa.state_dict().items()}
+    assert shapes == {name: tensor.shape for name, tensor in recipe.state_dict().items()}
     x = layout_input(layout)
     expected, _ = theirs(x, None, causal_4d(x.shape[1], x.shape[1]))
     tolerance = EXACT if floor_scale > x.shape[1] else FLOAT32_STEP

@@ -40,6 +40,7 @@ from hf_models import (
 )
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from torch.nn import functional as F
 from transformers import DynamicCache
 from transformers.models.deepseek_v32.configuration_deepseek_v32 import DeepseekV32Config
 from transformers.models.deepseek_v32.modeling_deepseek_v32 import (
@@ -49,6 +50,7 @@ from transformers.models.deepseek_v32.modeling_deepseek_v32 import (
 )
 
 from attention import (
+    GroupedQueryAttention,
     KVCache,
     LatentCache,
     LightningIndexer,
@@ -57,6 +59,7 @@ from attention import (
     SparseLatentCache,
     attend,
     causal_mask,
+    indexer_kl_loss,
     topk_sparse_attention,
 )
 from attention.sparse import _attend_chosen, _attend_gathered, _chosen, _pick
@@ -744,3 +747,82 @@ def test_q_k_and_v_of_different_dtypes_are_refused():
     arguments = _bad(v=torch.zeros(2, 2, 5, 3))  # float32 among float64
     with pytest.raises(ValueError, match=r"^topk_sparse_attention: q, k and v must share a dtype"):
         topk_sparse_attention(**arguments)
+
+
+# --- indexer_kl_loss: DeepSeek-V3.2's indexer training ---------------------------------
+
+
+def test_the_indexer_loss_is_zero_when_its_softmax_is_the_heads_summed_weights() -> None:
+    torch.manual_seed(0)
+    weights = torch.softmax(torch.randn(2, 3, 5, 5).masked_fill(~causal_mask(5), -torch.inf), -1)
+    target = weights.sum(1) / 3  # the heads' mean is the normalised sum
+    scores = target.log()  # -inf where no head looks: the future keys
+    assert indexer_kl_loss(scores, weights).abs() < 1e-6
+    assert (
+        indexer_kl_loss(torch.zeros(2, 5, 5).masked_fill(~causal_mask(5), -torch.inf), weights)
+        > 0.01
+    )
+
+
+def test_the_indexer_loss_matches_kl_div_and_trains_only_the_indexer() -> None:
+    torch.manual_seed(1)
+    logits = torch.randn(1, 2, 4, 6, requires_grad=True)  # the frozen model's
+    weights = torch.softmax(logits, -1)
+    scores = torch.randn(1, 4, 6, requires_grad=True)
+    loss = indexer_kl_loss(scores, weights)
+    target = weights.detach().sum(1) / 2
+    expected = F.kl_div(scores.log_softmax(-1), target, reduction="none").sum(-1).mean()
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    assert scores.grad is not None and scores.grad.abs().sum() > 0
+    assert logits.grad is None  # the target is detached: the model gets no gradient
+
+
+def test_the_sparse_stage_compares_the_two_over_the_chosen_keys_only() -> None:
+    weights = torch.tensor([[[[0.5, 0.3, 0.2]]]])
+    chosen = torch.tensor([[[True, True, False]]])
+    scores = torch.tensor([[[float(torch.tensor(5.0).log()), float(torch.tensor(3.0).log()), 9.0]]])
+    # over keys 0 and 1 the target is (5/8, 3/8), the indexer's softmax the same
+    assert indexer_kl_loss(scores, weights, chosen).abs() < 1e-6
+    assert indexer_kl_loss(scores, weights) > 1.0  # the dense loss sees key 2's score
+
+
+def test_a_few_steps_of_training_bring_the_indexer_closer_to_the_attention() -> None:
+    torch.manual_seed(0)
+    main = GroupedQueryAttention(16, 16, 16, num_heads=4, num_kv_heads=2)
+    main.requires_grad_(False)
+    indexer = LightningIndexer(16, 16, num_heads=4, head_dim=8, qk_rope_head_dim=2)
+    optimizer = torch.optim.Adam(indexer.parameters(), lr=3e-2)
+    x = torch.randn(4, 16, 16)
+    weights = main.attention_weights(x)
+    losses = []
+    for _ in range(30):
+        loss = indexer_kl_loss(indexer(x, x), weights)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((torch.zeros(1, 2, 3), torch.zeros(1, 1, 2, 4)), ValueError, "index_scores of shape"),
+        ((torch.zeros(1, 2, 3), torch.zeros(1, 2, 3)), ValueError, "attention_weights must"),
+        (([0.0], torch.zeros(1, 1, 2, 3)), TypeError, "index_scores must be a torch"),
+        (
+            (torch.zeros(1, 2, 3), torch.ones(1, 1, 2, 3), torch.ones(1, 2, 3)),
+            ValueError,
+            "a bool mask",
+        ),
+        (
+            (torch.zeros(1, 1, 2), torch.tensor([[[[1.0, 0.0]]]]), torch.tensor([[[False, True]]])),
+            ValueError,
+            "target sums to 0",
+        ),
+    ],
+)
+def test_the_indexer_loss_refuses_bad_input(args, error, match) -> None:
+    with pytest.raises(error, match=match):
+        indexer_kl_loss(*args)

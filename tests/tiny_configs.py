@@ -272,7 +272,26 @@ _GEMMA3N = dict(num_kv_shared_layers=2, laurel_rank=4, hidden_size_per_layer_inp
 
 #: model_type -> fields set on top of the shrunk defaults, where shrinking alone does
 #: not give a config the class accepts or a model that runs.
+_QSA = dict(
+    indexer_n_heads=2,
+    indexer_kv_heads=1,
+    indexer_head_dim=8,
+    indexer_budget=4,
+    indexer_compress_ratio=2,
+)
 ADJUSTED: dict[str, dict] = {
+    # a block indexer on two of the four layers, blocks of 2 keys, 2 of them read
+    "minimax_m3_vl_text": dict(
+        layer_types=["full_attention", "minimax_m3_sparse"] * 2,
+        index_n_heads=2,
+        index_head_dim=8,
+        index_block_size=2,
+        index_topk_blocks=2,
+        index_local_blocks=1,
+    ),
+    # QSA's sizes have no defaults: a budget of 4 tokens in blocks of 2
+    "qwen4_exp_text": _QSA,
+    "qwen4_exp": dict(text_config=_QSA),
     "gpt_neo": dict(attention_types=[[["global", "local"], 2]], window_size=WINDOW),
     "zaya": dict(num_experts_per_tok=1),  # "ZAYA currently supports num_experts_per_tok=1"
     "mimo_v2_flash": dict(v_head_dim=6),  # values narrower than keys, as released

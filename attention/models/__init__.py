@@ -33,6 +33,7 @@ Mistral 7B: 32 layers, all sliding (window 4,096); GQA, ...
 from attention.models.costs import (
     BITS,
     Bill,
+    SelectionCost,
     bill,
     cache_bytes,
     cache_profile,
@@ -46,6 +47,7 @@ from attention.models.costs import (
     layer_state_bytes,
     layer_tokens_kept,
     parameter_count,
+    selection_cost,
     state_bytes,
 )
 from attention.models.facts import (
@@ -158,6 +160,7 @@ __all__ = [
     "Quantization",
     "Rope",
     "Scores",
+    "SelectionCost",
     "ShortConv",
     "Sizes",
     "Sliding",
@@ -206,5 +209,6 @@ __all__ = [
     "released_counted_class",
     "released_names",
     "released_parameters",
+    "selection_cost",
     "state_bytes",
 ]

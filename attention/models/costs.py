@@ -12,7 +12,9 @@ The cache of one sequence, from a model's facts (:class:`~attention.models.Model
   :func:`.state_bytes`;
 * everything together, layer by layer: :func:`.layer_cache_numbers` (numbers),
   :func:`.layer_cache_bytes` and their sum :func:`.cache_bytes`;
-* a cross-attention context's keys and values, cached once: :func:`.cross_cache_bytes`.
+* a cross-attention context's keys and values, cached once: :func:`.cross_cache_bytes`;
+* what a layer that selects its keys scores and reads per decoded token:
+  :func:`.selection_cost`.
 
 :func:`.cache_profile` splits one sequence's cache into what grows with the context,
 what a window caps and what stays fixed; :func:`.parameter_count` counts the weights
@@ -50,9 +52,10 @@ from attention.models.facts import (
     NO_MIXER,
     LinearAttention,
     ModelFacts,
+    Sliding,
     _count,
 )
-from attention.models.readers import as_config
+from attention.models.readers import _whole_config
 
 # No torch at run time: these functions run in the site's calculator, in the browser,
 # where there is none. A dtype is a torch.dtype or its size in bytes; the defaults are
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BITS",
     "Bill",
+    "SelectionCost",
     "bill",
     "cache_bytes",
     "cache_profile",
@@ -76,6 +80,7 @@ __all__ = [
     "layer_state_bytes",
     "layer_tokens_kept",
     "parameter_count",
+    "selection_cost",
     "state_bytes",
 ]
 
@@ -150,7 +155,14 @@ def parameter_count(config: object, only: Sequence[str] | None = None) -> int:
         raise TypeError(
             f"parameter_count: expected only to be a sequence of str patterns, got {only!r}"
         )
-    config = as_config(config)
+    whole = _whole_config(config)
+    config = whole.get_text_config(decoder=True)
+    if config is not whole and type(config) is type(whole):
+        # A flat encoder-decoder (Whisper, BART): its text config is a copy that moved the
+        # decoder's fields to generic names and left the class defaults under the old
+        # ones, which its ForCausalLM reads. Built from the whole config, it counts the
+        # released decoder.
+        config = whole
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
     # named_parameters() gives a tied weight once, under its first name.
@@ -573,3 +585,110 @@ def cache_bytes(
     2.0
     """
     return sum(layer_cache_bytes(facts, tokens, dtype, state_dtype))
+
+
+# -- what a selecting layer reads per decoded token ------------------------------------
+
+
+@dataclass(frozen=True)
+class SelectionCost:
+    """What one selecting layer does for one decoded token, after ``tokens`` tokens.
+
+    Attributes
+    ----------
+    selects : str
+        What the indexer picks: ``"tokens"`` (DeepSeek-V3.2, GLM-5), ``"blocks"``
+        (MiniMax-M3), ``"compressed blocks"`` (Qwen4-Exp's QSA) or ``"compressed
+        entries"`` (DeepSeek-V4's CSA layers).
+    scored : int
+        Keys the indexer scores: every token; one mean key per complete block (QSA);
+        one compressed entry per ``csa_rate`` tokens (CSA). MiniMax-M3 scores every
+        token and pools the scores into ``ceil(tokens / block_size)`` blocks.
+    kept : int
+        Vectors the attention reads: the top-k keys, the chosen blocks' keys, the
+        budget and the last, incomplete block (QSA), or the top-k compressed entries
+        and the window (CSA); all of them while there are fewer.
+    index_multiply_adds : int
+        The indexer's dot products, ``num_heads * head_dim`` multiply-adds per key
+        scored (its projections left out: they do not grow with the context).
+    bytes_read : int
+        Bytes the layer reads from its cache: the indexer keys it scores and the
+        keys and values it attends to.
+    """
+
+    selects: str
+    scored: int
+    kept: int
+    index_multiply_adds: int
+    bytes_read: int
+
+
+def selection_cost(facts: ModelFacts, tokens: int, dtype: torch.dtype | int = 2) -> SelectionCost:
+    """What one of the model's selecting layers costs one decoded token at ``tokens``.
+
+    Counted from the facts as the model's cache holds them, in ``dtype`` numbers (2:
+    bfloat16): an indexer key of ``indexer.head_dim`` numbers per key scored, and the
+    layer's per-token keys and values (a latent and a rotary key in DeepSeek's MLA; one
+    vector of ``head_dim`` in DeepSeek-V4) per key read. QSA is counted with one cached
+    mean key per complete block, as a kernel keeps it; ``transformers``' reference
+    keeps the raw keys and pools every block again each step, reading every token's.
+
+    Parameters
+    ----------
+    facts : ModelFacts
+        A model with an indexer: ``"indexed_attention"`` layers, or DeepSeek-V4's CSA.
+    tokens : int
+        Tokens in the context, the new one included, at least 1.
+    dtype : torch.dtype or int
+        The cache's number type, or its size in bytes.
+
+    Returns
+    -------
+    SelectionCost
+
+    Examples
+    --------
+    >>> from attention.models import MODELS
+    >>> cost = selection_cost(MODELS["DeepSeek-V3.2"], 131_072)
+    >>> cost.scored, cost.kept  # every key scored, 2,048 read
+    (131072, 2048)
+    >>> cost.bytes_read == 131_072 * 128 * 2 + 2048 * (512 + 64) * 2
+    True
+    """
+    owner = "selection_cost"
+    facts = _facts(owner, facts)
+    tokens = _checks.positive_int(owner, "tokens", tokens)
+    size = _checks.dtype_bytes(owner, dtype)
+    indexer = facts.indexer
+    kinds = facts.layer_types
+    if indexer is None or not (INDEXED in kinds or CSA in kinds):
+        raise ValueError(
+            f"{owner}: expected a model whose layers select keys with an indexer, got "
+            f"{facts.name!r} with layer kinds {sorted(set(kinds))}"
+        )
+    kind = INDEXED if INDEXED in kinds else CSA
+    per_key = layer_kv_cache_bytes_per_token(facts, size)[kinds.index(kind)]
+    if kind == CSA:
+        assert isinstance(facts.local, Sliding) and facts.compressed is not None  # CSA's
+        selects, scored = "compressed entries", tokens // facts.compressed.csa_rate
+        window = min(tokens, facts.local.tokens_kept)
+        kept = min(scored, indexer.top_k) + window
+    elif indexer.selects == "blocks":
+        assert indexer.block_size is not None  # "blocks" says it is set
+        selects, scored = "blocks", tokens
+        kept = min(tokens, indexer.top_k * indexer.block_size)
+    elif indexer.selects == "compressed blocks":
+        assert indexer.compress_ratio is not None
+        blocks, tail = divmod(tokens, indexer.compress_ratio)
+        selects, scored = "compressed blocks", blocks
+        kept = min(blocks * indexer.compress_ratio, indexer.top_k) + tail
+    else:
+        selects, scored, kept = "tokens", tokens, min(tokens, indexer.top_k)
+    index_bytes = scored * indexer.head_dim * size
+    return SelectionCost(
+        selects=selects,
+        scored=scored,
+        kept=kept,
+        index_multiply_adds=scored * indexer.num_heads * indexer.head_dim,
+        bytes_read=index_bytes + kept * per_key,
+    )

@@ -396,22 +396,86 @@ class Latent(_Group):
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Indexer(_Group):
-    """DeepSeek Sparse Attention's lightning indexer (chapter 22).
+    """An indexer that picks the keys each query reads: DeepSeek Sparse Attention's
+    lightning indexer, which picks single keys (chapter 22), or one that picks blocks
+    of keys (chapter 22c): MiniMax-M3's block top-k (``block_size``) or Qwen4-Exp's
+    QSA, a token budget over compressed blocks (``compress_ratio``).
 
     Attributes
     ----------
     num_heads : int
-        Its heads (``index_n_heads`` in the config).
+        Its heads (``index_n_heads`` in the config; ``indexer_n_heads`` in Qwen4-Exp's).
     head_dim : int
         Their size: the one indexer key each token caches has ``head_dim`` numbers
         (``index_head_dim``).
     top_k : int
-        How many keys each query attends to (``index_topk``).
+        How many keys each query attends to (``index_topk``); with ``block_size``, how
+        many blocks (``index_topk_blocks``); with ``compress_ratio``, how many tokens of
+        complete blocks (``indexer_budget``).
+    block_size : int or None
+        Keys per block, where the indexer max-pools its key scores into blocks and
+        picks whole blocks (``index_block_size``, MiniMax-M3).
+    local_blocks : int or None
+        Blocks always read, the query's own and those just before, among the
+        ``top_k`` (``index_local_blocks``); ``None``: none.
+    compress_ratio : int or None
+        Keys averaged into one scored key, where the indexer scores compressed blocks
+        and a query also reads its last, incomplete block
+        (``indexer_compress_ratio``, Qwen4-Exp's QSA).
+
+    Examples
+    --------
+    >>> Indexer(num_heads=4, head_dim=128, top_k=16, block_size=128).keys_read
+    2048
+    >>> Indexer(num_heads=16, head_dim=128, top_k=2048, compress_ratio=64).keys_read
+    2111
     """
 
     num_heads: int
     head_dim: int
     top_k: int
+    block_size: int | None = None
+    local_blocks: int | None = None
+    compress_ratio: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.block_size is not None and self.compress_ratio is not None:
+            raise ValueError(
+                f"Indexer: expected blocks (block_size) or compressed blocks "
+                f"(compress_ratio), not both, got {self.block_size} and {self.compress_ratio}"
+            )
+        if self.local_blocks is not None and (
+            self.block_size is None or self.local_blocks > self.top_k
+        ):
+            raise ValueError(
+                f"Indexer: expected local_blocks with block_size, at most top_k={self.top_k} "
+                f"blocks, got local_blocks={self.local_blocks}, block_size={self.block_size}"
+            )
+        if self.compress_ratio is not None and self.top_k % self.compress_ratio:
+            raise ValueError(
+                f"Indexer: expected compress_ratio to divide the budget top_k (whole blocks "
+                f"are read), got top_k={self.top_k}, compress_ratio={self.compress_ratio}"
+            )
+
+    @property
+    def selects(self) -> str:
+        """``"tokens"`` (DeepSeek's), ``"blocks"`` (MiniMax-M3's) or ``"compressed blocks"``
+        (Qwen4-Exp's QSA)."""
+        if self.block_size is not None:
+            return "blocks"
+        return "tokens" if self.compress_ratio is None else "compressed blocks"
+
+    @property
+    def keys_read(self) -> int:
+        """The most keys one query reads once the context is long: ``top_k`` keys,
+        ``top_k`` blocks of ``block_size``, or the budget and the last, incomplete
+        block of up to ``compress_ratio - 1`` tokens."""
+        if self.block_size is not None:
+            return self.top_k * self.block_size
+        if self.compress_ratio is not None:
+            return self.top_k + self.compress_ratio - 1
+        return self.top_k
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -1008,10 +1072,11 @@ class ModelFacts:
                 f"value_head_dim={self.value_head_dim}, latent={self.latent}, "
                 f"global_layers={self.global_layers}"
             )
-        if self.indexer is not None and self.latent is None and self.compressed is None:
+        tokens = self.indexer is not None and self.indexer.selects == "tokens"
+        if tokens and self.latent is None and self.compressed is None:
             raise ValueError(
-                f"{owner}: expected a latent with the indexer, which selects keys for "
-                f"latent attention, got latent=None"
+                f"{owner}: expected a latent with an indexer of single keys, which selects "
+                f"keys for latent attention, got latent=None"
             )
         self._check_pattern(owner)
         self._check_encoder_and_cross(owner)

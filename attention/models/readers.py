@@ -29,6 +29,7 @@ from attention.models.facts import (
     FULL,
     HCA,
     HYBRID,
+    INDEXED,
     LINEAR,
     MAMBA,
     NO_MIXER,
@@ -102,6 +103,12 @@ def as_config(config: object) -> PreTrainedConfig:
     >>> as_config({"model_type": "gpt2", "n_layer": 2}).num_hidden_layers
     2
     """
+    return _whole_config(config).get_text_config(decoder=True)
+
+
+def _whole_config(config: object) -> PreTrainedConfig:
+    """The whole ``transformers`` config, multimodal or encoder-decoder, that
+    :func:`as_config` takes its text model's from; refused types refused."""
     import transformers
     from huggingface_hub.errors import StrictDataclassError
 
@@ -142,7 +149,7 @@ def as_config(config: object) -> PreTrainedConfig:
             f"{type(config).__name__}"
         )
     _refuse_untaught(config.model_type)
-    return config.get_text_config(decoder=True)
+    return config
 
 
 def _refuse_untaught(model_type: str) -> None:
@@ -974,6 +981,80 @@ def _read_deepseek_v4(config) -> dict:
     return fields
 
 
+#: MiniMax-M3's sparse layers, as its config's ``layer_types`` names them:
+#: ``MiniMaxM3VLAttention`` builds a ``MiniMaxM3VLIndexer`` on those layers only.
+MINIMAX_M3_SPARSE = "minimax_m3_sparse"
+
+
+@_reader("minimax_m3_vl_text")
+def _read_minimax_m3(config) -> dict:
+    """MiniMax-M3: grouped-query attention with QK-norm per head (zero-centred, ``1 +
+    weight``, the function of a plain RMSNorm) and partial RoPE, and on its
+    ``"minimax_m3_sparse"`` layers a block indexer (chapter 22c): one indexer key per
+    token, cached beside the keys and values (``MiniMaxM3VLSparseCacheLayer.idx_keys``),
+    the scores max-pooled into blocks of ``index_block_size`` keys, and each query
+    reading ``index_topk_blocks`` blocks, its ``index_local_blocks`` nearest among them."""
+    kinds = _layer_types(config)
+    _only(config.model_type, kinds, (FULL, MINIMAX_M3_SPARSE), "not full or minimax_m3_sparse")
+    fields = _basics(config) | {"rope": _rope(config), "parts": LayerParts(qk_norm="head")}
+    if MINIMAX_M3_SPARSE not in kinds:
+        return fields
+    fields["indexer"] = Indexer(
+        num_heads=config.index_n_heads,
+        head_dim=config.index_head_dim,
+        top_k=config.index_topk_blocks,
+        block_size=config.index_block_size,
+        local_blocks=config.index_local_blocks or None,
+    )
+    if FULL in kinds:  # dense layers among the sparse ones: say each layer's kind
+        fields["layer_pattern"] = tuple(INDEXED if k == MINIMAX_M3_SPARSE else FULL for k in kinds)
+    return fields
+
+
+@_reader("qwen4_exp_text")
+def _read_qwen4_exp(config) -> dict:
+    """Qwen4-Exp: Gated DeltaNet layers, and gated attention layers with QK-norm per head
+    whose keys QSA picks (chapter 22c): a token budget (``indexer_budget``) spent on
+    blocks of ``indexer_compress_ratio`` keys, each scored through the mean of its
+    indexer keys; one raw indexer key per token is cached beside the keys and values
+    (``DynamicIndexedLayer.indexer_keys``). Its multimodal RoPE gives a text token the
+    same position on its three axes (``mrope_section``): plain RoPE for text."""
+    model_type = config.model_type
+    sizes = ("indexer_n_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio")
+    if any(getattr(config, size, None) is None for size in sizes):  # no defaults: read first
+        raise _unsupported(
+            model_type, "indexer_n_heads", config.indexer_n_heads, "no QSA sizes to read"
+        )
+    kinds = _layer_types(config)
+    _only(model_type, kinds, (LINEAR, INDEXED), "not linear or indexed attention")
+    if config.ple_layer_ids:
+        raise _unsupported(
+            model_type,
+            "ple_layer_ids",
+            config.ple_layer_ids,
+            "per-layer n-gram embeddings, whose convolution and n-gram context the cache "
+            "keeps beside the Gated DeltaNet's state (number_of_conv_states = 3): a bill "
+            "the atlas does not count yet",
+        )
+    local = LinearAttention(
+        mixer="Gated DeltaNet",
+        num_key_heads=config.linear_num_key_heads,
+        num_value_heads=config.linear_num_value_heads,
+        key_head_dim=config.linear_key_head_dim,
+        value_head_dim=config.linear_value_head_dim,
+        conv_kernel_dim=config.linear_conv_kernel_dim,
+        **_where_full(kinds, INDEXED),
+    )
+    fields = _basics(config) | {"rope": _rope(config), "local": local}
+    fields["indexer"] = Indexer(
+        num_heads=config.indexer_n_heads,
+        head_dim=config.indexer_head_dim,
+        top_k=config.indexer_budget,
+        compress_ratio=config.indexer_compress_ratio,
+    )
+    return fields | {"parts": LayerParts(qk_norm="head", output_gate=True)}
+
+
 # -- the general reader ------------------------------------------------------------------
 
 #: Model types whose config the general reader reads: their attention reads the fields of
@@ -1472,9 +1553,6 @@ REFUSED = {
     "not every so many layers",
     "hy_v4": "DeepSeek Sparse Attention whose top-k selection later layers reuse "
     "(HYV4Attention's indexer_types: cross-layer top-k sharing)",
-    "qwen4_exp": "QSA, an indexer that picks blocks of compressed keys (Qwen4ExpTextQSAIndexer)",
-    "qwen4_exp_text": "QSA, an indexer that picks blocks of compressed keys "
-    "(Qwen4ExpTextQSAIndexer)",
     "inkling_text": "a relative position bias that each token's hidden state mixes from a "
     "learned bank (InklingRelativeLogits)",
     "inkling2_text": "a relative position bias that each token's hidden state mixes from a "

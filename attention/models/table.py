@@ -173,6 +173,11 @@ _ENTRIES = (
         attention_bias=True,
         rms_norm_eps=None,
         alibi=True,
+        weights=Weights(
+            parameters=176_000_000_000,
+            source="Le Scao et al. 2022 (BLOOM, arXiv 2211.05100), abstract: 'we present BLOOM, a "
+            "176B-parameter open-access language model'",
+        ),
     ),
     ModelFacts(
         name="Llama 2 7B",
@@ -281,6 +286,12 @@ _ENTRIES = (
             "max_position_embeddings",
             "attention_bias",
             "rms_norm_eps",
+        ),
+        weights=Weights(
+            parameters=27_000_000_000,
+            source="Gemma Team 2025 (Gemma 3 technical report, arXiv 2503.19786), abstract: "
+            "'ranging in scale from 1 to 27 billion parameters'; Hugging Face's release post: "
+            "'four sizes, 1 billion, 4 billion, 12 billion, and 27 billion parameters'",
         ),
     ),
     ModelFacts(
@@ -460,6 +471,12 @@ _ENTRIES = (
         global_layers=GlobalLayers(head_dim=512),
         num_kv_shared_layers=20,
         final_logit_softcapping=30.0,
+        weights=Weights(
+            parameters=5_100_000_000,
+            source="Google's figures for the release, as model listings quote them (apxml.com, "
+            "crafiq.ai): '2.3B effective parameters (5.1B with Per-Layer Embeddings)'; the "
+            "effective count leaves the per-layer embedding tables out, the 5.1B keeps them",
+        ),
     ),
     ModelFacts(
         name="gpt-oss-120b",
@@ -625,6 +642,11 @@ _ENTRIES = (
         rms_norm_eps=1e-6,
         rope=Rope(theta=500000.0),
         parts=LayerParts(qk_norm="projection"),
+        weights=Weights(
+            parameters=7_000_000_000,
+            source="Team OLMo 2024 (2 OLMo 2 Furious, arXiv 2501.00656), abstract: 'We release all "
+            "OLMo 2 artifacts openly -- models at 7B and 13B scales'",
+        ),
     ),
     ModelFacts(
         name="Qwen3-Next 80B-A3B",
@@ -656,6 +678,11 @@ _ENTRIES = (
             global_every=4,
         ),
         parts=LayerParts(qk_norm="head", output_gate=True),
+        weights=Weights(
+            parameters=80_000_000_000,
+            source="the model card of Qwen/Qwen3-Next-80B-A3B-Instruct: 'Number of Parameters: 80B "
+            "in total and 3B activated'",
+        ),
     ),
     ModelFacts(
         name="Qwen3.5 397B-A17B",
@@ -868,6 +895,12 @@ _ENTRIES = (
         attention_bias=False,
         rms_norm_eps=1e-5,
         rope=Rope(theta=1_000_000_000.0),
+        weights=Weights(
+            parameters=24_000_000_000,
+            source="the model card of mistralai/Mistral-Small-3.1-24B-Instruct-2503: 'With 24 "
+            "billion parameters, this model achieves top-tier capabilities in both text and "
+            "vision tasks'",
+        ),
     ),
     ModelFacts(
         name="Nemotron-H 47B",
@@ -1015,6 +1048,11 @@ _ENTRIES = (
         ),
         local=Sliding(window=4096, global_every=4),
         parts=LayerParts(qk_norm="projection"),
+        weights=Weights(
+            parameters=7_000_000_000,
+            source="Olmo et al. 2025 (Olmo 3, arXiv 2512.13961), abstract: 'fully-open language "
+            "models at the 7B and 32B parameter scales'",
+        ),
     ),
     ModelFacts(
         name="GLM-5",
@@ -1297,6 +1335,11 @@ _ENTRIES = (
         rope=Rope(theta=160000.0, local_theta=10000.0),
         local=Sliding(window=64, full_attention_layers=(0, 3, 6, 9, 12, 15, 18, 21)),
         bidirectional=True,
+        weights=Weights(
+            parameters=149_000_000,
+            source="the model card of answerdotai/ModernBERT-base (revision 890363e1): "
+            "'ModernBERT-base - 22 layers, 149 million parameters'",
+        ),
     ),
     ModelFacts(
         name="Whisper large-v3",
@@ -1347,6 +1390,11 @@ _ENTRIES = (
             },
         ),
         cross=Cross(layers=(3, 8, 13, 18, 23, 28, 33, 38), qk_norm="head"),
+        weights=Weights(
+            parameters=10_600_000_000,
+            source="Meta's size for the release as AI Wiki's Llama 3.2 Vision article gives it "
+            "from the model card: '11B (10.6B actual)'",
+        ),
     ),
 )
 

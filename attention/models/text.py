@@ -22,6 +22,7 @@ from attention.models.facts import (
     NO_MIXER,
     SLIDING,
     Chunked,
+    Indexer,
     LinearAttention,
     ModelFacts,
     Sliding,
@@ -84,7 +85,8 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         return local.mixer
     top = f"top {format_number(facts.indexer.top_k)}" if facts.indexer is not None else ""
     if kind == INDEXED:
-        return f"DeepSeek Sparse Attention ({top})"
+        assert facts.indexer is not None  # ModelFacts gives an indexed layer its indexer
+        return _indexed_label(facts.indexer)
     if kind in (MAMBA, HYBRID):
         assert facts.mamba is not None  # a model with Mamba layers describes them
         return facts.mamba.mixer if kind == MAMBA else f"attention beside {facts.mamba.mixer}"
@@ -103,6 +105,18 @@ def kind_name(facts: ModelFacts, kind: str) -> str:
         window = f", window {format_number(local.window)}" if isinstance(local, Sliding) else ""
         return f"{label} (1 entry per {rate} tokens{top}{window})"
     return "full"
+
+
+def _indexed_label(indexer: Indexer) -> str:
+    """What an indexed layer reads: single keys (DSA), blocks, or QSA's budget."""
+    if indexer.selects == "blocks":
+        assert indexer.block_size is not None  # "blocks" says it is set
+        blocks = f"top {format_number(indexer.top_k)} blocks of {indexer.block_size} keys"
+        return f"block top-k ({blocks})"
+    if indexer.selects == "compressed blocks":
+        budget = format_number(indexer.top_k)
+        return f"QSA (budget {budget} tokens, blocks of {indexer.compress_ratio})"
+    return f"DeepSeek Sparse Attention (top {format_number(indexer.top_k)})"
 
 
 def _layer_mix(facts: ModelFacts) -> str:

@@ -912,13 +912,15 @@ def parameters_of(facts: ModelFacts) -> Parameters | None:
     Counted on the meta device from the release's whole ``config.json``
     (:func:`attention.models.released_parameters`), and those the release quantizes
     with :func:`attention.models.parameter_count`'s ``only``; where the table keeps no
-    whole file, the count it cites (``facts.weights``), with no split.
+    whole file, the count it cites (``facts.weights``), with no split, its source saying
+    that it is cited, not counted.
     """
     total = released_parameters(facts.name)
     if total is None:
         if facts.weights is None:
             return None
-        return Parameters(facts.weights.parameters, None, facts.weights.source)
+        source = f"cited, not counted: {facts.weights.source}"
+        return Parameters(facts.weights.parameters, None, source)
     quantized = None
     if facts.quantization is not None:
         quantized = quantized_count(facts.name, facts.quantization.parameters)

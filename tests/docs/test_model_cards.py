@@ -165,11 +165,13 @@ def test_the_fixed_state_and_the_weights_are_the_facts(name, generated):
     else:
         assert "fixed state" not in page
     parameters = counted(facts)
-    if parameters is None:
-        assert "cites no parameter count" in page
-        return
+    assert parameters is not None, "every model has a count, counted or cited"
+    assert "cites no parameter count" not in page
     weights = page.split("## Its weights")[1].split("##")[0]
     assert f"{parameters:,} parameters" in weights
+    # A count no stored file gives is the table's cited one, and the card says so.
+    cited = released_parameters(name) is None
+    assert (f"{parameters:,} parameters (cited, not counted: " in weights) == cited
     for dtype in WEIGHT_DTYPES:
         found = re.search(rf"([\d.,]+ \w+) in {dtype}\b", weights)
         assert_bytes(found.group(1), parameters * BITS[dtype] // 8)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = [*sorted((DOCS / "chapters").glob("*.md")), DOCS / "index.md"]
+PAGES = [*sorted(DOCS.glob("chapters/*.md")), *sorted(DOCS.glob("parts/*.md")), DOCS / "index.md"]
 WIDTH = 80
 
 

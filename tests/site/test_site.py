@@ -56,6 +56,16 @@ def chapter_pages() -> list[str]:
     return ordered + sorted(built - set(ordered))
 
 
+def path_pages() -> list[str]:
+    """Every page of the Parts in reading order, as the home page's toctrees list them:
+    each Part's landing page (parts/), its chapters, its recap."""
+    built = set(site_pages())
+    toctree = re.findall(
+        r"^((?:chapters|parts)/\S+)$", (REPO / "docs" / "index.md").read_text(), re.M
+    )
+    return [page + ".html" for page in toctree if page + ".html" in built]
+
+
 def gallery_examples() -> list[str]:
     """The gallery's example pages (not its index, not the execution-times table)."""
     return sorted(
@@ -574,9 +584,10 @@ def test_search_finds_the_chapters_on_softmax(browser, base_url: str, screenshot
 
 
 def test_previous_and_next_walk_the_chapters_in_order(crawl: Crawl, browser, base_url: str):
-    """From the home page, "next" leads through every chapter in order, and
-    "previous" leads back: the links each page had, followed, then two real clicks."""
-    expected = ["index.html", *chapter_pages()]
+    """From the home page, "next" leads through every page of the Parts in order (each
+    Part's landing page, chapters and recap), and "previous" leads back: the links each
+    page had, followed, then two real clicks."""
+    expected = ["index.html", *path_pages()]
 
     def walk(start: str, key: str) -> list[str]:
         pages = [start]
