@@ -55,6 +55,8 @@ class Request:
         Tokens of ``prompt + output`` whose keys and values are in the cache.
     hashes : list of int
         The hash chain of its full blocks registered so far.
+    num_preemptions : int
+        How many times it was preempted, its blocks freed to be computed again.
     """
 
     request_id: int
@@ -72,6 +74,7 @@ class Request:
 
     @property
     def finished(self) -> bool:
+        """Whether it has generated its ``max_new_tokens`` tokens."""
         return len(self.output) >= self.max_new_tokens
 
 

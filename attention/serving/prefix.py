@@ -161,7 +161,7 @@ class PrefixCache:
 
     @property
     def num_cached_blocks(self) -> int:
-        """Indexed blocks that no request reads: the index is their only reader."""
+        """How many indexed blocks no request reads, the index being their only reader."""
         return sum(self.cache.references(block) == 1 for block in self._blocks.values())
 
     def match(self, tokens: Sequence[int], *, keep_last: bool = True) -> list[int]:

@@ -154,7 +154,7 @@ class ModelRunner:
 
     @property
     def cache_bytes_per_block(self) -> int:
-        """Bytes of one block: every layer's keys and values for ``block_size`` tokens."""
+        """The bytes of one block, every layer's keys and values for ``block_size`` tokens."""
         return self.cache.nbytes // self.cache.num_blocks
 
     def _layer_heads(self, keys: torch.Tensor, layer: int) -> torch.Tensor:
