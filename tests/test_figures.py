@@ -27,6 +27,9 @@ from attention.figures import (  # noqa: E402  # noqa: E402
     basics,
     cache_against_context,
     caches,
+    compressed,
+    compressed_cache_growth,
+    compression_pipeline,
     decoder_block,
     delta_chunks,
     delta_rule_step,
@@ -106,15 +109,17 @@ DRAWINGS = {
     "merge_picture": lambda: merge_picture(X[5] @ X.T, 3),
     "ring_steps": lambda: ring_steps(4, causal=True, zigzag=True),
     "cache_against_context": lambda: cache_against_context(["gpt-oss-20b", "Llama 3.1 70B"]),
+    "compression_pipeline": lambda: compression_pipeline(4, 12),
+    "compressed_cache_growth": lambda: compressed_cache_growth(4, 4, 5, 10),
 }
 
 
 #: The modules of the schematic diagrams (the heatmaps' own tests check theirs).
-DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash, serving)
+DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash, compressed, serving)
 
 
 def test_every_drawing_function_is_checked_for_its_background():
-    readers = {"kv_sources", "labelled_texts"}  # they draw nothing
+    readers = {"kv_sources", "labelled_texts", "entry_sources"}  # they draw nothing
     drawing = {
         name
         for module in (*DIAGRAM_MODULES, style)

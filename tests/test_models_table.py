@@ -269,12 +269,24 @@ def _mamba_as_released(facts: ModelFacts) -> dict:
 
 def _compressed_as_released(facts: ModelFacts) -> dict:
     """DeepSeek-V4's layers as the file's ``compress_ratios`` (tokens per compressed
-    entry, 0 in a sliding layer only) and the compressed entries' RoPE base."""
-    rates = {SLIDING: 0, CSA: facts.compressed.csa_rate, HCA: facts.compressed.hca_rate}
-    return {
+    entry, 0 in a sliding layer only), the compressed layers' RoPE base and scaling (the
+    file's ``rope_scaling``, without the attention factor ``DeepseekV4Config`` adds),
+    and the query latent and grouped output sizes."""
+    compressed = facts.compressed
+    rates = {SLIDING: 0, CSA: compressed.csa_rate, HCA: compressed.hca_rate}
+    fields = {
         "compress_ratios": [rates[kind] for kind in facts.layer_types],
         "compress_rope_theta": facts.compress_rope_theta,
+        "q_lora_rank": compressed.q_lora_rank,
+        "o_groups": compressed.o_groups,
+        "o_lora_rank": compressed.o_lora_rank,
     }
+    if compressed.rope_scaling is not None:
+        scaling = dict(compressed.rope_scaling)
+        scaling.pop("attention_factor", None)
+        scaling["type"] = scaling.pop("rope_type")  # as the file spells it
+        fields["rope_scaling"] = scaling
+    return fields
 
 
 def _linear_as_released(facts: ModelFacts) -> dict:

@@ -22,6 +22,8 @@ shape or text as well as colour.
   pool, packed requests (chapters 8, 13, 24 and 25).
 * :mod:`~attention.figures.layers`: layer strips, rotary pairs, sinks and gates,
   sparse attention's picks (chapters 14, 16 to 18, and 21 to 23).
+* :mod:`~attention.figures.compressed`: DeepSeek-V4's compressed entries and what its
+  cache holds while decoding (chapter 22b).
 * :mod:`~attention.figures.recurrent`: the delta rule and Gated DeltaNet (chapters
   20 and 21).
 * :mod:`~attention.figures.flash`: the backward pass's blocks, one merge, a ring
@@ -62,6 +64,11 @@ from attention.figures.caches import (
     latent_flow,
     packing_diagram,
     paged_blocks,
+)
+from attention.figures.compressed import (
+    compressed_cache_growth,
+    compression_pipeline,
+    entry_sources,
 )
 from attention.figures.flash import backward_blocks, merge_picture, ring_steps
 from attention.figures.heatmaps import ANNOTATE_MAX, Curve, head_grid, heatmap, memory_curves
@@ -118,10 +125,13 @@ __all__ = [
     "attention_anatomy",
     "backward_blocks",
     "cache_against_context",
+    "compressed_cache_growth",
+    "compression_pipeline",
     "decoder_block",
     "delta_chunks",
     "delta_rule_step",
     "dsa_pipeline",
+    "entry_sources",
     "gated_deltanet_diagram",
     "head_grid",
     "head_split",

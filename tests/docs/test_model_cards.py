@@ -36,6 +36,7 @@ from model_cards import (
     contexts,
     key_numbers,
     link_recipe,
+    linked,
     pages,
     recipe_topics,
     size,
@@ -410,7 +411,7 @@ def test_a_quantized_release_says_which_weights_and_cites_its_config(name, gener
     facts = MODELS[name]
     weights = generated[f"{slug(name)}.md"].split("## Its weights")[1].split("\n## ")[0]
     assert facts.quantization.weights in weights
-    assert facts.quantization.source in weights
+    assert linked(facts.quantization.source) in weights  # its addresses as links
 
 
 def test_every_comparison_has_its_page_listed_on_the_compare_page(generated):
