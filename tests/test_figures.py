@@ -47,16 +47,20 @@ from attention.figures import (  # noqa: E402  # noqa: E402
     merge_picture,
     packing_diagram,
     paged_blocks,
+    pool_over_time,
     recurrent,
     ring_steps,
     roadmap,
     rotary_pairs,
     scaled_dot_product_diagram,
+    scheduler_timeline,
+    serving,
     sink_and_gate,
     smallest_text_points,
     style,
     tiled_scores,
 )
+from attention.serving import Admission, StepRecord  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -77,8 +81,17 @@ def _paged():
     return paged_blocks(cache).figure
 
 
+#: Two steps of an engine: a prompt admitted with one block found cached, then a
+#: decode token while a second request is preempted.
+STEPS = [
+    StepRecord(0, ((0, 4, "prefill"),), (Admission(0, 1, 1),), (), (), 2, 0, 2),
+    StepRecord(1, ((0, 1, "decode"),), (), (1,), (0,), 0, 2, 2),
+]
+
 DRAWINGS = {
     "roadmap": lambda: roadmap(current=2),
+    "scheduler_timeline": lambda: scheduler_timeline(STEPS),
+    "pool_over_time": lambda: pool_over_time(STEPS, 4),
     "matrix_form": lambda: matrix_form(),
     "head_split": lambda: head_split(),
     "scaled_dot_product_diagram": lambda: scaled_dot_product_diagram(),
@@ -106,7 +119,7 @@ DRAWINGS = {
 
 
 #: The modules of the schematic diagrams (the heatmaps' own tests check theirs).
-DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash, compressed)
+DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash, compressed, serving)
 
 
 def test_every_drawing_function_is_checked_for_its_background():

@@ -28,6 +28,8 @@ shape or text as well as colour.
   20 and 21).
 * :mod:`~attention.figures.flash`: the online softmax's tiles, the backward pass's
   blocks, one merge, a ring (chapters 7, 27 and 28).
+* :mod:`~attention.figures.serving`: the serving engine's steps and its pool over
+  time (chapter 26b).
 
 Everything public is importable from here:
 
@@ -84,6 +86,7 @@ from attention.figures.layers import (
     sink_and_gate,
 )
 from attention.figures.recurrent import delta_chunks, delta_rule_step, gated_deltanet_diagram
+from attention.figures.serving import pool_over_time, scheduler_timeline
 from attention.figures.style import (
     CURRENT,
     DONE,
@@ -155,11 +158,13 @@ __all__ = [
     "merge_picture",
     "packing_diagram",
     "paged_blocks",
+    "pool_over_time",
     "ring_steps",
     "roadmap",
     "rotary_pairs",
     "running_max_and_sum",
     "scaled_dot_product_diagram",
+    "scheduler_timeline",
     "sink_and_gate",
     "smallest_text_points",
     "tiled_scores",
