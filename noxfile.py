@@ -434,12 +434,13 @@ def site(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks in benchmarks/: the variants side by side, the decode race, Part IV,
-    packed against padded prefill and the paged cache's memory and decode step (Part V), and
-    FlashAttention's backward pass, split-KV decoding and ring attention (Part VI).
+    packed against padded prefill and the paged cache's memory and decode step (Part V),
+    FlashAttention's backward pass, split-KV decoding and ring attention (Part VI), and the
+    serving engine against transformers' generate_batch and generate (attention.serving).
 
     Every argument goes to benchmarks/variants.py (`nox -s bench -- --help`); `--quick`
-    goes to benchmarks/decode.py, part4.py, packing.py, serving.py and flash.py too, whose
-    JSON lands beside the variants' results.
+    goes to benchmarks/decode.py, part4.py, packing.py, serving.py, flash.py and engine.py
+    too, whose JSON lands beside the variants' results.
     """
     install(session, "-e", ".[plot,transformers]")
     args = list(session.posargs)
@@ -451,3 +452,4 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/packing.py", *quick, "--out", str(Path(out) / "packing.json"))
     session.run("python", "benchmarks/serving.py", *quick, "--out", str(Path(out) / "serving.json"))
     session.run("python", "benchmarks/flash.py", *quick, "--out", str(Path(out) / "flash.json"))
+    session.run("python", "benchmarks/engine.py", *quick, "--out", str(Path(out) / "engine.json"))

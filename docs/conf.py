@@ -170,6 +170,8 @@ html_theme = "sphinx_book_theme"
 html_title = "Attention, step by step"
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
+# Marks the figures that scroll sideways on a phone, for the cue custom.css draws.
+html_js_files = ["figures.js"]
 # A tiny causal heatmap; without an icon, browsers ask for a /favicon.ico that is not there.
 html_favicon = "_static/favicon.png"
 # The repository button and the launch buttons (Colab, Binder) are set by

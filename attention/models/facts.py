@@ -468,9 +468,9 @@ class Indexer(_Group):
 
     @property
     def keys_read(self) -> int:
-        """The most keys one query reads once the context is long: ``top_k`` keys,
-        ``top_k`` blocks of ``block_size``, or the budget and the last, incomplete
-        block of up to ``compress_ratio - 1`` tokens."""
+        """The most keys one query reads once the context is long. That is ``top_k``
+        keys, ``top_k`` blocks of ``block_size``, or the budget and the last,
+        incomplete block of up to ``compress_ratio - 1`` tokens."""
         if self.block_size is not None:
             return self.top_k * self.block_size
         if self.compress_ratio is not None:

@@ -1533,7 +1533,9 @@ def index_page() -> str:
         "```",
         "",
         "For another context, batch or number type, use the {ref}`calculator <calculator>`; "
-        "for what a config field means, the {doc}`glossary </glossary>`. Below, the cache "
+        "for what a config field means, the {doc}`glossary </glossary>`; for every model "
+        "beside the chapters that build its parts, with its cache, layers and heads, "
+        "{doc}`/which-model-uses-what`. Below, the cache "
         "of one sequence at the model's trained context, in bf16, and what it adds per "
         "token once its local layers are full.",
         "",

@@ -310,8 +310,8 @@ def test_a_card_for_every_model_type_the_atlas_reads(model_type):
         assert row[1] == size(cache_bytes(facts, tokens))
 
 
-def test_the_home_tables_link_every_model_to_its_card():
-    text = (DOCS / "index.md").read_text(encoding="utf-8")
+def test_the_tables_of_which_model_uses_what_link_every_model_to_its_card():
+    text = (DOCS / "which-model-uses-what.md").read_text(encoding="utf-8")
     for facts in MODELS.values():
         link = f"[{facts.name}](models/{slug(facts.name)}.md)"
         assert text.count(link) == 4, (facts.name, text.count(link))
