@@ -104,6 +104,7 @@ from attention.models.recipes import (
     llama4_layer,
     llama_32_vision_layer,
     llama_layer,
+    mamba2_layer,
     olmo2_layer,
     qwen3_layer,
     qwen3_next_layer,
@@ -124,7 +125,7 @@ from attention.models.text import (
     layer_strip,
     recipe,
 )
-from attention.models.weights import TRANSFORMERS_CLASSES, from_transformers
+from attention.models.weights import MAMBA2_CLASSES, TRANSFORMERS_CLASSES, from_transformers
 
 __all__ = [
     "BITS",
@@ -141,6 +142,7 @@ __all__ = [
     "LINEAR",
     "LOADED_AS",
     "MAMBA",
+    "MAMBA2_CLASSES",
     "MODELS",
     "NO_MIXER",
     "SLIDING",
@@ -198,6 +200,7 @@ __all__ = [
     "llama4_layer",
     "llama_32_vision_layer",
     "llama_layer",
+    "mamba2_layer",
     "olmo2_layer",
     "parameter_count",
     "qwen3_layer",

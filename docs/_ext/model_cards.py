@@ -151,6 +151,30 @@ def doc(name: str, text: str) -> str:
     return f"{{doc}}`{text} </chapters/{name}>`"
 
 
+ADDRESS = re.compile(r"(?<![(<])(https://[^\s)>]+[\w/])")
+ARXIV = re.compile(r"\barXiv (\d{4}\.\d{4,5})\b")
+# A page named by its address without a scheme, as the table's sources write them.
+BARE_ADDRESS = re.compile(r"(?<![/\w])((?:github\.com|huggingface\.co)/[\w./-]*[\w/])")
+
+
+def linked(source: str) -> str:
+    """A source from the model table, as Markdown: every address (``https://...``), every
+    arXiv id and every github.com or huggingface.co address written without its scheme
+    becomes a link.
+
+    >>> linked("https://huggingface.co/openai-community/gpt2/blob/main/config.json (n_layer)")
+    '<https://huggingface.co/openai-community/gpt2/blob/main/config.json> (n_layer)'
+
+    >>> linked("the gpt-oss model card (arXiv 2508.10925), section 2")
+    'the gpt-oss model card ([arXiv 2508.10925](https://arxiv.org/abs/2508.10925)), section 2'
+    >>> linked("huggingface.co/bigscience/bloom: 'Sequence length'")
+    "[huggingface.co/bigscience/bloom](https://huggingface.co/bigscience/bloom): 'Sequence length'"
+    """
+    text = ADDRESS.sub(r"<\1>", source)
+    text = ARXIV.sub(r"[arXiv \1](https://arxiv.org/abs/\1)", text)
+    return BARE_ADDRESS.sub(r"[\1](https://\1)", text)
+
+
 def term(field: str, text: str | None = None) -> str:
     """A config field, linked to its glossary entry (under another name in some configs)."""
     return f"{{term}}`{text} <{field}>`" if text and text != field else f"{{term}}`{field}`"
@@ -165,6 +189,7 @@ RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"local \([\d,]+ positions each side\)", "ref", "bidirectional-local"),
     (r"Gated DeltaNet", "doc", "20-gated-deltanet"),
     (r"Kimi Delta Attention", "ref", "kimi-delta-attention"),
+    (r"Mamba-2", "doc", "21b-mamba2-ssd"),
     (r"Lightning Attention", "ref", "linear-state"),
     (r"DeepSeek Sparse Attention \(top [\d,]+\)", "ref", "index-topk"),
     (r"compressed sparse|heavily compressed", "doc", "22b-compressed-attention"),
@@ -871,7 +896,8 @@ def contexts(facts: ModelFacts) -> list[int]:
     """The contexts of the card's cache table: 8k, 32k, 128k and the model's context (its
     trained, supported or configured one: ``context_claim``), in order, those the
     config's positions allow."""
-    wanted = sorted({*CONTEXTS, facts.trained_context})
+    trained = {facts.trained_context} if facts.trained_context is not None else set()
+    wanted = sorted({*CONTEXTS, *trained})  # none: a config with no positions (Mamba-2)
     limit = facts.max_position_embeddings  # None: ALiBi, no limit
     return [t for t in wanted if limit is None or t <= limit]
 
@@ -1001,6 +1027,8 @@ def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
             if tokens == facts.trained_context:
                 label += f", its {facts.context_label}"
             rows.append((label, size(by_dtype["bf16"])))
+    if facts.trained_context is None:  # no trained context known: no total (Mamba-2)
+        return rows
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
     context = (
         "no cache: an encoder" if facts.bidirectional else f"the cache at its {facts.context_label}"
@@ -1091,7 +1119,8 @@ def cache_section(facts: ModelFacts) -> list[str]:
     limit = facts.max_position_embeddings
     beyond = [t for t in CONTEXTS if limit is not None and t > limit]
     notes = []
-    past = [t for t in contexts(facts) if t > facts.trained_context]
+    known = facts.trained_context is not None  # Mamba-2 alone: no position limit
+    past = [t for t in contexts(facts) if known and t > facts.trained_context]
     if past:
         notes.append(
             f"Past its {facts.context_label} of {facts.trained_context:,} tokens, a row "
@@ -1114,9 +1143,9 @@ def cache_section(facts: ModelFacts) -> list[str]:
         notes.append(cross)
     if notes:
         lines += ["", " ".join(notes)]
-    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
     kinds = {kind: facts.layer_types.count(kind) for kind in dict.fromkeys(facts.layer_types)}
-    if len(kinds) > 1:
+    if len(kinds) > 1 and known:
+        trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
         lines += [
             "",
             f"At its {facts.context_label}, {facts.trained_context:,} tokens, in bf16, "
@@ -1191,19 +1220,22 @@ def card(facts: ModelFacts) -> str:
         "",
         *cache_section(facts),
     ]
-    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
     lines += ["", "## Its weights", ""]
     counted = parameters_of(facts)
     if counted is not None:
         weights = {
             d: bill(facts, 0, dtype=d, parameters=counted.total).weights for d in WEIGHT_DTYPES
         }
-        lines += [
-            f"{counted.total:,} parameters ({counted.source}): "
-            + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
-            + f". With one sequence's cache at its {facts.context_label}, in bf16: "
-            f"{size(weights['bf16'] + trained.cache)}.",
-        ]
+        text = f"{counted.total:,} parameters ({linked(counted.source)}): " + ", ".join(
+            f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES
+        )
+        if facts.trained_context is not None:  # none known for Mamba-2 alone
+            trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
+            text += (
+                f". With one sequence's cache at its {facts.context_label}, in bf16: "
+                f"{size(weights['bf16'] + trained.cache)}"
+            )
+        lines += [text + "."]
     else:
         lines += [
             "The site's table cites no parameter count for this checkpoint. With "
@@ -1218,7 +1250,7 @@ def card(facts: ModelFacts) -> str:
         bits = format_number(BITS[q.dtype])
         text = (
             f"As released, its weights are not all 16-bit: {released_text(facts)} "
-            f"({q.source}). The bill counts {DTYPE_NAMES[q.dtype]} at {bits} bits a number"
+            f"({linked(q.source)}). The bill counts {DTYPE_NAMES[q.dtype]} at {bits} bits a number"
             + (
                 ", its shared 8-bit scale per 32 numbers included"
                 if q.dtype == "mxfp4"
@@ -1252,8 +1284,8 @@ def card(facts: ModelFacts) -> str:
         "",
         "## Sources",
         "",
-        f"- The config: {facts.source}",
-        f"- The {facts.context_label}: {facts.context_source}",
+        f"- The config: {linked(facts.source)}",
+        f"- The {facts.context_label}: {linked(facts.context_source)}",
     ]
     if facts.class_defaults:
         lines.append(
@@ -1507,7 +1539,7 @@ def index_page() -> str:
         "",
         "A page per model of the site's table ({data}`~attention.models.table.MODELS`): "
         "its attention in one recipe, its layers, its cache at 8k, 32k and 128k tokens "
-        "and at its trained context, its weights, its config fields and what is unusual "
+        "and at its own context, its weights, its config fields and what is unusual "
         "about it. Every page is computed from the table each time the site is built; "
         "a model added to the table gets its page. The same numbers for any "
         "`config.json`, from a terminal:",
@@ -1517,16 +1549,20 @@ def index_page() -> str:
         "```",
         "",
         "For another context, batch or number type, use the {ref}`calculator <calculator>`; "
-        "for what a config field means, the {doc}`glossary </glossary>`. Below, the cache "
-        "of one sequence at the model's trained context, in bf16, and what it adds per "
-        "token once its local layers are full.",
+        "for what a config field means, the {doc}`glossary </glossary>`; for every model "
+        "beside the chapters that build its parts, with its cache, layers and heads, "
+        "{doc}`/which-model-uses-what`. Below, the cache "
+        "of one sequence at the model's context, in bf16, and what it adds per "
+        "token once its local layers are full. A model's context is the one its source "
+        "gives: the length it was trained at, the length its release says it supports, "
+        "or its config's limit where no source gives one.",
         "",
     ]
     rows = []
     for facts in MODELS.values():
         growing, _, _ = cache_profile(facts)
         cache_at = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
-        at = f"{size(cache_at)} at {facts.trained_context:,}"
+        at = f"{size(cache_at)} at {facts.trained_context:,}, {facts.context_claim}"
         rows.append(
             (
                 f"{{doc}}`{facts.name} <{slug(facts.name)}>`",
@@ -1538,7 +1574,7 @@ def index_page() -> str:
             )
         )
     lines += _table(
-        ("model", "year", "layers", "attention", "cache per token", "cache at trained context"),
+        ("model", "year", "layers", "attention", "cache per token", "cache at its context"),
         rows,
     )
     return "\n".join(lines + hidden_toctree(slug(facts.name) for facts in MODELS.values()))
