@@ -118,16 +118,15 @@ def recall_batch(
                 f"0 to {length - 2}, got {fact_at}"
             )
         facts = 1
-    draw = {"generator": generator}
     tokens = torch.empty(n, length, 4, dtype=torch.long)
     tokens[..., 0], tokens[..., 1], tokens[..., 3] = RECALL_KEYS, RECALL_VALUES, RECALL_KEYS
-    tokens[..., 2] = torch.randint(RECALL_FILLERS, (n, length), **draw)
+    tokens[..., 2] = torch.randint(RECALL_FILLERS, (n, length), generator=generator)
     if fact_at is None:  # `facts` distinct random places before the question
-        where = torch.rand(n, length - 1, **draw).argsort(-1)[:, :facts]
+        where = torch.rand(n, length - 1, generator=generator).argsort(-1)[:, :facts]
     else:
         where = torch.full((n, 1), fact_at)
-    keys = torch.rand(n, RECALL_KEYS, **draw).argsort(-1)[:, :facts]  # distinct keys
-    values = torch.randint(RECALL_VALUES, (n, facts), **draw)
+    keys = torch.rand(n, RECALL_KEYS, generator=generator).argsort(-1)[:, :facts]  # distinct keys
+    values = torch.randint(RECALL_VALUES, (n, facts), generator=generator)
     rows = torch.arange(n)[:, None]
     tokens[rows, where, 0], tokens[rows, where, 1] = keys, values
     tokens[rows, where, 2] = RECALL_FILLERS  # a fact is no filler
