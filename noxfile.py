@@ -305,6 +305,57 @@ def downloads(session: nox.Session) -> None:
     )
 
 
+BOOK = BUILD / "book"
+BOOK_NAME = "attention-step-by-step"  # conf.py's epub_basename
+# Where the site offers the book (docs/whats-next.md links to both files).
+BOOK_ON_SITE = BUILD / "html" / "book"
+
+
+@nox.session
+def book(session: nox.Session) -> None:
+    """Build the whole site as a book to read offline: an EPUB and a PDF.
+
+    The EPUB is Sphinx's own `epub` builder. The PDF is the site built as one page
+    (Sphinx's `singlehtml`) and printed by the system's Chromium through Playwright
+    (docs/tools/print_book.py), with the page's print style sheet. Why not LaTeX: the
+    site already needs Debian's chromium for `nox -s site`, while Sphinx's LaTeX
+    builder needs TeX Live (xelatex for the pages' Unicode, several hundred MB of
+    Debian packages a fresh CI machine would install each run), and the figures, the
+    executed outputs' HTML tables and the MathJax formulas then print as the site
+    shows them. Needs a `chromium` on PATH, as `nox -s site` does.
+
+    The executed pages are not run again: both builds use the cache of `nox -s docs`
+    (reuse mode, docs/_ext/live_cache.py), and a page runs only if its code, the package,
+    the pins or Python changed since; the gallery's scripts likewise (their .md5 files).
+    Both builds fail on any warning. The files land in docs/_build/book/ and, when the
+    site is built, in docs/_build/html/book/, where the closing page links to them.
+    """
+    browser = os.environ.get("ATTENTION_CHROMIUM")
+    if not (browser or shutil.which("chromium") or shutil.which("chromium-browser")):
+        session.error("no `chromium` on PATH: install it (Debian: `apt-get install chromium`)")
+    install(session, "-e", ".[docs,site]")
+    install_site_packages(session)
+    env = {**DOCS_ENV, "ATTENTION_DOCS_CACHE": "1", "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+    common = ["-W", "--keep-going", "-n", "-j", str((os.cpu_count() or 1) + 1)]
+    # The two builders share one set of doctrees: the pages are read once.
+    common += ["-d", str(BOOK / "doctrees")]
+    for builder in ("epub", "singlehtml"):
+        shutil.rmtree(BOOK / builder, ignore_errors=True)
+        session.run("sphinx-build", *common, "-b", builder, str(DOCS), str(BOOK / builder), env=env)
+    epub = BOOK / f"{BOOK_NAME}.epub"
+    shutil.copyfile(BOOK / "epub" / epub.name, epub)
+    pdf = BOOK / f"{BOOK_NAME}.pdf"
+    session.run(
+        "python", "docs/tools/print_book.py", str(BOOK / "singlehtml" / "index.html"), str(pdf)
+    )
+    session.run("python", "docs/tools/check_book.py", str(epub), str(pdf))
+    if (BUILD / "html" / "index.html").is_file():
+        BOOK_ON_SITE.mkdir(exist_ok=True)
+        for made in (epub, pdf):
+            shutil.copyfile(made, BOOK_ON_SITE / made.name)
+        session.log(f"the site offers them in {BOOK_ON_SITE}")
+
+
 @nox.session(name="docs-live")
 def docs_live(session: nox.Session) -> None:
     """Serve the site on http://127.0.0.1:8000 and rebuild it as you edit.
@@ -342,8 +393,9 @@ def docs_live(session: nox.Session) -> None:
 def site(session: nox.Session) -> None:
     """Check the built site in headless Chromium, the way a reader uses it.
 
-    Needs `nox -s docs` first, and a `chromium` on PATH (Debian: `apt-get install
-    chromium`); Playwright drives it and never downloads a browser. Every page is
+    Needs `nox -s docs` and `nox -s book` first (the closing page links the book's
+    files), and a `chromium` on PATH (Debian: `apt-get install chromium`); Playwright
+    drives it and never downloads a browser. Every page is
     served from 127.0.0.1 and checked for console errors, failed or third-party
     requests, broken images and links, and sideways scrolling on a phone; then
     search, previous/next, dark mode and the gallery's downloads. Screenshots land in
@@ -382,12 +434,13 @@ def site(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks in benchmarks/: the variants side by side, the decode race, Part IV,
-    packed against padded prefill and the paged cache's memory and decode step (Part V), and
-    FlashAttention's backward pass, split-KV decoding and ring attention (Part VI).
+    packed against padded prefill and the paged cache's memory and decode step (Part V),
+    FlashAttention's backward pass, split-KV decoding and ring attention (Part VI), and the
+    serving engine against transformers' generate_batch and generate (attention.serving).
 
     Every argument goes to benchmarks/variants.py (`nox -s bench -- --help`); `--quick`
-    goes to benchmarks/decode.py, part4.py, packing.py, serving.py and flash.py too, whose
-    JSON lands beside the variants' results.
+    goes to benchmarks/decode.py, part4.py, packing.py, serving.py, flash.py and engine.py
+    too, whose JSON lands beside the variants' results.
     """
     install(session, "-e", ".[plot,transformers]")
     args = list(session.posargs)
@@ -399,3 +452,4 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/packing.py", *quick, "--out", str(Path(out) / "packing.json"))
     session.run("python", "benchmarks/serving.py", *quick, "--out", str(Path(out) / "serving.json"))
     session.run("python", "benchmarks/flash.py", *quick, "--out", str(Path(out) / "flash.json"))
+    session.run("python", "benchmarks/engine.py", *quick, "--out", str(Path(out) / "engine.json"))

@@ -70,6 +70,10 @@ delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks
 :mod:`attention.selection` picks blocks of keys instead: :class:`BlockTopKAttention`
 pools an indexer's scores into blocks and reads the best ones (MiniMax-M3), and
 :class:`QSAAttention` spends a token budget on compressed blocks (Qwen4-Exp's QSA).
+:class:`CompressedAttention` is DeepSeek-V4's layer: a window of raw tokens with sinks,
+and the entries a :class:`TokenCompressor` makes of each group of tokens, all of them
+(HCA) or those a :class:`CompressedIndexer` picks (CSA), kept in a
+:class:`CompressedCache` while decoding.
 
 **Part V, attention in serving.** :class:`PagedKVCache` keeps many sequences' keys
 and values in one pool of fixed-size blocks, each sequence's listed in its block
@@ -133,6 +137,13 @@ from attention._version import __version__ as __version__
 from attention._version import check_version
 from attention.cache import Cache, KeyValueCache
 from attention.causal import CausalAttention
+from attention.compressed import (
+    CompressedAttention,
+    CompressedCache,
+    CompressedIndexer,
+    CompressorState,
+    TokenCompressor,
+)
 from attention.cross import CrossAttention, CrossAttentionCache
 from attention.data import (
     INPUTS,
@@ -218,6 +229,10 @@ __all__ = [
     "BlockTopKIndexer",
     "Cache",
     "CausalAttention",
+    "CompressedAttention",
+    "CompressedCache",
+    "CompressedIndexer",
+    "CompressorState",
     "CrossAttention",
     "CrossAttentionCache",
     "GatedDeltaNet",
@@ -250,6 +265,7 @@ __all__ = [
     "SparseLatentAttention",
     "SparseLatentCache",
     "StreamingCache",
+    "TokenCompressor",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",

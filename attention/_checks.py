@@ -52,6 +52,8 @@ def whole_number(owner: str, value: object, what: str) -> int:
     ``what`` says what was expected, such as ``"d_in must be a positive integer"``; the
     caller checks the range. A boolean is refused, though Python counts it as an int.
     """
+    if type(value) is int:  # the common case, first: the protocol check below is slow
+        return value
     if isinstance(value, bool):
         raise TypeError(f"{owner}: {what}, got the boolean {value}")
     try:

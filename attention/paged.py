@@ -112,6 +112,7 @@ class PagedKVCache:
         # Free blocks, taken from the end: reversed so that block 0 goes first.
         self._free = list(range(self.num_blocks - 1, -1, -1))
         self._refs = [0] * self.num_blocks  # how many sequences' tables hold each block
+        self._holds = [0] * self.num_blocks  # of those references, how many are hold()s
         self._tables: dict[int, list[int]] = {}
         self._lengths: dict[int, int] = {}
 
@@ -178,11 +179,91 @@ class PagedKVCache:
 
     # -- the four operations ---------------------------------------------------------
 
-    def add(self, seq_id: int) -> None:
-        """Start an empty sequence ``seq_id``; it takes no block until it gets tokens."""
+    def add(self, seq_id: int, *, prefix_blocks: list[int] | tuple[int, ...] = ()) -> None:
+        """Start sequence ``seq_id``: empty, or on full blocks other readers already hold.
+
+        ``prefix_blocks`` (keyword only) are full blocks, in token order, that the new
+        sequence starts with: it holds ``len(prefix_blocks) * block_size`` tokens, and
+        each block gains a reader, as :meth:`fork` does, with nothing copied. This is
+        how a prefix cache gives a new request the blocks of a prompt it has seen.
+        Every block must be held (by a sequence, or by :meth:`hold`): a free block's
+        numbers may belong to nobody.
+
+        >>> cache = PagedKVCache(num_blocks=4, block_size=2, num_kv_heads=1, head_dim=1)
+        >>> cache.add(0)
+        >>> cache.update(0, *(2 * [torch.arange(5.0)[:, None, None]]))  # 5 tokens
+        >>> cache.add(1, prefix_blocks=cache.block_table(0)[:2])  # its first 4 tokens
+        >>> cache.num_tokens(1), cache.references(0), cache.num_free_blocks
+        (4, 2, 1)
+        """
         seq_id = self._new(seq_id, "seq_id")
-        self._tables[seq_id] = []
-        self._lengths[seq_id] = 0
+        blocks = [self._held_block(block, "prefix_blocks") for block in prefix_blocks]
+        for block in blocks:
+            self._refs[block] += 1
+        self._tables[seq_id] = blocks
+        self._lengths[seq_id] = len(blocks) * self.block_size
+
+    def _held_block(self, block: object, name: str) -> int:
+        owner = type(self).__name__
+        block = _checks.whole_number(owner, block, f"{name} must hold ints, block indices")
+        if not 0 <= block < self.num_blocks:
+            raise ValueError(
+                f"{owner}: {name}: block {block} is not in the pool of {self.num_blocks} "
+                f"blocks (0 to {self.num_blocks - 1})"
+            )
+        if self._refs[block] == 0:
+            raise ValueError(
+                f"{owner}: {name}: block {block} is free, so its numbers belong to nobody; "
+                f"only a block a sequence or hold() keeps can be shared"
+            )
+        return block
+
+    def references(self, block: int) -> int:
+        """How many readers hold ``block``: sequences whose tables list it, and holds."""
+        owner = type(self).__name__
+        block = _checks.whole_number(owner, block, "block must be an int, a block index")
+        if not 0 <= block < self.num_blocks:
+            raise ValueError(
+                f"{owner}: block {block} is not in the pool of {self.num_blocks} blocks "
+                f"(0 to {self.num_blocks - 1})"
+            )
+        return self._refs[block]
+
+    def hold(self, block: int) -> None:
+        """Keep ``block`` out of the pool, as one more reader that is not a sequence.
+
+        A prefix cache holds the full blocks it indexes, so that they outlive the
+        request that wrote them; :meth:`release` lets one go. Only a block that some
+        reader already holds can be held.
+        """
+        block = self._held_block(block, "block")
+        self._refs[block] += 1
+        self._holds[block] += 1
+
+    def release(self, block: int) -> None:
+        """Drop one :meth:`hold` of ``block``; with no reader left, it returns to the pool.
+
+        >>> cache = PagedKVCache(num_blocks=2, block_size=2, num_kv_heads=1, head_dim=1)
+        >>> cache.add(0)
+        >>> cache.update(0, *(2 * [torch.zeros(2, 1, 1)]))
+        >>> cache.hold(0)
+        >>> cache.free(0)  # the sequence goes; its block stays, held
+        >>> cache.references(0), cache.num_free_blocks
+        (1, 1)
+        >>> cache.release(0)
+        >>> cache.references(0), cache.num_free_blocks
+        (0, 2)
+        """
+        block = self._held_block(block, "block")
+        if self._holds[block] == 0:
+            raise ValueError(
+                f"{type(self).__name__}: block {block} has no hold() to release; its "
+                f"{self._refs[block]} readers are sequences, which free() lets go"
+            )
+        self._holds[block] -= 1
+        self._refs[block] -= 1
+        if self._refs[block] == 0:
+            self._free.append(block)
 
     def fork(self, parent_id: int, child_id: int) -> None:
         """Start ``child_id`` with every token of ``parent_id``, sharing its blocks.

@@ -8,8 +8,9 @@ contiguous read. Two ways of scoring a block are taught here, each as
 * **Block top-k** (MiniMax-M3; the NSA and MoBA line). A small indexer scores every
   key, as chapter 22's does; the scores are max-pooled into blocks of ``block_size``
   keys; each query keeps its ``top_k_blocks`` best blocks, among which its
-  ``local_blocks`` nearest always count. :func:`pool_block_scores`,
-  :func:`select_blocks` and :func:`block_sparse_attention` are the three steps;
+  ``local_blocks`` nearest always count. :func:`~attention.pool_block_scores`,
+  :func:`~attention.select_blocks` and :func:`~attention.block_sparse_attention` are
+  the three steps;
   :class:`BlockTopKIndexer`, :class:`BlockTopKAttention` and :class:`BlockTopKCache`
   are MiniMax-M3's layer (``MiniMaxM3VLIndexer`` and ``MiniMaxM3VLAttention``).
 * **A token budget over compressed blocks** (Qwen4-Exp's QSA). The indexer's keys are
@@ -402,7 +403,7 @@ class BlockTopKCache(_WithIndexerKeys):
     keys, values : torch.Tensor or None
         ``(batch, num_kv_heads, num_cached, head_dim)`` each.
     indexer : KVCache
-        The indexer's keys ``(batch, num_cached, index_head_dim)`` (:attr:`index_keys`).
+        The indexer's keys ``(batch, num_cached, index_head_dim)`` (``index_keys``).
 
     Examples
     --------
@@ -661,7 +662,7 @@ class QSACache(_WithIndexerKeys):
     keys, values : torch.Tensor or None
         ``(batch, num_kv_heads, num_cached, head_dim)`` each.
     indexer : KVCache
-        The raw indexer keys ``(batch, num_cached, index_head_dim)`` (:attr:`index_keys`).
+        The raw indexer keys ``(batch, num_cached, index_head_dim)`` (``index_keys``).
     """
 
     _holds = "a layer's keys and values and QSA's raw indexer keys"
@@ -743,7 +744,7 @@ class QSAIndexer(nn.Module):
 
     @property
     def top_k_blocks(self) -> int:
-        """Complete blocks each query keeps: ``budget // compress_ratio``."""
+        """The complete blocks each query keeps, ``budget // compress_ratio``."""
         return self.budget // self.compress_ratio
 
     def block_scores(

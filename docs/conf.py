@@ -38,6 +38,14 @@ extensions = [
     "reading_path",  # each Part's "you are here" strip, and its landing page's and recap's lists
     "source_excerpts",  # literalinclude without the package's argument checks
     "dropdown_cells",  # the hidden cells after a dropdown (its checks) go inside it
+    # The repository's and the site's addresses, from pyproject.toml's [project.urls], for
+    # the theme's repository and launch buttons, the sitemap, the Open Graph tags and the
+    # downloads' headers.
+    "addresses",
+    "sphinx_sitemap",  # sitemap.xml, so that search engines find every model page
+    "sphinxext.opengraph",  # og: tags, so that a shared link shows the page's title and figure
+    "epub_book",  # the EPUB's formulas as MathML (nox -s book); the site keeps MathJax
+    "gallery_alt",  # the gallery figures' alt text escaped (sphinx-gallery writes it raw)
 ]
 
 exclude_patterns = [
@@ -106,6 +114,8 @@ nb_render_markdown_format = "myst"
 # file: TeX input, SVG output, its fonts inlined as paths. From `npm pack mathjax@3.2.2`,
 # file es5/tex-svg.js; its LICENSE sits beside it.
 mathjax_path = "mathjax/tex-svg.js"
+# The site's renderer, named: epub_book (below) registers a second one, for the EPUB.
+html_math_renderer = "mathjax"
 
 # -- API reference ----------------------------------------------------------------
 autodoc_member_order = "bysource"
@@ -160,11 +170,13 @@ html_theme = "sphinx_book_theme"
 html_title = "Attention, step by step"
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
+# Marks the figures that scroll sideways on a phone, for the cue custom.css draws.
+html_js_files = ["figures.js"]
 # A tiny causal heatmap; without an icon, browsers ask for a /favicon.ico that is not there.
 html_favicon = "_static/favicon.png"
+# The repository button and the launch buttons (Colab, Binder) are set by
+# docs/_ext/addresses.py, from pyproject.toml's [project.urls].
 html_theme_options = {
-    "repository_url": "https://github.com/OWNER/attention",
-    "use_repository_button": False,
     "use_download_button": True,
     "show_toc_level": 2,
     "navigation_with_keys": True,
@@ -183,3 +195,30 @@ html_last_updated_fmt = None
 # The page follows the reader's system setting until they pick light or dark. Without
 # this, a first visit (nothing in localStorage) logs "Got invalid theme mode" to the console.
 html_context = {"default_mode": "auto"}
+
+# -- Sitemap and Open Graph tags: their absolute links use the site's address ----------
+# (html_baseurl and ogp_site_url, set by docs/_ext/addresses.py).
+sitemap_url_scheme = "{link}"  # no language or version folder in the site's paths
+sitemap_excludes = ["search.html", "genindex.html", "py-modindex.html", "_modules/*"]
+# The page's first figure is its preview (a model page's layer strip); the icon otherwise.
+ogp_use_first_image = True
+ogp_image = "_static/favicon.png"
+ogp_type = "article"
+# No generated social card per page: matplotlib would draw some two hundred of them.
+ogp_social_cards = {"enable": False}
+
+
+# -- The book offline: EPUB (nox -s book) -------------------------------------------
+# The same pages as the site, in Sphinx's own EPUB builder; the PDF is the site built
+# as one page (singlehtml) and printed by Chromium (noxfile.py's book session).
+epub_basename = "attention-step-by-step"
+epub_title = project
+epub_author = author
+epub_publisher = author
+epub_copyright = copyright
+epub_language = "en"
+epub_scheme = "URL"
+epub_identifier = ""  # the site's address, set by docs/_ext/addresses.py
+epub_show_urls = "no"  # an address printed after each link would break the sentences
+# The search page and MathJax (its scripts are not in the EPUB; its formulas are MathML).
+epub_exclude_files = ["search.html", "_static/mathjax/LICENSE"]

@@ -100,7 +100,9 @@ for ax, w, tokens, top, title in panels:
 axes[1].set_ylabel(None)
 fig.suptitle(
     "Attention weights of the two sentences, each row's largest weight outlined in red;\n"
-    'outlines on the diagonal ("Your", "journey"; "I", "find", "the") mark tokens '
+    # Typographic quotes: sphinx-gallery copies the title into the image's alt
+    # attribute unescaped, where a straight quote would end the attribute.
+    "outlines on the diagonal (“Your”, “journey”; “I”, “find”, “the”) mark tokens "
     "that attend most to themselves."
 )
 plt.show()

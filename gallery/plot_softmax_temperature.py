@@ -59,7 +59,9 @@ for ax, factor, row in zip(axes, factors.tolist(), weights, strict=True):
     ax.set_ylim(0, 1)
 axes[0].set_ylabel("attention weight")
 fig.suptitle(
-    'Weights of the query "journey" for growing score factors: '
+    # Typographic quotes: sphinx-gallery copies the title into the image's alt
+    # attribute unescaped, where a straight quote would end the attribute.
+    "Weights of the query “journey” for growing score factors: "
     "from nearly uniform (dotted line, 1/6) to almost all on one token."
 )
 plt.show()
@@ -119,7 +121,7 @@ for ax in (ax_max, ax_entropy):
     ax.grid(alpha=0.3)
 fig.suptitle(
     "As the score factor grows, the softmax saturates:\n"
-    'the largest weight of "journey" rises to 1 and the entropy falls to 0.'
+    "the largest weight of “journey” rises to 1 and the entropy falls to 0."  # alt: see above
 )
 plt.show()
 

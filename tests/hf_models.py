@@ -32,10 +32,12 @@ from unittest import mock
 
 import torch
 from helpers import F64
+from rope_reference import _TorchWithFloat64AsFloat
 from torch import nn
 from torch.nn import functional as F
 from transformers import (
     DeepseekV3Config,
+    DeepseekV4Config,
     DynamicCache,
     Gemma2Config,
     Gemma3TextConfig,
@@ -47,9 +49,12 @@ from transformers import (
     Olmo2Config,
     Qwen3Config,
     Qwen3NextConfig,
+    modeling_rope_utils,
 )
 from transformers.masking_utils import create_chunked_causal_mask, sdpa_mask
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+from transformers.models.deepseek_v4 import modeling_deepseek_v4
+from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4Attention
 from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention
 from transformers.models.gemma3.modeling_gemma3 import Gemma3Attention
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextAttention
@@ -574,3 +579,142 @@ def llama4_decode(gqa, theirs, x, splits, rotary, tolerance):
         torch.testing.assert_close(gqa(new, cache=ours), expected, **tolerance)
         assert ours.seen_tokens == their_cache.get_seq_length() == stop
         assert len(ours) == stop % gqa.chunk
+
+
+# -- DeepSeek-V4 ---------------------------------------------------------------------------
+
+#: ``DeepseekV4Attention``'s parameters, by the package's names (``CompressedAttention``).
+DEEPSEEK_V4_NAMES = {
+    "W_dq.weight": "q_a_proj.weight",
+    "q_norm.weight": "q_a_norm.weight",
+    "W_uq.weight": "q_b_proj.weight",
+    "W_kv.weight": "kv_proj.weight",
+    "kv_norm.weight": "kv_norm.weight",
+    "W_out_groups.weight": "o_a_proj.weight",
+    "W_out.weight": "o_b_proj.weight",
+    "sinks": "sinks",
+}
+#: A compressor's, the same in the attention's compressor and in the indexer's.
+DEEPSEEK_V4_COMPRESSOR_NAMES = {
+    "W_kv.weight": "kv_proj.weight",
+    "W_gate.weight": "gate_proj.weight",
+    "position_bias": "position_bias",
+    "kv_norm.weight": "kv_norm.weight",
+}
+#: The indexer's own, beside its compressor's.
+DEEPSEEK_V4_INDEXER_NAMES = {
+    "W_query.weight": "q_b_proj.weight",
+    "W_weights.weight": "scorer.weights_proj.weight",
+}
+
+
+def deepseek_v4_theirs_names(layer) -> dict[str, str]:
+    """Each parameter of a ``CompressedAttention``, by name, to its ``DeepseekV4Attention`` name."""
+    names = dict(DEEPSEEK_V4_NAMES)
+    if layer.compressor is not None:
+        for ours, theirs in DEEPSEEK_V4_COMPRESSOR_NAMES.items():
+            names[f"compressor.{ours}"] = f"compressor.{theirs}"
+    if layer.indexer is not None:
+        for ours, theirs in DEEPSEEK_V4_COMPRESSOR_NAMES.items():
+            names[f"indexer.compressor.{ours}"] = f"compressor.indexer.{theirs}"
+        for ours, theirs in DEEPSEEK_V4_INDEXER_NAMES.items():
+            names[f"indexer.{ours}"] = f"compressor.indexer.{theirs}"
+    return names
+
+
+@contextlib.contextmanager
+def deepseek_v4_in_float64() -> Iterator[None]:
+    """Within the block, ``transformers``' DeepSeek-V4 code computes in float64.
+
+    Where it computes in float32 whatever the model's dtype (its RMS norms' ``.to(
+    torch.float32)``, the compressors' ``softmax(dtype=torch.float32)``, the rotary
+    embedding's tables, its ``apply_rotary_pos_emb`` and the indexer's scorer, which
+    call ``Tensor.float()``), float64 stays float64: the module's ``torch`` (and the
+    RoPE utilities') is a stand-in whose ``float`` and ``float32`` are ``float64``, and
+    ``Tensor.float()`` leaves a float64 tensor as it is. Build the modules inside too,
+    so that their RoPE tables are computed in float64.
+    """
+    original = torch.Tensor.float
+
+    def keep(self, *args, **kwargs):
+        return self if self.dtype == F64 else original(self, *args, **kwargs)
+
+    stand_in = _TorchWithFloat64AsFloat()
+    with (
+        mock.patch.object(torch.Tensor, "float", keep),
+        mock.patch.object(modeling_deepseek_v4, "torch", stand_in),
+        mock.patch.object(modeling_rope_utils, "torch", stand_in),
+    ):
+        yield
+
+
+def deepseek_v4_config(layer, *, kinds: tuple[str, ...], **overrides):
+    """A small ``DeepseekV4Config`` with ``layer``'s sizes, its RoPE on the compressed
+    layers (base and scaling), and the layers ``kinds``, eager attention."""
+    rates = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}
+    index = {}
+    if layer.indexer is not None:
+        rates["compressed_sparse_attention"] = layer.indexer.rate
+        index = {
+            "index_n_heads": layer.indexer.num_heads,
+            "index_head_dim": layer.indexer.head_dim,
+            "index_topk": layer.indexer.top_k,
+        }
+    elif layer.compressor is not None:
+        rates["heavily_compressed_attention"] = layer.compressor.rate
+    scaling = dict(layer.rotary.scaling or {"rope_type": "default"})
+    scaling.pop("attention_factor", None)  # DeepseekV4Config sets it to 1 for YaRN
+    fields = {
+        "hidden_size": layer.d_in,
+        "num_attention_heads": layer.num_heads,
+        "num_key_value_heads": 1,
+        "head_dim": layer.head_dim,
+        "q_lora_rank": layer.q_lora_rank,
+        "qk_rope_head_dim": layer.rope_dim,
+        "sliding_window": layer.window,
+        "o_groups": layer.o_groups,
+        "o_lora_rank": layer.o_lora_rank,
+        "num_hidden_layers": len(kinds),
+        "layer_types": list(kinds),
+        "compress_rates": rates,
+        "max_position_embeddings": layer.context_length,
+        "rms_norm_eps": layer.kv_norm.eps,
+        "rope_parameters": scaling,
+        "compress_rope_theta": layer.rotary.base,
+        "vocab_size": 32,
+        "moe_intermediate_size": 8,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "attn_implementation": "eager",
+        **index,
+        **overrides,
+    }
+    return DeepseekV4Config(**fields)
+
+
+def deepseek_v4_attention(layer, config, layer_idx: int) -> nn.Module:
+    """``DeepseekV4Attention`` for layer ``layer_idx`` of ``config``, holding ``layer``'s
+    weights, in ``layer``'s dtype and in eval mode (build it in
+    :func:`deepseek_v4_in_float64` to compare in float64)."""
+    theirs = DeepseekV4Attention(config, layer_idx).to(layer.W_kv.weight.dtype).eval()
+    state = layer.state_dict()
+    names = deepseek_v4_theirs_names(layer).items()
+    their_state = {theirs_name: state[ours] for ours, theirs_name in names}
+    theirs.load_state_dict(their_state, strict=True)
+    return theirs
+
+
+def deepseek_v4_step(theirs, config, rotary, x, start, cache):
+    """DeepseekV4Attention on the tokens at ``start ...``, as DeepseekV4Model calls it:
+    both RoPE tables, the positions, the sliding-window mask over the keys it holds."""
+    num_tokens = x.shape[1]
+    positions = torch.arange(start, start + num_tokens)[None]
+    tables = {kind: rotary(x, positions, layer_type=kind) for kind in ("main", "compress")}
+    held = 0 if cache is None else min(start, config.sliding_window - 1)
+    keys = torch.arange(start - held, start + num_tokens)
+    gap = positions[0][:, None] - keys[None, :]
+    seen = (gap >= 0) & (gap < config.sliding_window)
+    mask = torch.zeros(x.shape[0], 1, num_tokens, len(keys), dtype=F64)
+    mask = mask.masked_fill(~seen, float("-inf"))  # (batch, 1, n, keys), as the model's
+    out, _ = theirs(x, tables, positions, mask, past_key_values=cache)
+    return out

@@ -12,8 +12,11 @@ to its paper's 47B (its record alone changed; new entries add theirs), when the
 releases' quantized weights became facts (every record gained ``quantized_dtype`` and
 ``quantized_parameters``), and when MiMo-V2-Flash brought sinks in the sliding
 layers alone and a scale on the values (every record gained those two keys, no
-figure changed), and when nine models without a whole released file gained the count
-their paper or model card cites (those records' two count keys alone changed). Run it
+figure changed), when nine models without a whole released file gained the count
+their paper or model card cites (those records' two count keys alone changed), and
+when DeepSeek-V4's QK-norm was added to its two entries (their ``qk_norm``,
+``source`` and ``context_source`` changed) with the RoPE, query latent and grouped
+output of its compressed layers (every record gained those four keys). Run it
 again only to record a deliberate change to the table::
 
     python tests/model_facts_snapshot.py
@@ -105,6 +108,10 @@ ATTRIBUTES = [
     "quantized_parameters",
     "sliding_sinks",  # MiMo-V2-Flash's sinks in its sliding layers alone, and its value scale
     "value_scale",
+    "compress_rope_scaling",  # DeepSeek-V4's compressed layers: their YaRN, latent, groups
+    "compress_q_lora_rank",
+    "o_groups",
+    "o_lora_rank",
 ]
 #: The flat names ModelFacts no longer has: (group, field, value without the group).
 READS = {
@@ -125,6 +132,10 @@ READS = {
     "quantized_parameters": ("quantization", "parameters", None),
     "sliding_sinks": ("local", "sinks", False),
     "value_scale": ("parts", "value_scale", None),
+    "compress_rope_scaling": ("compressed", "rope_scaling", None),
+    "compress_q_lora_rank": ("compressed", "q_lora_rank", None),
+    "o_groups": ("compressed", "o_groups", None),
+    "o_lora_rank": ("compressed", "o_lora_rank", None),
 }
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f8": torch.float8_e4m3fn}
 TOKENS = (0, 1, 100, 1000, 4096, 8192, 100_000, 128 * 1024, 10**6)

@@ -27,6 +27,8 @@ from attention import (
     BlockTopKAttention,
     BlockTopKCache,
     Cache,
+    CompressedAttention,
+    CompressedCache,
     CrossAttention,
     CrossAttentionCache,
     GatedDeltaNet,
@@ -107,6 +109,16 @@ def deltanet() -> GatedDeltaNet:
     return GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4, value_head_dim=3)
 
 
+def csa() -> CompressedAttention:
+    """DeepSeek-V4's compressed sparse layer: a window of 3, an entry per 2 tokens."""
+    torch.manual_seed(0)
+    return CompressedAttention(
+        8, 8, 64, num_heads=2, head_dim=4, q_lora_rank=4, window=3, rope_dim=2,
+        compress_rate=2, index_top_k=1, index_num_heads=2, index_head_dim=4, o_groups=2,
+        o_lora_rank=2,
+    )  # fmt: skip
+
+
 def cross():
     """A cross-attention layer over a context of 3 tokens, called as the others are."""
     torch.manual_seed(0)
@@ -126,6 +138,10 @@ def held_tensors(cache) -> list[torch.Tensor]:
         return [cache.latent, cache.rope_keys, *extra]
     if isinstance(cache, GatedDeltaNetCache):
         return [cache.conv_state, cache.recurrent_state]
+    if isinstance(cache, CompressedCache):  # the window's keys, each compressor's state
+        states = [s for s in (cache.compressor, cache.indexer) if s is not None]
+        parts = ("entries", "waiting_kv", "waiting_gate", "overlap_kv", "overlap_gate")
+        return [cache.window_keys, *(getattr(s, part) for s in states for part in parts)]
     if isinstance(cache, BlockTopKCache | QSACache):
         return [cache.keys, cache.values, cache.index_keys]
     return [cache.keys, cache.values]
@@ -152,6 +168,7 @@ CASES = {
     QSACache: [(qsa, QSACache, lambda n: n, "crops")],
     GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: 0, "recurrent state")],
     CrossAttentionCache: [(cross, CrossAttentionCache, lambda n: 3, "keeps the context")],
+    CompressedCache: [(csa, lambda: CompressedCache(3), lambda n: min(n, 2), "folds")],
 }
 
 
@@ -283,6 +300,7 @@ LAYERS = {
     "QSAAttention": (qsa, {QSACache}),
     "GatedDeltaNet": (deltanet, {GatedDeltaNetCache}),
     "CrossAttention": (cross, {CrossAttentionCache}),
+    "CompressedAttention": (csa, {CompressedCache}),
     "LightningIndexer": (indexer, {KVCache}),
 }
 # The layer each cache belongs to, which a wrong layer's error names.
@@ -296,6 +314,7 @@ BELONGS = {
     QSACache: "QSAAttention",
     GatedDeltaNetCache: "GatedDeltaNet",
     CrossAttentionCache: "CrossAttention",
+    CompressedCache: "CompressedAttention",
 }
 PAIRS = [(layer, cls) for layer in LAYERS for cls in CASES]
 

@@ -22,11 +22,15 @@ import attention.figures  # noqa: E402
 from attention import PagedKVCache  # noqa: E402
 from attention.figures import (  # noqa: E402  # noqa: E402
     FACECOLOR,
+    SMALLEST_TEXT_POINTS,
     attention_anatomy,
     backward_blocks,
     basics,
     cache_against_context,
     caches,
+    compressed,
+    compressed_cache_growth,
+    compression_pipeline,
     decoder_block,
     delta_chunks,
     delta_rule_step,
@@ -43,14 +47,20 @@ from attention.figures import (  # noqa: E402  # noqa: E402
     merge_picture,
     packing_diagram,
     paged_blocks,
+    pool_over_time,
     recurrent,
     ring_steps,
     roadmap,
     rotary_pairs,
     scaled_dot_product_diagram,
+    scheduler_timeline,
+    serving,
     sink_and_gate,
+    smallest_text_points,
     style,
+    tiled_scores,
 )
+from attention.serving import Admission, StepRecord  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -71,8 +81,17 @@ def _paged():
     return paged_blocks(cache).figure
 
 
+#: Two steps of an engine: a prompt admitted with one block found cached, then a
+#: decode token while a second request is preempted.
+STEPS = [
+    StepRecord(0, ((0, 4, "prefill"),), (Admission(0, 1, 1),), (), (), 2, 0, 2),
+    StepRecord(1, ((0, 1, "decode"),), (), (1,), (0,), 0, 2, 2),
+]
+
 DRAWINGS = {
     "roadmap": lambda: roadmap(current=2),
+    "scheduler_timeline": lambda: scheduler_timeline(STEPS),
+    "pool_over_time": lambda: pool_over_time(STEPS, 4),
     "matrix_form": lambda: matrix_form(),
     "head_split": lambda: head_split(),
     "scaled_dot_product_diagram": lambda: scaled_dot_product_diagram(),
@@ -92,16 +111,26 @@ DRAWINGS = {
     "backward_blocks": lambda: backward_blocks(12, 3).figure,
     "merge_picture": lambda: merge_picture(X[5] @ X.T, 3),
     "ring_steps": lambda: ring_steps(4, causal=True, zigzag=True),
+    "tiled_scores": lambda: tiled_scores(X @ X.T, 2, highlight=4, layout="stacked"),
     "cache_against_context": lambda: cache_against_context(["gpt-oss-20b", "Llama 3.1 70B"]),
+    "compression_pipeline": lambda: compression_pipeline(4, 12),
+    "compressed_cache_growth": lambda: compressed_cache_growth(4, 4, 5, 10),
 }
 
 
 #: The modules of the schematic diagrams (the heatmaps' own tests check theirs).
-DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash)
+DIAGRAM_MODULES = (basics, caches, layers, recurrent, flash, compressed, serving)
 
 
 def test_every_drawing_function_is_checked_for_its_background():
-    readers = {"kv_sources", "labelled_texts"}  # they draw nothing
+    # They draw nothing: they read a figure, or compute what one shows.
+    readers = {
+        "kv_sources",
+        "labelled_texts",
+        "entry_sources",
+        "running_max_and_sum",
+        "smallest_text_points",
+    }
     drawing = {
         name
         for module in (*DIAGRAM_MODULES, style)
@@ -130,3 +159,10 @@ def test_saved_figures_are_opaque_to_their_edges(name):
     assert image[..., 3].min() == 1.0
     for corner in (image[0, 0], image[0, -1], image[-1, 0], image[-1, -1]):
         assert tuple(corner) == to_rgba(FACECOLOR)
+
+
+@pytest.mark.parametrize("name", sorted(DRAWINGS))
+def test_no_drawing_writes_under_the_sites_smallest_text(name):
+    """The site's phone check counts on it: at its own size (100 dots per inch), a
+    figure's smallest label is SMALLEST_TEXT_POINTS / 72 * 100 = 8.3 CSS pixels."""
+    assert smallest_text_points(DRAWINGS[name]()) >= SMALLEST_TEXT_POINTS

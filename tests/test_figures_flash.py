@@ -16,16 +16,24 @@ from figure_helpers import (  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
 from attention import (  # noqa: E402
+    INPUTS,
     TOKENS,
     merge_attention_states,
 )
 from attention.figures import (  # noqa: E402
     CURRENT,
+    PHONE_WIDTH_INCHES,
+    SMALLEST_TEXT_POINTS,
     backward_blocks,
+    labelled_texts,
     merge_picture,
     ring_steps,
+    running_max_and_sum,
+    smallest_text_points,
+    tiled_scores,
 )
 from attention.ring import ring_positions, ring_work  # noqa: E402
+from attention.tiled import tiled_attention  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -114,3 +122,95 @@ def test_merge_picture_rejects_what_is_not_one_querys_scores():
         merge_picture([0.1, 0.5], 1)
     with pytest.raises(ValueError, match=r"merge_picture: scores must be a 1-D tensor"):
         merge_picture(torch.zeros(2, 2), 1)
+
+
+# -- the online softmax's tiles (chapter 7) -------------------------------------------
+
+SENTENCE = INPUTS.double()  # the chapter's queries, keys and values alike
+SCORES = SENTENCE @ SENTENCE.T / 3**0.5
+
+
+@pytest.mark.parametrize(("block_size", "causal"), [(2, True), (4, True), (3, False), (1, True)])
+def test_the_running_max_and_sum_are_those_of_every_key_so_far(block_size, causal):
+    """After key block b, m is the largest visible score of blocks 0..b and l the sum of
+    exp(s - m) over them: the closed form the online softmax reaches without the row."""
+    m, total, skipped = running_max_and_sum(SCORES, block_size, causal=causal)
+    tokens = SCORES.shape[0]
+    for i in range(tokens):
+        for b in range(m.shape[1]):
+            seen = SCORES[i, : (b + 1) * block_size]
+            if causal:
+                seen = seen[: i + 1]
+            assert m[i, b] == seen.max()
+            assert torch.allclose(total[i, b], torch.exp(seen - seen.max()).sum(), atol=1e-12)
+    starts = range(0, tokens, block_size)
+    expected = [[causal and k > min(q + block_size, tokens) - 1 for k in starts] for q in starts]
+    assert skipped.tolist() == expected
+
+
+def test_after_the_last_block_m_plus_log_l_is_the_lse_tiled_attention_returns():
+    m, total, _ = running_max_and_sum(SCORES, 2)
+    _, lse = tiled_attention(SENTENCE, SENTENCE, SENTENCE, causal=True, block_size=2,
+                             return_lse=True)  # fmt: skip
+    assert torch.allclose(m[:, -1] + torch.log(total[:, -1]), lse, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["wide", "stacked"])
+def test_tiled_scores_writes_each_rows_running_numbers_and_marks_the_skipped_tiles(layout):
+    fig = tiled_scores(SCORES, 2, TOKENS, highlight=4, layout=layout)
+    drawn(fig)
+    texts = labelled_texts(fig)
+    m, total, skipped = running_max_and_sum(SCORES, 2)
+    for i in range(6):
+        for b in range(3):
+            assert texts[f"max {i} {b}"] == f"m {m[i, b]:.4f}"
+            assert texts[f"sum {i} {b}"] == f"ℓ {total[i, b]:.4f}"
+        for j in range(6):
+            # The future is hatched, as every masked cell of the site; the rest has its score.
+            assert (f"score {i} {j}" in texts) == (j <= i)
+            if j <= i:
+                assert texts[f"score {i} {j}"] == f"{SCORES[i, j]:.2f}"
+    # Chapter 7's row of "one", worked by hand there: its three denominators.
+    assert [texts[f"sum 4 {b}"] for b in range(3)] == ["ℓ 1.8659", "ℓ 3.6655", "ℓ 4.6370"]
+    ax = fig.axes[0]
+    assert sum(t.get_text() == "skipped" for t in ax.texts) == int(skipped.sum()) == 3
+    framed = [p for p in ax.patches if p.get_edgecolor() == to_rgba(CURRENT)]
+    assert len(framed) == 2  # the highlighted row, in the matrix and in the table
+
+
+@pytest.mark.parametrize(
+    ("draw", "name"),
+    [
+        (lambda layout: tiled_scores(SCORES, 2, TOKENS, layout=layout), "tiled_scores"),
+        (lambda layout: ring_steps(4, zigzag=True, layout=layout), "ring_steps"),
+    ],
+)
+def test_the_stacked_layout_fits_a_phone_at_its_own_size_with_every_label_legible(draw, name):
+    wide, stacked = draw("wide"), draw("stacked")
+    assert stacked.get_size_inches()[0] <= PHONE_WIDTH_INCHES < wide.get_size_inches()[0], name
+    for fig in (wide, stacked):
+        assert smallest_text_points(fig) >= SMALLEST_TEXT_POINTS, name
+
+
+def test_ring_steps_stacked_puts_the_same_steps_one_under_another():
+    wide, stacked = ring_steps(3, layout="wide"), ring_steps(3, layout="stacked")
+    assert [ax.get_title() for ax in stacked.axes] == [ax.get_title() for ax in wide.axes]
+    lefts = {round(ax.get_position().x0, 6) for ax in stacked.axes}
+    assert len(lefts) == 1  # one column
+
+
+def test_tiled_scores_rejects_what_it_cannot_draw():
+    with pytest.raises(TypeError, match=r"tiled_scores: layout must be a string"):
+        tiled_scores(SCORES, 2, layout=2)
+    with pytest.raises(ValueError, match=r"tiled_scores: layout must be 'wide' or 'stacked'"):
+        tiled_scores(SCORES, 2, layout="tall")
+    with pytest.raises(ValueError, match=r"running_max_and_sum: scores must be a square"):
+        tiled_scores(torch.zeros(2, 3), 1)
+    with pytest.raises(TypeError, match=r"running_max_and_sum: scores must be a torch.Tensor"):
+        tiled_scores([[0.0]], 1)
+    with pytest.raises(ValueError, match=r"tiled_scores: expected at most 12 tokens"):
+        tiled_scores(torch.zeros(13, 13), 4)
+    with pytest.raises(ValueError, match=r"tiled_scores: expected 6 labels"):
+        tiled_scores(SCORES, 2, ["a"])
+    with pytest.raises(ValueError, match=r"tiled_scores: expected highlight in \[0, 5\]"):
+        tiled_scores(SCORES, 2, highlight=6)

@@ -9,13 +9,17 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")  # no display: render off-screen, before pyplot is imported
 
 import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
 
 from attention.figures import (  # noqa: E402
+    SMALLEST_TEXT_POINTS,
     head_split,
+    heatmap,
     labelled_texts,
     matrix_form,
     roadmap,
     scaled_dot_product_diagram,
+    smallest_text_points,
 )
 
 
@@ -64,3 +68,20 @@ def test_a_long_title_is_wrapped_to_the_figure_and_never_cut_at_its_edges(draw):
     assert title.y1 <= edges.y1
     assert fig.get_suptitle().replace("\n", " ") == (words * 3).strip()
     plt.close(fig)
+
+
+def test_smallest_text_points_finds_the_smallest_label_ticks_included():
+    fig, ax = plt.subplots()
+    ax.set_title("a title", fontsize=12)
+    ax.set_xticks([0, 1], ["a", "b"], fontsize=6.5)
+    ax.text(0.5, 0.5, "", fontsize=3)  # empty: nothing to read
+    assert smallest_text_points(fig) == 6.5
+    with pytest.raises(TypeError, match=r"smallest_text_points: expected a matplotlib Figure"):
+        smallest_text_points(ax)
+
+
+def test_heatmap_annotations_never_go_under_the_sites_smallest_text():
+    # Twelve by twelve cells in a small figure: each cell is about 10 points wide.
+    _, ax = plt.subplots(figsize=(2, 2))
+    heatmap(torch.rand(12, 12), ax=ax)
+    assert smallest_text_points(ax.figure) >= SMALLEST_TEXT_POINTS

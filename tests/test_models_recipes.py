@@ -48,6 +48,9 @@ from hf_models import (
     causal_4d,
     copy_projections,
     deepseek_attention,
+    deepseek_v4_attention,
+    deepseek_v4_in_float64,
+    deepseek_v4_step,
     float64_norms,
     float64_softmax,
     freqs_cis_float64,
@@ -83,6 +86,8 @@ from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRotaryEm
 
 from attention import (
     MODELS,
+    CompressedAttention,
+    CompressedCache,
     CrossAttention,
     GatedDeltaNet,
     GroupedQueryAttention,
@@ -754,6 +759,12 @@ def test_qwen3_next_attention_with_partial_rotary_matches_in_float64():
 
 
 def small_sizes(facts) -> Sizes:
+    if facts.compressed is not None:  # DeepSeek-V4: its latent, groups and indexer too
+        return Sizes(
+            hidden_size=16, num_heads=4, head_dim=8, q_lora_rank=6, qk_rope_head_dim=4,
+            o_groups=2, o_lora_rank=4, index_n_heads=2, index_head_dim=8, index_topk=2,
+            max_position_embeddings=64,
+        )  # fmt: skip
     if facts.latent is not None:
         return Sizes(hidden_size=32, num_heads=2, kv_lora_rank=8, max_position_embeddings=8)
     if isinstance(facts.local, LinearAttention) and facts.local.mixer != "Gated DeltaNet":
@@ -766,7 +777,6 @@ BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds th
     for name, facts in MODELS.items()
     if facts.positions == "rope"
     and not facts.bidirectional
-    and facts.compressed is None  # nor DeepSeek-V4's compressed layers
     and facts.value_head_dim is None  # nor MiMo-V2-Flash's values, narrower than its keys
 ]
 
@@ -801,6 +811,53 @@ def test_olmo3_scales_its_rope_on_the_full_layers_only():
         torch.testing.assert_close(ours, expected, atol=1e-3, rtol=1e-3)
 
 
+@pytest.mark.parametrize("index", [0, 2, 3], ids=["sliding", "CSA", "HCA"])
+def test_deepseek_v4_flash_recipe_matches_deepseek_v4_attention(index):
+    """DeepSeek-V4-Flash's layers, at small sizes, against ``DeepseekV4Attention`` built
+    from its released config.json with the same sizes: the recipe reads the facts as
+    ``DeepseekV4Config`` reads the file (its RoPE per layer kind, YaRN on the compressed
+    layers, QK-norm, sinks). float64, a full pass, then a prefill and steps past a
+    compression boundary (rate 4 and 128 as released: 130 tokens), EXACT."""
+    from transformers import DeepseekV4Config, DynamicCache
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding
+
+    from attention.models import released_config
+
+    facts = MODELS["DeepSeek-V4-Flash"]
+    sizes = small_sizes(facts)
+    sizes = dataclasses.replace(sizes, max_position_embeddings=None)
+    torch.manual_seed(index)
+    ours = layer_for(facts, index, sizes=sizes).to(F64).eval()
+    with torch.no_grad():
+        for name, parameter in ours.named_parameters():
+            if "norm" in name or name.endswith(("position_bias", "sinks")):
+                parameter.add_(0.3 * torch.randn_like(parameter))
+    fields = dict(released_config("DeepSeek-V4-Flash"))
+    fields.pop("model_type", None)
+    fields |= {
+        "hidden_size": 16, "num_attention_heads": 4, "head_dim": 8, "q_lora_rank": 6,
+        "qk_rope_head_dim": 4, "o_groups": 2, "o_lora_rank": 4, "index_n_heads": 2,
+        "index_head_dim": 8, "index_topk": 2, "vocab_size": 32, "n_routed_experts": 4,
+        "num_experts_per_tok": 2, "moe_intermediate_size": 8, "quantization_config": None,
+        "attn_implementation": "eager",
+    }  # fmt: skip
+    x = vectors(index, 1, 131, 16)
+    with deepseek_v4_in_float64():
+        config = DeepseekV4Config(**fields)
+        theirs = deepseek_v4_attention(ours, config, index)
+        rotary = DeepseekV4RotaryEmbedding(config)
+        expected = deepseek_v4_step(theirs, config, rotary, x, 0, None)
+        torch.testing.assert_close(ours(x), expected, **EXACT)
+        cache, their_cache = (
+            CompressedCache(window=facts.sliding_window),
+            DynamicCache(config=config),
+        )
+        for start, stop in ((0, 126), (126, 127), (127, 128), (128, 131)):
+            chunk = x[:, start:stop]
+            expected = deepseek_v4_step(theirs, config, rotary, chunk, start, their_cache)
+            torch.testing.assert_close(ours(chunk, cache=cache), expected, **EXACT)
+
+
 def test_an_encoder_has_no_causal_recipe():
     with pytest.raises(ValueError, match=r"^layer_for: no recipe for 'ModernBERT base': an enc"):
         layer_for(MODELS["ModernBERT base"], 0)
@@ -818,6 +875,18 @@ def test_every_layer_of_every_model_has_its_kind(name):
             assert isinstance(layer, CrossAttention) and layer.q_norm is not None
             x, image = torch.randn(1, 3, layer.d_in), torch.randn(1, 5, layer.d_context)
             assert layer(x, image).shape == (1, 3, layer.d_out)
+            continue
+        if facts.compressed is not None:  # DeepSeek-V4: sliding, CSA and HCA alike
+            assert isinstance(layer, CompressedAttention) and layer.kind == kind
+            assert layer.window == facts.sliding_window
+            rates = {
+                "compressed_sparse_attention": facts.compressed.csa_rate,
+                "heavily_compressed_attention": facts.compressed.hca_rate,
+            }
+            assert layer.compress_rate == rates.get(kind)
+            assert (layer.indexer is not None) == (kind == "compressed_sparse_attention")
+            x = torch.randn(1, 9, layer.d_in)
+            assert layer(x).shape == (1, 9, layer.d_out)
             continue
         if facts.latent is not None:
             sparse = kind == "indexed_attention"
@@ -907,7 +976,11 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         (lambda: layer_for(MODELS["GPT-2"], 0), ValueError, "no recipe for 'GPT-2'"),
         (lambda: layer_for(MODELS["Kimi Linear"], 0), ValueError, "no recipe for 'Kimi"),
         (lambda: layer_for(MODELS["BLOOM 176B"], 0), ValueError, "no recipe for 'BLOOM 176B'"),
-        (lambda: layer_for(MODELS["DeepSeek-V4-Flash"], 0), ValueError, "no recipe for 'Deep"),
+        (
+            lambda: BUILDERS["DeepseekV4Config"](MODELS["Llama 3 8B"], 0, Sizes()),
+            ValueError,
+            "layer_for: 'Llama 3 8B' is not a DeepSeek-V4 model",
+        ),
         (
             lambda: layer_for(MODELS["Nemotron-H 47B"], 0),
             ValueError,
@@ -943,7 +1016,7 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         "learned positions",
         "KDA",
         "ALiBi",
-        "compressed",
+        "V4's builder, another model",
         "Mamba",
         "misspelt",
         "not a size",

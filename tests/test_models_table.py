@@ -52,7 +52,13 @@ from attention.models.facts import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted([*(ROOT / "docs" / "chapters").glob("*.md"), ROOT / "docs" / "index.md"])
+PAGES = sorted(
+    [
+        *(ROOT / "docs" / "chapters").glob("*.md"),
+        ROOT / "docs" / "index.md",
+        ROOT / "docs" / "which-model-uses-what.md",
+    ]
+)
 SCRIPTS = sorted((ROOT / "gallery").glob("*.py"))
 
 
@@ -269,12 +275,24 @@ def _mamba_as_released(facts: ModelFacts) -> dict:
 
 def _compressed_as_released(facts: ModelFacts) -> dict:
     """DeepSeek-V4's layers as the file's ``compress_ratios`` (tokens per compressed
-    entry, 0 in a sliding layer only) and the compressed entries' RoPE base."""
-    rates = {SLIDING: 0, CSA: facts.compressed.csa_rate, HCA: facts.compressed.hca_rate}
-    return {
+    entry, 0 in a sliding layer only), the compressed layers' RoPE base and scaling (the
+    file's ``rope_scaling``, without the attention factor ``DeepseekV4Config`` adds),
+    and the query latent and grouped output sizes."""
+    compressed = facts.compressed
+    rates = {SLIDING: 0, CSA: compressed.csa_rate, HCA: compressed.hca_rate}
+    fields = {
         "compress_ratios": [rates[kind] for kind in facts.layer_types],
         "compress_rope_theta": facts.compress_rope_theta,
+        "q_lora_rank": compressed.q_lora_rank,
+        "o_groups": compressed.o_groups,
+        "o_lora_rank": compressed.o_lora_rank,
     }
+    if compressed.rope_scaling is not None:
+        scaling = dict(compressed.rope_scaling)
+        scaling.pop("attention_factor", None)
+        scaling["type"] = scaling.pop("rope_type")  # as the file spells it
+        fields["rope_scaling"] = scaling
+    return fields
 
 
 def _linear_as_released(facts: ModelFacts) -> dict:
@@ -665,6 +683,20 @@ def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
 
 # Numbers that equal a model fact by coincidence, page by page, with the reason.
 NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
+    ("docs/chapters/13-latent-attention.md", 128): "the Part II capstone's toy Llama "
+    "layer, 128 features wide so that it runs at once; no model's head size",
+    ("docs/chapters/18-shared-keys-and-values.md", 256): "the Part III capstone's toy "
+    "width, smaller than gpt-oss-20b's for a quick run; no model's head size",
+    ("docs/chapters/23-what-each-layer-costs.md", 20): "the Part IV capstone runs 10 "
+    "tokens, then 20, to show the state keeps its size; no model's shared layers",
+    ("docs/chapters/28-one-merge.md", 4): "the Part VI capstone's toy LlamaConfig, 4 "
+    "query heads; no model's group size",
+    ("docs/chapters/28-one-merge.md", 32): "the Part VI capstone's toy LlamaConfig, "
+    "32 features wide; no model's layer count",
+    ("docs/chapters/29-encoders-and-cross-attention.md", 4): "the Part VII capstone's "
+    "toy WhisperConfig, 4 heads; no model's group size",
+    ("docs/chapters/29-encoders-and-cross-attention.md", 32): "the Part VII capstone's "
+    "toy WhisperConfig, 32 features wide; no model's layer count",
     ("docs/chapters/14-longer-contexts.md", 16): "the toy head of 16 features the pairing "
     "figure draws, small enough to label every feature; no model's head count",
     ("docs/chapters/14-longer-contexts.md", 4): "a quarter of the toy head's 16 features, "
@@ -764,7 +796,8 @@ NUMBER = re.compile(r"(?<![\w.])(?<!\de-)(\d{1,3}(?:(?:,|\{,\}|_)\d{3})+|\d+)(?:
 ROLES = re.compile(r"\{(?:doc|ref|class|func|meth|mod|attr)\}`[^`]*`|\]\([^)]*\)|https?://\S+")
 # A chapter's own number, in its title or its card on the home page ("# 21. Qwen3-Next's
 # layer ..."), is no model's number even where the title names a model.
-CHAPTER_NUMBER = re.compile(r"^(?:# |:::\{grid-item-card\} )\d+\. ")
+# A chapter's number in its title or card, and an exercise's or a step's number.
+CHAPTER_NUMBER = re.compile(r"^\s*(?:# |:::\{grid-item-card\} |\*\*)?\d+\. ")
 YEARS = range(1990, 2031)
 # Importing a model's class from transformers does not make a code block about that model.
 IMPORT = re.compile(r"\s*(from|import)\s")

@@ -63,7 +63,9 @@ def test_the_recipe_names_each_mechanism_the_model_has(facts) -> None:
         "output gate": parts and parts.output_gate,
         "QK-norm": (parts and parts.qk_norm) or (facts.cross and facts.cross.qk_norm),
         "NoPE": (rope and rope.nope_every) or facts.positions == "none",
-        "YaRN": ((rope and rope.scaling) or {}).get("rope_type") == "yarn",
+        "YaRN": ((rope and rope.scaling) or {}).get("rope_type") == "yarn"
+        # DeepSeek-V4: YaRN in its compressed layers only
+        or ((facts.compressed and facts.compressed.rope_scaling) or {}).get("rope_type") == "yarn",
         "learned positions": facts.learned_positions,
         "ALiBi": facts.alibi,
         "of fixed state": state_bytes(facts),

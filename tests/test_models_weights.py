@@ -8,8 +8,9 @@ layer's attention module records what the model hands it (the hidden states, and
 the layer's kind needs besides: Gemma 4's shared keys and values, Llama 3.2 Vision's
 image states) and what it returns; the package's layer from ``from_transformers``,
 given the same hidden states, must return the same, for every layer of every model:
-full, sliding, chunked, NoPE, shared, latent, sparse, Gated DeltaNet and cross-attention
-layers alike. The model builds its own positions, RoPE tables and masks.
+full, sliding, chunked, NoPE, shared, latent, sparse, Gated DeltaNet, cross-attention
+and DeepSeek-V4's sliding, CSA and HCA layers alike. The model builds its own positions,
+RoPE tables and masks.
 
 Tolerance: ``hf_models.EXACT`` (rtol 1e-10) in float64. ``transformers`` computes some
 steps in float32 whatever the model's dtype (its RoPE tables, RMS norms, eager
@@ -72,6 +73,7 @@ MODEL_TYPES = [
     "deepseek_v3",
     "deepseek_v32",
     "glm_moe_dsa",
+    "deepseek_v4",
     "mllama_text_model",
 ]
 TOKENS = 2 * WINDOW  # past the window, the chunk and DeepSeek-V3.2's index_topk
@@ -214,6 +216,7 @@ EXPECTED_KINDS = {
     "deepseek_v3": {"MultiHeadLatentAttention"},
     "deepseek_v32": {"SparseLatentAttention"},
     "glm_moe_dsa": {"SparseLatentAttention"},
+    "deepseek_v4": {"CompressedAttention"},
     "mllama_text_model": {"GroupedQueryAttention", "CrossAttention"},
 }
 

@@ -1,10 +1,12 @@
-"""The package's three rooms and the rules between them, read from the source.
+"""The package's four rooms and the rules between them, read from the source.
 
 * the attention core, flat in ``attention/``;
 * :mod:`attention.models`, the model atlas, which imports the core;
-* :mod:`attention.figures`, which imports both.
+* :mod:`attention.serving`, the serving engine, which imports both;
+* :mod:`attention.figures`, which imports all three.
 
-The core imports neither of the others, ``models`` does not import ``figures``, no
+The core imports none of the others, ``models`` imports neither ``serving`` nor
+``figures``, ``serving`` does not import ``figures``, no
 module imports a private name (one with a leading underscore) of another room, and
 the imports draw no circle. A private *module* (``attention._checks``) is shared by
 design: any room may import it and its names. ``attention/__init__.py`` is the
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "attention"
-ORDER = {"core": 0, "models": 1, "figures": 2}  # a room may import those before it
+ORDER = {"core": 0, "models": 1, "serving": 2, "figures": 3}  # a room may import those before it
 
 
 def module_name(path: Path) -> str:
@@ -38,9 +40,9 @@ def room(module: str) -> str | None:
     parts = module.split(".")
     if module == "attention" or parts[-1].startswith("_"):
         return None
-    if len(parts) > 2 and parts[1] in ("models", "figures"):
+    if len(parts) > 2 and parts[1] in ("models", "serving", "figures"):
         return parts[1]
-    if module in ("attention.models", "attention.figures"):
+    if module in ("attention.models", "attention.serving", "attention.figures"):
         return parts[1]
     return "core"
 
@@ -80,10 +82,12 @@ def edges() -> dict[str, set[str]]:
     }
 
 
-def test_the_three_rooms_exist_and_hold_the_atlas_and_the_figures():
+def test_the_four_rooms_exist_and_hold_the_atlas_the_engine_and_the_figures():
     rooms = {room(module) for module in MODULES}
-    assert {"core", "models", "figures"} <= rooms
+    assert {"core", "models", "serving", "figures"} <= rooms
     assert room("attention.models.table") == "models"
+    assert room("attention.serving.engine") == "serving"
+    assert room("attention.serving") == "serving"
     assert room("attention.figures.style") == "figures"
     assert room("attention.gqa") == "core"
     assert room("attention._checks") is None

@@ -427,3 +427,48 @@ def test_paged_attention_checks_its_queries():
         paged_attention(torch.zeros(1, 2, 1, 3, dtype=F64), {}, [0])
     with pytest.raises(TypeError, match=re.escape("seq_ids must be a list of ints, got int")):
         paged_attention(torch.zeros(1, 2, 1, 3, dtype=F64), cache, 0)
+
+
+def test_add_on_prefix_blocks_shares_them_and_writes_after_them():
+    cache = PagedKVCache(6, 2, 2, 3, dtype=F64)
+    cache.add(0)
+    cache.update(0, tokens([1, 2, 3, 4, 5]), -tokens([1, 2, 3, 4, 5]))
+    shared = cache.block_table(0)[:2]  # tokens 1-4, two full blocks
+    cache.add(1, prefix_blocks=shared)
+    assert cache.num_tokens(1) == 4 and [cache.references(b) for b in shared] == [2, 2]
+    cache.update(1, tokens([9]), -tokens([9]))  # into a block of its own: nothing copied
+    assert held(cache, 1) == [1, 2, 3, 4, 9] and held(cache, 0) == [1, 2, 3, 4, 5]
+    assert cache.block_table(1)[:2] == shared and cache.num_free_blocks == 2
+    cache.free(0)
+    assert held(cache, 1) == [1, 2, 3, 4, 9] and cache.num_free_blocks == 3
+
+
+def test_a_hold_keeps_a_block_out_of_the_pool_until_released():
+    cache = PagedKVCache(3, 2, 2, 3, dtype=F64)
+    cache.add(0)
+    cache.update(0, tokens([1, 2]), -tokens([1, 2]))
+    block = cache.block_table(0)[0]
+    cache.hold(block)
+    cache.free(0)
+    assert cache.references(block) == 1 and cache.num_free_blocks == 2
+    cache.add(1, prefix_blocks=[block])  # a held block can start a new sequence
+    assert held(cache, 1) == [1, 2]
+    cache.free(1)
+    cache.release(block)
+    assert cache.references(block) == 0 and cache.num_free_blocks == 3
+
+
+def test_only_held_blocks_are_shared_and_only_holds_are_released():
+    cache = PagedKVCache(3, 2, 2, 3, dtype=F64)
+    with pytest.raises(ValueError, match="block 0 is free, so its numbers belong to nobody"):
+        cache.add(0, prefix_blocks=[0])
+    assert cache.seq_ids == []  # the refused sequence was never added
+    with pytest.raises(ValueError, match="block 5 is not in the pool of 3 blocks"):
+        cache.hold(5)
+    with pytest.raises(TypeError, match="block must be an int"):
+        cache.references(1.0)
+    cache.add(0)
+    cache.update(0, tokens([1, 2]), -tokens([1, 2]))
+    with pytest.raises(ValueError, match="block 0 has no hold"):
+        cache.release(0)  # its one reader is a sequence: free() lets it go
+    assert cache.references(0) == 1

@@ -22,10 +22,14 @@ shape or text as well as colour.
   pool, packed requests (chapters 8, 13, 24 and 25).
 * :mod:`~attention.figures.layers`: layer strips, rotary pairs, sinks and gates,
   sparse attention's picks (chapters 14, 16 to 18, and 21 to 23).
+* :mod:`~attention.figures.compressed`: DeepSeek-V4's compressed entries and what its
+  cache holds while decoding (chapter 22b).
 * :mod:`~attention.figures.recurrent`: the delta rule and Gated DeltaNet (chapters
   20 and 21).
-* :mod:`~attention.figures.flash`: the backward pass's blocks, one merge, a ring
-  (chapters 27 and 28).
+* :mod:`~attention.figures.flash`: the online softmax's tiles, the backward pass's
+  blocks, one merge, a ring (chapters 7, 27 and 28).
+* :mod:`~attention.figures.serving`: the serving engine's steps and its pool over
+  time (chapter 26b).
 
 Everything public is importable from here:
 
@@ -61,7 +65,18 @@ from attention.figures.caches import (
     packing_diagram,
     paged_blocks,
 )
-from attention.figures.flash import backward_blocks, merge_picture, ring_steps
+from attention.figures.compressed import (
+    compressed_cache_growth,
+    compression_pipeline,
+    entry_sources,
+)
+from attention.figures.flash import (
+    backward_blocks,
+    merge_picture,
+    ring_steps,
+    running_max_and_sum,
+    tiled_scores,
+)
 from attention.figures.heatmaps import ANNOTATE_MAX, Curve, head_grid, heatmap, memory_curves
 from attention.figures.layers import (
     dsa_pipeline,
@@ -71,6 +86,7 @@ from attention.figures.layers import (
     sink_and_gate,
 )
 from attention.figures.recurrent import delta_chunks, delta_rule_step, gated_deltanet_diagram
+from attention.figures.serving import pool_over_time, scheduler_timeline
 from attention.figures.style import (
     CURRENT,
     DONE,
@@ -85,11 +101,14 @@ from attention.figures.style import (
     MASKED_HATCH,
     MASKED_HATCH_COLOR,
     MUTED,
+    PHONE_WIDTH_INCHES,
     SEQUENCE_FILLS,
     SHARED_FILL,
     SIGNED_CMAP,
+    SMALLEST_TEXT_POINTS,
     ink,
     labelled_texts,
+    smallest_text_points,
 )
 
 __all__ = [
@@ -107,18 +126,23 @@ __all__ = [
     "MASKED_HATCH",
     "MASKED_HATCH_COLOR",
     "MUTED",
+    "PHONE_WIDTH_INCHES",
     "SEQUENCE_FILLS",
     "SHARED_FILL",
     "SIGNED_CMAP",
+    "SMALLEST_TEXT_POINTS",
     "STAGES",
     "Curve",
     "attention_anatomy",
     "backward_blocks",
     "cache_against_context",
+    "compressed_cache_growth",
+    "compression_pipeline",
     "decoder_block",
     "delta_chunks",
     "delta_rule_step",
     "dsa_pipeline",
+    "entry_sources",
     "gated_deltanet_diagram",
     "head_grid",
     "head_split",
@@ -134,9 +158,14 @@ __all__ = [
     "merge_picture",
     "packing_diagram",
     "paged_blocks",
+    "pool_over_time",
     "ring_steps",
     "roadmap",
     "rotary_pairs",
+    "running_max_and_sum",
     "scaled_dot_product_diagram",
+    "scheduler_timeline",
     "sink_and_gate",
+    "smallest_text_points",
+    "tiled_scores",
 ]

@@ -640,7 +640,13 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
             [
                 (
                     "scaled",
-                    group("rope", lambda r: r.scaling is not None),
+                    # DeepSeek-V4 scales the RoPE of its compressed layers only
+                    users(
+                        lambda m: (
+                            (m.rope is not None and m.rope.scaling is not None)
+                            or (m.compressed is not None and m.compressed.rope_scaling is not None)
+                        )
+                    ),
                     None,
                 ),
                 ("partial", users(partial), None),

@@ -1,10 +1,12 @@
-"""Attention computed in pieces: FlashAttention's backward pass, one merge, a ring (Part VI).
+"""Attention computed in pieces: the online softmax's tiles, FlashAttention's backward
+pass, one merge, a ring.
 
-The blocks the backward pass visits, computed, masked or skipped
-(:func:`backward_blocks`, chapter 27); two partial softmaxes merged by their
-log-sum-exps (:func:`merge_picture`, chapter 28); a ring of processes passing their
-keys and values, step by step (:func:`ring_steps`, chapter 28), with the work
-:func:`~attention.ring.ring_work` counts.
+The score matrix cut into tiles, with each row's running maximum and sum after each
+block of keys (:func:`tiled_scores`, chapter 7); the blocks the backward pass visits,
+computed, masked or skipped (:func:`backward_blocks`, chapter 27); two partial
+softmaxes merged by their log-sum-exps (:func:`merge_picture`, chapter 28); a ring of
+processes passing their keys and values, step by step (:func:`ring_steps`, chapter
+28), with the work :func:`~attention.ring.ring_work` counts.
 
 >>> import matplotlib.pyplot as plt
 >>> from attention.figures import ring_steps
@@ -23,7 +25,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from attention import _checks
 from attention.figures.style import (
@@ -34,16 +36,249 @@ from attention.figures.style import (
     HEAD_HATCHES,
     INK,
     MUTED,
+    PHONE_WIDTH_INCHES,
     _arrow,
     _canvas,
     _cell,
+    _layout,
+    _masked_or,
     _positive,
     _rounded,
     _text,
 )
 from attention.ring import ring_work
 
-__all__ = ["backward_blocks", "merge_picture", "ring_steps"]
+__all__ = ["backward_blocks", "merge_picture", "ring_steps", "running_max_and_sum", "tiled_scores"]
+
+
+#: The most tokens :func:`tiled_scores` draws: a score and two running numbers per row.
+TILED_MAX = 12
+
+
+def running_max_and_sum(
+    scores: torch.Tensor, block_size: int, *, causal: bool = True
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row's running maximum and sum after each block of keys, as the online softmax
+    keeps them (chapter 7), and which tiles a tiled kernel skips.
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape (T, T)
+        Every query's scores with every key; a ``-inf`` is a masked score.
+    block_size : int
+        Queries and keys per tile.
+    causal : bool
+        Mask the future (key after query), and skip the tiles that lie wholly in it.
+
+    Returns
+    -------
+    (running_max, running_sum, skipped) : torch.Tensor
+        ``running_max`` and ``running_sum`` of shape ``(T, num_blocks)``, float64: after
+        key block ``j``, row ``i``'s largest score so far, ``m``, and its sum of
+        ``exp(s - m)``, ``l``. ``skipped`` of shape ``(num_blocks, num_blocks)``, bool:
+        query block by key block, the tiles in the future of all their queries, which add
+        nothing (the row's numbers carry over).
+
+    Examples
+    --------
+    >>> import torch
+    >>> m, l, skipped = running_max_and_sum(torch.zeros(4, 4), 2)
+    >>> m[3].tolist(), l[3].tolist()  # the last row: two keys, then four, all scoring 0
+    ([0.0, 0.0], [2.0, 4.0])
+    >>> skipped.tolist()
+    [[False, True], [False, False]]
+    """
+    owner = "running_max_and_sum"
+    _checks.tensor(owner, "scores", scores)
+    if scores.dim() != 2 or scores.shape[0] != scores.shape[1] or scores.shape[0] == 0:
+        raise ValueError(
+            f"{owner}: scores must be a square (T, T) matrix, got shape {tuple(scores.shape)}"
+        )
+    tokens = scores.shape[0]
+    block_size = _positive(owner, "block_size", block_size, tokens)
+    causal = _checks.flag(owner, "causal", causal, "whether to mask the future")
+    s = scores.detach().double().cpu().clone()
+    if causal:
+        s = s.masked_fill(torch.ones(tokens, tokens, dtype=torch.bool).triu(1), -torch.inf)
+    starts = list(range(0, tokens, block_size))
+    # A tile is skipped when its first key comes after its query block's last query.
+    skipped = torch.tensor(
+        [[causal and k > min(q + block_size, tokens) - 1 for k in starts] for q in starts]
+    )
+    running_max = torch.empty(tokens, len(starts), dtype=torch.float64)
+    running_sum = torch.empty(tokens, len(starts), dtype=torch.float64)
+    for i in range(tokens):
+        m, total = torch.tensor(-torch.inf, dtype=torch.float64), torch.tensor(0.0).double()
+        for j, start in enumerate(starts):
+            block = s[i, start : start + block_size]
+            if not skipped[i // block_size, j] and torch.isfinite(block).any():
+                new_max = torch.maximum(m, block.max())
+                # The correction: the sum so far was relative to the old maximum.
+                total = total * torch.exp(m - new_max) + torch.exp(block - new_max).sum()
+                m = new_max
+            running_max[i, j], running_sum[i, j] = m, total
+    return running_max, running_sum, skipped
+
+
+def tiled_scores(
+    scores: torch.Tensor,
+    block_size: int,
+    labels: Sequence[str] | None = None,
+    *,
+    causal: bool = True,
+    highlight: int | None = None,
+    layout: str = "wide",
+    title: str | None = None,
+) -> Figure:
+    """The score matrix in tiles, and each row's running maximum and sum after each tile.
+
+    What :func:`~attention.tiled.tiled_attention` and a fused kernel keep, drawn: the
+    scores of every query (rows) with every key (columns), cut into tiles of
+    ``block_size`` by ``block_size``; the masked scores hatched, as everywhere on the
+    site, and the tiles wholly in the future of their queries marked "skipped". Beside
+    the matrix (``layout="wide"``) or under it (``"stacked"``, for a phone), a table:
+    for each row, after each block of keys, the running maximum ``m`` and the running
+    sum ``l`` of ``exp(s - m)`` (:func:`running_max_and_sum`). After the last block,
+    ``m + log(l)`` is the row's log-sum-exp.
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape (T, T)
+        Scores, before the softmax; ``T`` at most :data:`TILED_MAX`.
+    block_size : int
+        Queries and keys per tile.
+    labels : sequence of str, optional
+        One per token (say the words); ``0, 1, ...`` by default.
+    causal : bool
+        Mask the future and skip the tiles wholly in it.
+    highlight : int, optional
+        A row to frame, in the matrix and in the table (say the one worked by hand).
+    layout : {"wide", "stacked"}
+        The table beside the matrix, or under it, :data:`PHONE_WIDTH_INCHES` wide.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The score of query ``i`` and key ``j`` has the gid ``"score <i> <j>"``; the
+        running numbers of row ``i`` after key block ``b``, the gids ``"max <i> <b>"``
+        and ``"sum <i> <b>"``; tile ``(a, b)`` the gid ``"tile <a> <b>"``.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import torch
+    >>> from attention.figures import labelled_texts
+    >>> fig = tiled_scores(torch.zeros(4, 4), 2)
+    >>> labelled_texts(fig)["sum 3 1"]  # the last row, after both blocks: 4 keys, e^0 each
+    'ℓ 4.0000'
+    >>> plt.close(fig)
+    """
+    owner = "tiled_scores"
+    layout = _layout(owner, layout)
+    running_max, running_sum, skipped = running_max_and_sum(scores, block_size, causal=causal)
+    tokens = scores.shape[0]
+    if tokens > TILED_MAX:
+        raise ValueError(
+            f"{owner}: expected at most {TILED_MAX} tokens to stay readable, got {tokens}"
+        )
+    labels = [str(i) for i in range(tokens)] if labels is None else [str(w) for w in labels]
+    if len(labels) != tokens:
+        raise ValueError(f"{owner}: expected {tokens} labels, one per token, got {len(labels)}")
+    if highlight is not None:
+        highlight = _checks.whole_number(owner, highlight, "highlight must be an integer")
+        if not 0 <= highlight < tokens:
+            raise ValueError(f"{owner}: expected highlight in [0, {tokens - 1}], got {highlight}")
+    s = scores.detach().double().cpu()
+    blocks = skipped.shape[0]
+    stacked = layout == "stacked"
+    # Sizes in inches: a label column, the matrix's cells, the table's columns.
+    label_w, top = 0.75, 0.75
+    cell = min(0.42, (PHONE_WIDTH_INCHES - label_w - 0.1) / tokens)
+    column = min(0.9, (PHONE_WIDTH_INCHES - label_w - 0.1) / blocks) if stacked else 0.9
+    matrix_w = label_w + tokens * cell
+    table_w = (label_w if stacked else 0.2) + blocks * column
+    gap, note = 0.5, (0.6 if stacked else 0.45)
+    rows_h = tokens * cell
+    if stacked:
+        width = max(matrix_w, table_w) + 0.1
+        height = top + rows_h + gap + 0.35 + rows_h + note
+    else:
+        width = matrix_w + table_w + 0.2
+        height = top + rows_h + note
+    fig, ax = _canvas(owner, width, height, title)
+
+    def row_y(i: int, table_top: float) -> float:
+        return table_top - (i + 1) * cell
+
+    matrix_top = height - top
+    for j in range(tokens):
+        _text(ax, label_w + (j + 0.5) * cell, matrix_top + 0.05, labels[j], va="bottom",
+              size=7.5, rotation=90)  # fmt: skip
+    for i in range(tokens):
+        y = row_y(i, matrix_top)
+        weight = "bold" if i == highlight else "normal"
+        _text(ax, label_w - 0.06, y + cell / 2, labels[i], ha="right", size=7.5,
+              fontweight=weight)  # fmt: skip
+        for j in range(tokens):
+            x = label_w + j * cell
+            value = float(s[i, j])
+            masked = (causal and j > i) or not math.isfinite(value)
+            tile_skipped = bool(skipped[i // block_size, j // block_size])
+            if masked:
+                _masked_or(ax, (x, y), cell, True, gid=f"score {i} {j}")
+                continue
+            _cell(ax, x, y, cell, cell, f"{value:.2f}", fill=DONE, size=6.5,
+                  edge="white", text_gid=f"score {i} {j}", gid=f"score {i} {j}")  # fmt: skip
+            assert not tile_skipped  # a skipped tile holds only masked scores
+    # The tiles: a thick frame each, "skipped" across those wholly in the future.
+    for a in range(blocks):
+        for b in range(blocks):
+            x0, y_top = label_w + b * block_size * cell, matrix_top - a * block_size * cell
+            w = (min((b + 1) * block_size, tokens) - b * block_size) * cell
+            h = (min((a + 1) * block_size, tokens) - a * block_size) * cell
+            frame = Rectangle((x0, y_top - h), w, h, facecolor="none", edgecolor=INK,
+                              linewidth=1.6, gid=f"tile {a} {b}")  # fmt: skip
+            ax.add_patch(frame)
+            if skipped[a, b]:
+                _text(ax, x0 + w / 2, y_top - h / 2, "skipped", size=7, color=INK,
+                      bbox={"facecolor": FACECOLOR, "edgecolor": "none", "pad": 1})  # fmt: skip
+    # The table of running numbers.
+    if stacked:
+        table_left, table_top = label_w, matrix_top - rows_h - gap - 0.35
+    else:
+        table_left, table_top = matrix_w + 0.2, matrix_top
+    for b in range(blocks):
+        _text(ax, table_left + (b + 0.5) * column, table_top + 0.05, f"after block {b + 1}",
+              va="bottom", size=7)  # fmt: skip
+    for i in range(tokens):
+        y = row_y(i, table_top)
+        if stacked:
+            weight = "bold" if i == highlight else "normal"
+            _text(ax, label_w - 0.06, y + cell / 2, labels[i], ha="right", size=7.5,
+                  fontweight=weight)  # fmt: skip
+        for b in range(blocks):
+            x = table_left + b * column
+            carried = bool(skipped[i // block_size, b])
+            fill = FACECOLOR if carried else DONE
+            ax.add_patch(Rectangle((x, y), column, cell, facecolor=fill, edgecolor="white"))
+            ink = MUTED if carried else INK
+            m, total = float(running_max[i, b]), float(running_sum[i, b])
+            _text(ax, x + column / 2, y + cell * 0.72, f"m {m:.4f}", size=6.5, color=ink,
+                  gid=f"max {i} {b}")  # fmt: skip
+            _text(ax, x + column / 2, y + cell * 0.28, f"ℓ {total:.4f}", size=6.5, color=ink,
+                  gid=f"sum {i} {b}")  # fmt: skip
+    if highlight is not None:
+        for left, w in ((label_w, tokens * cell), (table_left, blocks * column)):
+            y = row_y(highlight, table_top if left == table_left else matrix_top)
+            ax.add_patch(Rectangle((left, y), w, cell, facecolor="none", edgecolor=CURRENT,
+                                   linewidth=2.2))  # fmt: skip
+    lines = ["m: the largest score so far", "ℓ: the sum of exp(score − m) so far",
+             "white: a skipped tile adds nothing, m and ℓ carry over"]  # fmt: skip
+    if not stacked:
+        lines = ["; ".join(lines[:2]), lines[2]]
+    _text(ax, 0.05, 0.05, "\n".join(lines), ha="left", va="bottom", size=7)
+    return fig
 
 
 def backward_blocks(
@@ -237,11 +472,17 @@ def merge_picture(
 
 
 def ring_steps(
-    world_size: int, *, causal: bool = True, zigzag: bool = False, title: str | None = None
+    world_size: int,
+    *,
+    causal: bool = True,
+    zigzag: bool = False,
+    title: str | None = None,
+    layout: str = "wide",
 ) -> Figure:
     """A ring of processes, step by step: which key/value block each holds and works on.
 
-    One panel per step. The processes sit on a circle, arrows pointing to the process
+    One panel per step, side by side (``layout="wide"``) or one under another
+    (``"stacked"``, for a phone). The processes sit on a circle, arrows pointing to the process
     each passes its block to. A process shows which chunks of the sequence its keys and
     values hold at that step and how many blocks of scores it computes with them
     (:func:`~attention.ring.ring_work`, in units of one chunk by one chunk); one that
@@ -262,6 +503,7 @@ def ring_steps(
     >>> plt.close(fig)
     """
     owner = "ring_steps"
+    layout = _layout(owner, layout)
     world_size = _positive(owner, "world_size", world_size, 6)
     chunks = 2 * world_size if zigzag else world_size
     work = ring_work(chunks, world_size, causal=causal, zigzag=zigzag)  # a chunk is 1 token
@@ -269,11 +511,12 @@ def ring_steps(
     def held(rank: int) -> str:
         return f"{rank},{2 * world_size - 1 - rank}" if zigzag else f"{rank}"
 
-    fig, axes = plt.subplots(
-        1, world_size, figsize=(2.3 * world_size, 2.7), facecolor=FACECOLOR, squeeze=False
-    )
+    shape, size = (1, world_size), (2.3 * world_size, 2.7)
+    if layout == "stacked":
+        shape, size = (world_size, 1), (min(2.6, PHONE_WIDTH_INCHES), 2.7 * world_size)
+    fig, axes = plt.subplots(*shape, figsize=size, facecolor=FACECOLOR, squeeze=False)
     radius = 1.0
-    for step, ax in enumerate(axes[0]):
+    for step, ax in enumerate(axes.ravel()):
         ax.set_xlim(-1.8, 1.8)
         ax.set_ylim(-1.8, 1.8)
         ax.set_aspect("equal")

@@ -53,6 +53,7 @@ from attention.figures.style import (
     MASKED_COLOR,
     MASKED_HATCH,
     MASKED_HATCH_COLOR,
+    SMALLEST_TEXT_POINTS,
     ink,
 )
 
@@ -242,7 +243,8 @@ def _draw(
 
     if style.annotate:
         # A number of about 4 characters needs ~2.4 font sizes of width: fit it in the cell.
-        size = max(5.0, min(10.0, 0.33 * cell_points))
+        # Never under the site's smallest text, which stays legible on a phone.
+        size = max(SMALLEST_TEXT_POINTS, min(10.0, 0.33 * cell_points))
         norm = image.norm
         for (i, j), value in np.ndenumerate(values):
             if hidden[i, j]:

@@ -57,11 +57,14 @@ __all__ = [
     "MASKED_HATCH",
     "MASKED_HATCH_COLOR",
     "MUTED",
+    "PHONE_WIDTH_INCHES",
     "SEQUENCE_FILLS",
     "SHARED_FILL",
     "SIGNED_CMAP",
+    "SMALLEST_TEXT_POINTS",
     "ink",
     "labelled_texts",
+    "smallest_text_points",
 ]
 
 # -- The palette -----------------------------------------------------------------------
@@ -155,6 +158,22 @@ SHARED_FILL = "#dddddd"
 
 #: The colormap of signed values (states, errors, scores), diverging from 0 in the middle.
 SIGNED_CMAP = "RdBu_r"
+
+# -- Readable on a phone -----------------------------------------------------------------
+
+#: The smallest text a figure of the package draws, in points. The pages draw their
+#: figures at 100 dots per inch, so at its own size a figure shows this as 8.3 CSS
+#: pixels, just over the site's floor of 8 for a label on a phone.
+SMALLEST_TEXT_POINTS = 6.0
+
+#: The widest a figure's ``layout="stacked"`` variant is, in inches. At 100 dots per
+#: inch, with the 0.1 inch margin a notebook adds on each side when it saves a figure,
+#: that is 350 pixels: a phone's column (358 pixels at 390) shows it at its own size,
+#: every label as large as drawn, without scrolling.
+PHONE_WIDTH_INCHES = 3.3
+
+#: The layouts of the figures that have two: panels side by side, or one under another.
+LAYOUTS = ("wide", "stacked")
 
 
 def ink(cmap: Colormap, fraction: float) -> str:
@@ -318,6 +337,52 @@ def _family(name: str) -> str:
 def _families(facts: Sequence) -> list[str]:
     """The families of ``facts``, each once, in order."""
     return list(dict.fromkeys(_family(m.name) for m in facts))
+
+
+def smallest_text_points(fig: Figure) -> float:
+    """The size of the smallest text ``fig`` shows, in points (labels, ticks, titles).
+
+    With the figure's width in inches and the width it is shown at, this gives the
+    size its smallest label takes on a screen: ``points / 72 * shown / inches`` pixels.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+
+    Returns
+    -------
+    float
+        ``inf`` for a figure without text.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> _ = ax.set_xticks([0, 1], ["a", "b"], fontsize=7)
+    >>> smallest_text_points(fig)
+    7.0
+    >>> plt.close(fig)
+    """
+    if not isinstance(fig, Figure):
+        raise TypeError(
+            f"smallest_text_points: expected a matplotlib Figure, got {type(fig).__name__}"
+        )
+    fig.draw_without_rendering()  # the tick labels exist once the figure is laid out
+    sizes = [
+        float(text.get_fontsize())
+        for text in fig.findobj(Text)
+        if text.get_visible() and text.get_text().strip()
+    ]
+    return min(sizes, default=float("inf"))
+
+
+def _layout(owner: str, layout: object) -> str:
+    """``layout``, checked: ``"wide"`` (panels side by side) or ``"stacked"``."""
+    if not isinstance(layout, str):
+        raise TypeError(f"{owner}: layout must be a string, got {type(layout).__name__}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"{owner}: layout must be 'wide' or 'stacked', got {layout!r}")
+    return layout
 
 
 # -- The drawing primitives: a canvas in inches, text, boxes, arrows, cells ------------

@@ -90,7 +90,7 @@ CSA = "compressed_sparse_attention"  # DeepSeek-V4: a window plus compressed ent
 HCA = "heavily_compressed_attention"  # DeepSeek-V4: a window plus heavily compressed entries
 CROSS = "cross_attention"  # queries from the text, keys and values from an image (Mllama)
 KINDS = (FULL, SLIDING, CHUNKED, LINEAR, INDEXED, MAMBA, HYBRID, NO_MIXER, CSA, HCA, CROSS, CONV)
-QK_NORMS = ("head", "projection", "l2", "head_after_rope", "layer_norm")
+QK_NORMS = ("head", "projection", "l2", "head_after_rope", "layer_norm", "unscaled_query_head")
 # The flat names of the groups' sizes, as transformers' configs spell them.
 LINEAR_SIZES = (
     "linear_num_key_heads",
@@ -468,9 +468,9 @@ class Indexer(_Group):
 
     @property
     def keys_read(self) -> int:
-        """The most keys one query reads once the context is long: ``top_k`` keys,
-        ``top_k`` blocks of ``block_size``, or the budget and the last, incomplete
-        block of up to ``compress_ratio - 1`` tokens."""
+        """The most keys one query reads once the context is long. That is ``top_k``
+        keys, ``top_k`` blocks of ``block_size``, or the budget and the last,
+        incomplete block of up to ``compress_ratio - 1`` tokens."""
         if self.block_size is not None:
             return self.top_k * self.block_size
         if self.compress_ratio is not None:
@@ -575,17 +575,35 @@ class Compressed(_Group):
     Keys and values are one vector per token (one head, ``num_kv_heads`` of 1, the
     key serving as the value): the cache keeps it once.
 
+    The CSA and HCA layers rotate everything they rotate (the queries, the window's
+    keys and the compressed entries) with a RoPE of their own: base ``rope_theta``
+    with ``rope_scaling``; only the sliding-only layers use the model's ``rope``
+    (``DeepseekV4Attention``'s ``"compress"`` and ``"main"`` rotary tables).
+
     Attributes
     ----------
     csa_rate, hca_rate : int
         Tokens per compressed entry in the two kinds of layers.
     rope_theta : float or None
-        RoPE's base for the compressed entries (``compress_rope_theta``).
+        RoPE's base in the CSA and HCA layers (``compress_rope_theta``).
+    rope_scaling : dict or None
+        Its scaling, in ``transformers``' ``rope_parameters`` form (the config's
+        ``rope_scaling``, YaRN, which ``DeepseekV4Config`` gives these layers only,
+        with an ``attention_factor`` of 1).
+    q_lora_rank : int or None
+        The size of the query latent (``q_lora_rank``).
+    o_groups, o_lora_rank : int or None
+        The grouped output projection: the heads in ``o_groups`` groups, each
+        projected to ``o_lora_rank`` numbers before the last projection.
     """
 
     csa_rate: int
     hca_rate: int
     rope_theta: float | None = None
+    rope_scaling: dict | None = None
+    q_lora_rank: int | None = None
+    o_groups: int | None = None
+    o_lora_rank: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -724,6 +742,9 @@ class LayerParts(_Options):
         ``"layer_norm"``, a LayerNorm over each head's ``head_dim``, the mean taken
         away before dividing by the spread, with a learned scale, before RoPE
         (Cohere's ``use_qk_norm``; Persimmon, Phi and StableLM's ``qk_layernorm``).
+        ``"unscaled_query_head"``, an RMS normalisation of each query head with no
+        learned scale, and an RMSNorm with a scale over the one key/value head, both
+        before RoPE (DeepSeek-V4's ``q_b_norm`` and ``kv_norm``; no config field).
     value_norm : bool
         An RMSNorm without a learned scale over each head's values (Gemma 4's
         ``v_norm``; no config field).

@@ -970,13 +970,25 @@ def _read_deepseek_v4(config) -> dict:
     theta, scaling, partial = _rope_from(main, "deepseek_v4")
     fields["rope"] = Rope(theta=theta, scaling=scaling, partial_rotary_factor=partial)
     fields["local"] = Sliding(window=config.sliding_window)
+    # The CSA and HCA layers rotate with the "compress" RoPE (base compress_rope_theta,
+    # the config's YaRN), the sliding-only ones with the "main" one (the fields' rope).
+    compress = config.rope_parameters.get("compress", main)
+    compress_theta, compress_scaling, _ = _rope_from(compress, "deepseek_v4")
     fields["compressed"] = Compressed(
-        csa_rate=rates[CSA], hca_rate=rates[HCA], rope_theta=config.compress_rope_theta
+        csa_rate=rates[CSA],
+        hca_rate=rates[HCA],
+        rope_theta=compress_theta,
+        rope_scaling=compress_scaling,
+        q_lora_rank=config.q_lora_rank,
+        o_groups=config.o_groups,
+        o_lora_rank=config.o_lora_rank,
     )
     fields["indexer"] = Indexer(
         num_heads=config.index_n_heads, head_dim=config.index_head_dim, top_k=config.index_topk
     )
     fields["scores"] = Scores(sinks=True)  # DeepseekV4Attention holds sinks
+    # q_b_norm: each query head's RMS, no scale; kv_norm: an RMSNorm on the one head
+    fields["parts"] = LayerParts(qk_norm="unscaled_query_head")
     fields["layer_pattern"] = tuple(kinds)
     return fields
 

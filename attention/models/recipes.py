@@ -41,6 +41,8 @@ builder                           layer
                                   (DeepSeek-V3, Kimi K2)
 :func:`.deepseek_v32_layer`       :class:`~attention.SparseLatentAttention` with its
                                   indexer (DeepSeek-V3.2, GLM-5)
+:func:`.deepseek_v4_layer`        :class:`~attention.CompressedAttention`: a window
+                                  with sinks, and compressed entries (CSA, HCA)
 :func:`.llama_32_vision_layer`    Llama's layers, and in some
                                   :class:`~attention.CrossAttention` to the image,
                                   with ``q_norm``, ``k_norm`` over each head
@@ -81,6 +83,7 @@ from dataclasses import dataclass, fields
 from torch import nn
 
 from attention import _checks
+from attention.compressed import CompressedAttention
 from attention.cross import CrossAttention
 from attention.delta import GatedDeltaNet
 from attention.gqa import GroupedQueryAttention
@@ -89,7 +92,9 @@ from attention.models.facts import (
     CHUNKED,
     CONV,
     CROSS,
+    CSA,
     FULL,
+    HCA,
     HYBRID,
     LINEAR,
     MAMBA,
@@ -110,6 +115,7 @@ __all__ = [
     "Sizes",
     "command_a_layer",
     "deepseek_v3_layer",
+    "deepseek_v4_layer",
     "deepseek_v32_layer",
     "gated_deltanet_layer",
     "gemma2_layer",
@@ -152,6 +158,8 @@ class Sizes:
         Multi-head latent attention's sizes (DeepSeek).
     index_n_heads, index_head_dim, index_topk : int or None
         The lightning indexer's heads, their size and the keys it picks (DeepSeek-V3.2).
+    o_groups, o_lora_rank : int or None
+        DeepSeek-V4's grouped output projection: groups of heads, and each group's size.
     linear_num_key_heads, linear_num_value_heads : int or None
         Gated DeltaNet's query/key heads and value heads (Qwen3-Next).
     linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim : int or None
@@ -189,6 +197,8 @@ class Sizes:
     index_n_heads: int | None = None
     index_head_dim: int | None = None
     index_topk: int | None = None
+    o_groups: int | None = None
+    o_lora_rank: int | None = None
     linear_num_key_heads: int | None = None
     linear_num_value_heads: int | None = None
     linear_key_head_dim: int | None = None
@@ -648,6 +658,66 @@ def deepseek_v32_layer(facts: ModelFacts, index: int, sizes: Sizes) -> SparseLat
     return SparseLatentAttention(**_latent(facts, sizes), **indexer)
 
 
+def deepseek_v4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> CompressedAttention:
+    """DeepSeek-V4: one key/value vector per token, serving as key and value, a window
+    with sinks in every layer, and in CSA and HCA layers compressed entries (chapter 22b).
+
+    The queries come through a latent (``q_lora_rank``) and are normalised per head
+    without a scale; the key/value vector by an RMSNorm. RoPE turns the last
+    ``qk_rope_head_dim`` numbers of each head (``head_dim * partial_rotary_factor``):
+    with the model's RoPE in the sliding-only layers, with the compressed layers' own
+    (``compressed.rope_theta`` and ``compressed.rope_scaling``) in the CSA and HCA ones.
+
+    Parameters as :func:`.llama_layer`.
+
+    Returns
+    -------
+    CompressedAttention
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> flash = MODELS["DeepSeek-V4-Flash"]
+    >>> [deepseek_v4_layer(flash, i, Sizes(hidden_size=8)).kind for i in (0, 2, 3)]
+    ['sliding_attention', 'compressed_sparse_attention', 'heavily_compressed_attention']
+    """
+    compressed, rope, kind = facts.compressed, facts.rope, facts.layer_types[index]
+    if compressed is None or rope is None or facts.indexer is None:
+        raise ValueError(f"layer_for: {facts.name!r} is not a DeepSeek-V4 model")
+    head_dim = sizes.of(facts, "head_dim")
+    rope_dim = sizes.of_optional(facts, "qk_rope_head_dim")
+    if rope_dim is None:
+        rope_dim = int(head_dim * rope.partial_rotary_factor)
+    width = sizes.of(facts, "hidden_size")
+    kwargs: dict = {
+        "num_heads": sizes.of(facts, "num_heads"),
+        "head_dim": head_dim,
+        # DeepSeek-V4's own sizes live in its Compressed group
+        "q_lora_rank": sizes.of(facts, "q_lora_rank", compressed.q_lora_rank),
+        "window": sizes.of(facts, "sliding_window"),
+        "rope_dim": rope_dim,
+        "o_groups": sizes.of(facts, "o_groups", compressed.o_groups),
+        "o_lora_rank": sizes.of(facts, "o_lora_rank", compressed.o_lora_rank),
+        "eps": _eps(facts),
+    }
+    if kind == SLIDING:
+        kwargs |= {"rope_base": rope.theta, "rope_scaling": rope.scaling}
+    else:  # everything a compressed layer rotates turns with its own RoPE
+        theta = compressed.rope_theta if compressed.rope_theta is not None else rope.theta
+        kwargs |= {"rope_base": theta, "rope_scaling": compressed.rope_scaling}
+    if kind == CSA:
+        kwargs |= {
+            "compress_rate": compressed.csa_rate,
+            "index_top_k": sizes.of(facts, "index_topk"),
+            "index_num_heads": sizes.of(facts, "index_n_heads"),
+            "index_head_dim": sizes.of(facts, "index_head_dim"),
+        }
+    elif kind == HCA:
+        kwargs["compress_rate"] = compressed.hca_rate
+    context = sizes.of(facts, "max_position_embeddings")
+    return CompressedAttention(width, width, context, **kwargs)
+
+
 def llama_32_vision_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
     """Llama 3.2 Vision's text model: Llama's layers, and in ``cross_attention_layers``
     a cross-attention to the image, projected to the text's width
@@ -716,6 +786,7 @@ BUILDERS: dict[str, Callable[[ModelFacts, int, Sizes], nn.Module]] = {
     "DeepseekV3Config": deepseek_v3_layer,
     "DeepseekV32Config": deepseek_v32_layer,
     "GlmMoeDsaConfig": deepseek_v32_layer,
+    "DeepseekV4Config": deepseek_v4_layer,
     "MllamaTextConfig": llama_32_vision_layer,
 }
 
@@ -729,12 +800,14 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
     :func:`.gemma2_layer`, :func:`.gemma3_layer`, :func:`.gemma4_layer`,
     :func:`.gpt_oss_layer`, :func:`.qwen3_next_layer` (and :func:`.gated_deltanet_layer`),
     :func:`.llama4_layer`, :func:`.command_a_layer`, :func:`.deepseek_v3_layer`,
-    :func:`.deepseek_v32_layer` or :func:`.llama_32_vision_layer`. The layer's kind
+    :func:`.deepseek_v32_layer`, :func:`.deepseek_v4_layer` or
+    :func:`.llama_32_vision_layer`. The layer's kind
     follows ``facts.layer_types`` and ``facts.uses_rope``: full, sliding (``window``),
     chunked (``chunk``), NoPE (no ``rotary``), reusing another layer's keys and values
     (``facts.kv_shared``: a :class:`~attention.SharedKVAttention`), latent (DeepSeek),
-    Gated DeltaNet (Qwen3-Next's linear-attention layers) or cross-attention (Llama
-    3.2 Vision's image layers: a :class:`~attention.CrossAttention`).
+    Gated DeltaNet (Qwen3-Next's linear-attention layers), cross-attention (Llama
+    3.2 Vision's image layers: a :class:`~attention.CrossAttention`) or compressed
+    (DeepSeek-V4's sliding, CSA and HCA layers: a :class:`~attention.CompressedAttention`).
 
     Parameters
     ----------
@@ -789,8 +862,7 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
         )
     kind = facts.layer_types[index]
     kda = isinstance(facts.local, LinearAttention) and facts.local.mixer == "Kimi Delta Attention"
-    no_recipe = kda or facts.compressed is not None  # nor DeepSeek-V4's compressed layers
-    if facts.positions in ("learned", "sinusoidal", "alibi") or no_recipe:
+    if facts.positions in ("learned", "sinusoidal", "alibi") or kda:
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
     if kind in (MAMBA, HYBRID, NO_MIXER, CONV):
         raise ValueError(

@@ -66,6 +66,16 @@ def _hybrid_override_pattern(pattern: str) -> tuple[str, ...]:
 
 # DeepSeek-V4-Flash's compress_ratios, 44 of them: its 43 layers' and its MTP layer's.
 _DEEPSEEK_V4_FLASH_RATIOS = [0, 0] + [4, 128] * 20 + [4, 0]
+# DeepSeek-V4's rope_scaling (both releases), as DeepseekV4Config gives it to the CSA and
+# HCA layers: YaRN x16 from 65,536, with the attention factor it sets to 1.
+_DEEPSEEK_V4_YARN = {
+    "rope_type": "yarn",
+    "factor": 16,
+    "original_max_position_embeddings": 65536,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "attention_factor": 1.0,
+}
 # DeepSeek-V4-Pro's compress_ratios, 62 of them: its 61 layers' and its MTP layer's.
 _DEEPSEEK_V4_PRO_RATIOS = [128, 128] + [4, 128] * 29 + [4, 0]
 # Nemotron-H-47B-Reasoning-128K's hybrid_override_pattern, one letter per layer.
@@ -1093,11 +1103,12 @@ _ENTRIES = (
         year=2026,
         source=_hf("deepseek-ai/DeepSeek-V4-Flash") + " (compress_ratios: 0 a sliding "
         "layer, 4 compressed sparse attention, 128 heavily compressed; sliding_window, "
-        "compress_rope_theta, qk_rope_head_dim 64 of head_dim 512, the indexer's "
-        "index_n_heads, index_head_dim and index_topk); the sinks and the key serving as "
-        "the value from DeepseekV4Attention in transformers. Its rope_scaling (YaRN, factor "
-        "16 from 65,536) turns the compressed entries' rotation only, which the table "
-        "does not hold",
+        "compress_rope_theta, rope_scaling, qk_rope_head_dim 64 of head_dim 512, q_lora_rank, "
+        "o_groups, o_lora_rank, the indexer's index_n_heads, index_head_dim and index_topk); "
+        "the sinks, the key serving as the value and the QK-norm (q_b_norm, kv_norm) from "
+        "DeepseekV4Attention in transformers, whose config gives the CSA and HCA layers "
+        "base compress_rope_theta with the YaRN of rope_scaling for all they rotate, and "
+        "the sliding-only layers base rope_theta unscaled",
         config_class="DeepseekV4Config",
         layers=43,
         hidden_size=4096,
@@ -1106,15 +1117,25 @@ _ENTRIES = (
         head_dim=512,
         max_position_embeddings=1048576,
         trained_context=1048576,
-        context_source="the model card of deepseek-ai/DeepSeek-V4-Flash: context length 1M "
-        "(max_position_embeddings 1,048,576 in its config.json)",
+        context_source="the model card of deepseek-ai/DeepSeek-V4-Flash, which says the model "
+        "supports a context length of 1M tokens (max_position_embeddings 1,048,576 in its "
+        "config.json); it gives no length trained on",
         attention_bias=False,
         rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
         local=Sliding(window=128),
-        compressed=Compressed(csa_rate=4, hca_rate=128, rope_theta=160000.0),
+        compressed=Compressed(
+            csa_rate=4,
+            hca_rate=128,
+            rope_theta=160000.0,
+            rope_scaling=_DEEPSEEK_V4_YARN,
+            q_lora_rank=1024,
+            o_groups=8,
+            o_lora_rank=1024,
+        ),
         indexer=Indexer(num_heads=64, head_dim=128, top_k=512),
         scores=Scores(sinks=True),
+        parts=LayerParts(qk_norm="unscaled_query_head"),
         layer_pattern=_compress_ratios(_DEEPSEEK_V4_FLASH_RATIOS, 43),
         weights=Weights(
             parameters=284_000_000_000,
@@ -1128,11 +1149,13 @@ _ENTRIES = (
         year=2026,
         source=_hf("deepseek-ai/DeepSeek-V4-Pro") + " (compress_ratios: 4 compressed sparse "
         "attention, 128 heavily compressed, 0 a sliding layer only (its MTP layer's); "
-        "sliding_window, compress_rope_theta, qk_rope_head_dim 64 of head_dim 512, the "
-        "indexer's index_n_heads, index_head_dim and index_topk); the sinks and the key "
-        "serving as the value from DeepseekV4Attention in transformers. Its rope_scaling "
-        "(YaRN, factor 16 from 65,536) turns the compressed entries' rotation only, which "
-        "the table does not hold",
+        "sliding_window, compress_rope_theta, rope_scaling, qk_rope_head_dim 64 of head_dim "
+        "512, q_lora_rank, o_groups, o_lora_rank, the indexer's index_n_heads, "
+        "index_head_dim and index_topk); the sinks, the key "
+        "serving as the value and the QK-norm (q_b_norm, kv_norm) from DeepseekV4Attention "
+        "in transformers, whose config gives the CSA and HCA layers base "
+        "compress_rope_theta with the YaRN of rope_scaling for all they rotate, and the "
+        "sliding-only layers base rope_theta unscaled",
         config_class="DeepseekV4Config",
         layers=61,
         hidden_size=7168,
@@ -1147,9 +1170,18 @@ _ENTRIES = (
         rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
         local=Sliding(window=128),
-        compressed=Compressed(csa_rate=4, hca_rate=128, rope_theta=160000.0),
+        compressed=Compressed(
+            csa_rate=4,
+            hca_rate=128,
+            rope_theta=160000.0,
+            rope_scaling=_DEEPSEEK_V4_YARN,
+            q_lora_rank=1536,
+            o_groups=16,
+            o_lora_rank=1024,
+        ),
         indexer=Indexer(num_heads=64, head_dim=128, top_k=1024),
         scores=Scores(sinks=True),
+        parts=LayerParts(qk_norm="unscaled_query_head"),
         layer_pattern=_compress_ratios(_DEEPSEEK_V4_PRO_RATIOS, 61),
     ),
     ModelFacts(

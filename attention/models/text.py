@@ -205,6 +205,17 @@ def _positions(facts: ModelFacts) -> str:
         text += f", proportional on full layers ({share:.0%} of the pairs turn)"
     if rope.nope_every is not None:
         text += f"; no RoPE every {rope.nope_every}th layer (NoPE)"
+    compressed = facts.compressed
+    if compressed is not None and compressed.rope_theta is not None:
+        # DeepSeek-V4: all its CSA and HCA layers rotate (queries, window, entries)
+        text += f" in sliding-only layers, base {format_number(compressed.rope_theta)}"
+        own = compressed.rope_scaling or {}
+        if own.get("rope_type") in names:
+            text += f" with {names[own['rope_type']]} ×{format_number(own['factor'])}"
+            original = own.get("original_max_position_embeddings")
+            if original:
+                text += f" from {format_number(original)}"
+        text += " in compressed layers"
     return text
 
 
@@ -216,6 +227,7 @@ def _parts(facts: ModelFacts) -> list[str]:
         "l2": "QK-norm without scale, after RoPE",
         "head_after_rope": "QK-norm per head, after RoPE",
         "layer_norm": "QK-norm, a LayerNorm per head",
+        "unscaled_query_head": "QK-norm per head without scale on the queries",
     }
     parts, scores = facts.parts, facts.scores
     if parts is not None:

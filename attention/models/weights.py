@@ -23,6 +23,9 @@ and the copy below read by name:
   holds, head by head, ``W_uk``'s rows then ``W_uv``'s;
 * Qwen3-Next's Gated DeltaNet fuses its projections key head by key head
   (``in_proj_qkvz``, ``in_proj_ba``); Qwen3.5's keeps them apart.
+* DeepSeek-V4's attention maps name for name onto :class:`~attention.CompressedAttention`
+  (``q_a_proj`` is ``W_dq``, ``o_a_proj`` ``W_out_groups``, ...); its compressor's
+  indexer is the package layer's ``indexer``, beside its ``compressor``.
 
 Every parameter on both sides is copied exactly once, or the copy refuses: a weight
 left over would be a part of the model's layer that the package's layer lacks.
@@ -47,6 +50,7 @@ import torch
 from torch import nn
 
 from attention import _checks
+from attention.compressed import CompressedAttention
 from attention.cross import CrossAttention
 from attention.delta import GatedDeltaNet
 from attention.gqa import GroupedQueryAttention
@@ -84,6 +88,7 @@ TRANSFORMERS_CLASSES: dict[str, tuple[str, ...]] = {
     "DeepseekV3Config": ("DeepseekV3Attention",),
     "DeepseekV32Config": ("DeepseekV32Attention",),
     "GlmMoeDsaConfig": ("GlmMoeDsaAttention",),
+    "DeepseekV4Config": ("DeepseekV4Attention",),
     "MllamaTextConfig": ("MllamaTextSelfAttention", "MllamaTextCrossAttention"),
 }
 
@@ -269,8 +274,43 @@ def _deltanet(module: nn.Module, layer: GatedDeltaNet, weights: _Weights) -> dic
     return state
 
 
+#: DeepseekV4Attention's names -> CompressedAttention's: the layer's own, then its
+#: compressor's (``compressor.``), then the indexer's inside that compressor.
+_DEEPSEEK_V4_LAYER = {
+    "q_a_proj": "W_dq",
+    "q_a_norm": "q_norm",
+    "q_b_proj": "W_uq",
+    "kv_proj": "W_kv",
+    "kv_norm": "kv_norm",
+    "o_a_proj": "W_out_groups",
+    "o_b_proj": "W_out",
+}
+_DEEPSEEK_V4_COMPRESSOR = {"kv_proj": "W_kv", "gate_proj": "W_gate", "kv_norm": "kv_norm"}
+_DEEPSEEK_V4_INDEXER = {"q_b_proj": "W_query", "scorer.weights_proj": "W_weights"}
+
+
+def _compressed(layer: CompressedAttention, weights: _Weights) -> dict:
+    """The weights of DeepSeek-V4's attention: the layer's, its compressor's and indexer's."""
+    state: dict = {"sinks": weights.take("sinks")}
+    places = [("", "", _DEEPSEEK_V4_LAYER)]
+    if layer.compressor is not None:
+        places.append(("compressor.", "compressor.", _DEEPSEEK_V4_COMPRESSOR))
+        state["compressor.position_bias"] = weights.take("compressor.position_bias")
+    if layer.indexer is not None:
+        places.append(("compressor.indexer.", "indexer.compressor.", _DEEPSEEK_V4_COMPRESSOR))
+        places.append(("compressor.indexer.", "indexer.", _DEEPSEEK_V4_INDEXER))
+        bias = weights.take("compressor.indexer.position_bias")
+        state["indexer.compressor.position_bias"] = bias
+    for theirs, ours, names in places:
+        for their_name, our_name in names.items():
+            weights.linear(state, theirs + their_name, ours + our_name)
+    return state
+
+
 def _copied(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
     """The state of ``layer`` from ``module``'s weights, by the layer's kind."""
+    if isinstance(layer, CompressedAttention):
+        return _compressed(layer, weights)
     if isinstance(layer, GroupedQueryAttention | SharedKVAttention | CrossAttention):
         return _grouped(module, layer, weights)
     if isinstance(layer, MultiHeadLatentAttention):  # SparseLatentAttention included
@@ -289,6 +329,8 @@ def _expected_layer(cls: str) -> tuple[type, ...]:
         return (MultiHeadLatentAttention,)
     if cls in ("DeepseekV32Attention", "GlmMoeDsaAttention"):
         return (SparseLatentAttention,)
+    if cls == "DeepseekV4Attention":
+        return (CompressedAttention,)
     return (GroupedQueryAttention, SharedKVAttention)
 
 
@@ -320,7 +362,8 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
         for that kind: a :class:`~attention.NoPEWithTemperature`,
         :class:`~attention.SharedKVAttention`, :class:`~attention.CrossAttention`,
         :class:`~attention.MultiHeadLatentAttention`,
-        :class:`~attention.SparseLatentAttention` or :class:`~attention.GatedDeltaNet`),
+        :class:`~attention.SparseLatentAttention`, :class:`~attention.CompressedAttention`
+        or :class:`~attention.GatedDeltaNet`),
         in the module's training mode. It maps hidden states
         ``(batch, tokens, hidden_size)`` to ``(batch, tokens, hidden_size)``, as the
         module does.

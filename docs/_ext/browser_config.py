@@ -615,7 +615,18 @@ def post_deepseek_v4(fields: dict, kwargs: dict, spec: dict) -> None:
             "rope_theta": kwargs.pop("rope_theta", fields.get("rope_theta")),
             "partial_rotary_factor": fields["partial_rotary_factor"],
         }
-        rope = {"main": main, "compress": yarn}
+        # The compressed layers' RoPE: their own base, the rotary share, the scaling
+        # (YaRN with an attention factor of 1), as DeepseekV4Config builds it and its
+        # validation names the type.
+        compress = {
+            **yarn,
+            "rope_theta": fields.get("compress_rope_theta"),
+            "partial_rotary_factor": fields["partial_rotary_factor"],
+        }
+        compress["rope_type"] = compress.get("rope_type", compress.get("type", "default"))
+        if compress["rope_type"] == "yarn":
+            compress.setdefault("attention_factor", 1.0)
+        rope = {"main": main, "compress": compress}
     fields["rope_parameters"] = {"main": rope["main"], "compress": rope["compress"]}
 
 

@@ -213,9 +213,10 @@ def reader_html() -> str:
     where the recipe, the strip and the bill go."""
     from attention.models import BITS
 
+    # selected="selected", not a bare `selected`: the page is XHTML in the EPUB too.
+    chosen = ' selected="selected"'
     options = "".join(
-        f'<option value="{name}"{" selected" if name == "bf16" else ""}>{name}</option>'
-        for name in BITS
+        f'<option value="{name}"{chosen if name == "bf16" else ""}>{name}</option>' for name in BITS
     )
     return f"""<div class="attention-explorer config-reader">
 <label class="cr-label" for="cr-text">Paste a <code>config.json</code>, or drop or choose the
@@ -223,14 +224,14 @@ file:</label>
 <textarea class="cr-text" id="cr-text" rows="7" spellcheck="false"
  placeholder='{{"model_type": "llama", "num_hidden_layers": 32, ...}}'></textarea>
 <div class="ae-controls cr-controls">
-<label>file <input class="cr-file" type="file" accept=".json,application/json"></label>
-<label>context <input class="cr-tokens" type="number" min="0" step="1" value="32768"></label>
-<label>batch <input class="cr-batch" type="number" min="1" step="1" value="1"></label>
+<label>file <input class="cr-file" type="file" accept=".json,application/json" /></label>
+<label>context <input class="cr-tokens" type="number" min="0" step="1" value="32768" /></label>
+<label>batch <input class="cr-batch" type="number" min="1" step="1" value="1" /></label>
 <label>cache <select class="cr-cache">{options}</select></label>
 <button class="cr-read" type="button">Read the config</button>
 </div>
 <p class="cr-status" role="status" aria-live="polite"></p>
-<div class="cr-result" hidden>
+<div class="cr-result" hidden="hidden">
 <p class="cr-recipe"></p>
 <pre class="cr-strip"></pre>
 <table class="cr-bill"><caption></caption>
@@ -257,7 +258,8 @@ def on_html_page_context(app, pagename, templatename, context, doctree) -> None:
 
 
 def on_build_finished(app, exception) -> None:
-    if exception is None and app.builder.format == "html":
+    # Not into the EPUB (nox -s book), which runs no script.
+    if exception is None and app.builder.format == "html" and app.builder.name != "epub":
         write_bundle(Path(app.outdir) / OUT)
 
 

@@ -9,7 +9,9 @@ how to get the package, at the version the site was built with, and checks it:
   so this extension copies it next to the page sources and points the theme's download
   menu at it. Its first cell is the :func:`install_cell`. A cell tagged ``site-only``
   (one that reads a file kept with the site, such as saved benchmark results) becomes a
-  short note in the download, because the reader has only the notebook.
+  short note in the download, because the reader has only the notebook. Each exercise
+  is followed by an empty "your turn" cell, and the solutions move to the notebook's
+  end (:func:`exercises.practice_notebook`).
 * sphinx-gallery's notebooks get the same first cell (``first_notebook_cell``, set in
   ``conf.py`` from :func:`install_cell`).
 * sphinx-gallery's ``.py`` downloads, alone and in the zips, start with a comment giving
@@ -30,9 +32,13 @@ import zipfile
 from pathlib import Path
 
 import nbformat
+from addresses import of  # docs/_ext, on the path as Sphinx loads the extensions
+from exercises import practice_notebook  # docs/_ext, as Sphinx loads it
 from sphinx.application import Sphinx
 
 from attention._version import DISTRIBUTION
+
+GALLERY = "auto_gallery"  # conf.py's gallery_dirs: where the scripts' pages are
 
 # The package's extras a download needs: matplotlib always (``plot``), and Hugging Face
 # transformers (``transformers``) where an example compares with its modules.
@@ -57,10 +63,23 @@ def requirement(version: str, extras: tuple[str, ...] = ("plot",)) -> str:
     return f"{DISTRIBUTION}[{','.join(extras)}]=={version}"
 
 
-def install_cell(version: str, extras: tuple[str, ...] = ("plot",)) -> str:
-    """The first cell of every downloaded notebook: install, import, check the version."""
+def install_cell(version: str, extras: tuple[str, ...] = ("plot",), page: str | None = None) -> str:
+    """The first cell of every downloaded notebook: install, import, check the version.
+
+    ``page`` is the hosted address of the page the notebook comes from, named first.
+
+    >>> print(install_cell("1.2.3", page="https://ada.github.io/attention/x.html"))
+    # From https://ada.github.io/attention/x.html
+    # The package these examples run on (import name: attention); pip skips it if
+    # it is installed already.
+    %pip install --quiet "attention-step-by-step[plot]==1.2.3"
+    import attention
+    <BLANKLINE>
+    attention.check_version("1.2.3")
+    """
     return (
-        "# The package these examples run on (import name: attention); pip skips it if\n"
+        (f"# From {page}\n" if page else "")
+        + "# The package these examples run on (import name: attention); pip skips it if\n"
         "# it is installed already.\n"
         f'%pip install --quiet "{requirement(version, extras)}"\n'
         "import attention\n"
@@ -69,10 +88,14 @@ def install_cell(version: str, extras: tuple[str, ...] = ("plot",)) -> str:
     )
 
 
-def with_install_header(script: str, version: str) -> str:
+def with_install_header(script: str, version: str, page: str | None = None) -> str:
     """A gallery script as downloaded: the install command first, the version check next.
 
-    >>> print(with_install_header("'Title.'\\n\\nimport torch\\n", "1.2.3"))
+    ``page`` is the hosted address of the script's page, named first.
+
+    >>> page = "https://ada.github.io/attention/auto_gallery/plot_x.html"
+    >>> print(with_install_header("'Title.'\\n\\nimport torch\\n", "1.2.3", page))
+    # From https://ada.github.io/attention/auto_gallery/plot_x.html
     # Runs on attention-step-by-step 1.2.3 (import name: attention). Install it with
     #     pip install "attention-step-by-step[plot]==1.2.3"
     'Title.'
@@ -89,6 +112,7 @@ def with_install_header(script: str, version: str) -> str:
     after = tree.body[0].end_lineno if docstring else 0
     lines = script.splitlines()
     header = [
+        *([f"# From {page}"] if page else []),
         f"# Runs on {DISTRIBUTION} {version} (import name: attention). Install it with",
         f'#     pip install "{requirement(version, extras_for(script))}"',
     ]
@@ -112,11 +136,15 @@ SITE_ONLY_NOTE = (
 )
 
 
-def for_download(notebook: nbformat.NotebookNode, version: str) -> nbformat.NotebookNode:
+def for_download(
+    notebook: nbformat.NotebookNode, version: str, page: str | None = None
+) -> nbformat.NotebookNode:
     """The executed notebook as a reader downloads it.
 
-    The install cell comes first, and each ``site-only`` cell becomes a note that shows
-    its code without running it.
+    The install cell comes first (naming ``page``, the hosted address of the page it
+    comes from), each ``site-only`` cell becomes a note that shows its code without
+    running it, and the exercises get their "your turn" cells, with the solutions at
+    the end (:func:`exercises.practice_notebook`).
 
     >>> page = nbformat.v4.new_notebook(cells=[
     ...     nbformat.v4.new_code_cell("print(1)"),
@@ -126,8 +154,8 @@ def for_download(notebook: nbformat.NotebookNode, version: str) -> nbformat.Note
     ['code', 'code', 'markdown']
     """
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
-    cells = [nbformat.v4.new_code_cell(install_cell(version, extras_for(code)))]
-    for cell in notebook.cells:
+    cells = [nbformat.v4.new_code_cell(install_cell(version, extras_for(code), page))]
+    for cell in practice_notebook(notebook).cells:
         if SITE_ONLY in cell.get("metadata", {}).get("tags", []):
             cell = nbformat.v4.new_markdown_cell(SITE_ONLY_NOTE.format(source=cell.source))
         cells.append(cell)
@@ -137,15 +165,32 @@ def for_download(notebook: nbformat.NotebookNode, version: str) -> nbformat.Note
     return notebook
 
 
+def executed_notebook(app: Sphinx, pagename: str) -> Path:
+    """Where myst-nb saved the page's executed notebook."""
+    return Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+
+
 def add_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
-    if doctree is None or not executed.exists():
-        return
-    notebook = for_download(nbformat.read(executed, as_version=4), app.config.release)
+    """Offer the page's notebook in the theme's download menu (written by write_ipynb)."""
+    if (
+        doctree is not None
+        and executed_notebook(app, pagename).exists()
+        and app.builder.name == "html"
+    ):
+        context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def write_ipynb(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Write the notebook a reader downloads, after the theme's launch buttons, which copy
+    the executed notebook, as it is, to the same place."""
+    executed = executed_notebook(app, pagename)
+    if doctree is None or not executed.exists() or app.builder.name != "html":
+        return  # the site's pages offer notebooks; the book (nox -s book) does not
+    page = of(app.config).page(pagename)
+    notebook = for_download(nbformat.read(executed, as_version=4), app.config.release, page)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
-    context["ipynb_source"] = f"{pagename}.ipynb"
 
 
 def add_script_headers(app: Sphinx, exception: Exception | None) -> None:
@@ -153,23 +198,29 @@ def add_script_headers(app: Sphinx, exception: Exception | None) -> None:
     downloads = Path(app.outdir) / "_downloads"
     if exception is not None or not downloads.is_dir():
         return
-    version = app.config.release
+    version, where = app.config.release, of(app.config)
+
+    def page(path: Path) -> str:
+        return where.page(f"{GALLERY}/{Path(path).stem}")
+
     for script in downloads.glob("*/plot_*.py"):
-        script.write_text(with_install_header(script.read_text("utf-8"), version), "utf-8")
-    # sphinx-gallery gives every notebook the same first cell (conf.py): the plot extra.
+        text = with_install_header(script.read_text("utf-8"), version, page(script))
+        script.write_text(text, "utf-8")
+    # sphinx-gallery gives every notebook the same first cell (conf.py); this one names
+    # its page, and the transformers extra where the notebook needs it.
     for path in downloads.glob("*/plot_*.ipynb"):
         notebook = nbformat.read(path, as_version=4)
         code = "\n".join(cell.source for cell in notebook.cells[1:] if cell.cell_type == "code")
-        if extras_for(code) != ("plot",):
-            notebook.cells[0].source = install_cell(version, extras_for(code))
-            nbformat.write(notebook, path)
+        notebook.cells[0].source = install_cell(version, extras_for(code), page(path))
+        nbformat.write(notebook, path)
     for archive in downloads.glob("*/*.zip"):  # each example's zip, and the gallery's
         rewritten = archive.with_suffix(".tmp")
         with zipfile.ZipFile(archive) as old, zipfile.ZipFile(rewritten, "w") as new:
             for member in old.infolist():
                 data = old.read(member)
                 if Path(member.filename).match("plot_*.py"):
-                    data = with_install_header(data.decode("utf-8"), version).encode("utf-8")
+                    text = with_install_header(data.decode("utf-8"), version, page(member.filename))
+                    data = text.encode("utf-8")
                 new.writestr(member, data, compress_type=zipfile.ZIP_DEFLATED)
         shutil.move(rewritten, archive)
 
@@ -177,5 +228,6 @@ def add_script_headers(app: Sphinx, exception: Exception | None) -> None:
 def setup(app: Sphinx) -> dict:
     # Before the theme builds its header buttons (priority 500).
     app.connect("html-page-context", add_ipynb, priority=400)
+    app.connect("html-page-context", write_ipynb, priority=520)  # after the theme's (501)
     app.connect("build-finished", add_script_headers)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -725,6 +725,8 @@ def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         len(CHECKS),
         len(problems),
     )
+    if app.builder.name == "epub":
+        return  # the EPUB (nox -s book) runs no script: the explorer's data stays out
     static = Path(app.outdir) / "_static"
     static.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, separators=(",", ":"))

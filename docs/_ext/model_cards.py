@@ -143,6 +143,30 @@ def doc(name: str, text: str) -> str:
     return f"{{doc}}`{text} </chapters/{name}>`"
 
 
+ADDRESS = re.compile(r"(?<![(<])(https://[^\s)>]+[\w/])")
+ARXIV = re.compile(r"\barXiv (\d{4}\.\d{4,5})\b")
+# A page named by its address without a scheme, as the table's sources write them.
+BARE_ADDRESS = re.compile(r"(?<![/\w])((?:github\.com|huggingface\.co)/[\w./-]*[\w/])")
+
+
+def linked(source: str) -> str:
+    """A source from the model table, as Markdown: every address (``https://...``), every
+    arXiv id and every github.com or huggingface.co address written without its scheme
+    becomes a link.
+
+    >>> linked("https://huggingface.co/openai-community/gpt2/blob/main/config.json (n_layer)")
+    '<https://huggingface.co/openai-community/gpt2/blob/main/config.json> (n_layer)'
+
+    >>> linked("the gpt-oss model card (arXiv 2508.10925), section 2")
+    'the gpt-oss model card ([arXiv 2508.10925](https://arxiv.org/abs/2508.10925)), section 2'
+    >>> linked("huggingface.co/bigscience/bloom: 'Sequence length'")
+    "[huggingface.co/bigscience/bloom](https://huggingface.co/bigscience/bloom): 'Sequence length'"
+    """
+    text = ADDRESS.sub(r"<\1>", source)
+    text = ARXIV.sub(r"[arXiv \1](https://arxiv.org/abs/\1)", text)
+    return BARE_ADDRESS.sub(r"[\1](https://\1)", text)
+
+
 def term(field: str, text: str | None = None) -> str:
     """A config field, linked to its glossary entry (under another name in some configs)."""
     return f"{{term}}`{text} <{field}>`" if text and text != field else f"{{term}}`{field}`"
@@ -159,7 +183,7 @@ RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"Kimi Delta Attention", "ref", "kimi-delta-attention"),
     (r"Lightning Attention", "ref", "linear-state"),
     (r"DeepSeek Sparse Attention \(top [\d,]+\)", "ref", "index-topk"),
-    (r"compressed sparse|heavily compressed", "doc", "22-sparse-attention"),
+    (r"compressed sparse|heavily compressed", "doc", "22b-compressed-attention"),
     (r"reuse earlier layers' keys and values", "ref", "kv-sharing"),
     (r"keys as values|the key serving as the value", "ref", "keys-as-values"),
     (r"MLA", "doc", "13-latent-attention"),
@@ -777,7 +801,7 @@ def unusual(facts: ModelFacts) -> list[str]:
             f"picks {facts.indexer.top_k:,} for each query, and each heavily compressed layer "
             f"one entry per {c.hca_rate} tokens: its cache grows by "
             f"{size(cache_profile(facts)[0])} per token "
-            f"({doc('22-sparse-attention', 'choosing fewer keys')})."
+            f"({doc('22b-compressed-attention', 'compressed attention')})."
         )
     if facts.indexer is not None and facts.latent is not None:
         notes.append(
@@ -1187,7 +1211,7 @@ def card(facts: ModelFacts) -> str:
             d: bill(facts, 0, dtype=d, parameters=counted.total).weights for d in WEIGHT_DTYPES
         }
         lines += [
-            f"{counted.total:,} parameters ({counted.source}): "
+            f"{counted.total:,} parameters ({linked(counted.source)}): "
             + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
             + ". With one sequence's cache at its trained context, in bf16: "
             f"{size(weights['bf16'] + trained.cache)}.",
@@ -1206,7 +1230,7 @@ def card(facts: ModelFacts) -> str:
         bits = format_number(BITS[q.dtype])
         text = (
             f"As released, its weights are not all 16-bit: {released_text(facts)} "
-            f"({q.source}). The bill counts {DTYPE_NAMES[q.dtype]} at {bits} bits a number"
+            f"({linked(q.source)}). The bill counts {DTYPE_NAMES[q.dtype]} at {bits} bits a number"
             + (
                 ", its shared 8-bit scale per 32 numbers included"
                 if q.dtype == "mxfp4"
@@ -1240,8 +1264,8 @@ def card(facts: ModelFacts) -> str:
         "",
         "## Sources",
         "",
-        f"- The config: {facts.source}",
-        f"- The trained context: {facts.context_source}",
+        f"- The config: {linked(facts.source)}",
+        f"- The trained context: {linked(facts.context_source)}",
     ]
     if facts.class_defaults:
         lines.append(
@@ -1501,7 +1525,9 @@ def index_page() -> str:
         "```",
         "",
         "For another context, batch or number type, use the {ref}`calculator <calculator>`; "
-        "for what a config field means, the {doc}`glossary </glossary>`. Below, the cache "
+        "for what a config field means, the {doc}`glossary </glossary>`; for every model "
+        "beside the chapters that build its parts, with its cache, layers and heads, "
+        "{doc}`/which-model-uses-what`. Below, the cache "
         "of one sequence at the model's trained context, in bf16, and what it adds per "
         "token once its local layers are full.",
         "",

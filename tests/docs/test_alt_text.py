@@ -22,7 +22,14 @@ import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = sorted([*DOCS.glob("chapters/*.md"), *DOCS.glob("parts/*.md"), DOCS / "index.md"])
+PAGES = sorted(
+    [
+        *DOCS.glob("chapters/*.md"),
+        *DOCS.glob("parts/*.md"),
+        DOCS / "index.md",
+        DOCS / "which-model-uses-what.md",
+    ]
+)
 # 7,168 or 7168 or 0.25; not the digits inside a word such as "W_dkv2" or "Qwen3"
 NUMBER = re.compile(
     r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d+(?:\.\d+)?(?![\w])"

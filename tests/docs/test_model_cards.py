@@ -36,6 +36,7 @@ from model_cards import (
     contexts,
     key_numbers,
     link_recipe,
+    linked,
     pages,
     recipe_topics,
     size,
@@ -309,8 +310,8 @@ def test_a_card_for_every_model_type_the_atlas_reads(model_type):
         assert row[1] == size(cache_bytes(facts, tokens))
 
 
-def test_the_home_tables_link_every_model_to_its_card():
-    text = (DOCS / "index.md").read_text(encoding="utf-8")
+def test_the_tables_of_which_model_uses_what_link_every_model_to_its_card():
+    text = (DOCS / "which-model-uses-what.md").read_text(encoding="utf-8")
     for facts in MODELS.values():
         link = f"[{facts.name}](models/{slug(facts.name)}.md)"
         assert text.count(link) == 4, (facts.name, text.count(link))
@@ -410,7 +411,7 @@ def test_a_quantized_release_says_which_weights_and_cites_its_config(name, gener
     facts = MODELS[name]
     weights = generated[f"{slug(name)}.md"].split("## Its weights")[1].split("\n## ")[0]
     assert facts.quantization.weights in weights
-    assert facts.quantization.source in weights
+    assert linked(facts.quantization.source) in weights  # its addresses as links
 
 
 def test_every_comparison_has_its_page_listed_on_the_compare_page(generated):

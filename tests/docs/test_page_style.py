@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = [*sorted(DOCS.glob("chapters/*.md")), *sorted(DOCS.glob("parts/*.md")), DOCS / "index.md"]
+PAGES = [
+    *sorted(DOCS.glob("chapters/*.md")),
+    *sorted(DOCS.glob("parts/*.md")),
+    DOCS / "index.md",
+    DOCS / "which-model-uses-what.md",
+]
 WIDTH = 80
 
 

@@ -187,6 +187,28 @@ VISIBLE_RIGHT_JS = """(img) => {
   return right;
 }"""
 
+# Every figure the page shows (an image hidden by its layout pair is not shown): its
+# file, its own width and the width it is drawn at, whether its box (or the page) cuts
+# it off on the right, and the cue line its scrolling box shows, if any.
+FIGURES_JS = """() => {
+  const found = [];
+  for (const img of document.querySelectorAll(".bd-article img")) {
+    const rect = img.getBoundingClientRect();
+    if (rect.width === 0 || img.closest(".sphx-glr-thumbcontainer")) continue;
+    let right = Math.min(rect.right, innerWidth), cue = "";
+    for (let p = img.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (getComputedStyle(p).overflowX === "visible") continue;
+      right = Math.min(right, p.getBoundingClientRect().right - p.clientLeft);
+      const before = getComputedStyle(p, "::before");
+      if (!cue && before.content && before.content !== "none" && before.display !== "none")
+        cue = before.content;
+    }
+    found.push({src: img.getAttribute("src"), url: img.src, natural: img.naturalWidth,
+                shown: rect.width, clipped: rect.right > right + 1, cue});
+  }
+  return found;
+}"""
+
 BACKGROUND_JS = """() => {
   for (const el of [document.body, document.documentElement]) {
     const m = getComputedStyle(el).backgroundColor.match(/[\\d.]+/g).map(Number);
@@ -312,8 +334,13 @@ def check_figures_in_dark_mode(page, name: str) -> list[str]:
             dark = [c for c in pixels["corners"] if luminance(c) < 0.75]
             if dark:
                 problems.append(f"{name}: {src} has a dark background (corner rgba {dark[0]})")
-        # As drawn on the dark page, with the theme's image filters applied.
-        figure.scroll_into_view_if_needed()
+        # As drawn on the dark page, with the theme's image filters applied; the other
+        # layout of a figure drawn in two (custom.css's layout-pair) is not drawn here.
+        if not figure.is_visible():
+            continue
+        # Its top corners in view, below the header: a stacked figure may be taller
+        # than the screen, and scrolling it into view would centre it.
+        figure.evaluate("img => { img.scrollIntoView(); scrollBy(0, -innerHeight / 4); }")
         box = figure.bounding_box()
         if not box or box["width"] < 8 or box["height"] < 8:
             continue
@@ -334,6 +361,7 @@ class Visit:
     facts: dict
     overflow: dict | None = None
     dark_figures: list[str] = field(default_factory=list)
+    figures: list[dict] = field(default_factory=list)
 
     @property
     def ids(self) -> set[str]:
@@ -396,6 +424,7 @@ def crawl(browser, base_url: str, screenshots: Path) -> Crawl:
         if theme != "dark":
             visit.dark_figures.append(f"{name}: theme {theme!r} on a system that prefers dark")
         visit.dark_figures += check_figures_in_dark_mode(page, name)
+        visit.figures = page.evaluate(FIGURES_JS)
         phone_visits[name] = visit
         if name == "index.html":
             page.evaluate("window.scrollTo(0, 0)")
@@ -412,7 +441,7 @@ def crawl(browser, base_url: str, screenshots: Path) -> Crawl:
     page.goto(base_url + chapter_shot, wait_until="load")
     page.evaluate(SETTLE_JS)
     page.screenshot(path=screenshots / "phone-chapter.png")
-    figure = page.locator(".bd-article img").first
+    figure = page.locator(".bd-article img:visible").first
     if figure.count():
         figure.scroll_into_view_if_needed()
         page.screenshot(path=screenshots / "phone-chapter-figure.png")
@@ -534,6 +563,55 @@ def test_no_sideways_scrolling_on_a_phone(crawl: Crawl):
             if not i["width"]
         ]
     assert not problems, report("the phone layout (390x844)", problems)
+
+
+#: The smallest a figure's label may be drawn on a phone, in CSS pixels.
+SMALLEST_LABEL_PX = 8.0
+
+
+def figure_dpi(url: str) -> float | None:
+    """The resolution an image file records (matplotlib writes it in every PNG), or None."""
+    from PIL import Image
+
+    path = SITE / unquote(urlsplit(url).path).lstrip("/")
+    if not path.is_file() or path.suffix.lower() != ".png":
+        return None
+    with Image.open(path) as image:
+        dpi = image.info.get("dpi")
+    return float(dpi[0]) if dpi else None
+
+
+def test_figures_are_legible_on_a_phone(crawl: Crawl):
+    """At 390 px wide, no figure's smallest label is drawn under 8 CSS px, and no figure
+    is cut off without a line saying it scrolls.
+
+    A label of p points in a figure drawn at d dots per inch is p * d / 72 pixels of the
+    image; shown at ``shown`` of its ``natural`` pixels, it is that times shown / natural
+    CSS px. The figures of attention.figures draw no text under SMALLEST_TEXT_POINTS
+    (tests/test_figures.py checks every one), so that is p here.
+    """
+    from attention.figures import SMALLEST_TEXT_POINTS
+
+    problems, counted, scrolling = [], 0, 0
+    for name, visit in crawl.phone.items():
+        for figure in visit.figures:
+            dpi = figure_dpi(figure["url"])
+            if dpi is None or not figure["natural"]:
+                continue  # not a drawn figure (an icon, a logo), or it did not load
+            counted += 1
+            label = SMALLEST_TEXT_POINTS / 72 * dpi * figure["shown"] / figure["natural"]
+            if label < SMALLEST_LABEL_PX:
+                problems.append(
+                    f"{name}: {figure['src']}: its smallest label is {label:.1f} px "
+                    f"(drawn {figure['shown']:.0f} px wide of {figure['natural']} at {dpi:g} dpi)"
+                )
+            if figure["clipped"]:
+                scrolling += 1
+                if not figure["cue"]:
+                    problems.append(f"{name}: {figure['src']} is cut off with no cue")
+    print(f"{counted} figures at 390 px: {scrolling} scroll sideways, each under a cue")
+    assert counted, "no drawn figure found on any page"
+    assert not problems, report("figures on a phone (390x844)", problems)
 
 
 def test_figures_stay_readable_in_dark_mode(crawl: Crawl):
@@ -677,7 +755,7 @@ def test_theme_switch_turns_the_site_dark(browser, base_url: str, screenshots: P
         if theme != "dark":
             problems.append(f"{name}: theme is {theme!r} after choosing dark on the home page")
         problems += check_figures_in_dark_mode(page, name)
-        figure = page.locator(".bd-article img").first
+        figure = page.locator(".bd-article img:visible").first
         if figure.count():
             figure.scroll_into_view_if_needed()
         page.screenshot(path=screenshots / shot)
