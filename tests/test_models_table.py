@@ -689,14 +689,6 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "width, smaller than gpt-oss-20b's for a quick run; no model's head size",
     ("docs/chapters/23-what-each-layer-costs.md", 20): "the Part IV capstone runs 10 "
     "tokens, then 20, to show the state keeps its size; no model's shared layers",
-    ("docs/chapters/28-one-merge.md", 4): "the Part VI capstone's toy LlamaConfig, 4 "
-    "query heads; no model's group size",
-    ("docs/chapters/28-one-merge.md", 32): "the Part VI capstone's toy LlamaConfig, "
-    "32 features wide; no model's layer count",
-    ("docs/chapters/29-encoders-and-cross-attention.md", 4): "the Part VII capstone's "
-    "toy WhisperConfig, 4 heads; no model's group size",
-    ("docs/chapters/29-encoders-and-cross-attention.md", 32): "the Part VII capstone's "
-    "toy WhisperConfig, 32 features wide; no model's layer count",
     ("docs/chapters/14-longer-contexts.md", 16): "the toy head of 16 features the pairing "
     "figure draws, small enough to label every feature; no model's head count",
     ("docs/chapters/14-longer-contexts.md", 4): "a quarter of the toy head's 16 features, "
@@ -786,9 +778,12 @@ def model_names() -> list[str]:
 
 
 NAMES = re.compile("|".join(re.escape(name) for name in model_names()))
+# A model's name, not a transformers class named after it (``LlamaConfig(...)`` builds
+# a toy).
 MODEL_WORDS = re.compile(
-    r"Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|BLOOM|BERT|Whisper"
-    r"|GLM|MiniMax|Phi-|Command A|Nemotron"
+    r"(?<![\w.])(?:Llama|Mistral|Gemma|DeepSeek|GPT-2|Qwen|gpt-oss|SmolLM|OLMo|Kimi|BLOOM"
+    r"|BERT|Whisper|GLM|MiniMax|Phi-|Command A|Nemotron)"
+    r"(?!\w*(?:Config|Attention|Model|ForCausalLM)\b)"
 )
 # Whole numbers, with or without thousands separators (131,072 131072 131{,}072 131_072),
 # not part of a decimal, a word, an identifier or a tolerance's exponent (1e-5).
@@ -973,6 +968,20 @@ def test_the_lint_reads_a_tolerance_as_no_model_fact() -> None:
     assert 5 in facts
     assert typed_facts("Qwen3-Next's layer, to 1e-5", facts, True) == []
     assert [v for v, _ in typed_facts("Gemma 4 E2B: 5 to 1", facts, True)] == [5]
+
+
+def test_the_lint_reads_a_transformers_class_as_no_model_name() -> None:
+    """``LlamaConfig(hidden_size=32)`` builds a toy; "Llama 2 7B: 32 layers" is a fact."""
+    facts = fact_numbers()
+    assert 32 in facts
+    assert typed_facts("config = LlamaConfig(hidden_size=32)", facts, False) == []
+    assert [v for v, _ in typed_facts("Llama 2 7B has 32 layers", facts, False)] == [32]
+
+
+def test_the_lint_reads_an_exercise_number_as_no_model_fact() -> None:
+    facts = fact_numbers()
+    assert typed_facts("**4. Capstone: gpt-oss-20b's layer.**", facts, True) == []
+    assert typed_facts("4. Compare with Llama's output.", facts, True) == []
 
 
 def test_the_lint_reads_a_chapter_number_in_a_title_as_no_model_fact() -> None:
