@@ -6,11 +6,12 @@ quantizes its cache and chapter 26a evicts from it. They all use this one model,
 trained here with a fixed seed, so that a number on one page is the same model's as on
 the other.
 
-The task: a sequence of :data:`RECALL_LENGTH` tokens, most of them *fillers*, random
-noise. A few are *facts*, a key and a value written together ("the key 5 holds the
-value 2"). The last token is a *question*, one of those keys, and the model answers its
-value. Guessing is right one time in :data:`RECALL_VALUES`; the trained model answers
-almost always, which it can only do by attending from the question to the right fact.
+The task: a sequence of :data:`~attention.toy.RECALL_LENGTH` tokens, most of them
+*fillers*, random noise. A few are *facts*, a key and a value written together ("the
+key 5 holds the value 2"). The last token is a *question*, one of those keys, and the
+model answers its value. Guessing is right one time in
+:data:`~attention.toy.RECALL_VALUES`; the trained model answers almost always, which
+it can only do by attending from the question to the right fact.
 
 Each token is four parts, each with its own embedding: a key, a value, a filler and a
 question, with one extra index per part meaning "none" (a filler has no key, a fact no
@@ -67,7 +68,7 @@ def recall_batch(
         Tokens per sequence, the question last (at least 2).
     facts : int
         Facts per sequence, at distinct random places before the question, with
-        distinct keys (1 to :data:`RECALL_KEYS`, and fewer than ``length``). The
+        distinct keys (1 to :data:`~attention.toy.RECALL_KEYS`, and fewer than ``length``). The
         question asks for the first of them.
     fact_at : int, optional
         If given, one fact only, at this position (``0 <= fact_at < length - 1``),
@@ -78,9 +79,10 @@ def recall_batch(
     Returns
     -------
     tokens : torch.Tensor
-        ``(n, length, 4)`` int64: each token's key, value, filler and question index;
-        :data:`RECALL_KEYS`, :data:`RECALL_VALUES`, :data:`RECALL_FILLERS` and
-        :data:`RECALL_KEYS` mean "none" in the four parts.
+        ``(n, length, 4)`` int64: each token's key, value, filler and question index.
+        In the four parts, :data:`~attention.toy.RECALL_KEYS`,
+        :data:`~attention.toy.RECALL_VALUES`, :data:`~attention.toy.RECALL_FILLERS` and
+        :data:`~attention.toy.RECALL_KEYS` mean "none".
     answers : torch.Tensor
         ``(n,)`` int64: the value of the fact whose key the question names.
 
