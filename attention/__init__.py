@@ -62,7 +62,10 @@ replaces the softmax by a feature map, so the past fits in a fixed-size state, i
 parallel and a recurrent form; :func:`gated_delta_rule` writes to that state with the
 delta rule and a decay (Gated DeltaNet, Qwen3-Next), token by token or in chunks;
 :class:`GatedDeltaNet` is Qwen3-Next's whole layer, decoding with a fixed-size
-:class:`GatedDeltaNetCache`.
+:class:`GatedDeltaNetCache`. :func:`mamba2_ssd` is Mamba-2's selective scan, token by
+token or in chunks, and :func:`mamba2_ssd_dual` the same numbers as masked attention
+with a :func:`semiseparable_mask`; :class:`Mamba2` is the layer of Nemotron-H's and
+the other hybrids' Mamba-2 layers, decoding with a fixed-size :class:`Mamba2Cache`.
 :func:`topk_sparse_attention` keeps the softmax but lets each query read only the
 ``top_k`` keys that DeepSeek-V3.2's :class:`LightningIndexer` scores highest;
 :class:`SparseLatentAttention` is MLA with it, as in DeepSeek-V3.2's layers, and
@@ -210,6 +213,7 @@ from attention.sparse import (
     indexer_kl_loss,
     topk_sparse_attention,
 )
+from attention.ssd import Mamba2, Mamba2Cache, mamba2_ssd, mamba2_ssd_dual, semiseparable_mask
 from attention.step import attend
 from attention.streaming import StreamingCache
 from attention.tiled import tiled_attention
@@ -243,6 +247,8 @@ __all__ = [
     "KeyValueCache",
     "LatentCache",
     "LightningIndexer",
+    "Mamba2",
+    "Mamba2Cache",
     "ModelFacts",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
@@ -286,6 +292,8 @@ __all__ = [
     "latent_cache_bytes_per_token",
     "layer_for",
     "linear_attention",
+    "mamba2_ssd",
+    "mamba2_ssd_dual",
     "merge_attention_states",
     "padding_mask",
     "paged_attention",
@@ -301,6 +309,7 @@ __all__ = [
     "scores_for_all",
     "scores_for_query",
     "select_blocks",
+    "semiseparable_mask",
     "simple_self_attention",
     "simulate_ring_attention",
     "sinusoidal_positions",

@@ -1,6 +1,6 @@
-"""Part IV's costs: decode steps against context length, and the delta rule's prefill.
+"""Part IV's costs: decode steps against context length, and the recurrences' prefill.
 
-Three measurements, each in paired alternating rounds (``benchmarks/harness.py``),
+Five measurements, each in paired alternating rounds (``benchmarks/harness.py``),
 float32, on 2 threads by default.
 
 **(a) Per-token decode latency** at 1k, 4k, 16k and 64k tokens of context
@@ -20,6 +20,11 @@ and the output gate):
   convolution taps). Its state does not depend on ``N``: each
   step gets a cache holding the same states (``GatedDeltaNetCache.update``), so every
   step starts alike;
+* ``mamba2``: :class:`~attention.Mamba2` with its :class:`~attention.Mamba2Cache`, at
+  Nemotron 3 Nano 30B's Mamba-2 sizes (``attention.MODELS["Nemotron 3 Nano 30B"]``: 64
+  heads of 64, a state of 128, 8 groups, 4 convolution taps), on the same ``d_in``.
+  Its two states do not depend on ``N`` either, and each step gets a cache holding the
+  same states;
 * ``sparse``: the full layer's projections and cache, a
   :class:`~attention.LightningIndexer` with DeepSeek-V3.2's indexer sizes (64 heads of
   128, RoPE on 64; ``MODELS["DeepSeek-V3.2"]``) scoring every cached key from its
@@ -39,7 +44,8 @@ Each round times one step of every (context, layer) pair, the order reversed eve
 other round; the first ``--warmup`` rounds are dropped. The growth of a layer's step is
 taken round by round, its step at the longest context over its step at the shortest,
 and each run's median reported. **Target:** every run's median growth of the Gated
-DeltaNet step at most 1.2 (flat), and of the full-attention step above 1.2 (it grows).
+DeltaNet step and of the Mamba-2 step at most 1.2 (flat), and of the full-attention
+step above 1.2 (it grows).
 Untimed checks: each cache's bytes equal their formula; the windowed step on its
 rolled cache equals the same step on an unrolled copy of the full cache (masked), and
 the full step where the window covers the context; the sparse step with ``top_k``
@@ -63,9 +69,18 @@ alternated as in (b). **Target:** every run's median ratio chunked / recurrent b
 1.0. The recurrence's output is checked from its first timed call; an untimed call of
 each chunked form (whose outputs are checked) warms them up before the rounds.
 
+**(d) Mamba-2's prefill** of the same ``--prefill-tokens`` through the SSD alone, at
+the ``mamba2`` row's sizes: our chunked :func:`~attention.mamba2_ssd` against
+``transformers``' ``mamba2_chunk_scan`` (``Mamba2Mixer``'s pure-PyTorch path; chunk
+``--mamba-chunk-size``, 128 as Nemotron 3 Nano's ``chunk_size``, both; the skip ``D``
+and the final state included), paired as in (b). **Target:** every run's median ratio
+at most 1.0. **(e)** The same chunked call against the scan (``chunk_size=None``), as
+(c). **Target:** below 1.0. Both checked against ``transformers``' output (1e-4,
+relative to its largest entry: the SSD's outputs are sums of thousands of terms).
+
 The decode measurement (fresh caches) is repeated ``--repeats`` times (3 by default, 1
 with ``--quick``), the prefill ones ``--prefill-repeats`` times (1). ``--parts`` runs
-some of the three measurements (``--parts b c``: the prefill alone). A default run
+some of the five measurements (``--parts b c d e``: the prefill alone). A default run
 takes about 5 minutes on 2 cores. Timings on a shared machine are noisy: report the
 machine (the JSON has the CPU's model name, torch's and transformers' versions, and
 the load average before and after the run) and repeat the command.
@@ -75,7 +90,8 @@ Usage::
 
     python benchmarks/part4.py                  # the full run, JSON on stdout
     python benchmarks/part4.py --quick          # fewer rounds, one repeat
-    python benchmarks/part4.py --parts b c      # the prefill measurements alone
+    python benchmarks/part4.py --parts b c      # the delta rule's prefill alone
+    python benchmarks/part4.py --parts d e      # Mamba-2's SSD prefill alone
     python benchmarks/part4.py --contexts 1024 4096 --prefill-tokens 1024
     python benchmarks/part4.py --out part4.json
 """
@@ -92,6 +108,7 @@ import torch
 import transformers
 from harness import pooled, quartiles, ratios, say
 from torch.nn import functional as F
+from transformers.models.mamba2.modeling_mamba2 import mamba2_chunk_scan
 from transformers.models.qwen3_next.modeling_qwen3_next import torch_chunk_gated_delta_rule
 
 import attention
@@ -100,20 +117,26 @@ from attention import (
     GatedDeltaNet,
     GatedDeltaNetCache,
     KVCache,
+    Mamba2,
+    Mamba2Cache,
     Rotary,
     gated_delta_rule,
     kv_cache_bytes_per_token,
+    mamba2_ssd,
 )
 from attention.models import Sizes
+from attention.models.facts import Mamba
 
 MODEL = MODELS["Qwen3-Next 80B-A3B"]
 WINDOW_MODEL = MODELS["Gemma 3 27B"]
 INDEXER_MODEL = MODELS["DeepSeek-V3.2"]
+MAMBA_MODEL = MODELS["Nemotron 3 Nano 30B"]
 #: The decode rows' layers; ``sparse`` only where the package has topk_sparse_attention.
-SIDES = ("full", "window", "deltanet", "sparse")
-#: The measurements: (a) decode steps, (b) prefill against transformers, (c) chunked
-#: against recurrent.
-PARTS = ("a", "b", "c")
+SIDES = ("full", "window", "deltanet", "mamba2", "sparse")
+#: The measurements: (a) decode steps, (b) the delta rule's prefill against
+#: transformers, (c) its chunked form against its recurrence, (d) and (e) the same for
+#: Mamba-2's SSD.
+PARTS = ("a", "b", "c", "d", "e")
 #: A step is flat when its growth (longest context / shortest) is at most this.
 FLAT = 1.2
 SPARSE_MISSING = (
@@ -141,7 +164,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=PARTS,
         default=list(PARTS),
         help="which measurements: a (decode), b (prefill against transformers), "
-        "c (chunked against recurrent); default all",
+        "c (chunked against recurrent), d and e (the same for Mamba-2's SSD); default all",
     )
     parser.add_argument(
         "--contexts", type=int, nargs="+", default=[1024, 4096, 16384, 65536], help="tokens"
@@ -170,6 +193,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--linear-key-dim", type=int, default=linear.key_head_dim)
     parser.add_argument("--linear-value-dim", type=int, default=linear.value_head_dim)
     parser.add_argument("--conv-size", type=int, default=linear.conv_kernel_dim)
+    mamba = MAMBA_MODEL.mamba
+    assert mamba is not None and mamba.num_heads is not None  # a Mamba-2 entry
+    parser.add_argument("--mamba-heads", type=int, default=mamba.num_heads)
+    parser.add_argument("--mamba-head-dim", type=int, default=mamba.inner_size // mamba.num_heads)
+    parser.add_argument("--mamba-state", type=int, default=mamba.state_size)
+    parser.add_argument("--mamba-groups", type=int, default=mamba.n_groups)
+    parser.add_argument("--mamba-conv", type=int, default=mamba.conv_kernel_dim)
+    parser.add_argument("--mamba-chunk-size", type=int, default=mamba.chunk_size)
     parser.add_argument("--index-heads", type=int, default=indexer.num_heads)
     parser.add_argument("--index-dim", type=int, default=indexer.head_dim)
     parser.add_argument("--index-rope-dim", type=int, default=INDEXER_MODEL.latent.qk_rope_head_dim)
@@ -191,6 +222,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--warmup must be at least 0")
     if min(*args.contexts, args.window, args.top_k, args.prefill_tokens, args.chunk_size) < 1:
         parser.error("every context, --window, --top-k, --prefill-tokens, --chunk-size >= 1")
+    mamba_sizes = (args.mamba_heads, args.mamba_head_dim, args.mamba_state, args.mamba_groups)
+    if min(*mamba_sizes, args.mamba_conv, args.mamba_chunk_size) < 1:
+        parser.error("every --mamba-* size must be >= 1")
+    if args.mamba_heads % args.mamba_groups:
+        parser.error("--mamba-heads must be a multiple of --mamba-groups")
     args.contexts = sorted(set(args.contexts))
     args.parts = sorted(set(args.parts))
     return args
@@ -230,6 +266,15 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
             args.linear_value_dim,
             conv_size=args.conv_size,
             chunk_size=args.chunk_size,
+        ).eval(),
+        "mamba2": Mamba2(
+            args.d_in,
+            args.mamba_heads,
+            args.mamba_head_dim,
+            args.mamba_state,
+            n_groups=args.mamba_groups,
+            conv_size=args.mamba_conv,
+            chunk_size=args.mamba_chunk_size,
         ).eval(),
     }
     if has_sparse():
@@ -289,14 +334,44 @@ def decode_steps(args, layers, num_cached: int) -> dict:
     def deltanet_step() -> torch.Tensor:
         return deltanet(x, deltanet_cache())
 
-    steps = {"full": full_step, "window": window_step, "deltanet": deltanet_step}
+    mamba2 = layers["mamba2"]
+    mamba_conv = torch.randn(1, mamba2.channels, args.mamba_conv, generator=generator)
+    ssm = 0.1 * torch.randn(
+        1, args.mamba_heads, args.mamba_head_dim, args.mamba_state, generator=generator
+    )
+
+    def mamba2_cache() -> Mamba2Cache:
+        """A cache that has seen ``num_cached`` tokens: these two states."""
+        cache = Mamba2Cache()
+        cache.update(mamba_conv, ssm, num_cached)
+        return cache
+
+    def mamba2_step() -> torch.Tensor:
+        return mamba2(x, mamba2_cache())
+
+    steps = {
+        "full": full_step,
+        "window": window_step,
+        "deltanet": deltanet_step,
+        "mamba2": mamba2_step,
+    }
     per_token = kv_cache_bytes_per_token(1, args.num_kv_heads, args.head_dim, torch.float32)
     state_bytes = 4 * (
         channels * (args.conv_size - 1)
         + args.linear_value_heads * args.linear_key_dim * args.linear_value_dim
     )
-    state = deltanet_cache()
+    state, mamba_state = deltanet_cache(), mamba2_cache()
     deltanet(x, state)  # a step, then the states' bytes against their formula
+    mamba2(x, mamba_state)
+    # Mamba-2's states as the atlas bills them (Mamba.state_numbers), in float32
+    mamba_facts = Mamba(
+        mixer="Mamba-2",
+        inner_size=args.mamba_heads * args.mamba_head_dim,
+        state_size=args.mamba_state,
+        conv_kernel_dim=args.mamba_conv,
+        num_heads=args.mamba_heads,
+        n_groups=args.mamba_groups,
+    )
     memory = {
         "full": {"bytes": full_cache.nbytes, "formula": per_token * num_cached},
         "window": {
@@ -304,6 +379,7 @@ def decode_steps(args, layers, num_cached: int) -> dict:
             "formula": per_token * min(num_cached, args.window - 1),
         },
         "deltanet": {"bytes": state.nbytes, "formula": state_bytes},
+        "mamba2": {"bytes": mamba_state.nbytes, "formula": 4 * sum(mamba_facts.state_numbers())},
     }
     with torch.no_grad():
         # One step of the rolled cache against the same step masked over the whole cache.
@@ -406,11 +482,11 @@ def decode_target(growth: dict[str, list[float]], shortest: int, longest: int) -
         return {"what": "needs two context lengths or more", "growth_per_run": growth, "met": None}
     flat = max(growth["deltanet"])
     grows = min(growth["full"])
-    return {
+    target = {
         "what": (
-            f"every run's median ratio, round by round, of the Gated DeltaNet step at "
-            f"{longest} tokens of context to its step at {shortest} <= {FLAT}, and of the "
-            f"full-attention step > {FLAT}"
+            f"every run's median ratio, round by round, of the Gated DeltaNet step (and "
+            f"the Mamba-2 step) at {longest} tokens of context to its step at {shortest} "
+            f"<= {FLAT}, and of the full-attention step > {FLAT}"
         ),
         "growth_per_run": growth,
         "worst_deltanet_growth": flat,
@@ -419,6 +495,11 @@ def decode_target(growth: dict[str, list[float]], shortest: int, longest: int) -
         "full_grows": grows > FLAT,
         "met": flat <= FLAT < grows,
     }
+    if "mamba2" in growth:  # the SSM layer's step, flat as Gated DeltaNet's
+        worst = max(growth["mamba2"])
+        target |= {"worst_mamba2_growth": worst, "mamba2_flat": worst <= FLAT}
+        target["met"] = target["met"] and worst <= FLAT
+    return target
 
 
 # ---------------------------------------------------------------------------------------
@@ -441,10 +522,25 @@ def prefill_inputs(args) -> tuple[torch.Tensor, ...]:
     return q, k, v, g, beta
 
 
-#: (b) and (c): each pair's name, and the two calls whose ratio it is (first / second).
+def ssd_inputs(args) -> tuple[torch.Tensor, ...]:
+    """x, dt, A, B, C, D of the SSD for ``--prefill-tokens``, as Mamba2Mixer holds them."""
+    generator = torch.Generator().manual_seed(args.seed + 2)
+    tokens, heads = args.prefill_tokens, args.mamba_heads
+    x = torch.randn(1, tokens, heads, args.mamba_head_dim, generator=generator)
+    # dt = softplus(dt + dt_bias), A = -exp(A_log) with A in 1 .. heads (Mamba-2's start)
+    dt = F.softplus(torch.randn(1, tokens, heads, generator=generator) - 2.0)
+    A = -torch.arange(1, heads + 1, dtype=torch.float32) / heads
+    groups = (1, tokens, args.mamba_groups, args.mamba_state)
+    B, C = torch.randn(2, *groups, generator=generator)
+    return x, dt, A, B, C, torch.ones(heads)
+
+
+#: (b) to (e): each pair's name, and the two calls whose ratio it is (first / second).
 PAIRS = {
     "b": ("ours_over_transformers", ("ours_chunked", "transformers_chunked")),
     "c": ("chunked_over_recurrent", ("ours_chunked", "ours_recurrent")),
+    "d": ("ssd_ours_over_transformers", ("ssd_ours_chunked", "ssd_transformers_chunked")),
+    "e": ("ssd_chunked_over_recurrent", ("ssd_ours_chunked", "ssd_ours_recurrent")),
 }
 
 
@@ -453,24 +549,46 @@ def measure_prefill(args) -> dict:
     alternating rounds of its own (``harness.paired_rounds``). An untimed call of every
     form measured first checks its output against ``transformers``' and warms it up."""
     q, k, v, g, beta = prefill_inputs(args)
-    chunk = args.chunk_size
+    x, dt, A, B, C, D = ssd_inputs(args)
+    chunk, ssd_chunk = args.chunk_size, args.mamba_chunk_size
     calls = {
         "ours_chunked": lambda: gated_delta_rule(q, k, v, g, beta, chunk_size=chunk),
         "transformers_chunked": lambda: torch_chunk_gated_delta_rule(
             q, k, v, g, beta, chunk, None, True, True
         ),
         "ours_recurrent": lambda: gated_delta_rule(q, k, v, g, beta, chunk_size=None),
+        "ssd_ours_chunked": lambda: mamba2_ssd(x, dt, A, B, C, D=D, chunk_size=ssd_chunk),
+        "ssd_transformers_chunked": lambda: mamba2_chunk_scan(
+            x, dt, A, B, C, ssd_chunk, D=D, return_final_states=True
+        ),
+        "ssd_ours_recurrent": lambda: mamba2_ssd(x, dt, A, B, C, D=D),
     }
-    rounds = {"b": args.prefill_rounds, "c": args.recurrent_rounds}
+    rounds = {
+        "b": args.prefill_rounds,
+        "c": args.recurrent_rounds,
+        "d": args.prefill_rounds,
+        "e": args.recurrent_rounds,
+    }
     parts = [part for part in rounds if part in args.parts]
     with torch.no_grad():
-        reference = calls["transformers_chunked"]()
-        checked = ["ours_chunked"] + (["ours_recurrent"] if "c" in parts else [])
+        checked = {}  # each form checked, against transformers' chunked form of its kind
+        if {"b", "c"} & set(parts):
+            reference = "transformers_chunked"
+            checked["ours_chunked"] = reference
+            if "c" in parts:
+                checked["ours_recurrent"] = reference
+        if {"d", "e"} & set(parts):
+            reference = "ssd_transformers_chunked"
+            checked["ssd_ours_chunked"] = reference
+            if "e" in parts:
+                checked["ssd_ours_recurrent"] = reference
+        references = {name: calls[name]() for name in set(checked.values())}
         difference = {
             name: max(
-                (a - b).abs().max().item() for a, b in zip(calls[name](), reference, strict=True)
+                ((a - b).abs().max() / b.abs().max().clamp_min(1.0)).item()
+                for a, b in zip(calls[name](), references[reference], strict=True)
             )
-            for name in checked
+            for name, reference in checked.items()
         }
         times, per_round = {}, {}
         for part in parts:
@@ -522,22 +640,19 @@ def summarize_prefill(runs: list[dict], tokens: int) -> dict:
 
 
 def prefill_targets(per_run: dict[str, list[float]], tokens: int) -> dict:
-    """(b): every run's median ours / transformers <= 1.0; (c): chunked / recurrent < 1.0.
+    """(b) and (d): every run's median ours / transformers <= 1.0; (c) and (e): chunked /
+    recurrent < 1.0.
 
     A pair that was not measured (``--parts``) gets ``met: None``.
     """
     targets = {}
+    versus = f"every run's median ratio ours / transformers' chunked <= 1.0 at {tokens}"
+    recurrent = f"every run's median ratio ours chunked / ours recurrent < 1.0 at {tokens}"
     for part, what, meets in (
-        (
-            "b",
-            f"every run's median ratio ours / transformers' chunked <= 1.0 at {tokens}",
-            lambda worst: worst <= 1.0,
-        ),
-        (
-            "c",
-            f"every run's median ratio ours chunked / ours recurrent < 1.0 at {tokens}",
-            lambda worst: worst < 1.0,
-        ),
+        ("b", versus, lambda worst: worst <= 1.0),
+        ("c", recurrent, lambda worst: worst < 1.0),
+        ("d", "Mamba-2's SSD: " + versus, lambda worst: worst <= 1.0),
+        ("e", "Mamba-2's SSD: " + recurrent, lambda worst: worst < 1.0),
     ):
         ratios = per_run.get(PAIRS[part][0])
         worst = max(ratios) if ratios else None
@@ -565,6 +680,9 @@ def main(argv: list[str] | None = None) -> dict:
             "deltanet": f"{MODEL.name}'s linear layers: {args.linear_key_heads} key "
             f"heads, {args.linear_value_heads} value heads, dims {args.linear_key_dim} and "
             f"{args.linear_value_dim}, conv {args.conv_size}",
+            "mamba2": f"{MAMBA_MODEL.name}'s Mamba-2 layers: {args.mamba_heads} heads of "
+            f"{args.mamba_head_dim}, state {args.mamba_state}, {args.mamba_groups} groups, "
+            f"conv {args.mamba_conv}, chunk {args.mamba_chunk_size}",
             "sparse": (
                 f"{INDEXER_MODEL.name}'s indexer: {args.index_heads} heads of "
                 f"{args.index_dim}, top_k {args.top_k}"
@@ -581,7 +699,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         results["decode_rows"] = []
         results["decode_target"] = {"what": "not measured (--parts)", "met": None}
-    if {"b", "c"} & set(args.parts):
+    if {"b", "c", "d", "e"} & set(args.parts):
         prefill_runs = [measure_prefill(args) for _ in range(args.prefill_repeats)]
         results["prefill"] = summarize_prefill(prefill_runs, args.prefill_tokens)
     else:
@@ -621,11 +739,11 @@ def report(results: dict) -> None:
         say("(a) decode: not measured (--parts)")
     prefill = results["prefill"]
     if prefill is None:
-        say("(b, c) prefill: not measured (--parts)")
+        say("(b-e) prefill: not measured (--parts)")
     else:
         medians = ", ".join(f"{name} {ms['median']:.1f}" for name, ms in prefill["ms"].items())
         say(
-            f"(b, c) prefill {prefill['tokens']} tokens, median ms: {medians}; "
+            f"(b-e) prefill {prefill['tokens']} tokens, median ms: {medians}; "
             f"outputs agree {prefill['outputs_agree']}"
         )
         for key, (name, _) in PAIRS.items():

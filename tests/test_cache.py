@@ -38,6 +38,8 @@ from attention import (
     KVCache,
     LatentCache,
     LightningIndexer,
+    Mamba2,
+    Mamba2Cache,
     MultiHeadLatentAttention,
     NoPEWithTemperature,
     PagedKVCache,
@@ -109,6 +111,11 @@ def deltanet() -> GatedDeltaNet:
     return GatedDeltaNet(8, num_key_heads=1, num_value_heads=2, key_head_dim=4, value_head_dim=3)
 
 
+def mamba2() -> Mamba2:
+    torch.manual_seed(0)
+    return Mamba2(8, num_heads=2, head_dim=4, state_size=3, chunk_size=2)
+
+
 def csa() -> CompressedAttention:
     """DeepSeek-V4's compressed sparse layer: a window of 3, an entry per 2 tokens."""
     torch.manual_seed(0)
@@ -138,6 +145,8 @@ def held_tensors(cache) -> list[torch.Tensor]:
         return [cache.latent, cache.rope_keys, *extra]
     if isinstance(cache, GatedDeltaNetCache):
         return [cache.conv_state, cache.recurrent_state]
+    if isinstance(cache, Mamba2Cache):
+        return [cache.conv_state, cache.ssm_state]
     if isinstance(cache, CompressedCache):  # the window's keys, each compressor's state
         states = [s for s in (cache.compressor, cache.indexer) if s is not None]
         parts = ("entries", "waiting_kv", "waiting_gate", "overlap_kv", "overlap_gate")
@@ -167,6 +176,7 @@ CASES = {
     BlockTopKCache: [(block_top_k, BlockTopKCache, lambda n: n, "crops")],
     QSACache: [(qsa, QSACache, lambda n: n, "crops")],
     GatedDeltaNetCache: [(deltanet, GatedDeltaNetCache, lambda n: 0, "recurrent state")],
+    Mamba2Cache: [(mamba2, Mamba2Cache, lambda n: 0, "SSM state")],
     CrossAttentionCache: [(cross, CrossAttentionCache, lambda n: 3, "keeps the context")],
     CompressedCache: [(csa, lambda: CompressedCache(3), lambda n: min(n, 2), "folds")],
 }
@@ -299,6 +309,7 @@ LAYERS = {
     "BlockTopKAttention": (block_top_k, {BlockTopKCache}),
     "QSAAttention": (qsa, {QSACache}),
     "GatedDeltaNet": (deltanet, {GatedDeltaNetCache}),
+    "Mamba2": (mamba2, {Mamba2Cache}),
     "CrossAttention": (cross, {CrossAttentionCache}),
     "CompressedAttention": (csa, {CompressedCache}),
     "LightningIndexer": (indexer, {KVCache}),
@@ -313,6 +324,7 @@ BELONGS = {
     BlockTopKCache: "BlockTopKAttention",
     QSACache: "QSAAttention",
     GatedDeltaNetCache: "GatedDeltaNet",
+    Mamba2Cache: "Mamba2",
     CrossAttentionCache: "CrossAttention",
     CompressedCache: "CompressedAttention",
 }

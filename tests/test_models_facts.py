@@ -379,7 +379,8 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (
             lambda: ModelFacts(**{**TOY, "max_position_embeddings": None}),
             ValueError,
-            r"expected max_position_embeddings, .*\(only ALiBi needs no limit\), got None",
+            r"expected max_position_embeddings, .*\(only ALiBi, or a model without attention, "
+            r"needs no limit\), got None",
         ),
         (
             lambda: ModelFacts(
@@ -537,6 +538,8 @@ def _without_one_value(facts: ModelFacts):
         changes = {f"{group}=None": None}
         for item in dataclasses.fields(value):
             if item.default is dataclasses.MISSING or getattr(value, item.name) == item.default:
+                continue
+            if not item.compare:  # a layer's recipe, no figure: Mamba's chunk_size, ...
                 continue
             with contextlib.suppress(ValueError):  # an _Options group left empty
                 changes[f"{group}.{item.name}"] = dataclasses.replace(

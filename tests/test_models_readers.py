@@ -119,9 +119,12 @@ def cache_after(model, chunk: torch.Tensor, cache):
 
     transformers 5.24 renamed the model's ``past_key_values`` argument and output
     ``cache`` (the old name warns until 5.40); the pinned release knows only the old.
+    Mamba-2 alone names them ``cache_params``.
     """
     if "cache" in inspect.signature(model.forward).parameters:
         return model(chunk, cache=cache, use_cache=True).cache
+    if "cache_params" in inspect.signature(model.forward).parameters:  # Mamba2ForCausalLM's
+        return model(chunk, cache_params=cache, use_cache=True).cache_params
     return model(chunk, past_key_values=cache, use_cache=True).past_key_values
 
 
@@ -819,3 +822,13 @@ def test_ergo_rotates_in_its_sliding_layers_only() -> None:
             out = [layer.self_attn(hidden, rotation, mask)[0] for rotation in rotations]
             rotates.append(given and not torch.equal(*out))
     assert tuple(rotates) == facts.uses_rope == (True, True, True, False)
+
+
+def test_the_mamba2_layers_recipe_is_read_from_the_released_file() -> None:
+    """The Mamba group's recipe values (left out of its comparisons, so not checked by
+    the entry's equality above) are the released file's: Nemotron 3 Nano 30B's."""
+    entry = MODELS["Nemotron 3 Nano 30B"].mamba
+    read = facts_from_config(released_config("Nemotron 3 Nano 30B")).mamba
+    recipe_fields = ("chunk_size", "time_step_floor", "norm_eps", "proj_bias", "conv_bias")
+    assert [getattr(read, f) for f in recipe_fields] == [128, 0.001, 1e-5, False, True]
+    assert [getattr(entry, f) for f in recipe_fields] == [getattr(read, f) for f in recipe_fields]

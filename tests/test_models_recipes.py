@@ -100,6 +100,7 @@ from attention import (
     rope_frequencies,
 )
 from attention.models import BUILDERS, LinearAttention, ModelFacts, Sizes, from_transformers
+from attention.models.facts import Mamba
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -982,9 +983,20 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
             "layer_for: 'Llama 3 8B' is not a DeepSeek-V4 model",
         ),
         (
-            lambda: layer_for(MODELS["Nemotron-H 47B"], 0),
+            lambda: layer_for(
+                dataclasses.replace(
+                    MODELS["Nemotron-H 47B"],
+                    mamba=Mamba(mixer="Mamba", inner_size=16, state_size=4, conv_kernel_dim=4),
+                ),
+                0,
+            ),
             ValueError,
-            "no recipe for layer 0 of 'Nemotron-H 47B' yet, a 'mamba' layer",
+            r"no recipe for layer 0 of 'Nemotron-H 47B': a Mamba \(Mamba-1\) mixer",
+        ),
+        (
+            lambda: layer_for(MODELS["Nemotron 3 Nano 30B"], 1),
+            ValueError,
+            "no recipe for layer 1 of 'Nemotron 3 Nano 30B' yet, a 'mlp' layer",
         ),
         (
             lambda: layer_for(MODELS["Llama 3 8B"], 0, sizes=Sizes(num_hedas=2)),
@@ -1017,7 +1029,8 @@ def test_one_seed_draws_the_recipes_weights_in_the_modules_order():
         "KDA",
         "ALiBi",
         "V4's builder, another model",
-        "Mamba",
+        "Mamba-1",
+        "an MLP layer",
         "misspelt",
         "not a size",
         "sizes as a dict",

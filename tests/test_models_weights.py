@@ -36,10 +36,17 @@ from attention import (
     CrossAttention,
     GatedDeltaNet,
     GroupedQueryAttention,
+    Mamba2,
     MultiHeadLatentAttention,
     SharedKVAttention,
 )
-from attention.models import BUILDERS, TRANSFORMERS_CLASSES, facts_from_config, from_transformers
+from attention.models import (
+    BUILDERS,
+    MAMBA2_CLASSES,
+    TRANSFORMERS_CLASSES,
+    facts_from_config,
+    from_transformers,
+)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -225,6 +232,72 @@ def test_every_builder_has_its_transformers_classes_and_every_one_is_run():
     assert set(TRANSFORMERS_CLASSES) == set(BUILDERS)
     run = {facts_from_config(tiny(model_type)).config_class for model_type in MODEL_TYPES}
     assert run == set(BUILDERS)
+
+
+# --- Mamba-2 mixers ----------------------------------------------------------------------
+
+#: Mamba-2 alone and each hybrid whose Mamba-2 layers layer_for builds.
+MAMBA2_TYPES = ["mamba2", "nemotron_h", "bamba", "granitemoehybrid", "zamba2"]
+
+
+def mamba2_mixers(model) -> list[torch.nn.Module]:
+    mixers = set(MAMBA2_CLASSES.values())
+    return [m for m in model.modules() if type(m).__name__ in mixers]
+
+
+@pytest.mark.parametrize("model_type", MAMBA2_TYPES)
+def test_every_mamba2_mixer_computes_what_the_models_own_mixer_computes(model_type):
+    """Each Mamba-2 mixer of the tiny model, its weights drawn, run by the model in
+    float64: the package's layer for it, from from_transformers, gives its output."""
+    with float64_throughout():
+        torch.manual_seed(0)
+        model = tiny_model(model_type)
+        mixers = mamba2_mixers(model)
+        for i, mixer in enumerate(mixers):
+            randomize(mixer, i)
+            with torch.no_grad():  # decay rates of 1 to 3 per step, not e^1.5
+                mixer.A_log.copy_(torch.linspace(0.0, 1.0, mixer.A_log.numel(), dtype=F64))
+        records = []
+
+        def record(module, args, kwargs, output):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            records.append((module, hidden.clone(), output.clone()))
+
+        hooks = [m.register_forward_hook(record, with_kwargs=True) for m in mixers]
+        ids = torch.randint(1, BASE["vocab_size"], (2, TOKENS), generator=torch.Generator())
+        with torch.no_grad():
+            model(input_ids=ids, use_cache=False)
+        for hook in hooks:
+            hook.remove()
+    assert mixers and len(records) == len(mixers)
+    for module, hidden, expected in records:
+        ours = from_transformers(module, config=model.config)
+        assert isinstance(ours, Mamba2) and next(ours.parameters()).dtype == F64
+        with torch.no_grad():
+            torch.testing.assert_close(ours(hidden), expected, **EXACT)
+
+
+def test_each_mamba2_mixer_is_read_with_its_models_config():
+    """The five mixers, each named by its model's config class; none of them has a
+    builder, as layer_for builds Mamba-2 layers whatever the family."""
+    assert not set(MAMBA2_CLASSES) & set(BUILDERS)
+    run = {type(tiny(model_type)).__name__ for model_type in MAMBA2_TYPES}
+    assert run == set(MAMBA2_CLASSES)
+
+
+def test_a_mamba2_mixer_without_its_config_or_of_another_layer_is_refused():
+    model = tiny_model("nemotron_h")
+    mamba = model.model.layers[0].mixer
+    assert isinstance(from_transformers(mamba), Mamba2)  # NemotronHMamba2Mixer keeps one
+    bare = tiny_model("mamba2").backbone.layers[0].mixer
+    with pytest.raises(ValueError, match=r"Mamba2Mixer keeps none: give config="):
+        from_transformers(bare)
+    mamba.layer_idx = 2  # an attention layer of this model
+    with pytest.raises(
+        ValueError,
+        match=r"a 'full_attention' layer, not one with a Mamba-2 mixer, but the module is a Nemo",
+    ):
+        from_transformers(mamba)
 
 
 # --- what it refuses -------------------------------------------------------------------

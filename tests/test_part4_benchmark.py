@@ -26,6 +26,8 @@ TINY = [
     *("--linear-key-dim", "8", "--linear-value-dim", "6"),
     *("--index-heads", "2", "--index-dim", "8", "--index-rope-dim", "4"),
     *("--window", "12", "--top-k", "20", "--chunk-size", "8", "--threads", "1"),
+    *("--mamba-heads", "4", "--mamba-head-dim", "6", "--mamba-state", "5"),
+    *("--mamba-groups", "2", "--mamba-conv", "3", "--mamba-chunk-size", "8"),
 ]
 
 
@@ -52,10 +54,12 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
     assert results["environment"]["threads"] == 1
     rows = results["decode_rows"]
     assert [row["context"] for row in rows] == [8, 16, 32]  # sorted
-    sides = ["full", "window", "deltanet"] + (["sparse"] if part4.has_sparse() else [])
+    sides = ["full", "window", "deltanet", "mamba2"] + (["sparse"] if part4.has_sparse() else [])
     per_token = 2 * 2 * 8 * 4  # key and value, 2 kv heads, head_dim 8, float32
     # conv: (q, k: 2 heads of 8) + (v: 4 heads of 6) channels, 3 past inputs; state 4 x 8 x 6
     state_bytes = 4 * ((2 * 2 * 8 + 4 * 6) * 3 + 4 * 8 * 6)
+    # Mamba-2: (x: 4 heads of 6) + (B, C: 2 groups of 5) channels, 3 inputs; state 4 x 6 x 5
+    mamba_bytes = 4 * ((4 * 6 + 2 * 2 * 5) * 3 + 4 * 6 * 5)
     for row in rows:
         n = row["context"]
         assert list(row["ms_per_token"]) == sides
@@ -63,6 +67,7 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
         assert memory["full"]["bytes"] == memory["full"]["formula"] == per_token * n
         assert memory["window"]["bytes"] == per_token * min(n, 11)  # window - 1 held
         assert memory["deltanet"]["bytes"] == state_bytes  # the same at every context
+        assert memory["mamba2"]["bytes"] == memory["mamba2"]["formula"] == mamba_bytes
         if "sparse" in sides:  # the full cache and one indexer key of 8 numbers per token
             assert memory["sparse"]["bytes"] == (per_token + 8 * 4) * n
         assert all(entry["equal"] for entry in memory.values())
@@ -91,16 +96,25 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
         assert target["growth_per_run"][side] == pytest.approx(per_run)
     assert target["worst_deltanet_growth"] == max(target["growth_per_run"]["deltanet"])
     assert target["least_full_growth"] == min(target["growth_per_run"]["full"])
-    assert target["met"] == (target["worst_deltanet_growth"] <= 1.2 < target["least_full_growth"])
+    assert target["worst_mamba2_growth"] == max(target["growth_per_run"]["mamba2"])
+    flat = max(target["worst_deltanet_growth"], target["worst_mamba2_growth"])
+    assert target["met"] == (flat <= 1.2 < target["least_full_growth"])
 
     prefill = results["prefill"]
     assert prefill["tokens"] == 20 and prefill["outputs_agree"]
-    assert set(prefill["max_abs_difference"]) == {"ours_chunked", "ours_recurrent"}
+    assert set(prefill["max_abs_difference"]) == {
+        "ours_chunked",
+        "ours_recurrent",
+        "ssd_ours_chunked",
+        "ssd_ours_recurrent",
+    }
     assert all(0 <= d <= 1e-4 for d in prefill["max_abs_difference"].values())
-    # (b) and (c) each in paired rounds of their own: quick, 5 and 2 rounds; 2 runs.
+    # (b) to (e) each in paired rounds of their own: quick, 5 and 2 rounds; 2 runs.
     pairs = {
         "ours_over_transformers": (("ours_chunked", "transformers_chunked"), 5),
         "chunked_over_recurrent": (("ours_chunked", "ours_recurrent"), 2),
+        "ssd_ours_over_transformers": (("ssd_ours_chunked", "ssd_transformers_chunked"), 5),
+        "ssd_chunked_over_recurrent": (("ssd_ours_chunked", "ssd_ours_recurrent"), 2),
     }
     assert set(prefill["times_s"]) == set(pairs)
     for name, ((top, bottom), rounds) in pairs.items():
@@ -120,6 +134,13 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
             "transformers_chunked"
         ],
         "ours_recurrent": prefill["times_s"]["chunked_over_recurrent"]["ours_recurrent"],
+        "ssd_ours_chunked": prefill["times_s"]["ssd_ours_over_transformers"]["ssd_ours_chunked"],
+        "ssd_transformers_chunked": prefill["times_s"]["ssd_ours_over_transformers"][
+            "ssd_transformers_chunked"
+        ],
+        "ssd_ours_recurrent": prefill["times_s"]["ssd_chunked_over_recurrent"][
+            "ssd_ours_recurrent"
+        ],
     }
     for name, seconds in first.items():
         ms = prefill["ms"][name]
@@ -128,6 +149,8 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
     worst = prefill["median_ratio_per_run"]
     assert prefill["targets"]["b"]["met"] == (max(worst["ours_over_transformers"]) <= 1.0)
     assert prefill["targets"]["c"]["met"] == (max(worst["chunked_over_recurrent"]) < 1.0)
+    assert prefill["targets"]["d"]["met"] == (max(worst["ssd_ours_over_transformers"]) <= 1.0)
+    assert prefill["targets"]["e"]["met"] == (max(worst["ssd_chunked_over_recurrent"]) < 1.0)
     load = results["environment"]["load_average_before"]
     assert load is None or len(load) == 3
 
@@ -139,6 +162,8 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
         (["b"], False, {"ours_over_transformers"}),
         (["c", "a"], True, {"chunked_over_recurrent"}),
         (["a"], True, None),
+        (["d", "e"], False, {"ssd_ours_over_transformers", "ssd_chunked_over_recurrent"}),
+        (["d"], False, {"ssd_ours_over_transformers"}),
     ],
 )
 def test_parts_run_only_the_measurements_asked_for(part4, capsys, parts, decode, pairs):
@@ -154,6 +179,8 @@ def test_parts_run_only_the_measurements_asked_for(part4, capsys, parts, decode,
     assert set(prefill["times_s"]) == set(prefill["median_ratio_per_run"]) == pairs
     recurrent = "chunked_over_recurrent" in pairs
     assert ("ours_recurrent" in prefill["max_abs_difference"]) == recurrent
+    ssd_recurrent = "ssd_chunked_over_recurrent" in pairs
+    assert ("ssd_ours_recurrent" in prefill["max_abs_difference"]) == ssd_recurrent
     for key, (name, _) in part4.PAIRS.items():
         assert (prefill["targets"][key]["met"] is None) == (name not in pairs)
 
@@ -165,7 +192,7 @@ def test_without_topk_sparse_attention_the_sparse_row_is_left_out_with_a_note(
     results = part4.main(["--quick", *TINY, "--contexts", "8", "--prefill-tokens", "9"])
     err = capsys.readouterr().err
     (row,) = results["decode_rows"]
-    assert list(row["ms_per_token"]) == ["full", "window", "deltanet"]
+    assert list(row["ms_per_token"]) == ["full", "window", "deltanet", "mamba2"]
     assert "sparse" not in row["memory"] and "sparse_equals_full" not in row["max_abs_difference"]
     assert results["layouts"]["sparse"].startswith("not yet")
     assert "not yet" in err
@@ -203,6 +230,11 @@ def test_decode_target_needs_every_runs_deltanet_flat_and_full_growing(
     assert (target["deltanet_flat"], target["full_grows"]) == (flat, grows)
     assert target["met"] == (flat and grows)
     assert "65536" in target["what"] and "1024" in target["what"]
+    # The Mamba-2 step, when measured, must be flat too.
+    growth["mamba2"] = [1.1, 1.3]
+    target = part4.decode_target(growth, 1024, 65536)
+    assert target["worst_mamba2_growth"] == 1.3 and target["mamba2_flat"] is False
+    assert target["met"] is False
 
 
 @pytest.mark.parametrize(
@@ -261,7 +293,11 @@ def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(pa
     assert args.contexts == [1024, 4096, 16384, 65536] and args.prefill_tokens == 4096
     assert (args.threads, args.repeats, args.top_k) == (2, 3, 2048)
     assert (args.prefill_rounds, args.recurrent_rounds, args.prefill_repeats) == (21, 5, 1)
-    assert args.parts == ["a", "b", "c"]
+    assert args.parts == ["a", "b", "c", "d", "e"]
+    nano = attention.MODELS["Nemotron 3 Nano 30B"].mamba
+    mamba = (args.mamba_heads, args.mamba_head_dim, args.mamba_state, args.mamba_groups)
+    assert mamba == (nano.num_heads, nano.inner_size // nano.num_heads, nano.state_size, 8)
+    assert (args.mamba_conv, args.mamba_chunk_size) == (nano.conv_kernel_dim, nano.chunk_size)
     quick = part4.parse_args(["--quick"])
     assert (quick.repeats, quick.prefill_rounds, quick.recurrent_rounds) == (1, 5, 2)
     for bad in (
@@ -270,7 +306,8 @@ def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(pa
         ["--rounds", "0"],
         ["--prefill-repeats", "0"],
         ["--recurrent-rounds", "0"],
-        ["--parts", "d"],
+        ["--parts", "f"],
+        ["--mamba-heads", "6", "--mamba-groups", "4"],
     ):
         with pytest.raises(SystemExit):
             part4.parse_args(bad)

@@ -199,6 +199,10 @@ TINY: dict[str, dict] = {
         hc_mult=2,
         num_nextn_predict_layers=0,
     ),
+    # Mamba-2 alone: 4 heads of 16 channels (expand 2 * hidden_size 32), 2 groups
+    "mamba2": dict(
+        num_heads=4, head_dim=16, expand=2, state_size=4, n_groups=2, conv_kernel=3, chunk_size=4
+    ),
     # Mamba-2 hybrids: 4 heads of 16 channels (mamba_expand 2 * hidden_size 32)
     "bamba": _MAMBA2 | dict(attn_layer_indices=[1, 3], mamba_d_head=16),
     "granitemoehybrid": _MAMBA2

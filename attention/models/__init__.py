@@ -94,6 +94,7 @@ from attention.models.recipes import (
     Sizes,
     command_a_layer,
     deepseek_v3_layer,
+    deepseek_v4_layer,
     deepseek_v32_layer,
     gated_deltanet_layer,
     gemma2_layer,
@@ -104,6 +105,7 @@ from attention.models.recipes import (
     llama4_layer,
     llama_32_vision_layer,
     llama_layer,
+    mamba2_layer,
     olmo2_layer,
     qwen3_layer,
     qwen3_next_layer,
@@ -124,7 +126,7 @@ from attention.models.text import (
     layer_strip,
     recipe,
 )
-from attention.models.weights import TRANSFORMERS_CLASSES, from_transformers
+from attention.models.weights import MAMBA2_CLASSES, TRANSFORMERS_CLASSES, from_transformers
 
 __all__ = [
     "BITS",
@@ -141,6 +143,7 @@ __all__ = [
     "LINEAR",
     "LOADED_AS",
     "MAMBA",
+    "MAMBA2_CLASSES",
     "MODELS",
     "NO_MIXER",
     "SLIDING",
@@ -173,6 +176,7 @@ __all__ = [
     "command_a_layer",
     "cross_cache_bytes",
     "deepseek_v3_layer",
+    "deepseek_v4_layer",
     "deepseek_v32_layer",
     "facts_from_config",
     "facts_from_config_object",
@@ -198,6 +202,7 @@ __all__ = [
     "llama4_layer",
     "llama_32_vision_layer",
     "llama_layer",
+    "mamba2_layer",
     "olmo2_layer",
     "parameter_count",
     "qwen3_layer",

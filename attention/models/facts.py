@@ -499,6 +499,23 @@ class Mamba(_Group):
     n_groups : int or None
         Mamba-2's groups of ``B`` and ``C`` projections, which go through the
         convolution with the inner channels (``n_groups``, ``mamba_n_groups``).
+    chunk_size : int or None
+        Mamba-2's SSD chunk (``chunk_size``, ``mamba_chunk_size``): how many tokens
+        its chunked form takes at once. ``None`` where the reader does not build the
+        layer (Mamba, Falcon-H1).
+    time_step_floor : float or None
+        The floor of Mamba-2's step ``dt`` on its chunked path: Nemotron-H's and
+        Zamba2's ``time_step_min`` (their mixers clamp ``dt`` to ``(time_step_min,
+        inf)``), or the low end of a ``time_step_limit``. ``None``: 0, no floor.
+    norm_eps : float or None
+        The epsilon of Mamba-2's gated RMSNorm.
+    proj_bias, conv_bias : bool or None
+        Whether Mamba-2's two projections, and its convolution, have a bias.
+
+    The last five are what :func:`~attention.models.mamba2_layer` builds the layer
+    with; where an entry does not give them, it takes Mamba-2's defaults (a chunk of
+    256, no floor, an epsilon of 1e-5, no projection bias, a convolution bias). They
+    are not compared: two Mambas with the same sizes are equal.
 
     Examples
     --------
@@ -513,6 +530,13 @@ class Mamba(_Group):
     conv_kernel_dim: int
     num_heads: int | None = None
     n_groups: int | None = None
+    # What the layer's recipe needs, not the bill: left out of comparisons, so that an
+    # entry whose stored file lacks them (Nemotron-H 47B's) still equals its reading.
+    chunk_size: int | None = field(default=None, compare=False)
+    time_step_floor: float | None = field(default=None, compare=False)
+    norm_eps: float | None = field(default=None, compare=False)
+    proj_bias: bool | None = field(default=None, compare=False)
+    conv_bias: bool | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -1075,10 +1099,14 @@ class ModelFacts:
                 f"{owner}: expected one of RoPE, learned or sinusoidal positions or ALiBi, "
                 f"got {given}"
             )
-        if self.max_position_embeddings is None and not self.alibi:
+        # A model with no attention layer (Mamba-2 alone, whose pattern says so) has no
+        # positions to limit.
+        pattern = self.layer_pattern
+        attends = pattern is None or any(kind not in (MAMBA, NO_MIXER, CONV) for kind in pattern)
+        if self.max_position_embeddings is None and not self.alibi and attends:
             raise ValueError(
                 f"{owner}: expected max_position_embeddings, the positions the config "
-                f"allows (only ALiBi needs no limit), got None"
+                f"allows (only ALiBi, or a model without attention, needs no limit), got None"
             )
         listed = (self.local.full_attention_layers if self.local is not None else None) or ()
         if listed and listed[-1] >= self.layers:

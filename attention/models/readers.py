@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -794,6 +795,11 @@ def _read_nemotron_h(config) -> dict:
         conv_kernel_dim=config.conv_kernel,
         num_heads=config.mamba_num_heads,
         n_groups=config.n_groups,
+        # NemotronHMamba2Mixer: time_step_limit = (config.time_step_min, inf)
+        **_mamba2_layer(config, "chunk_size", (config.time_step_min, math.inf)),
+        norm_eps=config.layer_norm_epsilon,
+        proj_bias=config.use_bias,
+        conv_bias=config.use_conv_bias,
     )
     return _with_mamba(config, mamba, kinds)
 
@@ -820,10 +826,34 @@ def _read_falcon_h1(config) -> dict:
     return _with_mamba(config, mamba, [HYBRID] * config.num_hidden_layers, rope=_rope(config))
 
 
+def _mamba2_layer(config, chunk: str, limit) -> dict:
+    """The SSD's chunk (the config's field ``chunk``) and the floor of its step, from the
+    mixer's ``time_step_limit`` (``limit``); a finite upper limit is refused: no mixer
+    the atlas reads has one, and the layer's docs promise none."""
+    low, high = limit
+    if high != math.inf:
+        why = "an upper limit on the step dt, which the atlas does not keep"
+        raise _unsupported(config.model_type, "time_step_limit", tuple(limit), why)
+    return {"chunk_size": getattr(config, chunk), "time_step_floor": low or None}
+
+
 def _mamba2(config, *, heads: str, groups: str) -> Mamba:
     """The Mamba-2 mixer of Bamba, GraniteMoeHybrid and Zamba2, which name its heads and
     groups each their own way: ``mamba_expand * hidden_size`` channels in ``heads``
-    heads (``self.intermediate_size = int(config.mamba_expand * self.hidden_size)``)."""
+    heads (``self.intermediate_size = int(config.mamba_expand * self.hidden_size)``).
+    Zamba2's mixer clamps its step at ``time_step_min``, its norm's epsilon is 1e-5 and
+    its convolution always has a bias (``Zamba2MambaMixer``); Bamba's and Granite's take
+    ``time_step_limit``, ``rms_norm_eps`` and ``mamba_conv_bias``."""
+    if config.model_type == "zamba2":
+        layer = _mamba2_layer(config, "chunk_size", (config.time_step_min, math.inf))
+        layer |= {"norm_eps": 1e-5, "proj_bias": config.add_bias_linear, "conv_bias": True}
+    else:
+        layer = _mamba2_layer(config, "mamba_chunk_size", config.time_step_limit)
+        layer |= {
+            "norm_eps": config.rms_norm_eps,
+            "proj_bias": config.mamba_proj_bias,
+            "conv_bias": config.mamba_conv_bias,
+        }
     return Mamba(
         mixer="Mamba-2",
         inner_size=int(config.mamba_expand * config.hidden_size),
@@ -831,7 +861,46 @@ def _mamba2(config, *, heads: str, groups: str) -> Mamba:
         conv_kernel_dim=config.mamba_d_conv,
         num_heads=getattr(config, heads),
         n_groups=getattr(config, groups),
+        **layer,
     )
+
+
+@_reader("mamba2")
+def _read_mamba2(config) -> dict:
+    """Mamba-2 on its own: a Mamba-2 mixer in every layer, no attention at all
+    (``Mamba2Mixer``, ``expand * hidden_size`` channels in ``num_heads`` heads). Its
+    ``num_heads`` and ``head_dim`` are the SSD's: queries ``C`` and keys ``B`` shared by
+    groups of heads, no key or value cached (chapter 21b); no position encoding, no
+    position limit."""
+    inner = int(config.expand * config.hidden_size)
+    if inner != config.num_heads * config.head_dim:
+        raise _unsupported(
+            "mamba2", "head_dim", config.head_dim,
+            f"not expand * hidden_size / num_heads = {inner} / {config.num_heads}",
+        )  # fmt: skip
+    mamba = Mamba(
+        mixer="Mamba-2",
+        inner_size=inner,
+        state_size=config.state_size,
+        conv_kernel_dim=config.conv_kernel,
+        num_heads=config.num_heads,
+        n_groups=config.n_groups,
+        **_mamba2_layer(config, "chunk_size", config.time_step_limit),
+        norm_eps=config.layer_norm_epsilon,
+        proj_bias=config.use_bias,
+        conv_bias=config.use_conv_bias,
+    )
+    return {
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
+        "num_heads": config.num_heads,
+        "num_kv_heads": config.num_heads,
+        "head_dim": config.head_dim,
+        "max_position_embeddings": None,
+        "rms_norm_eps": config.layer_norm_epsilon,
+        "mamba": mamba,
+        "layer_pattern": (MAMBA,) * config.num_hidden_layers,
+    }
 
 
 def _mamba_kinds(config, field: str, kinds: dict[str, str]) -> list[str]:
@@ -1541,7 +1610,6 @@ def _read_ergo(config) -> dict:
 REFUSED = {
     "mamba": "a Mamba state-space model with no attention",
     "falcon_mamba": "a Mamba state-space model with no attention",
-    "mamba2": "a Mamba-2 state-space model with no attention",
     "rwkv": "RWKV's recurrence",
     "xlstm": "xLSTM's recurrence",
     "recurrent_gemma": "Griffin's RG-LRU recurrence",

@@ -77,6 +77,7 @@ Linear(in_features=5376, out_features=4096, bias=False)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -109,6 +110,7 @@ from attention.norms import ProjectionRMSNorm, RMSNorm
 from attention.rope import Rotary
 from attention.shared_kv import SharedKVAttention
 from attention.sparse import SparseLatentAttention
+from attention.ssd import Mamba2
 
 __all__ = [
     "BUILDERS",
@@ -126,6 +128,7 @@ __all__ = [
     "llama4_layer",
     "llama_32_vision_layer",
     "llama_layer",
+    "mamba2_layer",
     "olmo2_layer",
     "qwen3_layer",
     "qwen3_next_layer",
@@ -164,6 +167,11 @@ class Sizes:
         Gated DeltaNet's query/key heads and value heads (Qwen3-Next).
     linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim : int or None
         Their sizes, and the taps of its short convolution.
+    mamba_num_heads, mamba_head_dim, ssm_state_size, mamba_n_groups : int or None
+        Mamba-2's heads, their size, the state per channel and the groups of ``B`` and
+        ``C`` (Nemotron-H's names; the inner width is heads times their size).
+    mamba_conv_kernel, mamba_chunk_size : int or None
+        The taps of Mamba-2's convolution, and its SSD's chunk.
 
     Raises
     ------
@@ -204,6 +212,12 @@ class Sizes:
     linear_key_head_dim: int | None = None
     linear_value_head_dim: int | None = None
     linear_conv_kernel_dim: int | None = None
+    mamba_num_heads: int | None = None
+    mamba_head_dim: int | None = None
+    ssm_state_size: int | None = None
+    mamba_n_groups: int | None = None
+    mamba_conv_kernel: int | None = None
+    mamba_chunk_size: int | None = None
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -529,6 +543,49 @@ def gated_deltanet_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GatedDe
     )
 
 
+def mamba2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> Mamba2:
+    """A Mamba-2 layer (Nemotron-H's, Bamba's, Granite 4.0's, Zamba2's Mamba layers and
+    Mamba-2's own): no keys and values cached, two states of fixed size (chapter 21b).
+
+    Parameters as :func:`.llama_layer`; every size from ``facts.mamba``, unless
+    ``sizes`` gives it.
+
+    Returns
+    -------
+    Mamba2
+
+    Examples
+    --------
+    >>> from attention.models import MODELS, Sizes
+    >>> small = Sizes(hidden_size=8, mamba_head_dim=2, ssm_state_size=4)
+    >>> layer = mamba2_layer(MODELS["Nemotron 3 Nano 30B"], 0, small)
+    >>> layer.num_heads, layer.n_groups, layer.chunk_size, layer.time_step_limit[0]
+    (64, 8, 128, 0.001)
+    """
+    mamba = facts.mamba
+    if mamba is None or mamba.mixer != "Mamba-2":
+        raise ValueError(
+            f"layer_for: no recipe for layer {index} of {facts.name!r}: expected a Mamba-2 "
+            f"mixer, got {mamba!r}"
+        )
+    assert mamba.num_heads is not None and mamba.n_groups is not None  # Mamba-2's
+    heads = sizes.of(facts, "mamba_num_heads", mamba.num_heads)
+    return Mamba2(
+        sizes.of(facts, "hidden_size"),
+        heads,
+        sizes.of(facts, "mamba_head_dim", mamba.inner_size // mamba.num_heads),
+        sizes.of(facts, "ssm_state_size", mamba.state_size),
+        n_groups=sizes.of(facts, "mamba_n_groups", mamba.n_groups),
+        conv_size=sizes.of(facts, "mamba_conv_kernel", mamba.conv_kernel_dim),
+        # Where the entry gives none, Mamba-2's defaults (mamba_ssm's Mamba2 module)
+        eps=mamba.norm_eps or 1e-5,
+        chunk_size=sizes.of(facts, "mamba_chunk_size", mamba.chunk_size or 256),
+        time_step_limit=(mamba.time_step_floor or 0.0, math.inf),
+        bias=bool(mamba.proj_bias),
+        conv_bias=mamba.conv_bias is not False,
+    )
+
+
 def qwen3_next_layer(facts: ModelFacts, index: int, sizes: Sizes) -> nn.Module:
     """Qwen3-Next and Qwen3.5: Gated DeltaNet in three layers of four; in the fourth,
     full attention whose output is gated, ``sigmoid(W_gate x)`` on each head's, with
@@ -801,13 +858,15 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
     :func:`.gpt_oss_layer`, :func:`.qwen3_next_layer` (and :func:`.gated_deltanet_layer`),
     :func:`.llama4_layer`, :func:`.command_a_layer`, :func:`.deepseek_v3_layer`,
     :func:`.deepseek_v32_layer`, :func:`.deepseek_v4_layer` or
-    :func:`.llama_32_vision_layer`. The layer's kind
+    :func:`.llama_32_vision_layer`; a Mamba-2 layer, whatever the family, by
+    :func:`.mamba2_layer`. The layer's kind
     follows ``facts.layer_types`` and ``facts.uses_rope``: full, sliding (``window``),
     chunked (``chunk``), NoPE (no ``rotary``), reusing another layer's keys and values
     (``facts.kv_shared``: a :class:`~attention.SharedKVAttention`), latent (DeepSeek),
-    Gated DeltaNet (Qwen3-Next's linear-attention layers), cross-attention (Llama
-    3.2 Vision's image layers: a :class:`~attention.CrossAttention`) or compressed
-    (DeepSeek-V4's sliding, CSA and HCA layers: a :class:`~attention.CompressedAttention`).
+    Gated DeltaNet (Qwen3-Next's linear-attention layers), Mamba-2 (the hybrids'
+    Mamba layers: a :class:`~attention.Mamba2`), cross-attention (Llama 3.2 Vision's
+    image layers: a :class:`~attention.CrossAttention`) or compressed (DeepSeek-V4's
+    sliding, CSA and HCA layers: a :class:`~attention.CompressedAttention`).
 
     Parameters
     ----------
@@ -864,7 +923,15 @@ def layer_for(facts: ModelFacts, layer_index: int, *, sizes: Sizes | None = None
     kda = isinstance(facts.local, LinearAttention) and facts.local.mixer == "Kimi Delta Attention"
     if facts.positions in ("learned", "sinusoidal", "alibi") or kda:
         raise ValueError(f"layer_for: no recipe for {facts.name!r} yet")
-    if kind in (MAMBA, HYBRID, NO_MIXER, CONV):
+    if kind == MAMBA and facts.mamba is not None and facts.mamba.mixer == "Mamba":
+        raise ValueError(
+            f"layer_for: no recipe for layer {index} of {facts.name!r}: a Mamba (Mamba-1) "
+            "mixer, whose step, B and C are per channel; the package builds Mamba-2 "
+            "(attention.Mamba2)"
+        )
+    if kind == MAMBA:
+        return mamba2_layer(facts, index, sizes)
+    if kind in (HYBRID, NO_MIXER, CONV):
         raise ValueError(
             f"layer_for: no recipe for layer {index} of {facts.name!r} yet, a {kind!r} layer"
         )

@@ -1317,6 +1317,13 @@ _ENTRIES = (
             conv_kernel_dim=4,
             num_heads=64,
             n_groups=8,
+            # The layer's recipe, from the same file: chunk_size, time_step_min,
+            # layer_norm_epsilon, use_bias, use_conv_bias
+            chunk_size=128,
+            time_step_floor=0.001,
+            norm_eps=1e-5,
+            proj_bias=False,
+            conv_bias=True,
         ),
         layer_pattern=_hybrid_override_pattern(_NEMOTRON_3_NANO_PATTERN),
         weights=Weights(

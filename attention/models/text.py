@@ -270,11 +270,15 @@ def recipe(facts: ModelFacts) -> str:
     >>> print(recipe(MODELS["gpt-oss-20b"]))
     gpt-oss-20b: 24 layers, 12 sliding (window 128) and 12 full; GQA, 64 query heads and 8 key/value heads of 64; RoPE (base 150,000), YaRN ×32 from 4,096; sinks; cache per token: 24 KiB growing, 3 MiB capped
     """  # noqa: E501
-    clauses = [
-        f"{facts.name}: {facts.layers} layers, {_layer_mix(facts)}",
-        _heads(facts),
-        _positions(facts),
-    ]
+    clauses = [f"{facts.name}: {facts.layers} layers, {_layer_mix(facts)}"]
+    if set(facts.layer_types) == {MAMBA} and facts.mamba is not None:  # Mamba-2 alone
+        mamba = facts.mamba
+        clauses.append(
+            f"no attention: the SSD's {mamba.num_heads} heads of "
+            f"{mamba.inner_size // (mamba.num_heads or 1)}, B and C in {mamba.n_groups} groups"
+        )
+    else:
+        clauses += [_heads(facts), _positions(facts)]
     parts = _parts(facts)
     if parts:
         clauses.append(", ".join(parts))

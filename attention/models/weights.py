@@ -55,10 +55,12 @@ from attention.cross import CrossAttention
 from attention.delta import GatedDeltaNet
 from attention.gqa import GroupedQueryAttention
 from attention.latent import MultiHeadLatentAttention
+from attention.models.facts import HYBRID, MAMBA, ModelFacts
 from attention.models.readers import facts_from_config
-from attention.models.recipes import layer_for
+from attention.models.recipes import Sizes, layer_for, mamba2_layer
 from attention.shared_kv import SharedKVAttention
 from attention.sparse import SparseLatentAttention
+from attention.ssd import Mamba2
 
 __all__ = ["TRANSFORMERS_CLASSES", "from_transformers"]
 
@@ -90,6 +92,19 @@ TRANSFORMERS_CLASSES: dict[str, tuple[str, ...]] = {
     "GlmMoeDsaConfig": ("GlmMoeDsaAttention",),
     "DeepseekV4Config": ("DeepseekV4Attention",),
     "MllamaTextConfig": ("MllamaTextSelfAttention", "MllamaTextCrossAttention"),
+}
+
+#: The Mamba-2 mixers :func:`~attention.models.from_transformers` reads, by the config
+#: class of their model: :func:`~attention.models.layer_for` builds a Mamba-2 layer
+#: (:class:`~attention.Mamba2`) whatever the model's family, so these need no builder.
+#: Their weights have the package's names; their forward passes are one, but for the
+#: clamp of the step (Nemotron-H's and Zamba2's ``time_step_min``).
+MAMBA2_CLASSES: dict[str, str] = {
+    "Mamba2Config": "Mamba2Mixer",
+    "NemotronHConfig": "NemotronHMamba2Mixer",
+    "BambaConfig": "BambaMixer",
+    "GraniteMoeHybridConfig": "GraniteMoeHybridMambaLayer",
+    "Zamba2Config": "Zamba2MambaMixer",
 }
 
 # QK-norms applied as ``1 + weight`` (their RMSNorm's weight starts at zeros)
@@ -274,6 +289,30 @@ def _deltanet(module: nn.Module, layer: GatedDeltaNet, weights: _Weights) -> dic
     return state
 
 
+def _mamba2(layer: Mamba2, weights: _Weights) -> dict:
+    """The weights of a Mamba-2 mixer: the same names, the biases where it has them."""
+    state: dict = {}
+    for name in ("in_proj", "conv1d", "out_proj"):
+        weights.linear(state, name, name)
+    for name in ("dt_bias", "A_log", "D", "norm.weight"):
+        state[name] = weights.take(name)
+    return state
+
+
+def _mamba2_layer_at(facts: ModelFacts, index: int, cls: str) -> Mamba2:
+    """The Mamba-2 layer of layer ``index``: a Mamba layer's, or the mixer a Zamba2
+    ``"hybrid"`` layer runs after its shared attention block (which layer_for does not
+    build whole)."""
+    kinds = facts.layer_types
+    if not 0 <= index < len(kinds) or kinds[index] not in (MAMBA, HYBRID):
+        kind = kinds[index] if 0 <= index < len(kinds) else "missing"
+        raise ValueError(
+            f"from_transformers: layer {index} of this {facts.config_class} model is a "
+            f"{kind!r} layer, not one with a Mamba-2 mixer, but the module is a {cls}"
+        )
+    return mamba2_layer(facts, index, Sizes())
+
+
 #: DeepseekV4Attention's names -> CompressedAttention's: the layer's own, then its
 #: compressor's (``compressor.``), then the indexer's inside that compressor.
 _DEEPSEEK_V4_LAYER = {
@@ -315,6 +354,8 @@ def _copied(module: nn.Module, layer: nn.Module, weights: _Weights) -> dict:
         return _grouped(module, layer, weights)
     if isinstance(layer, MultiHeadLatentAttention):  # SparseLatentAttention included
         return _latent(module, layer, weights)
+    if isinstance(layer, Mamba2):
+        return _mamba2(layer, weights)
     assert isinstance(layer, GatedDeltaNet), f"from_transformers: no copy for {layer!r}"
     return _deltanet(module, layer, weights)
 
@@ -323,6 +364,8 @@ def _expected_layer(cls: str) -> tuple[type, ...]:
     """The package's layer (classes) for the ``transformers`` attention class ``cls``."""
     if cls.endswith("GatedDeltaNet"):
         return (GatedDeltaNet,)
+    if cls in MAMBA2_CLASSES.values():
+        return (Mamba2,)
     if cls == "MllamaTextCrossAttention":
         return (CrossAttention,)
     if cls == "DeepseekV3Attention":
@@ -350,10 +393,12 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
         The attention of one layer of a model ``transformers`` built, from a config or
         a checkpoint: ``model.model.layers[i].self_attn`` (or ``.linear_attn``,
         Qwen3-Next's Gated DeltaNet layers; ``.cross_attn``, Llama 3.2 Vision's image
-        layers). One of :data:`.TRANSFORMERS_CLASSES`.
+        layers; ``.mixer``, the Mamba-2 layers of Mamba-2 and the hybrids). One of
+        :data:`.TRANSFORMERS_CLASSES` or :data:`.MAMBA2_CLASSES`.
     config : transformers.PretrainedConfig, optional
         The model's config, for a module that keeps none (Qwen3-Next's
-        ``Qwen3NextGatedDeltaNet``): ``model.config``. By default ``module.config``.
+        ``Qwen3NextGatedDeltaNet``, ``Mamba2Mixer``): ``model.config``. By default
+        ``module.config``.
 
     Returns
     -------
@@ -362,8 +407,8 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
         for that kind: a :class:`~attention.NoPEWithTemperature`,
         :class:`~attention.SharedKVAttention`, :class:`~attention.CrossAttention`,
         :class:`~attention.MultiHeadLatentAttention`,
-        :class:`~attention.SparseLatentAttention`, :class:`~attention.CompressedAttention`
-        or :class:`~attention.GatedDeltaNet`),
+        :class:`~attention.SparseLatentAttention`, :class:`~attention.CompressedAttention`,
+        :class:`~attention.GatedDeltaNet` or :class:`~attention.Mamba2`),
         in the module's training mode. It maps hidden states
         ``(batch, tokens, hidden_size)`` to ``(batch, tokens, hidden_size)``, as the
         module does.
@@ -403,6 +448,7 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
         )
     cls = type(module).__name__
     families = [name for name, classes in TRANSFORMERS_CLASSES.items() if cls in classes]
+    families += [name for name, mixer in MAMBA2_CLASSES.items() if cls == mixer]
     if not families:
         known = [c for classes in TRANSFORMERS_CLASSES.values() for c in classes]
         raise ValueError(
@@ -428,7 +474,11 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
             f"got a config of class {facts.config_class}"
         )
     index = _checks.whole_number(owner, layer_index, "layer_idx must be an integer")
-    layer = layer_for(facts, index)
+    layer: nn.Module
+    if cls in MAMBA2_CLASSES.values():
+        layer = _mamba2_layer_at(facts, index, cls)
+    else:
+        layer = layer_for(facts, index)
     expected = _expected_layer(cls)
     if not isinstance(layer, expected):
         raise ValueError(

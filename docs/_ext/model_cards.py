@@ -181,6 +181,7 @@ RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"local \([\d,]+ positions each side\)", "ref", "bidirectional-local"),
     (r"Gated DeltaNet", "doc", "20-gated-deltanet"),
     (r"Kimi Delta Attention", "ref", "kimi-delta-attention"),
+    (r"Mamba-2", "doc", "21b-mamba2-ssd"),
     (r"Lightning Attention", "ref", "linear-state"),
     (r"DeepSeek Sparse Attention \(top [\d,]+\)", "ref", "index-topk"),
     (r"compressed sparse|heavily compressed", "doc", "22b-compressed-attention"),
@@ -886,7 +887,8 @@ def unusual(facts: ModelFacts) -> list[str]:
 def contexts(facts: ModelFacts) -> list[int]:
     """The contexts of the card's cache table: 8k, 32k, 128k and the trained context, in
     order, those the config's positions allow."""
-    wanted = sorted({*CONTEXTS, facts.trained_context})
+    trained = {facts.trained_context} if facts.trained_context is not None else set()
+    wanted = sorted({*CONTEXTS, *trained})  # none: a config with no positions (Mamba-2)
     limit = facts.max_position_embeddings  # None: ALiBi, no limit
     return [t for t in wanted if limit is None or t <= limit]
 
@@ -1016,6 +1018,8 @@ def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
             if tokens == facts.trained_context:
                 label += ", its trained context"
             rows.append((label, size(by_dtype["bf16"])))
+    if facts.trained_context is None:  # no trained context known: no total (Mamba-2)
+        return rows
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
     context = "no cache: an encoder" if facts.bidirectional else "the cache at its trained context"
     if weights is not None:
@@ -1104,7 +1108,8 @@ def cache_section(facts: ModelFacts) -> list[str]:
     limit = facts.max_position_embeddings
     beyond = [t for t in CONTEXTS if limit is not None and t > limit]
     notes = []
-    past = [t for t in contexts(facts) if t > facts.trained_context]
+    known = facts.trained_context is not None  # Mamba-2 alone: no position limit
+    past = [t for t in contexts(facts) if known and t > facts.trained_context]
     if past:
         notes.append(
             f"Past its trained context of {facts.trained_context:,} tokens, a row gives "
@@ -1127,9 +1132,9 @@ def cache_section(facts: ModelFacts) -> list[str]:
         notes.append(cross)
     if notes:
         lines += ["", " ".join(notes)]
-    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
     kinds = {kind: facts.layer_types.count(kind) for kind in dict.fromkeys(facts.layer_types)}
-    if len(kinds) > 1:
+    if len(kinds) > 1 and known:
+        trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
         lines += [
             "",
             f"At its trained context, {facts.trained_context:,} tokens, in bf16, by kind of layer:",
@@ -1203,19 +1208,22 @@ def card(facts: ModelFacts) -> str:
         "",
         *cache_section(facts),
     ]
-    trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
     lines += ["", "## Its weights", ""]
     counted = parameters_of(facts)
     if counted is not None:
         weights = {
             d: bill(facts, 0, dtype=d, parameters=counted.total).weights for d in WEIGHT_DTYPES
         }
-        lines += [
-            f"{counted.total:,} parameters ({linked(counted.source)}): "
-            + ", ".join(f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES)
-            + ". With one sequence's cache at its trained context, in bf16: "
-            f"{size(weights['bf16'] + trained.cache)}.",
-        ]
+        text = f"{counted.total:,} parameters ({linked(counted.source)}): " + ", ".join(
+            f"{size(weights[d])} in {d}" for d in WEIGHT_DTYPES
+        )
+        if facts.trained_context is not None:  # none known for Mamba-2 alone
+            trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
+            text += (
+                ". With one sequence's cache at its trained context, in bf16: "
+                f"{size(weights['bf16'] + trained.cache)}"
+            )
+        lines += [text + "."]
     else:
         lines += [
             "The site's table cites no parameter count for this checkpoint. With "
