@@ -88,7 +88,9 @@ each token inside its own sequence's block of :func:`varlen_mask`.
 :func:`quantize_kv` stores keys per channel and values per token in 8 or 4 bits
 (KIVI); :class:`QuantizedKVCache` keeps the newest tokens exact and the rest so;
 :class:`StreamingCache` keeps StreamingLLM's first tokens and its recent ones, at positions
-re-indexed inside the cache.
+re-indexed inside the cache. :func:`train_recall_model` trains the site's toy, a
+:class:`RecallModel` that answers a question from a fact earlier in its text, whose
+trained keys and values these caches are measured on (:mod:`attention.toy`).
 
 **Part VI, FlashAttention, the whole algorithm.**
 :func:`~attention.tiled.tiled_attention` returns the log-sum-exp of each query with
@@ -215,6 +217,7 @@ from attention.ssd import Mamba2, Mamba2Cache, mamba2_ssd, mamba2_ssd_dual, semi
 from attention.step import attend
 from attention.streaming import StreamingCache
 from attention.tiled import tiled_attention
+from attention.toy import RecallModel, recall_batch, train_recall_model
 from attention.varlen import varlen_attention, varlen_mask
 
 __all__ = [
@@ -259,6 +262,7 @@ __all__ = [
     "QuantizedKV",
     "QuantizedKVCache",
     "RMSNorm",
+    "RecallModel",
     "RelativePositionBias",
     "Rotary",
     "SelfAttentionV1",
@@ -295,6 +299,7 @@ __all__ = [
     "paged_attention",
     "pool_block_scores",
     "quantize_kv",
+    "recall_batch",
     "relative_position_bucket",
     "ring_attention",
     "ring_positions",
@@ -315,6 +320,7 @@ __all__ = [
     "tiled_attention",
     "tiled_attention_backward",
     "topk_sparse_attention",
+    "train_recall_model",
     "varlen_attention",
     "varlen_mask",
 ]

@@ -83,16 +83,17 @@ class CompressorState:
 
     Attributes
     ----------
-    entries : torch.Tensor or None, shape (batch, num_entries, head_dim)
-        The entries made so far, rotated (``compressed_kv``).
-    waiting_kv, waiting_gate : torch.Tensor or None, shape (batch, num_waiting, width)
+    entries : torch.Tensor or None
+        The entries made so far, rotated (``compressed_kv``), shape ``(batch,
+        num_entries, head_dim)``.
+    waiting_kv, waiting_gate : torch.Tensor or None
         The projections and gates of the tokens whose group is not full yet
-        (``buffer_kv``, ``buffer_gate``); ``width`` is ``2 * head_dim`` where groups
-        overlap, ``head_dim`` otherwise.
-    overlap_kv, overlap_gate : torch.Tensor or None, shape (batch, rate, head_dim)
+        (``buffer_kv``, ``buffer_gate``), shape ``(batch, num_waiting, width)``;
+        ``width`` is ``2 * head_dim`` where groups overlap, ``head_dim`` otherwise.
+    overlap_kv, overlap_gate : torch.Tensor or None
         Overlapping groups only: the last full group's first half, which the next entry
         also reads (``overlap_kv``, ``overlap_gate``; the gates with the position bias
-        added).
+        added), shape ``(batch, rate, head_dim)``.
     """
 
     def __init__(
@@ -163,8 +164,8 @@ class TokenCompressor(nn.Module):
     W_kv, W_gate : nn.Linear
         ``d_in -> width``, no bias (``kv_proj``, ``gate_proj``), ``width`` being
         ``2 * head_dim`` with ``overlap``, else ``head_dim``.
-    position_bias : nn.Parameter, shape (rate, width)
-        Added to the gates, by place in the group.
+    position_bias : nn.Parameter
+        Added to the gates, by place in the group, shape ``(rate, width)``.
     kv_norm : RMSNorm
         On each entry, before RoPE.
 
@@ -542,10 +543,10 @@ class CompressedCache(_CacheBase):
     ``DeepseekV4HCACache`` hold them:
 
     * the window: the last ``window - 1`` tokens' key vectors, each key serving as its
-      value (:attr:`window_cache`, a rolling :class:`~attention.KVCache` whose values
+      value (``window_cache``, a rolling :class:`~attention.KVCache` whose values
       are empty);
-    * the compressed entries made so far (:attr:`compressor`'s ``entries``, and the
-      indexer's own in a CSA layer, :attr:`indexer`);
+    * the compressed entries made so far (``compressor``'s ``entries``, and the
+      indexer's own in a CSA layer, ``indexer``);
     * the tokens whose group is not full yet, their vectors and gates (``waiting_kv``,
       ``waiting_gate``), and in a CSA layer the last full group's first half.
 
@@ -874,8 +875,8 @@ class CompressedAttention(nn.Module):
         Over each query head, without a scale (``q_b_norm``).
     W_kv, kv_norm : nn.Linear, RMSNorm
         The key/value vector (``kv_proj``, ``kv_norm``).
-    sinks : nn.Parameter, shape (num_heads,)
-        One logit per head that joins each softmax.
+    sinks : nn.Parameter
+        One logit per head that joins each softmax, shape ``(num_heads,)``.
     W_out_groups : nn.Linear
         The groups' projections, stacked: weight ``(o_groups * o_lora_rank,
         num_heads * head_dim / o_groups)``, group ``g`` in rows ``g * o_lora_rank``

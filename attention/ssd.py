@@ -486,9 +486,9 @@ class Mamba2Cache(_CacheBase):
     and :meth:`~.Cache.crop` can go back only to 0 or to ``seen_tokens``.
 
     The window keeps the last ``conv_size`` inputs of the convolution, as
-    ``transformers``' cache (and the atlas's bill, :meth:`Mamba.state_numbers
-    <attention.models.facts.Mamba.state_numbers>`) does, though the next token reads
-    only the last ``conv_size - 1`` of them: the two caches then weigh the same.
+    ``transformers``' cache (and the atlas's bill, ``Mamba.state_numbers``) does,
+    though the next token reads only the last ``conv_size - 1`` of them: the two
+    caches then weigh the same.
 
     Attributes
     ----------

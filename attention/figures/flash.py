@@ -144,7 +144,7 @@ def tiled_scores(
     Parameters
     ----------
     scores : torch.Tensor, shape (T, T)
-        Scores, before the softmax; ``T`` at most :data:`TILED_MAX`.
+        Scores, before the softmax; ``T`` at most ``TILED_MAX`` (12).
     block_size : int
         Queries and keys per tile.
     labels : sequence of str, optional
@@ -154,7 +154,7 @@ def tiled_scores(
     highlight : int, optional
         A row to frame, in the matrix and in the table (say the one worked by hand).
     layout : {"wide", "stacked"}
-        The table beside the matrix, or under it, :data:`PHONE_WIDTH_INCHES` wide.
+        The table beside the matrix, or under it, ``PHONE_WIDTH_INCHES`` wide.
     title : str, optional
 
     Returns

@@ -515,7 +515,7 @@ class Mamba(_Group):
     The last five are what :func:`~attention.models.mamba2_layer` builds the layer
     with; where an entry does not give them, it takes Mamba-2's defaults (a chunk of
     256, no floor, an epsilon of 1e-5, no projection bias, a convolution bias). They
-    are not compared: two Mambas with the same sizes are equal.
+    are not compared, so two Mambas with the same sizes are equal.
 
     Examples
     --------

@@ -94,9 +94,10 @@ class StepRecord:
     Attributes
     ----------
     step : int
-    batch : tuple of (request_id, num_tokens, kind)
-        The packed batch in order; ``kind`` is ``"prefill"`` (a chunk of the
-        tokens it must compute) or ``"decode"`` (the token it generated last).
+    batch : tuple
+        The packed batch in order, ``(request_id, num_tokens, kind)`` each; ``kind``
+        is ``"prefill"`` (a chunk of the tokens it must compute) or ``"decode"`` (the
+        token it generated last).
     admitted : tuple of Admission
     preempted : tuple of int
         The requests sent back to the queue this step, their blocks freed.
