@@ -929,7 +929,7 @@ class ModelFacts:
         the model supports it and gives no length trained on (DeepSeek-V4-Flash's
         1M); ``"configured"``, the config's ``max_position_embeddings``, where no
         source read gives a length. The site names the context by it
-        (:attr:`context_label`).
+        (``context_label``).
     rope : Rope or None
         Its rotary position embeddings; ``None``: no layer rotates (see ``positions``).
     learned_positions : bool
@@ -1100,7 +1100,7 @@ class ModelFacts:
     @property
     def context_label(self) -> str:
         """The context as the site names it: ``"trained context"``, ``"supported
-        context"`` or ``"configured context"``, from :attr:`context_claim`.
+        context"`` or ``"configured context"``, from ``context_claim``.
 
         >>> from attention import MODELS
         >>> MODELS["Llama 3 8B"].context_label, MODELS["DeepSeek-V4-Flash"].context_label
