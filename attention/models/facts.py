@@ -1099,8 +1099,10 @@ class ModelFacts:
 
     @property
     def context_label(self) -> str:
-        """The context as the site names it: ``"trained context"``, ``"supported
-        context"`` or ``"configured context"``, from ``context_claim``.
+        """The context as the site names it, from ``context_claim``.
+
+        One of ``"trained context"``, ``"supported context"`` and ``"configured
+        context"``.
 
         >>> from attention import MODELS
         >>> MODELS["Llama 3 8B"].context_label, MODELS["DeepSeek-V4-Flash"].context_label
