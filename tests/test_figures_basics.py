@@ -252,7 +252,13 @@ def uses(test) -> set[str]:
             "note weights · V: values are the keys",
             lambda m: m.global_layers and m.global_layers.k_eq_v,
         ),
-        ("note RoPE: scaled", lambda m: m.rope and m.rope.scaling is not None),
+        (
+            "note RoPE: scaled",
+            lambda m: (
+                (m.rope and m.rope.scaling is not None)
+                or (m.compressed and m.compressed.rope_scaling is not None)
+            ),
+        ),
     ],
 )
 def test_anatomy_names_exactly_the_models_that_use_each_step(gid, test):

@@ -313,7 +313,7 @@ BAD_FILES = {
     "{nope": "not JSON",
     "[1, 2]": "expected a JSON object",
     '{"hidden_size": 64}': 'name its "model_type"',
-    '{"model_type": "mamba2", "num_hidden_layers": 4}': "model_type='mamba2'",
+    '{"model_type": "rwkv", "num_hidden_layers": 4}': "RWKV's recurrence",
     '{"model_type": "llama", "num_hidden_layers": "four"}': "num_hidden_layers",
     '{"model_type": "laguna"}': "a softplus gate on each head's output",
     '{"model_type": "lfm2_moe"}': "got layer_types=None",
