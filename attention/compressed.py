@@ -43,7 +43,6 @@ from attention.cache import _CacheBase, _check_cache
 from attention.kv_cache import KVCache
 from attention.norms import RMSNorm
 from attention.rope import Rotary
-from attention.step import _attend
 
 __all__ = [
     "CompressedAttention",
@@ -78,6 +77,10 @@ def _rope(owner: str, rope_dim: int, base: float, scaling: Mapping | None) -> Ro
 class CompressorState:
     """What one :class:`TokenCompressor` keeps between calls, for one sequence.
 
+    Empty when made; a compressor fills it. Each tensor may also be given, as
+    attributes of the same names, to hand a :class:`CompressedCache` a state built
+    elsewhere (:meth:`CompressedCache.holding` checks their shapes).
+
     Attributes
     ----------
     entries : torch.Tensor or None
@@ -93,12 +96,18 @@ class CompressorState:
         added), shape ``(batch, rate, head_dim)``.
     """
 
-    def __init__(self) -> None:
-        self.entries: torch.Tensor | None = None
-        self.waiting_kv: torch.Tensor | None = None
-        self.waiting_gate: torch.Tensor | None = None
-        self.overlap_kv: torch.Tensor | None = None
-        self.overlap_gate: torch.Tensor | None = None
+    def __init__(
+        self,
+        *,
+        entries: torch.Tensor | None = None,
+        waiting_kv: torch.Tensor | None = None,
+        waiting_gate: torch.Tensor | None = None,
+        overlap_kv: torch.Tensor | None = None,
+        overlap_gate: torch.Tensor | None = None,
+    ) -> None:
+        self.entries = entries
+        self.waiting_kv, self.waiting_gate = waiting_kv, waiting_gate
+        self.overlap_kv, self.overlap_gate = overlap_kv, overlap_gate
 
     @property
     def num_entries(self) -> int:
@@ -263,7 +272,10 @@ class TokenCompressor(nn.Module):
             new = x.new_zeros(batch, 0, self.head_dim)
         if state is None:
             return new
-        state.entries = new if state.entries is None else torch.cat((state.entries, new), dim=1)
+        if state.entries is None:
+            state.entries = new
+        elif new.shape[1]:  # a step that completes no group copies nothing
+            state.entries = torch.cat((state.entries, new), dim=1)
         return state.entries
 
     def _with_group_before(
@@ -480,6 +492,42 @@ def _complete(
     return entries[None, :] < ((positions + 1) // rate)[:, None]
 
 
+def _attend_one_head(
+    queries: torch.Tensor,
+    blocks: list[tuple[torch.Tensor, torch.Tensor]],
+    scale: float,
+    sinks: torch.Tensor,
+) -> torch.Tensor:
+    """Every head's queries over one key/value head whose key is also the value, with
+    one sink per head: chapter 16's softmax over the allowed keys and the sink.
+
+    ``queries`` is ``(batch, heads, n, d)``; each block is keys ``(batch, keys, d)``
+    (the window's, then the entries) and which of them each query may read, ``(batch,
+    n, keys)``. Returns ``(batch, heads, n, d)``. The heads are folded into the rows of
+    one query matrix, so that each key is read once for every head rather than copied
+    per head, and the blocks are never concatenated, only their scores: a decoding
+    step at 64k tokens would otherwise copy its entries each step, once per head.
+    """
+    batch, heads, num_queries, dim = queries.shape
+    rows = queries.reshape(batch, heads * num_queries, dim)
+    scores = [
+        ((rows @ keys.transpose(1, 2)) * scale)
+        .view(batch, heads, num_queries, -1)
+        .masked_fill(~allowed[:, None], float("-inf"))
+        for keys, allowed in blocks
+    ]
+    sink = sinks.view(1, heads, 1, 1).expand(batch, heads, num_queries, 1)
+    weights = torch.softmax(torch.cat((*scores, sink), dim=-1), dim=-1)
+    out, first = None, 0
+    for keys, _ in blocks:
+        share = weights[..., first : first + keys.shape[1]]
+        first += keys.shape[1]
+        part = share.reshape(batch, heads * num_queries, -1) @ keys
+        out = part if out is None else out + part
+    assert out is not None  # the window's block, always
+    return out.view(batch, heads, num_queries, dim)
+
+
 def _top(scores: torch.Tensor, top_k: int) -> torch.Tensor:
     """The ``top_k`` best scores above ``-inf`` of each row, as a mask. Unchecked."""
     if scores.shape[-1] <= top_k:  # every entry: those complete
@@ -537,6 +585,126 @@ class CompressedCache(_CacheBase):
         self.indexer: CompressorState | None = None
         self.kind: str | None = None  # the kind of layer it has served
 
+    @classmethod
+    def holding(
+        cls,
+        window_keys: torch.Tensor,
+        *,
+        window: int,
+        seen_tokens: int,
+        rate: int | None = None,
+        compressor: CompressorState | None = None,
+        indexer: CompressorState | None = None,
+    ) -> CompressedCache:
+        """A cache that has seen ``seen_tokens`` tokens and holds the tensors given.
+
+        What a prefill of ``seen_tokens`` tokens would leave, without running one: a
+        benchmark fills a cache of 64k tokens with tensors of the right shapes, and a
+        reader can build the state a figure describes. The kind of layer it serves
+        follows from the states: none, a sliding layer's; ``compressor`` alone, an HCA
+        layer's; both, a CSA layer's. Every shape is checked against the counts a
+        prefill leaves: ``seen_tokens // rate`` entries, ``seen_tokens % rate``
+        tokens waiting, and in a CSA layer the overlap once a group is complete.
+
+        The states are taken as they are, not copied; a step replaces their tensors
+        with new ones and never writes into those given, so one set of tensors can
+        seed many caches.
+
+        Parameters
+        ----------
+        window_keys : torch.Tensor, shape (batch, min(seen_tokens, window - 1), head_dim)
+            The last tokens' key vectors, rotated, oldest first.
+        window : int
+            The layer's window.
+        seen_tokens : int
+            The tokens the cache has seen, at least 1: the next token's position.
+        rate : int, optional
+            Tokens per entry, with ``compressor``.
+        compressor : CompressorState, optional
+            The layer's entries ``(batch, seen_tokens // rate, head_dim)``, the tokens
+            waiting ``(batch, seen_tokens % rate, width)`` (vectors and gates, ``width``
+            twice ``head_dim`` in a CSA layer), and in a CSA layer that has completed a
+            group, the overlap ``(batch, rate, head_dim)``; ``None`` in a sliding layer.
+        indexer : CompressorState, optional
+            A CSA layer's indexer's own, laid out the same with its ``head_dim``.
+
+        Returns
+        -------
+        CompressedCache
+
+        Raises
+        ------
+        TypeError
+            For a tensor or state of the wrong type.
+        ValueError
+            For a count or a shape that a prefill of ``seen_tokens`` tokens would not
+            leave, a dtype or device that differs from ``window_keys``', or an indexer
+            without a compressor.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from attention import CompressedAttention
+        >>> _ = torch.manual_seed(0)
+        >>> hca = CompressedAttention(16, 16, 64, num_heads=2, head_dim=8, q_lora_rank=8,
+        ...     window=4, rope_dim=4, compress_rate=8, o_groups=2, o_lora_rank=4)
+        >>> prefilled = CompressedCache(window=4)
+        >>> _ = hca(torch.randn(1, 10, 16), cache=prefilled)
+        >>> state = prefilled.compressor
+        >>> built = CompressedCache.holding(
+        ...     prefilled.window_keys, window=4, seen_tokens=10, rate=8,
+        ...     compressor=CompressorState(entries=state.entries,
+        ...         waiting_kv=state.waiting_kv, waiting_gate=state.waiting_gate))
+        >>> built.kind, built.seen_tokens, len(built), built.num_entries, built.num_waiting
+        ('heavily_compressed_attention', 10, 3, 1, 2)
+        >>> x = torch.randn(1, 1, 16)  # the next token, through both caches
+        >>> torch.equal(hca(x, cache=built), hca(x, cache=prefilled))
+        True
+        """
+        owner = f"{cls.__name__}.holding"
+        cache = cls(window)
+        seen = _checks.whole_number(owner, seen_tokens, "seen_tokens must be an integer >= 1")
+        if seen < 1:
+            raise ValueError(
+                f"{owner}: seen_tokens must be at least 1 (an empty cache is "
+                f"{cls.__name__}(window={cache.window})), got {seen}"
+            )
+        keys = _checks.float_tensor(
+            owner, "window_keys", window_keys, 3, "(batch, tokens held, head_dim)"
+        )
+        batch, held, head_dim = keys.shape
+        if held != min(seen, cache.window - 1):
+            raise ValueError(
+                f"{owner}: window_keys must hold min(seen_tokens, window - 1) = "
+                f"{min(seen, cache.window - 1)} tokens (the window's, before the next "
+                f"token), got {held}"
+            )
+        if indexer is not None and compressor is None:
+            raise ValueError(
+                f"{owner}: an indexer's state comes with a compressor's (a CSA layer has "
+                "both), got an indexer alone"
+            )
+        if (rate is None) != (compressor is None):
+            raise ValueError(
+                f"{owner}: give rate with compressor (a CSA or HCA layer), neither in a "
+                f"sliding layer, got rate={rate} and compressor={type(compressor).__name__}"
+            )
+        cache.kind = SLIDING_KIND
+        if compressor is not None:
+            rate = _checks.positive_int(owner, "rate", rate)
+            csa = indexer is not None
+            cache.kind = CSA_KIND if csa else HCA_KIND
+            expected = _Held(keys, batch, seen, rate, overlap=csa)
+            cache.compressor = expected.check(owner, "compressor", compressor, head_dim)
+            if indexer is not None:
+                cache.indexer = expected.check(owner, "indexer", indexer, None)
+        cache.window_cache.update(keys, keys[..., :0])  # copies: the key is the value
+        # The window's cache rolls by the position of the next token, as it would have
+        # after a prefill: it has seen every token, and holds the window's.
+        cache.window_cache._seen = seen
+        cache._seen = seen
+        return cache
+
     @property
     def window_keys(self) -> torch.Tensor | None:
         """The window's keys (also its values), ``(batch, len(cache), head_dim)``."""
@@ -586,6 +754,56 @@ class CompressedCache(_CacheBase):
             f"window tokens={len(self)}, entries={self.num_entries}, "
             f"waiting={self.num_waiting}, nbytes={self.nbytes})"
         )
+
+
+class _Held:
+    """What :meth:`CompressedCache.holding` expects of a :class:`CompressorState`."""
+
+    def __init__(self, like: torch.Tensor, batch: int, seen: int, rate: int, *, overlap: bool):
+        self.like, self.batch, self.rate, self.overlap = like, batch, rate, overlap
+        self.entries, self.waiting = divmod(seen, rate)
+
+    def check(self, owner: str, name: str, state: object, head_dim: int | None) -> CompressorState:
+        """``state``, checked; ``head_dim`` ``None``: the entries' own (the indexer's)."""
+        if not isinstance(state, CompressorState):
+            raise TypeError(
+                f"{owner}: {name} must be a CompressorState, got {type(state).__name__}"
+            )
+        entries = self.tensor(owner, f"{name}.entries", state.entries)
+        head_dim = entries.shape[-1] if head_dim is None else head_dim
+        width = head_dim * (2 if self.overlap else 1)
+        self.shape(owner, f"{name}.entries", entries, (self.entries, head_dim))
+        for part in ("waiting_kv", "waiting_gate"):
+            held = self.tensor(owner, f"{name}.{part}", getattr(state, part))
+            self.shape(owner, f"{name}.{part}", held, (self.waiting, width))
+        # The overlap is the last complete group's first half: held in a CSA layer
+        # once a group is complete, never in an HCA layer
+        for part in ("overlap_kv", "overlap_gate"):
+            held = getattr(state, part)
+            if self.overlap and self.entries:
+                held = self.tensor(owner, f"{name}.{part}", held)
+                self.shape(owner, f"{name}.{part}", held, (self.rate, head_dim))
+            elif held is not None:
+                why = "before a group is complete" if self.overlap else "without an indexer (HCA)"
+                raise ValueError(f"{owner}: {name}.{part} must be None {why}")
+        return state
+
+    def tensor(self, owner: str, name: str, value: object) -> torch.Tensor:
+        value = _checks.float_tensor(owner, name, value, 3, "(batch, tokens, dim)")
+        if value.dtype != self.like.dtype or value.device != self.like.device:
+            raise ValueError(
+                f"{owner}: {name} must have window_keys' dtype {self.like.dtype} and device "
+                f"{self.like.device}, got {value.dtype} on {value.device}"
+            )
+        return value
+
+    def shape(self, owner: str, name: str, value: torch.Tensor, rest: tuple[int, int]) -> None:
+        expected = (self.batch, *rest)
+        if tuple(value.shape) != expected:
+            raise ValueError(
+                f"{owner}: {name} must have shape {expected} after the tokens seen (rate "
+                f"{self.rate}), got {tuple(value.shape)}"
+            )
 
 
 #: The three kinds of layer, by transformers' layer_types.
@@ -831,6 +1049,23 @@ class CompressedAttention(nn.Module):
                 f"{owner}: the cache holds a {cache.kind!r} layer's tokens, this layer "
                 f"is {self.kind!r}; give each layer a cache of its own"
             )
+        # A cache built by CompressedCache.holding was checked on its own; here, that
+        # it was built for a layer of these sizes
+        held = cache.window_keys
+        if held is not None and held.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"{owner}: the cache holds keys of {held.shape[-1]} numbers, this layer's "
+                f"head_dim is {self.head_dim}"
+            )
+        state, rate = cache.compressor, self.compress_rate
+        if state is None or rate is None:  # a sliding layer, or no entry made yet
+            return
+        if state.num_entries * rate + state.num_waiting != cache.seen_tokens:
+            raise ValueError(
+                f"{owner}: the cache holds {state.num_entries} entries and "
+                f"{state.num_waiting} waiting tokens after {cache.seen_tokens} tokens: "
+                f"not this layer's rate of {rate} tokens per entry"
+            )
 
     def _attend_heads(
         self, x: torch.Tensor, start: int, cache: CompressedCache | None
@@ -850,19 +1085,10 @@ class CompressedAttention(nn.Module):
         key_positions = torch.arange(start + num_tokens - kv.shape[1], start + num_tokens)
         gap = query_positions[:, None] - key_positions.to(x.device)[None, :]
         allowed = ((gap >= 0) & (gap < self.window)).expand(batch, -1, -1)  # (b, n, keys)
-        keys = kv
+        blocks = [(kv, allowed)]
         if self.compressor is not None:
-            entries, reads = self._entries(x, q_latent, start, cache)
-            keys = torch.cat((kv, entries), dim=1)
-            allowed = torch.cat((allowed, reads), dim=-1)
-        out = _attend(
-            queries,
-            keys[:, None],  # one key/value head, the key serving as the value
-            keys[:, None],
-            allowed[:, None],
-            scale=self.head_dim**-0.5,
-            sinks=self.sinks,
-        )
+            blocks.append(self._entries(x, q_latent, start, cache))
+        out = _attend_one_head(queries, blocks, self.head_dim**-0.5, self.sinks)
         return _rotate_last(out, cos, -sin)  # the values' rotation, undone at the query's
 
     def _entries(

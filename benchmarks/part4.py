@@ -35,7 +35,21 @@ and the output gate):
   attends to them alone (O(top_k)), but the indexer still scores all ``N`` keys and
   picks the best (O(N)), so this step grows, more slowly than the full one where the
   indexer is small. Left out, with a note, where the package has no
-  ``topk_sparse_attention``.
+  ``topk_sparse_attention``;
+* ``csa`` and ``hca``: DeepSeek-V4-Flash's compressed layers
+  (``attention.layer_for(MODELS["DeepSeek-V4-Flash"], i)``, a
+  :class:`~attention.CompressedAttention` each, at the model's own sizes unless the
+  ``--v4-*`` options change them: ``hidden_size`` 4096, 64 query heads of 512 over one
+  key/value vector per token, a query latent of 1024, 8 output groups of 1024, a
+  window of 128, RoPE on 64 numbers). ``csa`` makes one entry per 4 tokens, over
+  overlapping groups, and its indexer (64 heads of 128) picks 512 of them for each
+  query; ``hca`` makes one entry per 128 tokens and reads them all. Their caches hold
+  the window's 127 keys, the entries and the waiting tokens: built with
+  :meth:`~attention.CompressedCache.holding` from random tensors of the shapes a
+  prefill of ``N`` tokens leaves (a prefill at 64k tokens through these layers is too
+  slow to repeat), a fresh cache for every step, over the same tensors. ``N`` being a
+  multiple of both rates, the timed step completes no entry: the step of three tokens
+  in four (CSA) and of 127 in 128 (HCA).
 
 The caches are filled with random keys and values (``KVCache.update`` under
 ``torch.no_grad``), the Gated DeltaNet cache with random states, not by a prefill
@@ -46,10 +60,13 @@ taken round by round, its step at the longest context over its step at the short
 and each run's median reported. **Target:** every run's median growth of the Gated
 DeltaNet step and of the Mamba-2 step at most 1.2 (flat), and of the full-attention
 step above 1.2 (it grows).
-Untimed checks: each cache's bytes equal their formula; the windowed step on its
-rolled cache equals the same step on an unrolled copy of the full cache (masked), and
-the full step where the window covers the context; the sparse step with ``top_k``
-above the context equals the full step.
+Untimed checks: each cache's bytes equal their formula (the compressed layers': the
+window's keys, and the rest as ``attention.models.layer_cache_bytes`` counts it); the
+windowed step on its rolled cache equals the same step on an unrolled copy of the full
+cache (masked), and the full step where the window covers the context; the sparse
+step with ``top_k`` above the context equals the full step; two compressed steps on two
+fresh caches are equal (every step starts alike, the tensors given are not written
+into).
 
 **(b) Prefill** of ``--prefill-tokens`` (4096) tokens through the delta rule alone at
 Gated DeltaNet's sizes: our chunked :func:`~attention.gated_delta_rule` against
@@ -100,6 +117,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import statistics
 from pathlib import Path
 
@@ -114,6 +132,8 @@ from transformers.models.qwen3_next.modeling_qwen3_next import torch_chunk_gated
 import attention
 from attention import (
     MODELS,
+    CompressedCache,
+    CompressorState,
     GatedDeltaNet,
     GatedDeltaNetCache,
     KVCache,
@@ -131,8 +151,11 @@ MODEL = MODELS["Qwen3-Next 80B-A3B"]
 WINDOW_MODEL = MODELS["Gemma 3 27B"]
 INDEXER_MODEL = MODELS["DeepSeek-V3.2"]
 MAMBA_MODEL = MODELS["Nemotron 3 Nano 30B"]
+COMPRESSED_MODEL = MODELS["DeepSeek-V4-Flash"]
+#: The compressed rows, and the kind of DeepSeek-V4-Flash's layer each one times.
+COMPRESSED_KINDS = {"csa": "compressed_sparse_attention", "hca": "heavily_compressed_attention"}
 #: The decode rows' layers; ``sparse`` only where the package has topk_sparse_attention.
-SIDES = ("full", "window", "deltanet", "mamba2", "sparse")
+SIDES = ("full", "window", "deltanet", "mamba2", "sparse", *COMPRESSED_KINDS)
 #: The measurements: (a) decode steps, (b) the delta rule's prefill against
 #: transformers, (c) its chunked form against its recurrence, (d) and (e) the same for
 #: Mamba-2's SSD.
@@ -204,6 +227,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--index-heads", type=int, default=indexer.num_heads)
     parser.add_argument("--index-dim", type=int, default=indexer.head_dim)
     parser.add_argument("--index-rope-dim", type=int, default=INDEXER_MODEL.latent.qk_rope_head_dim)
+    v4, compressed = COMPRESSED_MODEL, COMPRESSED_MODEL.compressed
+    assert compressed is not None and v4.indexer is not None and v4.rope is not None
+    assert v4.head_dim is not None and isinstance(v4.local, attention.models.Sliding)
+    v4_sizes = {
+        "--v4-d-in": v4.hidden_size,
+        "--v4-heads": v4.num_heads,
+        "--v4-head-dim": v4.head_dim,
+        "--v4-rope-dim": int(v4.head_dim * v4.rope.partial_rotary_factor),
+        "--v4-q-rank": compressed.q_lora_rank,
+        "--v4-o-groups": compressed.o_groups,
+        "--v4-o-rank": compressed.o_lora_rank,
+        "--v4-window": v4.local.window,
+        "--v4-index-heads": v4.indexer.num_heads,
+        "--v4-index-dim": v4.indexer.head_dim,
+        "--v4-top-k": v4.indexer.top_k,
+        "--csa-rate": compressed.csa_rate,
+        "--hca-rate": compressed.hca_rate,
+    }
+    for option, default in v4_sizes.items():
+        parser.add_argument(
+            option, type=int, default=default, help=f"the csa and hca rows (V4-Flash: {default})"
+        )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the JSON results here")
     args = parser.parse_args(argv)
@@ -227,6 +272,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("every --mamba-* size must be >= 1")
     if args.mamba_heads % args.mamba_groups:
         parser.error("--mamba-heads must be a multiple of --mamba-groups")
+    if min(getattr(args, option[2:].replace("-", "_")) for option in v4_sizes) < 1:
+        parser.error("every --v4-* size, --csa-rate and --hca-rate must be >= 1")
     args.contexts = sorted(set(args.contexts))
     args.parts = sorted(set(args.parts))
     return args
@@ -277,6 +324,7 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
             chunk_size=args.mamba_chunk_size,
         ).eval(),
     }
+    layers |= compressed_layers(args)
     if has_sparse():
         layers["indexer"] = attention.LightningIndexer(
             args.d_in,
@@ -287,6 +335,93 @@ def build_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
             rotary=Rotary(args.index_rope_dim, MODEL.rope.theta),
         ).eval()
     return layers
+
+
+def compressed_layers(args: argparse.Namespace) -> dict[str, torch.nn.Module]:
+    """DeepSeek-V4-Flash's CSA and HCA layers (``layer_for``), at the ``--v4-*`` sizes."""
+    model = COMPRESSED_MODEL
+    assert model.compressed is not None  # a DeepSeek-V4 entry
+    rates = {"csa_rate": args.csa_rate, "hca_rate": args.hca_rate}
+    model = dataclasses.replace(model, compressed=dataclasses.replace(model.compressed, **rates))
+    sizes = Sizes(
+        hidden_size=args.v4_d_in,
+        num_heads=args.v4_heads,
+        head_dim=args.v4_head_dim,
+        qk_rope_head_dim=args.v4_rope_dim,
+        q_lora_rank=args.v4_q_rank,
+        o_groups=args.v4_o_groups,
+        o_lora_rank=args.v4_o_rank,
+        sliding_window=args.v4_window,
+        index_n_heads=args.v4_index_heads,
+        index_head_dim=args.v4_index_dim,
+        index_topk=args.v4_top_k,
+    )
+    return {
+        side: attention.layer_for(model, model.layer_types.index(kind), sizes=sizes).eval()
+        for side, kind in COMPRESSED_KINDS.items()
+    }
+
+
+def compressed_numbers(args: argparse.Namespace, side: str, num_cached: int) -> int:
+    """Numbers a compressed layer's cache holds after ``num_cached`` tokens: the window's
+    keys (``window - 1``, one vector a token), and per compressor (the indexer's too in
+    ``csa``) its entries, the waiting tokens' vectors and gates (twice as wide where
+    groups overlap) and, once a group is complete, the overlap's vectors and gates."""
+    csa = side == "csa"
+    rate = args.csa_rate if csa else args.hca_rate
+    widths = (args.v4_head_dim, args.v4_index_dim) if csa else (args.v4_head_dim,)
+    entries, waiting = divmod(num_cached, rate)
+    wide = 2 if csa else 1
+    overlap = 2 * rate if csa and entries else 0
+    window = min(num_cached, args.v4_window - 1) * args.v4_head_dim
+    rest = sum(d * (entries + 2 * waiting * wide + overlap) for d in widths)
+    return window + rest
+
+
+def compressed_seed(
+    args: argparse.Namespace, side: str, num_cached: int, generator: torch.Generator
+) -> dict:
+    """Random tensors of the shapes a prefill of ``num_cached`` tokens leaves in a
+    compressed layer's cache: ``CompressedCache.holding``'s arguments, its states as
+    dictionaries, so that every step makes states of its own over the same tensors."""
+    csa = side == "csa"
+    rate = args.csa_rate if csa else args.hca_rate
+    entries, waiting = divmod(num_cached, rate)
+
+    def state(dim: int) -> dict[str, torch.Tensor]:
+        width = 2 * dim if csa else dim
+        parts = {"entries": torch.randn(1, entries, dim, generator=generator)}
+        parts["waiting_kv"] = torch.randn(1, waiting, width, generator=generator)
+        parts["waiting_gate"] = torch.randn(1, waiting, width, generator=generator)
+        if csa and entries:
+            parts["overlap_kv"] = torch.randn(1, rate, dim, generator=generator)
+            parts["overlap_gate"] = torch.randn(1, rate, dim, generator=generator)
+        return parts
+
+    held = min(num_cached, args.v4_window - 1)
+    return {
+        "window_keys": torch.randn(1, held, args.v4_head_dim, generator=generator),
+        "window": args.v4_window,
+        "seen_tokens": num_cached,
+        "rate": rate,
+        "compressor": state(args.v4_head_dim),
+        "indexer": state(args.v4_index_dim) if csa else None,
+    }
+
+
+def compressed_cache(seed: dict) -> CompressedCache:
+    """A fresh cache over ``seed``'s tensors (not copied: a step never writes into them)."""
+    states = {
+        name: None if seed[name] is None else CompressorState(**seed[name])
+        for name in ("compressor", "indexer")
+    }
+    return CompressedCache.holding(
+        seed["window_keys"],
+        window=seed["window"],
+        seen_tokens=seed["seen_tokens"],
+        rate=seed["rate"],
+        **states,
+    )
 
 
 def sparse_step(full, indexer, x, cache, index_cache, top_k: int) -> torch.Tensor:
@@ -355,6 +490,17 @@ def decode_steps(args, layers, num_cached: int) -> dict:
         "deltanet": deltanet_step,
         "mamba2": mamba2_step,
     }
+    compressed_x = torch.randn(1, 1, args.v4_d_in, generator=generator)
+    seeds = {side: compressed_seed(args, side, num_cached, generator) for side in COMPRESSED_KINDS}
+
+    def compressed_step(side: str):
+        layer, seed = layers[side], seeds[side]
+
+        def step() -> torch.Tensor:  # the cache's making is timed too: a few hundred numbers
+            return layer(compressed_x, cache=compressed_cache(seed))
+
+        return step
+
     per_token = kv_cache_bytes_per_token(1, args.num_kv_heads, args.head_dim, torch.float32)
     state_bytes = 4 * (
         channels * (args.conv_size - 1)
@@ -418,6 +564,16 @@ def decode_steps(args, layers, num_cached: int) -> dict:
                 full_cache.crop(num_cached)
                 index_cache.crop(num_cached)
                 checks["sparse_equals_full"] = (sparse - full_step()).abs().max().item()
+        for side in COMPRESSED_KINDS:
+            steps[side] = compressed_step(side)
+            # Two steps on two fresh caches: every timed step starts alike
+            first, second = steps[side](), steps[side]()
+            checks[f"{side}_steps_alike"] = (first - second).abs().max().item()
+            # The formula's bytes are float32 numbers
+            memory[side] = {
+                "bytes": compressed_cache(seeds[side]).nbytes,
+                "formula": 4 * compressed_numbers(args, side, num_cached),
+            }
     for entry in memory.values():
         entry["equal"] = entry["bytes"] == entry["formula"]
     return {"context": num_cached, "steps": steps, "memory": memory, "checks": checks}
@@ -689,6 +845,11 @@ def main(argv: list[str] | None = None) -> dict:
                 if has_sparse()
                 else SPARSE_MISSING
             ),
+            "compressed": f"{COMPRESSED_MODEL.name}'s CSA and HCA layers (attention.MODELS, "
+            f"layer_for): hidden_size {args.v4_d_in}, {args.v4_heads} query heads of "
+            f"{args.v4_head_dim} over one key/value vector, window {args.v4_window}, one entry "
+            f"per {args.csa_rate} tokens (CSA; indexer {args.v4_index_heads} heads of "
+            f"{args.v4_index_dim}, top_k {args.v4_top_k}) or per {args.hca_rate} (HCA)",
         },
     }
     if "a" in args.parts:

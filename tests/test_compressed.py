@@ -201,6 +201,180 @@ def test_a_cache_counts_what_it_holds():
     assert (cache.seen_tokens, len(cache), cache.nbytes, cache.num_entries) == (0, 0, 0, 0)
 
 
+# -- a cache built from its tensors ------------------------------------------------------
+
+STATE_PARTS = ("entries", "waiting_kv", "waiting_gate", "overlap_kv", "overlap_gate")
+
+
+def copied(state: CompressorState | None) -> CompressorState | None:
+    """A new state holding clones of ``state``'s tensors."""
+    if state is None:
+        return None
+    parts = {name: getattr(state, name) for name in STATE_PARTS}
+    return CompressorState(**{k: None if v is None else v.clone() for k, v in parts.items()})
+
+
+def built_like(cache: CompressedCache, layer: CompressedAttention) -> CompressedCache:
+    """``CompressedCache.holding`` given clones of what ``cache`` holds."""
+    return CompressedCache.holding(
+        cache.window_keys.clone(),
+        window=cache.window,
+        seen_tokens=cache.seen_tokens,
+        rate=layer.compress_rate,
+        compressor=copied(cache.compressor),
+        indexer=copied(cache.indexer),
+    )
+
+
+def assert_same_cache(built: CompressedCache, prefilled: CompressedCache) -> None:
+    """The counts, the kind, the bytes and every tensor, byte for byte."""
+    counts = ("kind", "seen_tokens", "num_entries", "num_waiting", "nbytes")
+    assert [getattr(built, name) for name in counts] == [
+        getattr(prefilled, name) for name in counts
+    ]
+    assert len(built) == len(prefilled)
+    assert built.window_cache.seen_tokens == prefilled.window_cache.seen_tokens
+    assert same(built.window_keys, prefilled.window_keys)
+    for name in ("compressor", "indexer"):
+        ours, theirs = getattr(built, name), getattr(prefilled, name)
+        assert (ours is None) == (theirs is None), name
+        for part in STATE_PARTS if ours is not None else ():
+            assert same(getattr(ours, part), getattr(theirs, part)), (name, part)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("prefill", [1, 3, 8, 13])
+def test_a_cache_built_from_its_tensors_is_the_prefills_and_decodes_alike(kind, prefill):
+    # 3 tokens: no group complete yet; 8: CSA's groups of 4 complete, nothing waiting;
+    # 13: tokens waiting in both (HCA's groups are of 6), a window rolled past
+    layer = small_layer(kind, seed=5)
+    x = inputs(prefill + 9, seed=6)
+    prefilled = CompressedCache(window=WINDOW)
+    layer(x[:, :prefill], cache=prefilled)
+    built = built_like(prefilled, layer)
+    assert_same_cache(built, prefilled)
+    # Then the same steps through both, across group boundaries of every kind
+    for position in range(prefill, prefill + 9):
+        token = x[:, position : position + 1]
+        assert torch.equal(layer(token, cache=built), layer(token, cache=prefilled))
+        assert_same_cache(built, prefilled)
+
+
+def test_one_set_of_tensors_seeds_many_caches():
+    layer = small_layer(CSA, seed=7)
+    x = inputs(12, seed=8)
+    prefilled = CompressedCache(window=WINDOW)
+    layer(x[:, :11], cache=prefilled)
+    seed = built_like(prefilled, layer)
+    before = {part: getattr(seed.compressor, part).clone() for part in STATE_PARTS}
+    outputs = []
+    for _ in range(2):  # each step on a fresh cache over the same tensors
+        fresh = CompressedCache.holding(
+            seed.window_keys,
+            window=WINDOW,
+            seen_tokens=11,
+            rate=4,
+            compressor=CompressorState(
+                **{part: getattr(seed.compressor, part) for part in STATE_PARTS}
+            ),
+            indexer=CompressorState(**{part: getattr(seed.indexer, part) for part in STATE_PARTS}),
+        )
+        outputs.append(layer(x[:, 11:], cache=fresh))  # token 11 completes a group
+        assert fresh.num_entries == 3
+    assert torch.equal(*outputs)
+    assert all(torch.equal(getattr(seed.compressor, p), before[p]) for p in STATE_PARTS)
+
+
+def held(batch: int, tokens: int, dim: int) -> torch.Tensor:
+    return torch.zeros(batch, tokens, dim, dtype=F64)
+
+
+def hca_state(**changes) -> CompressorState:
+    """An HCA state after 8 tokens at rate 6 and head_dim 16: 1 entry, 2 waiting."""
+    parts = {"entries": held(2, 1, 16), "waiting_kv": held(2, 2, 16)}
+    parts["waiting_gate"] = held(2, 2, 16)
+    return CompressorState(**(parts | changes))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message", "error"),
+    [
+        ({"seen_tokens": 0}, "CompressedCache.holding: seen_tokens must be at least 1", ValueError),
+        (
+            {"seen_tokens": 2.0},
+            "CompressedCache.holding: seen_tokens must be an integer",
+            TypeError,
+        ),
+        ({"window_keys": [0.0]}, "CompressedCache.holding: window_keys must be a torch", TypeError),
+        (
+            {"window_keys": held(2, 3, 16)},
+            "CompressedCache.holding: window_keys must hold min(seen_tokens, window - 1) = 4 "
+            "tokens (the window's, before the next token), got 3",
+            ValueError,
+        ),
+        ({"rate": None}, "CompressedCache.holding: give rate with compressor", ValueError),
+        ({"rate": 0}, "CompressedCache.holding: rate must be at least 1", ValueError),
+        ({"compressor": {}}, "CompressedCache.holding: compressor must be a Compressor", TypeError),
+        (
+            {"compressor": None, "indexer": hca_state()},
+            "CompressedCache.holding: an indexer's state comes with a compressor's",
+            ValueError,
+        ),
+        (
+            {"compressor": hca_state(entries=held(2, 2, 16))},
+            "CompressedCache.holding: compressor.entries must have shape (2, 1, 16) after the "
+            "tokens seen (rate 6), got (2, 2, 16)",
+            ValueError,
+        ),
+        (
+            {"compressor": hca_state(waiting_gate=None)},
+            "CompressedCache.holding: compressor.waiting_gate must be a torch.Tensor",
+            TypeError,
+        ),
+        (
+            {"compressor": hca_state(waiting_kv=held(2, 2, 16).float())},
+            "CompressedCache.holding: compressor.waiting_kv must have window_keys' dtype "
+            "torch.float64",
+            ValueError,
+        ),
+        (
+            {"compressor": hca_state(overlap_kv=held(2, 6, 16))},
+            "CompressedCache.holding: compressor.overlap_kv must be None without an indexer",
+            ValueError,
+        ),
+        (
+            {"indexer": hca_state()},  # a CSA layer's vectors and gates are twice as wide
+            "CompressedCache.holding: compressor.waiting_kv must have shape (2, 2, 32)",
+            ValueError,
+        ),
+    ],
+)
+def test_a_cache_built_from_tensors_a_prefill_would_not_leave_is_refused(arguments, message, error):
+    given = {"window_keys": held(2, 4, 16), "window": WINDOW, "seen_tokens": 8, "rate": 6}
+    given["compressor"] = hca_state()
+    given |= arguments
+    keys = given.pop("window_keys")
+    with expect(message, error):
+        CompressedCache.holding(keys, **given)
+
+
+def test_a_layer_refuses_a_built_cache_of_other_sizes():
+    layer = small_layer(HCA)  # head_dim 16, rate 6
+    wide = CompressedCache.holding(held(2, 4, 8), window=WINDOW, seen_tokens=8)
+    with expect("CompressedAttention: the cache holds a 'sliding_attention'"):
+        layer(inputs(1), cache=wide)
+    wide.kind = None  # as a sliding cache never used
+    with expect("CompressedAttention: the cache holds keys of 8 numbers, this layer's head_dim"):
+        layer(inputs(1), cache=wide)
+    state = hca_state(entries=held(2, 2, 16), waiting_kv=held(2, 0, 16))
+    state.waiting_gate = held(2, 0, 16)
+    other_rate = CompressedCache.holding(
+        held(2, 4, 16), window=WINDOW, seen_tokens=8, rate=4, compressor=state
+    )
+    with expect("CompressedAttention: the cache holds 2 entries and 0 waiting tokens after 8"):
+        layer(inputs(1), cache=other_rate)
+
+
 # -- the compressors and the indexer alone -------------------------------------------------
 
 
@@ -309,6 +483,40 @@ def test_a_top_k_that_keeps_every_entry_makes_the_indexer_a_no_op():
     torch.testing.assert_close(everything, layer(x), **EXACT)
     assert not torch.allclose(picked, everything)  # top_k=2 did choose
     layer.indexer = indexer
+
+
+def test_our_csa_layer_always_applies_its_top_k_where_transformers_needs_a_mask():
+    """A difference, pinned (chapter 22b's proof dropdown): ``DeepseekV4Attention`` joins
+    the indexer's picks (``block_bias``) to the mask only when it is given a mask tensor
+    (``if isinstance(attention_mask, torch.Tensor) ...`` in its ``forward``). Given
+    ``attention_mask=None``, a CSA layer of ``transformers`` reads every complete entry;
+    ours applies its top-k whatever the caller passes. ``DeepseekV4Model`` supports
+    eager attention only and always passes a tensor, so the model is not affected."""
+    layer = small_layer(CSA, seed=3)  # groups of 4, top_k 2
+    x = inputs(17, seed=4)
+    ours_cache = CompressedCache(window=WINDOW)
+    layer(x[:, :16], cache=ours_cache)
+    assert ours_cache.num_entries == 4 > layer.indexer.top_k  # the indexer chooses
+    picked = layer(x[:, 16:], cache=ours_cache)
+    with deepseek_v4_in_float64():
+        theirs, config, rotary = theirs_for(layer)
+        outputs = {}
+        for masked in (True, False):
+            cache = DynamicCache(config=config)
+            deepseek_v4_step(theirs, config, rotary, x[:, :16], 0, cache)
+            if masked:
+                outputs[masked] = deepseek_v4_step(theirs, config, rotary, x[:, 16:], 16, cache)
+                continue
+            positions = torch.tensor([[16]])
+            tables = {k: rotary(x[:, 16:], positions, layer_type=k) for k in ("main", "compress")}
+            outputs[masked], _ = theirs(x[:, 16:], tables, positions, None, past_key_values=cache)
+    torch.testing.assert_close(picked, outputs[True], **EXACT)
+    assert not torch.allclose(picked, outputs[False])
+    # Without a mask, theirs is ours with a top_k that keeps every entry
+    layer.indexer.top_k = 10**6
+    every_cache = CompressedCache(window=WINDOW)
+    layer(x[:, :16], cache=every_cache)
+    torch.testing.assert_close(layer(x[:, 16:], cache=every_cache), outputs[False], **EXACT)
 
 
 # -- bad input ----------------------------------------------------------------------------

@@ -322,6 +322,12 @@ TOY_LATENT = Latent(kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_h
         (lambda: Scores(softcap=0.0), ValueError, r"Scores: expected softcap > 0, got 0.0"),
         (lambda: GlobalLayers(num_kv_heads=1), ValueError, "k_eq_v=True with num_kv_heads"),
         (lambda: Sliding(window=0), ValueError, "Sliding: expected window > 0, got 0"),
+        (
+            lambda: ModelFacts(**TOY, context_claim="native"),
+            ValueError,
+            "ModelFacts 'toy': expected context_claim to be one of trained, supported, "
+            "configured, got 'native'",
+        ),
         (lambda: Chunked(size=8, global_every=0), ValueError, "Chunked: expected global_every > 0"),
         (
             lambda: Sliding(window=8, global_every=2, full_attention_layers=(1,)),

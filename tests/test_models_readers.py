@@ -577,7 +577,7 @@ def test_a_bloom_config_reads_as_alibi_with_the_context_it_is_given() -> None:
     )
     assert (facts.layers, facts.num_heads, facts.num_kv_heads, facts.head_dim) == (2, 3, 3, 4)
     assert "ALiBi" in recipe(facts) and "RoPE" not in recipe(facts)
-    assert facts.context_source == "given"
+    assert (facts.context_source, facts.context_claim) == ("given", "trained")
 
 
 # -- item 10: each MODELS entry, through the transformers config built from it ------------
@@ -682,12 +682,14 @@ def test_the_released_file_reads_as_the_entry_typed_by_hand(name) -> None:
         "source",
         "context_source",
         "trained_context",
+        "context_claim",
         "weights",
         "class_defaults",
         "quantization",
     )
     assert dataclasses.replace(read, **{f: getattr(facts, f) for f in given}) == facts
     assert read.trained_context == read.max_position_embeddings >= facts.trained_context
+    assert read.context_claim == "configured"  # a config holds a limit, not a length trained
     fields = released.get("text_config", released)
     assert not fields.keys() & set(facts.class_defaults)  # what the class supplies
 

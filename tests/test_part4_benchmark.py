@@ -4,10 +4,12 @@ targets are judged right on planted numbers.
 No timing is compared with a target here; what is checked is that the reported figures
 are what the documentation says they are, computed from the raw times the report holds
 (medians and quartiles of those, ratios taken round by round, each run's median), that
-the caches hold what their formulas say, and that the verdicts follow the targets: the
-Gated DeltaNet step flat (growth at most 1.2 in every run) while the full-attention
-step grows (above 1.2 in every run), prefill no slower than transformers' (at most 1.0),
-chunked faster than recurrent (below 1.0).
+the caches hold what their formulas say (DeepSeek-V4-Flash's CSA and HCA caches, built
+with ``CompressedCache.holding``, what the atlas bills less the one window key the next
+token brings), and that the verdicts follow the targets: the Gated DeltaNet step flat
+(growth at most 1.2 in every run) while the full-attention step grows (above 1.2 in
+every run), prefill no slower than transformers' (at most 1.0), chunked faster than
+recurrent (below 1.0).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import statistics
 
 import pytest
+import torch
 from bench_scripts import load
 
 import attention
@@ -28,7 +31,13 @@ TINY = [
     *("--window", "12", "--top-k", "20", "--chunk-size", "8", "--threads", "1"),
     *("--mamba-heads", "4", "--mamba-head-dim", "6", "--mamba-state", "5"),
     *("--mamba-groups", "2", "--mamba-conv", "3", "--mamba-chunk-size", "8"),
+    # DeepSeek-V4's layers, small; rates that leave tokens waiting at 8, 16 and 32
+    *("--v4-d-in", "32", "--v4-heads", "2", "--v4-head-dim", "8", "--v4-rope-dim", "4"),
+    *("--v4-q-rank", "8", "--v4-o-groups", "2", "--v4-o-rank", "4", "--v4-window", "6"),
+    *("--v4-index-heads", "2", "--v4-index-dim", "6", "--v4-top-k", "2"),
+    *("--csa-rate", "3", "--hca-rate", "6"),
 ]
+COMPRESSED = ["csa", "hca"]
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +64,7 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
     rows = results["decode_rows"]
     assert [row["context"] for row in rows] == [8, 16, 32]  # sorted
     sides = ["full", "window", "deltanet", "mamba2"] + (["sparse"] if part4.has_sparse() else [])
+    sides += COMPRESSED
     per_token = 2 * 2 * 8 * 4  # key and value, 2 kv heads, head_dim 8, float32
     # conv: (q, k: 2 heads of 8) + (v: 4 heads of 6) channels, 3 past inputs; state 4 x 8 x 6
     state_bytes = 4 * ((2 * 2 * 8 + 4 * 6) * 3 + 4 * 8 * 6)
@@ -70,9 +80,19 @@ def test_quick_run_reports_every_layer_the_formulas_memory_and_its_times_summari
         assert memory["mamba2"]["bytes"] == memory["mamba2"]["formula"] == mamba_bytes
         if "sparse" in sides:  # the full cache and one indexer key of 8 numbers per token
             assert memory["sparse"]["bytes"] == (per_token + 8 * 4) * n
+        # The window's 5 keys of 8; CSA: entries of 8 and of 6 (the indexer's) every 3
+        # tokens, the waiting tokens' vectors and gates twice as wide, the overlap of 3
+        # places; HCA: an entry every 6 tokens, the waiting tokens' vectors and gates
+        window = min(n, 5) * 8
+        entries, waiting = divmod(n, 3)
+        csa = sum(d * (entries + 2 * 2 * waiting + 2 * 3) for d in (8, 6))
+        assert memory["csa"]["bytes"] == 4 * (window + csa)
+        entries, waiting = divmod(n, 6)
+        assert memory["hca"]["bytes"] == 4 * (window + 8 * (entries + 2 * waiting))
         assert all(entry["equal"] for entry in memory.values())
         checks = row["max_abs_difference"]
         assert "window_rolled_equals_masked" in checks
+        assert checks["csa_steps_alike"] == checks["hca_steps_alike"] == 0  # start alike
         assert ("window_equals_full" in checks) == (n < 12)  # the window covers the context
         assert ("sparse_equals_full" in checks) == ("sparse" in sides and n < 20)
         assert row["outputs_agree"] and all(0 <= d <= 1e-4 for d in checks.values())
@@ -192,7 +212,7 @@ def test_without_topk_sparse_attention_the_sparse_row_is_left_out_with_a_note(
     results = part4.main(["--quick", *TINY, "--contexts", "8", "--prefill-tokens", "9"])
     err = capsys.readouterr().err
     (row,) = results["decode_rows"]
-    assert list(row["ms_per_token"]) == ["full", "window", "deltanet", "mamba2"]
+    assert list(row["ms_per_token"]) == ["full", "window", "deltanet", "mamba2", *COMPRESSED]
     assert "sparse" not in row["memory"] and "sparse_equals_full" not in row["max_abs_difference"]
     assert results["layouts"]["sparse"].startswith("not yet")
     assert "not yet" in err
@@ -298,6 +318,17 @@ def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(pa
     mamba = (args.mamba_heads, args.mamba_head_dim, args.mamba_state, args.mamba_groups)
     assert mamba == (nano.num_heads, nano.inner_size // nano.num_heads, nano.state_size, 8)
     assert (args.mamba_conv, args.mamba_chunk_size) == (nano.conv_kernel_dim, nano.chunk_size)
+    # DeepSeek-V4-Flash's compressed layers, from MODELS
+    flash = attention.MODELS["DeepSeek-V4-Flash"]
+    compressed = flash.compressed
+    v4 = (args.v4_d_in, args.v4_heads, args.v4_head_dim, args.v4_rope_dim, args.v4_window)
+    assert v4 == (flash.hidden_size, flash.num_heads, flash.head_dim, 64, flash.sliding_window)
+    assert v4 == (4096, 64, 512, 64, 128)
+    output = (args.v4_q_rank, args.v4_o_groups, args.v4_o_rank)
+    assert output == (compressed.q_lora_rank, compressed.o_groups, compressed.o_lora_rank)
+    index = (args.v4_index_heads, args.v4_index_dim, args.v4_top_k)
+    assert index == (flash.indexer.num_heads, flash.indexer.head_dim, flash.indexer.top_k)
+    assert (args.csa_rate, args.hca_rate) == (compressed.csa_rate, compressed.hca_rate) == (4, 128)
     quick = part4.parse_args(["--quick"])
     assert (quick.repeats, quick.prefill_rounds, quick.recurrent_rounds) == (1, 5, 2)
     for bad in (
@@ -308,6 +339,21 @@ def test_defaults_are_qwen3_nexts_layout_gemma_3s_window_and_the_issues_sizes(pa
         ["--recurrent-rounds", "0"],
         ["--parts", "f"],
         ["--mamba-heads", "6", "--mamba-groups", "4"],
+        ["--hca-rate", "0"],
+        ["--v4-head-dim", "0"],
     ):
         with pytest.raises(SystemExit):
             part4.parse_args(bad)
+
+
+@pytest.mark.parametrize("tokens", [1000, 1024, 65536, 65539])
+def test_the_compressed_rows_bytes_are_the_atlas_bill_less_one_window_key(part4, tokens):
+    # The atlas counts a sliding layer's window tokens, the keys the last query reads; the
+    # cache between two steps holds one fewer (the next token brings it)
+    args = part4.parse_args([])
+    flash = attention.MODELS["DeepSeek-V4-Flash"]
+    bill = attention.models.layer_cache_bytes(flash, tokens, torch.float32)
+    key = 4 * flash.head_dim
+    for side, kind in part4.COMPRESSED_KINDS.items():
+        expected = bill[flash.layer_types.index(kind)] - key
+        assert 4 * part4.compressed_numbers(args, side, tokens) == expected

@@ -529,7 +529,9 @@ def cache_against_context(models: object, *, title: str | None = None) -> Figure
     cache figure is: the contexts double from 1,024 tokens to the longest trained
     context among the models (128k at least), each model's line stopping where its
     config's positions do; the cache at each is :func:`attention.models.bill`'s, its
-    recurrent states in float32. A dot marks each model's trained context.
+    recurrent states in float32. A dot marks each model's context as its source gives
+    it, trained, supported or configured (``ModelFacts.context_label``), which the
+    x-axis's label names.
 
     Parameters
     ----------
@@ -577,10 +579,13 @@ def cache_against_context(models: object, *, title: str | None = None) -> Figure
         dot = [bill(m, at).cache / 2**30]
         curves.append(Curve(None, [at], dot, pair=True, marker="o"))
         gids += [f"{m.name} cache", f"{m.name} trained"]
+    labels = {m.context_label for m in facts}
+    one = len(labels) == 1
+    dot_is = f"the {labels.pop()}" if one else "each model's context, as its source says"
     ax = memory_curves(
         curves,
         title=title,
-        xlabel="tokens of context (a dot: the trained context)",
+        xlabel=f"tokens of context (a dot: {dot_is})",
         ylabel="cache of one sequence (GiB, bf16)",
         base=2,
     )

@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tokens",
         type=int,
         default=None,
-        help="context length (default: the model's trained context; needed for a config "
-        "that sets no position limit, as BLOOM's)",
+        help="context length (default: the config's max_position_embeddings; needed for "
+        "a config that sets no position limit, as BLOOM's)",
     )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--dtype", choices=tuple(BITS), default="bf16", help="weights")

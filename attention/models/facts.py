@@ -871,6 +871,11 @@ def _count(owner: str, name: str, value: object) -> int:
     return value
 
 
+#: What a source says of a model's context (``ModelFacts.context_claim``): it was
+#: trained at that length, the release says it supports it, or it is the config's limit.
+CONTEXT_CLAIMS = ("trained", "supported", "configured")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelFacts:
     """One released model's attention, as its ``config.json`` and its authors give it.
@@ -914,9 +919,17 @@ class ModelFacts:
         Positions the config allows; ``None`` where it sets no limit, as ALiBi needs
         none (BLOOM's config has no such field).
     trained_context, context_source : int or None, str
-        The longest context the model was trained with, and where that is said;
-        ``None`` only for facts read from a config that sets no position limit
-        (BLOOM's), with no context given: a bill needs none.
+        The model's context as its source gives it, and where that is said: for most
+        entries the longest context the model was trained with (see
+        ``context_claim``); ``None`` only for facts read from a config that sets no
+        position limit (BLOOM's), with no context given: a bill needs none.
+    context_claim : str
+        What the source says of that context, one of three: ``"trained"``, the model
+        was trained at that length (the default); ``"supported"``, the release says
+        the model supports it and gives no length trained on (DeepSeek-V4-Flash's
+        1M); ``"configured"``, the config's ``max_position_embeddings``, where no
+        source read gives a length. The site names the context by it
+        (``context_label``).
     rope : Rope or None
         Its rotary position embeddings; ``None``: no layer rotates (see ``positions``).
     learned_positions : bool
@@ -1009,6 +1022,7 @@ class ModelFacts:
     max_position_embeddings: int | None
     trained_context: int | None
     context_source: str
+    context_claim: str = "trained"
     attention_bias: bool
     rms_norm_eps: float | None
     head_dim: int | None = None
@@ -1074,9 +1088,27 @@ class ModelFacts:
         if self.value_head_dim is not None:
             _checks.positive_int(owner, "value_head_dim", self.value_head_dim)
         _checks.flag(owner, "attention_bias", self.attention_bias, "a bias on the projections")
+        if self.context_claim not in CONTEXT_CLAIMS:
+            raise ValueError(
+                f"{owner}: expected context_claim to be one of {', '.join(CONTEXT_CLAIMS)}, "
+                f"got {self.context_claim!r}"
+            )
         if self.rms_norm_eps is not None:
             _checks.positive_number(owner, "rms_norm_eps", self.rms_norm_eps)
         self._check_across_groups()
+
+    @property
+    def context_label(self) -> str:
+        """The context as the site names it, from ``context_claim``.
+
+        One of ``"trained context"``, ``"supported context"`` and ``"configured
+        context"``.
+
+        >>> from attention import MODELS
+        >>> MODELS["Llama 3 8B"].context_label, MODELS["DeepSeek-V4-Flash"].context_label
+        ('trained context', 'supported context')
+        """
+        return f"{self.context_claim} context"
 
     def _check_across_groups(self) -> None:
         """What no group can check alone: how it fits the model's layers and the other

@@ -200,7 +200,8 @@ def facts_from_config(
     ModelFacts
         ``source`` and ``context_source`` say the facts come from a config;
         ``trained_context`` is ``max_position_embeddings`` unless given, which a
-        config cannot tell apart.
+        config cannot tell apart (``context_claim`` ``"configured"``; ``"trained"``
+        when given).
 
     Raises
     ------
@@ -288,6 +289,7 @@ def facts_from_config_object(
         context_source = "none: the config sets no position limit, and none was given"
     else:
         fields["trained_context"] = fields["max_position_embeddings"]
+        fields["context_claim"] = "configured"  # the config's limit, not a length trained
     return ModelFacts(
         name=name or model_type,
         checkpoint=checkpoint,

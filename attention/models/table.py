@@ -877,6 +877,7 @@ _ENTRIES = (
         "supports a context of 256K, but is configured in Hugging Face for 128K "
         "(max_position_embeddings); the table keeps the configured 128K, as it keeps no "
         "context past the positions the config allows",
+        context_claim="configured",
         attention_bias=False,
         rms_norm_eps=None,
         rope=Rope(theta=50000.0, nope_every=4),
@@ -1004,6 +1005,7 @@ _ENTRIES = (
         trained_context=196608,
         context_source="the config's max_position_embeddings: no source read here gives "
         "the length MiniMax-M2 was trained on",
+        context_claim="configured",
         attention_bias=False,
         rms_norm_eps=1e-6,
         rope=Rope(theta=5_000_000.0, partial_rotary_factor=0.5),
@@ -1120,6 +1122,7 @@ _ENTRIES = (
         context_source="the model card of deepseek-ai/DeepSeek-V4-Flash, which says the model "
         "supports a context length of 1M tokens (max_position_embeddings 1,048,576 in its "
         "config.json); it gives no length trained on",
+        context_claim="supported",
         attention_bias=False,
         rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
@@ -1166,6 +1169,7 @@ _ENTRIES = (
         trained_context=1048576,
         context_source="the config's max_position_embeddings (1,048,576), as "
         "DeepSeek-V4-Flash's: no source read here gives another length",
+        context_claim="configured",
         attention_bias=False,
         rms_norm_eps=1e-6,
         rope=Rope(theta=10000.0, partial_rotary_factor=0.125),
@@ -1235,6 +1239,7 @@ _ENTRIES = (
         "using FP8 mixed precision and native 32k seq length. The context window supports "
         "up to 256k length' (the technical report, arXiv 2601.02780: native 32k, then "
         "extended to 256k); 256k is the config's 262,144 positions",
+        context_claim="supported",
         attention_bias=False,
         rms_norm_eps=1e-5,
         rope=Rope(theta=5_000_000.0, local_theta=10000.0, partial_rotary_factor=0.334),
@@ -1308,6 +1313,7 @@ _ENTRIES = (
         "the technical report (arXiv 2512.20848) say the model supports contexts of up to "
         "1M tokens, past the config's limit; no source read here gives the length it was "
         "trained on",
+        context_claim="configured",
         attention_bias=False,
         rms_norm_eps=None,
         mamba=Mamba(
@@ -1396,6 +1402,7 @@ _ENTRIES = (
         trained_context=448,
         context_source="the config's max_target_positions: the decoder's learned position "
         "table has no row further",
+        context_claim="configured",
         attention_bias=False,
         rms_norm_eps=None,
         learned_positions=True,

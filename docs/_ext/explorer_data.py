@@ -369,6 +369,7 @@ def calculator_view() -> dict:
                 "page": f"models/{slug(facts.name)}.html",
                 "layers": facts.layers,
                 "trained_context": facts.trained_context,
+                "context_label": facts.context_label,  # trained, supported or configured
                 "max_position_embeddings": facts.max_position_embeddings,
                 "parameters": facts.weights.parameters if facts.weights else None,
                 "encoder": facts.bidirectional,

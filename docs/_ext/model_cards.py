@@ -14,7 +14,8 @@ A card holds:
   linked to the chapter section that builds it;
 * the layer strip (:func:`attention.figures.layers.layer_strips`), with alt text computed
   from the layers, and the strip as text (:func:`attention.models.layer_strip`);
-* the cache of one sequence at 8k, 32k and 128k tokens and at the trained context,
+* the cache of one sequence at 8k, 32k and 128k tokens and at the model's context (trained,
+  supported or configured, as its source says: ``context_claim``),
   in bf16 and fp8, with the fixed state, and per kind of layer;
 * the weights, where the table cites a parameter count;
 * the config fields that matter, each linked to the glossary (``docs/glossary.md``);
@@ -82,8 +83,15 @@ logger = logging.getLogger(__name__)
 
 FOLDER = "models"  # under docs/
 STRIPS = "_strips"  # under docs/models/: the figures
-#: The contexts every card gives the cache at, besides the model's trained context.
+#: The contexts every card gives the cache at, besides the model's own context.
 CONTEXTS = (8 * 1024, 32 * 1024, 128 * 1024)
+#: What a cache row past the model's context is not, by what its source says of it
+#: (``ModelFacts.context_claim``).
+PAST_CONTEXT = {
+    "trained": "what the model was trained to read",
+    "supported": "what its release says it reads",
+    "configured": "positions its config allows",
+}
 CACHE_DTYPES = ("bf16", "fp8")
 WEIGHT_DTYPES = ("bf16", "fp8", "int4")
 STATE_DTYPE = "fp32"  # transformers keeps the recurrent states in float32
@@ -696,7 +704,7 @@ def unusual(facts: ModelFacts) -> list[str]:
         windows = [m.local.window for m in MODELS.values() if isinstance(m.local, Sliding)]
         text = (
             f"Its sliding window is only {window:,} tokens, 1/{facts.trained_context // window:,} "
-            f"of its trained context of {facts.trained_context:,}"
+            f"of its {facts.context_label} of {facts.trained_context:,}"
         )
         if window == min(windows):
             text += ", the smallest window in the site's table"
@@ -885,8 +893,9 @@ def unusual(facts: ModelFacts) -> list[str]:
 
 
 def contexts(facts: ModelFacts) -> list[int]:
-    """The contexts of the card's cache table: 8k, 32k, 128k and the trained context, in
-    order, those the config's positions allow."""
+    """The contexts of the card's cache table: 8k, 32k, 128k and the model's context (its
+    trained, supported or configured one: ``context_claim``), in order, those the
+    config's positions allow."""
     trained = {facts.trained_context} if facts.trained_context is not None else set()
     wanted = sorted({*CONTEXTS, *trained})  # none: a config with no positions (Mamba-2)
     limit = facts.max_position_embeddings  # None: ALiBi, no limit
@@ -997,7 +1006,7 @@ def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
 
     The parameters; the weights (as released first, where the release quantizes some
     and the split is known, then in bf16); one sequence's cache in bf16 at 8k, 32k,
-    128k and the trained context; and weights plus that last cache.
+    128k and the model's context (``context_label``); and weights plus that last cache.
     """
     rows = []
     counted = parameters_of(facts)
@@ -1016,12 +1025,14 @@ def key_numbers(facts: ModelFacts) -> list[tuple[str, str]]:
         for tokens, by_dtype in cache_rows(facts):
             label = f"cache at {tokens_text(tokens)} tokens"
             if tokens == facts.trained_context:
-                label += ", its trained context"
+                label += f", its {facts.context_label}"
             rows.append((label, size(by_dtype["bf16"])))
     if facts.trained_context is None:  # no trained context known: no total (Mamba-2)
         return rows
     trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
-    context = "no cache: an encoder" if facts.bidirectional else "the cache at its trained context"
+    context = (
+        "no cache: an encoder" if facts.bidirectional else f"the cache at its {facts.context_label}"
+    )
     if weights is not None:
         for key, label in (("released", "as released"), ("bf16", "in bf16")):
             if key in weights:
@@ -1102,7 +1113,7 @@ def cache_section(facts: ModelFacts) -> list[str]:
     for tokens, by_dtype in cache_rows(facts):
         label = tokens_text(tokens)
         if tokens == facts.trained_context:
-            label += ", its trained context"
+            label += f", its {facts.context_label}"
         rows.append((label, *(size(by_dtype[d]) for d in CACHE_DTYPES)))
     lines += _table(("tokens", "cache, bf16", "cache, fp8"), rows)
     limit = facts.max_position_embeddings
@@ -1112,8 +1123,8 @@ def cache_section(facts: ModelFacts) -> list[str]:
     past = [t for t in contexts(facts) if known and t > facts.trained_context]
     if past:
         notes.append(
-            f"Past its trained context of {facts.trained_context:,} tokens, a row gives "
-            "what the cache would hold, not what the model was trained to read."
+            f"Past its {facts.context_label} of {facts.trained_context:,} tokens, a row "
+            f"gives what the cache would hold, not {PAST_CONTEXT[facts.context_claim]}."
         )
     if beyond:
         notes.append(
@@ -1137,7 +1148,8 @@ def cache_section(facts: ModelFacts) -> list[str]:
         trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
         lines += [
             "",
-            f"At its trained context, {facts.trained_context:,} tokens, in bf16, by kind of layer:",
+            f"At its {facts.context_label}, {facts.trained_context:,} tokens, in bf16, "
+            "by kind of layer:",
             "",
         ]
         lines += _table(
@@ -1220,7 +1232,7 @@ def card(facts: ModelFacts) -> str:
         if facts.trained_context is not None:  # none known for Mamba-2 alone
             trained = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE)
             text += (
-                ". With one sequence's cache at its trained context, in bf16: "
+                f". With one sequence's cache at its {facts.context_label}, in bf16: "
                 f"{size(weights['bf16'] + trained.cache)}"
             )
         lines += [text + "."]
@@ -1273,7 +1285,7 @@ def card(facts: ModelFacts) -> str:
         "## Sources",
         "",
         f"- The config: {linked(facts.source)}",
-        f"- The trained context: {linked(facts.context_source)}",
+        f"- The {facts.context_label}: {linked(facts.context_source)}",
     ]
     if facts.class_defaults:
         lines.append(
@@ -1343,7 +1355,7 @@ def cache_alt(facts: list[ModelFacts]) -> str:
         parts.append(
             f"{m.name} grows by {size(growing)} a token"
             + (f" beyond {size(capped + fixed)} capped or fixed" if capped + fixed else "")
-            + f" and reaches {size(at)} at its trained context of {m.trained_context:,} tokens"
+            + f" and reaches {size(at)} at its {m.context_label} of {m.trained_context:,} tokens"
         )
     return (
         "One sequence's cache in bf16 against the context, doubling from 1,024 tokens, "
@@ -1395,10 +1407,14 @@ def compare_page(names: tuple[str, ...]) -> str:
                 ),
             )
         )
-    rows.append(("trained context", *(tokens_text(m.trained_context) for m in facts)))
+    # Each model's context as its source gives it: trained, supported or configured
     rows.append(
-        ("cache at the trained context", *(size(bill(m, m.trained_context).cache) for m in facts))
+        (
+            "context (as its source gives it)",
+            *(f"{tokens_text(m.trained_context)}, {m.context_claim}" for m in facts),
+        )
     )
+    rows.append(("cache at that context", *(size(bill(m, m.trained_context).cache) for m in facts)))
     lines += _table(("", *names), rows)
     lines += [
         "",
@@ -1523,7 +1539,7 @@ def index_page() -> str:
         "",
         "A page per model of the site's table ({data}`~attention.models.table.MODELS`): "
         "its attention in one recipe, its layers, its cache at 8k, 32k and 128k tokens "
-        "and at its trained context, its weights, its config fields and what is unusual "
+        "and at its own context, its weights, its config fields and what is unusual "
         "about it. Every page is computed from the table each time the site is built; "
         "a model added to the table gets its page. The same numbers for any "
         "`config.json`, from a terminal:",
@@ -1536,15 +1552,17 @@ def index_page() -> str:
         "for what a config field means, the {doc}`glossary </glossary>`; for every model "
         "beside the chapters that build its parts, with its cache, layers and heads, "
         "{doc}`/which-model-uses-what`. Below, the cache "
-        "of one sequence at the model's trained context, in bf16, and what it adds per "
-        "token once its local layers are full.",
+        "of one sequence at the model's context, in bf16, and what it adds per "
+        "token once its local layers are full. A model's context is the one its source "
+        "gives: the length it was trained at, the length its release says it supports, "
+        "or its config's limit where no source gives one.",
         "",
     ]
     rows = []
     for facts in MODELS.values():
         growing, _, _ = cache_profile(facts)
         cache_at = bill(facts, facts.trained_context, state_dtype=STATE_DTYPE).cache
-        at = f"{size(cache_at)} at {facts.trained_context:,}"
+        at = f"{size(cache_at)} at {facts.trained_context:,}, {facts.context_claim}"
         rows.append(
             (
                 f"{{doc}}`{facts.name} <{slug(facts.name)}>`",
@@ -1556,7 +1574,7 @@ def index_page() -> str:
             )
         )
     lines += _table(
-        ("model", "year", "layers", "attention", "cache per token", "cache at trained context"),
+        ("model", "year", "layers", "attention", "cache per token", "cache at its context"),
         rows,
     )
     return "\n".join(lines + hidden_toctree(slug(facts.name) for facts in MODELS.values()))

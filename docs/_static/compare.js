@@ -66,7 +66,10 @@
     var value = [{}, {}];
     [a, b].forEach(function (model, i) {
       model.key.forEach(function (row) {
-        var label = row[0].replace(/, its trained context$/, "");
+        // Each model names its context as its source does (trained, supported or
+        // configured): the rows line up on the context alone.
+        var label = row[0].replace(/, its (trained|supported|configured) context$/, "")
+          .replace(/its (trained|supported|configured) context$/, "its context");
         if (labels.indexOf(label) < 0) labels.push(label);
         value[i][label] = row[1];
       });
@@ -86,7 +89,7 @@
     });
   }
 
-  // Both caches against the context, log scales, a dot at each trained context.
+  // Both caches against the context, log scales, a dot at each model's own context.
   function plot(a, b) {
     var width = 640, height = 320, left = 64, right = 16, top = 16, bottom = 48;
     var all = a.cache.concat(b.cache);
@@ -126,7 +129,7 @@
       svg.appendChild(tick);
     }
     var xTitle = svgElement("text", { x: (left + width - right) / 2, y: height - 8, "text-anchor": "middle", class: "mc-axis" });
-    xTitle.textContent = "tokens of context (a dot: the trained context)";
+    xTitle.textContent = "tokens of context (a dot: each model's context, as its source says)";
     svg.appendChild(xTitle);
     var yTitle = svgElement("text", { x: 14, y: (top + height - bottom) / 2, "text-anchor": "middle", class: "mc-axis", transform: "rotate(-90 14 " + (top + height - bottom) / 2 + ")" });
     yTitle.textContent = "cache (GiB, bf16)";

@@ -652,7 +652,7 @@
       if (m.encoder) notes.unshift("An encoder attends both ways and generates nothing: it keeps no cache.");
       const limit = m.max_position_embeddings; // null: ALiBi, no limit
       if (limit !== null && st.tokens > limit) notes.unshift(`Beyond the ${limit.toLocaleString("en-US")} positions its config allows.`);
-      else if (st.tokens > m.trained_context) notes.unshift(`Beyond its trained context of ${m.trained_context.toLocaleString("en-US")} tokens.`);
+      else if (st.tokens > m.trained_context) notes.unshift(`Beyond its ${m.context_label} of ${m.trained_context.toLocaleString("en-US")} tokens.`);
       note.textContent = notes.join(" ");
     }
 

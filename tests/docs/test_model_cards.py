@@ -10,6 +10,7 @@ here, at every context a card gives.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -345,7 +346,8 @@ def key_rows(page: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", list(MODELS))
 def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
     """Above the recipe, every card gives its parameters, its weights, its cache at 8k,
-    32k, 128k and its trained context, and the total, each the bill's to its digit."""
+    32k, 128k and its context (named as its source gives it: trained, supported or
+    configured), and the total, each the bill's to its digit."""
     facts = MODELS[name]
     page = generated[f"{slug(name)}.md"]
     assert page.index("Key numbers") < page.index("## Its attention")
@@ -376,8 +378,9 @@ def test_the_key_numbers_open_the_card_and_are_the_bill(name, generated):
     for tokens, shown in cache.items():
         assert_bytes(shown, bill(facts, tokens).cache)
     assert f"cache at {facts.trained_context:,}" in page
+    assert any(what.endswith(f", its {facts.context_claim} context") for what in rows)
     if parameters is not None:
-        total = rows["total: weights in bf16 and the cache at its trained context"]
+        total = rows[f"total: weights in bf16 and the cache at its {facts.context_claim} context"]
         exact = bill(facts, facts.trained_context, parameters=parameters)
         assert_bytes(total, exact.weights + exact.cache)
 
@@ -440,8 +443,10 @@ def test_a_comparison_s_numbers_are_the_bill_and_its_differences_the_recipes(nam
                 assert cell == "–"
             else:
                 assert_bytes(cell, bill(m, tokens).cache)
-    for m, cell in zip(facts, rows["cache at the trained context"], strict=True):
+    for m, cell in zip(facts, rows["cache at that context"], strict=True):
         assert_bytes(cell, bill(m, m.trained_context).cache)
+    for m, cell in zip(facts, rows["context (as its source gives it)"], strict=True):
+        assert cell.endswith(f", {m.context_claim}")
     recipes = table(page, "|  | " + " | ".join(names) + " |  |")
     assert [row[0] for row in recipes] == list(TOPICS.values())
     for row, topic in zip(recipes, TOPICS, strict=True):
@@ -480,3 +485,45 @@ def test_the_compare_page_embeds_its_data_safely(generated):
     embedded = compare.split('id="model-compare-data">')[1].split("</script>")[0]
     assert "</" not in embedded
     assert json.loads(embedded.replace("<\\/", "</")) == json.loads(json.dumps(compare_data()))
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V4-Flash", "Llama 3 8B", "MiniMax-M2"])
+def test_a_card_names_the_context_as_its_source_gives_it(name, generated):
+    """DeepSeek-V4-Flash's card says its 1M tokens are supported, not trained, as its
+    release says; Llama 3's 8k is trained; MiniMax-M2's is its config's limit. The word
+    comes from the entry's ``context_claim``, never from the model's name."""
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    claim = {"DeepSeek-V4-Flash": "supported", "Llama 3 8B": "trained"}.get(name, "configured")
+    assert facts.context_claim == claim
+    assert f"its {claim} context" in page and f"- The {claim} context: " in page
+    others = {"trained", "supported", "configured"} - {claim}
+    assert not any(f"its {other} context" in page for other in others)
+    # The same card from the same facts with another claim says the other word
+    changed = dataclasses.replace(facts, context_claim=sorted(others)[0])
+    assert f"its {sorted(others)[0]} context" in card(changed)
+
+
+@pytest.mark.parametrize("name", [n for n, m in MODELS.items() if m.compressed is not None])
+def test_a_deepseek_v4_page_links_chapter_22b_for_each_compressed_kind_and_draws_its_strip(
+    name, generated
+):
+    """Issue 43: each of DeepSeek-V4's compressed layer kinds (CSA, HCA) links the chapter
+    that builds it, in the layer list and the notes, and the page draws the strip of its
+    layers, every kind coloured (``layer_strips`` knows them), and spells it as text."""
+    facts = MODELS[name]
+    page = generated[f"{slug(name)}.md"]
+    chapter = "</chapters/22b-compressed-attention>`"
+    layers = next(line for line in page.splitlines() if line.startswith(f"- {facts.layers} layers"))
+    for kind, label in (
+        ("compressed_sparse_attention", "compressed sparse"),
+        ("heavily_compressed_attention", "heavily compressed"),
+    ):
+        count = facts.layer_types.count(kind)
+        assert count and f"{count} {{doc}}`{label} {chapter}" in layers, (kind, layers)
+    notes = page.split("## What is unusual about it")[1].split("\n## ")[0]
+    assert f"{{doc}}`compressed attention {chapter}" in notes
+    assert model_cards.can_draw(facts)
+    assert f":::{{figure}} {STRIPS}/{slug(name)}.png" in page
+    strip = page.split("```text\n")[1].split("\n")[0]
+    assert len(strip) == facts.layers and set(strip) <= {"S", "K", "X"} and {"K", "X"} <= set(strip)
