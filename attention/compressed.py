@@ -308,7 +308,7 @@ class CompressedIndexer(nn.Module):
 
     It makes entries of its own, smaller ones (``head_dim`` numbers, a
     :class:`TokenCompressor` with overlapping groups), and scores each against each
-    query as DeepSeek-V3.2's indexer scores keys (chapter 22):
+    query as DeepSeek-V3.2's indexer scores keys (chapter 24):
 
     ``score[s, w] = sum_h weight[s, h] * relu(q[s, h] . entry[w]) / sqrt(head_dim)``,
 

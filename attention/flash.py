@@ -8,7 +8,7 @@ and in the backward pass recomputes each block of weights, ``exp(scores - lse)``
 it needs it. :func:`tiled_attention_backward` is that backward pass in plain PyTorch;
 :func:`flash_attention` ties it to the tiled forward pass with a
 ``torch.autograd.Function``, so that ``.backward()`` works and the tensors saved for it
-grow with ``num_tokens * head_dim``, not ``num_tokens ** 2``. Chapter 27 follows it.
+grow with ``num_tokens * head_dim``, not ``num_tokens ** 2``. Chapter 33 follows it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ over all of them: each is weighted by its share of the softmax's denominator,
 softmax's step (chapter 7), written once: :func:`merge_attention_states`. It is what
 flash-decoding does across splits of a long cache (:func:`split_kv_attention`), what
 ring attention does across processes (:func:`~attention.ring.ring_attention`), and
-what a paged kernel can do across the blocks of a block table. Chapter 28 follows it.
+what a paged kernel can do across the blocks of a block table. Chapter 34 follows it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Llama 4's NoPE layers: no rotation, and queries that warm with their position.
 
-Llama 4 leaves RoPE out of every fourth layer (chapter 17b's NoPE). With no position
+Llama 4 leaves RoPE out of every fourth layer (chapter 18's NoPE). With no position
 in the scores, a query far into a long text competes with ever more keys, and its
 softmax flattens; Llama 4 scales each query up with the logarithm of its position
 to keep it sharp (``attn_temperature_tuning``).

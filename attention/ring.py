@@ -14,7 +14,7 @@ With a causal mask the contiguous split is unbalanced: the last process's querie
 every block, the first's only their own. The *zigzag* order gives process ``r`` the
 chunks ``r`` and ``2 * world_size - 1 - r`` of ``2 * world_size`` equal chunks, one
 early and one late, so that every process computes the same number of scores
-(:func:`ring_work`). Chapter 28 follows it.
+(:func:`ring_work`). Chapter 34 follows it.
 """
 
 from __future__ import annotations

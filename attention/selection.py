@@ -1,12 +1,12 @@
 """Selected attention: each query reads the blocks of keys an indexer picks.
 
-Chapter 22's indexer (DeepSeek-V3.2) picks single keys. The newer members of the
+Chapter 24's indexer (DeepSeek-V3.2) picks single keys. The newer members of the
 family pick *blocks* of keys, which suits the hardware: a block of 128 keys is one
 contiguous read. Two ways of scoring a block are taught here, each as
 ``transformers`` computes it.
 
 * **Block top-k** (MiniMax-M3; the NSA and MoBA line). A small indexer scores every
-  key, as chapter 22's does; the scores are max-pooled into blocks of ``block_size``
+  key, as chapter 24's does; the scores are max-pooled into blocks of ``block_size``
   keys; each query keeps its ``top_k_blocks`` best blocks, among which its
   ``local_blocks`` nearest always count. :func:`~attention.pool_block_scores`,
   :func:`~attention.select_blocks` and :func:`~attention.block_sparse_attention` are

@@ -1,6 +1,6 @@
 """Gemma 4's last layers: queries of their own over an earlier layer's keys and values.
 
-Chapter 18's sharing across layers: a layer that ``num_kv_shared_layers`` covers
+Chapter 19's sharing across layers: a layer that ``num_kv_shared_layers`` covers
 computes no keys or values and caches nothing; it reuses those of the last earlier
 layer of its kind.
 """

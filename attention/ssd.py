@@ -9,7 +9,7 @@ heads. The head's decay rate ``A < 0`` is fixed. Per token::
     S_t = a_t S_{t-1} + dt_t x_t B_tᵀ     forget a little, write x_t under B_t
     y_t = S_t C_t + D x_t                 read with C_t, plus a skip
 
-That is chapter 20's decayed linear attention with ``C`` as the query, ``B`` as the key
+That is chapter 21's decayed linear attention with ``C`` as the query, ``B`` as the key
 and ``dt · x`` as the value. Unrolled, ``y_t = Σ_{s ≤ t} L[t, s] (C_t · B_s) dt_s x_s``
 with ``L[t, s] = a_{s+1} ⋯ a_t``: masked attention whose mask ``L`` is
 *1-semiseparable* (:func:`~attention.semiseparable_mask`). :func:`~attention.mamba2_ssd`

@@ -4,8 +4,8 @@
 plain PyTorch, without ever holding the ``(num_tokens, num_tokens)`` score matrix:
 chapter 7 follows it step by step. With ``return_lse=True`` it also returns the
 log-sum-exp of each query's scores, the one number per query from which the backward
-pass (:mod:`attention.flash`, chapter 27) recomputes any block of weights, and with
-which partial results over different keys merge (:mod:`attention.merge`, chapter 28).
+pass (:mod:`attention.flash`, chapter 33) recomputes any block of weights, and with
+which partial results over different keys merge (:mod:`attention.merge`, chapter 34).
 """
 
 from __future__ import annotations

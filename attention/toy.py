@@ -1,8 +1,8 @@
 """The site's trained toy: one attention layer that recalls a fact, trained in seconds.
 
 Some chapters need what only a *trained* model has: keys and values it computed, and a
-task where losing a token shows. Chapter 16 asks where its attention goes, chapter 26
-quantizes its cache and chapter 26a evicts from it. They all use this one model,
+task where losing a token shows. Chapter 16 asks where its attention goes, chapter 30
+quantizes its cache and chapter 31 evicts from it. They all use this one model,
 trained here with a fixed seed, so that a number on one page is the same model's as on
 the other.
 

@@ -1,4 +1,4 @@
-"""FlashAttention, the whole algorithm: what the tiled form costs and saves (chapters 27, 28).
+"""FlashAttention, the whole algorithm: what the tiled form costs and saves (chapters 33, 34).
 
 Three comparisons, each in paired alternating rounds (every round times each side, the
 order reversed every other round; the first ``--warmup`` rounds are dropped; ratios
@@ -18,7 +18,7 @@ are taken round by round and their medians reported):
 ``--device cuda`` times something else, on a GPU: the backward pass (and forward +
 backward) of :func:`~attention.flash_attention` against SDPA's flash backend
 (``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``) in float16 and bfloat16, with peak
-memory, and writes the JSON that chapter 27 draws (``docs/benchmarks/flash-gpu.json``).
+memory, and writes the JSON that chapter 33 draws (``docs/benchmarks/flash-gpu.json``).
 
 Timings on a shared machine are noisy: the JSON has the CPU's model, versions and the
 load average before and after. A missed expectation is reported, not an error.

@@ -84,5 +84,5 @@ print(
 # %%
 # Below about a thousand tokens the state is the larger of the two; past that, every
 # token adds to the cache and nothing to the state. What the state gives up for its
-# fixed size is recall: chapter 19 measures it, by storing key-value pairs and
+# fixed size is recall: chapter 20 measures it, by storing key-value pairs and
 # reading them back.

@@ -486,7 +486,7 @@ def test_a_top_k_that_keeps_every_entry_makes_the_indexer_a_no_op():
 
 
 def test_our_csa_layer_always_applies_its_top_k_where_transformers_needs_a_mask():
-    """A difference, pinned (chapter 22b's proof dropdown): ``DeepseekV4Attention`` joins
+    """A difference, pinned (chapter 25's proof dropdown): ``DeepseekV4Attention`` joins
     the indexer's picks (``block_bias``) to the mask only when it is given a mask tensor
     (``if isinstance(attention_mask, torch.Tensor) ...`` in its ``forward``). Given
     ``attention_mask=None``, a CSA layer of ``transformers`` reads every complete entry;

@@ -773,7 +773,7 @@ def small_sizes(facts) -> Sizes:
     return SMALL
 
 
-BUILT = [  # an encoder's layers are not causal: no recipe (chapter 29 builds them)
+BUILT = [  # an encoder's layers are not causal: no recipe (chapter 35 builds them)
     name
     for name, facts in MODELS.items()
     if facts.positions == "rope"

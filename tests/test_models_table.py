@@ -685,9 +685,9 @@ def test_parameter_counts_are_those_of_the_full_model(name: str) -> None:
 NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     ("docs/chapters/13-latent-attention.md", 128): "the Part II capstone's toy Llama "
     "layer, 128 features wide so that it runs at once; no model's head size",
-    ("docs/chapters/18-shared-keys-and-values.md", 256): "the Part III capstone's toy "
+    ("docs/chapters/19-shared-keys-and-values.md", 256): "the Part III capstone's toy "
     "width, smaller than gpt-oss-20b's for a quick run; no model's head size",
-    ("docs/chapters/23-what-each-layer-costs.md", 20): "the Part IV capstone runs 10 "
+    ("docs/chapters/27-what-each-layer-costs.md", 20): "the Part IV capstone runs 10 "
     "tokens, then 20, to show the state keeps its size; no model's shared layers",
     ("docs/chapters/14-longer-contexts.md", 16): "the toy head of 16 features the pairing "
     "figure draws, small enough to label every feature; no model's head count",
@@ -701,9 +701,9 @@ NOT_MODEL_FACTS: dict[tuple[str, int], str] = {
     "product, 2048 by 2048, sets the roofline; no model's hidden size",
     ("docs/chapters/08-kv-cache.md", 192): "the decode race writes 192 tokens with a toy "
     "model; not DeepSeek-V3's key size",
-    ("docs/chapters/24-paged-kv-cache.md", 4096): "the serving batch's reservation per "
+    ("docs/chapters/28-paged-kv-cache.md", 4096): "the serving batch's reservation per "
     "request, benchmarks/workload.py's MAX_LENGTH; no model's number",
-    ("docs/chapters/22-sparse-attention.md", 448): "float8_e4m3's largest finite number; "
+    ("docs/chapters/24-sparse-attention.md", 448): "float8_e4m3's largest finite number; "
     "not Whisper's decoder positions",
 }
 

@@ -19,17 +19,17 @@ shape or text as well as colour.
   splitting heads, the paper's diagram, a decoder block, a layer's anatomy (Part I,
   chapters 8, 14 and 15).
 * :mod:`~attention.figures.caches`: a KV cache growing, latent attention, a paged
-  pool, packed requests (chapters 8, 13, 24 and 25).
+  pool, packed requests (chapters 8, 13, 28 and 29).
 * :mod:`~attention.figures.layers`: layer strips, rotary pairs, sinks and gates,
-  sparse attention's picks (chapters 14, 16 to 18, and 21 to 23).
+  sparse attention's picks (chapters 14, 16 to 19, and 22 to 27).
 * :mod:`~attention.figures.compressed`: DeepSeek-V4's compressed entries and what its
-  cache holds while decoding (chapter 22b).
+  cache holds while decoding (chapter 25).
 * :mod:`~attention.figures.recurrent`: the delta rule and Gated DeltaNet (chapters
-  20 and 21).
+  21 and 22).
 * :mod:`~attention.figures.flash`: the online softmax's tiles, the backward pass's
-  blocks, one merge, a ring (chapters 7, 27 and 28).
+  blocks, one merge, a ring (chapters 7, 33 and 34).
 * :mod:`~attention.figures.serving`: the serving engine's steps and its pool over
-  time (chapter 26b).
+  time (chapter 32).
 
 Everything public is importable from here:
 

@@ -654,7 +654,7 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
         ),
         (
             "scores q · k",
-            (2, 22),
+            (2, 24),
             True,
             [
                 (
@@ -679,7 +679,7 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
         ),
         (
             "mask",
-            (3, 12, 17),
+            (3, 12, 17, 18),
             True,
             [
                 ("sliding", local(Sliding), "sliding_attention"),
@@ -689,7 +689,7 @@ def _anatomy_steps(facts: Sequence) -> list[tuple[str, tuple[int, ...], bool, li
         ("softmax (+ sink)", (16,), True, [("sink", scores(lambda s: s.sinks), None)]),
         (
             "weights · V",
-            (2, 18),
+            (2, 19),
             True,
             [
                 (

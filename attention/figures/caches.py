@@ -3,8 +3,8 @@
 A KV cache through prefill and decode, one row per step (:func:`kv_cache_growth`,
 chapter 8); multi-head latent attention's data flow, the latent it caches instead of
 keys and values (:func:`latent_flow`, chapter 13); a paged cache's pool of blocks and
-its block tables (:func:`paged_blocks`, chapter 24); requests padded against packed
-(:func:`packing_diagram`, chapter 25). Each is drawn from the package's own objects
+its block tables (:func:`paged_blocks`, chapter 28); requests padded against packed
+(:func:`packing_diagram`, chapter 29). Each is drawn from the package's own objects
 (a real :class:`~attention.KVCache`, a :class:`~attention.PagedKVCache` as it is, a
 model's facts), so it shows what the code does.
 

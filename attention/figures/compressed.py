@@ -1,4 +1,4 @@
-"""DeepSeek-V4's compressed attention, drawn from the package (chapter 22b).
+"""DeepSeek-V4's compressed attention, drawn from the package (chapter 25).
 
 * :func:`compression_pipeline`: which tokens each compressed entry is made of, found by
   changing each token and watching which entries of a real

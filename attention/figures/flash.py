@@ -3,10 +3,10 @@ pass, one merge, a ring.
 
 The score matrix cut into tiles, with each row's running maximum and sum after each
 block of keys (:func:`tiled_scores`, chapter 7); the blocks the backward pass visits,
-computed, masked or skipped (:func:`backward_blocks`, chapter 27); two partial
-softmaxes merged by their log-sum-exps (:func:`merge_picture`, chapter 28); a ring of
+computed, masked or skipped (:func:`backward_blocks`, chapter 33); two partial
+softmaxes merged by their log-sum-exps (:func:`merge_picture`, chapter 34); a ring of
 processes passing their keys and values, step by step (:func:`ring_steps`, chapter
-28), with the work :func:`~attention.ring.ring_work` counts.
+34), with the work :func:`~attention.ring.ring_work` counts.
 
 >>> import matplotlib.pyplot as plt
 >>> from attention.figures import ring_steps

@@ -2,11 +2,11 @@
 
 A model's layers as a strip of cells, one colour per kind, with the layers that skip
 RoPE and those that reuse another layer's keys and values (:func:`layer_strips`,
-:func:`kv_sources`: chapters 17, 18, 21 and 23, and every model's card); which
+:func:`kv_sources`: chapters 17, 19, 22 and 27, and every model's card); which
 features RoPE turns together, proportional against partial (:func:`rotary_pairs`,
 chapter 14); a sink and an output gate on one query's row (:func:`sink_and_gate`,
 chapter 16); DeepSeek Sparse Attention's indexer, picks and weights
-(:func:`dsa_pipeline`, chapter 22). The numbers come from the package's own functions
+(:func:`dsa_pipeline`, chapter 24). The numbers come from the package's own functions
 and from :data:`attention.models.table.MODELS`.
 
 >>> import matplotlib.pyplot as plt

@@ -2,9 +2,9 @@
 
 One token of the delta rule, the state before, the rank-one write and the state after
 (:func:`delta_rule_step`), and its chunked form, parallel inside a chunk and
-sequential between (:func:`delta_chunks`), both in chapter 20; a Gated DeltaNet layer
+sequential between (:func:`delta_chunks`), both in chapter 21; a Gated DeltaNet layer
 as a block diagram at a real model's sizes (:func:`gated_deltanet_diagram`, chapter
-21). The numbers drawn are those :func:`~attention.gated_delta_rule` computes.
+22). The numbers drawn are those :func:`~attention.gated_delta_rule` computes.
 
 >>> import matplotlib.pyplot as plt
 >>> from attention.figures import delta_chunks

@@ -2,7 +2,7 @@
 
 Both read the :class:`~attention.serving.StepRecord` list an
 :class:`~attention.serving.Engine` keeps (``engine.records``), so a page draws what
-the engine did, not a picture of what it might do (chapter 26b).
+the engine did, not a picture of what it might do (chapter 32).
 """
 
 from __future__ import annotations

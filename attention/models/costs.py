@@ -222,7 +222,7 @@ def bill(
     plus the cache in ``cache_dtype`` (its recurrent states in ``state_dtype``).
 
     Counts numbers times bits: the scales and zero points a quantized cache or weights
-    also keep (chapter 26) are not counted. ``parameters`` defaults to the count the
+    also keep (chapter 30) are not counted. ``parameters`` defaults to the count the
     facts hold (``facts.weights.parameters``).
 
     Examples

@@ -397,8 +397,8 @@ class Latent(_Group):
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Indexer(_Group):
     """An indexer that picks the keys each query reads: DeepSeek Sparse Attention's
-    lightning indexer, which picks single keys (chapter 22), or one that picks blocks
-    of keys (chapter 22c): MiniMax-M3's block top-k (``block_size``) or Qwen4-Exp's
+    lightning indexer, which picks single keys (chapter 24), or one that picks blocks
+    of keys (chapter 26): MiniMax-M3's block top-k (``block_size``) or Qwen4-Exp's
     QSA, a token budget over compressed blocks (``compress_ratio``).
 
     Attributes

@@ -872,7 +872,7 @@ def _read_mamba2(config) -> dict:
     """Mamba-2 on its own: a Mamba-2 mixer in every layer, no attention at all
     (``Mamba2Mixer``, ``expand * hidden_size`` channels in ``num_heads`` heads). Its
     ``num_heads`` and ``head_dim`` are the SSD's: queries ``C`` and keys ``B`` shared by
-    groups of heads, no key or value cached (chapter 21b); no position encoding, no
+    groups of heads, no key or value cached (chapter 23); no position encoding, no
     position limit."""
     inner = int(config.expand * config.hidden_size)
     if inner != config.num_heads * config.head_dim:
@@ -1073,7 +1073,7 @@ MINIMAX_M3_SPARSE = "minimax_m3_sparse"
 def _read_minimax_m3(config) -> dict:
     """MiniMax-M3: grouped-query attention with QK-norm per head (zero-centred, ``1 +
     weight``, the function of a plain RMSNorm) and partial RoPE, and on its
-    ``"minimax_m3_sparse"`` layers a block indexer (chapter 22c): one indexer key per
+    ``"minimax_m3_sparse"`` layers a block indexer (chapter 26): one indexer key per
     token, cached beside the keys and values (``MiniMaxM3VLSparseCacheLayer.idx_keys``),
     the scores max-pooled into blocks of ``index_block_size`` keys, and each query
     reading ``index_topk_blocks`` blocks, its ``index_local_blocks`` nearest among them."""
@@ -1097,7 +1097,7 @@ def _read_minimax_m3(config) -> dict:
 @_reader("qwen4_exp_text")
 def _read_qwen4_exp(config) -> dict:
     """Qwen4-Exp: Gated DeltaNet layers, and gated attention layers with QK-norm per head
-    whose keys QSA picks (chapter 22c): a token budget (``indexer_budget``) spent on
+    whose keys QSA picks (chapter 26): a token budget (``indexer_budget``) spent on
     blocks of ``indexer_compress_ratio`` keys, each scored through the mean of its
     indexer keys; one raw indexer key per token is cached beside the keys and values
     (``DynamicIndexedLayer.indexer_keys``). Its multimodal RoPE gives a text token the

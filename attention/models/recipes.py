@@ -56,7 +56,7 @@ different one is a different model, a ``dataclasses.replace`` of its
 
 An encoder's layers (BERT, ModernBERT) attend both ways, which the causal
 :class:`~attention.GroupedQueryAttention` does not: :func:`~attention.models.layer_for`
-refuses them, and chapter 29 builds them from :func:`~attention.attend`.
+refuses them, and chapter 35 builds them from :func:`~attention.attend`.
 
 Every recipe is checked against the ``transformers`` class of its model, the
 weights copied, in float64 to 1e-10 (``tests/test_models_recipes.py``).
@@ -517,7 +517,7 @@ def gpt_oss_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GroupedQueryAt
 
 def gated_deltanet_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GatedDeltaNet:
     """A Gated DeltaNet layer (Qwen3-Next's and Qwen3.5's linear-attention layers): no
-    keys and values cached, a state of fixed size (chapter 26).
+    keys and values cached, a state of fixed size (chapter 30).
 
     Parameters as :func:`.llama_layer`.
 
@@ -545,7 +545,7 @@ def gated_deltanet_layer(facts: ModelFacts, index: int, sizes: Sizes) -> GatedDe
 
 def mamba2_layer(facts: ModelFacts, index: int, sizes: Sizes) -> Mamba2:
     """A Mamba-2 layer (Nemotron-H's, Bamba's, Granite 4.0's, Zamba2's Mamba layers and
-    Mamba-2's own): no keys and values cached, two states of fixed size (chapter 21b).
+    Mamba-2's own): no keys and values cached, two states of fixed size (chapter 23).
 
     Parameters as :func:`.llama_layer`; every size from ``facts.mamba``, unless
     ``sizes`` gives it.
@@ -692,7 +692,7 @@ def deepseek_v3_layer(facts: ModelFacts, index: int, sizes: Sizes) -> MultiHeadL
 
 def deepseek_v32_layer(facts: ModelFacts, index: int, sizes: Sizes) -> SparseLatentAttention:
     """DeepSeek-V3.2 (and GLM-5): DeepSeek-V3's latent attention over the keys a
-    lightning indexer picks for each query, ``index_topk`` of them (chapter 22).
+    lightning indexer picks for each query, ``index_topk`` of them (chapter 24).
 
     Parameters as :func:`.llama_layer`.
 
@@ -717,7 +717,7 @@ def deepseek_v32_layer(facts: ModelFacts, index: int, sizes: Sizes) -> SparseLat
 
 def deepseek_v4_layer(facts: ModelFacts, index: int, sizes: Sizes) -> CompressedAttention:
     """DeepSeek-V4: one key/value vector per token, serving as key and value, a window
-    with sinks in every layer, and in CSA and HCA layers compressed entries (chapter 22b).
+    with sinks in every layer, and in CSA and HCA layers compressed entries (chapter 25).
 
     The queries come through a latent (``q_lora_rank``) and are normalised per head
     without a scale; the key/value vector by an RMSNorm. RoPE turns the last

@@ -1,12 +1,12 @@
 """Cascade attention: requests that share a prefix read its keys once, together.
 
 When many requests start with the same system prompt, a paged cache stores its keys
-and values once (chapter 24's shared blocks), but plain decoding still reads them once
+and values once (chapter 28's shared blocks), but plain decoding still reads them once
 per request: each request's query walks the shared blocks on its own. Cascade
 attention (FlashInfer's name; vLLM and SGLang have it too) splits each request's keys
 in two. The shared prefix is read in one batched call by every request's queries at
 once; each request's own suffix is read apart. The two partial results are exact
-pieces of one softmax, and chapter 28's log-sum-exp merge,
+pieces of one softmax, and chapter 34's log-sum-exp merge,
 :func:`~attention.merge.merge_attention_states`, joins them: the result is attention
 over prefix and suffix together, to rounding.
 

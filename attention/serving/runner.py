@@ -4,7 +4,7 @@ A serving engine asks its model one question per step: here are some requests'
 next tokens, each request's own number of them, at each request's own positions;
 what comes after each? A request still reading its prompt brings a *chunk* of it,
 one already answering brings the one token it generated last. The runner packs all
-those tokens into one sequence, chapter 25's layout, with ``cu_seqlens`` saying where
+those tokens into one sequence, chapter 29's layout, with ``cu_seqlens`` saying where
 each request's tokens start, and runs the model once over the pack.
 
 Everything between the attention layers (the embedding, the norms, the MLPs, the
@@ -46,7 +46,7 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen3")
 
 
 def cu_seqlens_of(lengths: Sequence[int]) -> list[int]:
-    """Chapter 25's cumulative lengths: 0, then where each packed sequence ends.
+    """Chapter 29's cumulative lengths: 0, then where each packed sequence ends.
 
     >>> cu_seqlens_of([3, 1, 1])
     [0, 3, 4, 5]

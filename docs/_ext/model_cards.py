@@ -187,12 +187,12 @@ RECIPE_LINKS: tuple[tuple[str, str, str], ...] = (
     (r"sliding \(window [\d,]+\)", "ref", "local-global-layers"),
     (r"chunked \(chunk [\d,]+\)", "ref", "chunks-and-nope"),
     (r"local \([\d,]+ positions each side\)", "ref", "bidirectional-local"),
-    (r"Gated DeltaNet", "doc", "20-gated-deltanet"),
+    (r"Gated DeltaNet", "doc", "21-gated-deltanet"),
     (r"Kimi Delta Attention", "ref", "kimi-delta-attention"),
-    (r"Mamba-2", "doc", "21b-mamba2-ssd"),
+    (r"Mamba-2", "doc", "23-mamba2-ssd"),
     (r"Lightning Attention", "ref", "linear-state"),
     (r"DeepSeek Sparse Attention \(top [\d,]+\)", "ref", "index-topk"),
-    (r"compressed sparse|heavily compressed", "doc", "22b-compressed-attention"),
+    (r"compressed sparse|heavily compressed", "doc", "25-compressed-attention"),
     (r"reuse earlier layers' keys and values", "ref", "kv-sharing"),
     (r"keys as values|the key serving as the value", "ref", "keys-as-values"),
     (r"MLA", "doc", "13-latent-attention"),
@@ -810,7 +810,7 @@ def unusual(facts: ModelFacts) -> list[str]:
             f"picks {facts.indexer.top_k:,} for each query, and each heavily compressed layer "
             f"one entry per {c.hca_rate} tokens: its cache grows by "
             f"{size(cache_profile(facts)[0])} per token "
-            f"({doc('22b-compressed-attention', 'compressed attention')})."
+            f"({doc('25-compressed-attention', 'compressed attention')})."
         )
     if facts.indexer is not None and facts.latent is not None:
         notes.append(

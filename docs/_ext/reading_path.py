@@ -7,7 +7,7 @@ so that a chapter added to a Part's toctree shows up everywhere with no other ed
 - **The strip.** Every page of a Part from :data:`STRIP_FROM` on (Part II, chapter 8)
   opens, under its title, with a one-line strip: the Part's name, linked to its first
   page (its landing page), then one small link per page of the Part, labelled with the
-  chapter's number (``8``, ``21b``) and the page's title as a tooltip, the current one
+  chapter's number (``8``, ``23``) and the page's title as a tooltip, the current one
   marked; the landing page is "intro", the recap "recap". It is drawn when the page is
   written (``doctree-resolved``), from the titles Sphinx has read, and fits one or two
   lines on a phone.
@@ -38,7 +38,7 @@ ROMAN = {"I": 1, "V": 5, "X": 10}
 # on over its indented lines.
 MECHANISM = re.compile(r"^- \*\*Mechanism:\*\* (.*?)(?=^\S|^- |\Z)", re.S | re.M)
 SHAPES = re.compile(r"^- Shapes: (.*?)(?=^\S|^- |\Z)", re.S | re.M)
-# A chapter's number, as its title starts: "8. The KV cache", "21b. Mamba-2's SSD".
+# A chapter's number, as its title starts: "8. The KV cache", "23. Mamba-2's SSD".
 NUMBER = re.compile(r"^(\d+[a-z]?)\.\s")
 DOC_ROLE = re.compile(r"\{doc\}`([^`<]*<)?([^`>]+)(>?)`")
 

@@ -513,7 +513,7 @@ def test_a_deepseek_v4_page_links_chapter_22b_for_each_compressed_kind_and_draws
     layers, every kind coloured (``layer_strips`` knows them), and spells it as text."""
     facts = MODELS[name]
     page = generated[f"{slug(name)}.md"]
-    chapter = "</chapters/22b-compressed-attention>`"
+    chapter = "</chapters/25-compressed-attention>`"
     layers = next(line for line in page.splitlines() if line.startswith(f"- {facts.layers} layers"))
     for kind, label in (
         ("compressed_sparse_attention", "compressed sparse"),

@@ -33,7 +33,7 @@ What a word is
 --------------
 A run of characters between white space that holds a letter or a digit, after these
 replacements: inline code (``torch.cat``), inline math (``$d_k \\times d_v$``) and a role
-without its own text (``{doc}`20-gated-deltanet```, ``{class}`~attention.KVCache```)
+without its own text (``{doc}`21-gated-deltanet```, ``{class}`~attention.KVCache```)
 count one word each; a role or a link with its own text (``{doc}`Kimi Linear <...>```,
 ``[Notation](../notation.md)``) counts the words of that text; emphasis marks count
 nothing. A number such as 1,024 or 0.25 is one word, as are "e.g.", "float64" and
