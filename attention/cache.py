@@ -206,6 +206,69 @@ class _CacheBase:
         raise NotImplementedError
 
 
+class _FixedStatesBase(_CacheBase):
+    """A cache of two states of fixed size, a convolution's and a recurrence's (private).
+
+    Gated DeltaNet's and Mamba-2's caches hold no token's key or value, only the states
+    the tokens were folded into, so ``len`` is 0 and :meth:`crop` can go back only to 0
+    or to every token seen. A subclass names its two states (:attr:`_states`, the
+    convolution's first) and the recurrence for the messages (:attr:`_folded`), and its
+    ``update`` calls :meth:`_replace`.
+    """
+
+    _states: ClassVar[tuple[str, str]]
+    _folded: ClassVar[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        for name in self._states:
+            setattr(self, name, None)
+
+    def __len__(self) -> int:
+        """0: the cache holds no token's key or value, only the states they were folded into."""
+        return 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the two states (0 before the first forward pass)."""
+        states = (getattr(self, name) for name in self._states)
+        return sum(state.nbytes for state in states if state is not None)
+
+    def _replace(self, num_new: object, **states: torch.Tensor) -> None:
+        """Hold ``states`` (by name), after ``num_new`` more tokens; a state keeps its size."""
+        owner = type(self).__name__
+        num_new = _checks.positive_int(owner, "num_new", num_new)
+        for name, new in states.items():
+            _checks.float_tensor(owner, name, new)
+            old = getattr(self, name)
+            if old is not None and (new.shape != old.shape or new.dtype != old.dtype):
+                raise ValueError(
+                    f"{owner}: expected a {name} of the held one's shape {tuple(old.shape)} "
+                    f"({old.dtype}): the states keep their size, got {tuple(new.shape)} "
+                    f"({new.dtype}); a cache belongs to one layer and one batch"
+                )
+        for name, new in states.items():
+            setattr(self, name, new)
+        self._seen += num_new
+
+    def _why_not_crop(self, length: int) -> str | None:
+        if length == self._seen:
+            return None  # nothing to forget
+        return (
+            f"the {self._folded} has folded all {self._seen} tokens seen into a fixed "
+            "size and cannot take any of them out; keep a copy of the states to go back "
+            "to, or crop to 0 to start again"
+        )
+
+    def _forget(self, length: int) -> None:
+        if not length:
+            for name in self._states:
+                setattr(self, name, None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seen_tokens={self._seen}, nbytes={self.nbytes})"
+
+
 def _check_cache(layer: object, cache: object, wanted: type, expected: str) -> None:
     """Raise a ``TypeError`` unless ``cache`` is ``None`` or a ``wanted`` that serves ``layer``.
 

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from attention import _checks
-from attention.cache import _CacheBase, _check_cache
+from attention.cache import _check_cache, _FixedStatesBase
 from attention.norms import RMSNorm
 
 __all__ = ["GatedDeltaNet", "GatedDeltaNetCache", "gated_delta_rule"]
@@ -341,7 +341,7 @@ def _chunked(
     return out, state
 
 
-class GatedDeltaNetCache(_CacheBase):
+class GatedDeltaNetCache(_FixedStatesBase):
     """What a :class:`~attention.GatedDeltaNet` keeps between decoding steps: two fixed-size states.
 
     Unlike a :class:`~attention.KVCache`, nothing here grows with the tokens seen: the
@@ -383,20 +383,10 @@ class GatedDeltaNetCache(_CacheBase):
     _holds = "Gated DeltaNet's convolution and recurrent states"
     _layers = ("GatedDeltaNet",)
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv_state: torch.Tensor | None = None
-        self.recurrent_state: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        """0: the cache holds no token's key or value, only the states they were folded into."""
-        return 0
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the two states (0 before the first forward pass)."""
-        states = (self.conv_state, self.recurrent_state)
-        return sum(s.nbytes for s in states if s is not None)
+    _states = ("conv_state", "recurrent_state")
+    _folded = "recurrent state"
+    conv_state: torch.Tensor | None
+    recurrent_state: torch.Tensor | None
 
     def update(self, conv_state: torch.Tensor, recurrent_state: torch.Tensor, num_new: int) -> None:
         """Replace both states by those after ``num_new`` more tokens.
@@ -410,36 +400,7 @@ class GatedDeltaNetCache(_CacheBase):
         num_new : int
             How many tokens the new states took in.
         """
-        owner = type(self).__name__
-        num_new = _checks.positive_int(owner, "num_new", num_new)
-        pairs = (("conv_state", conv_state, self.conv_state),
-                 ("recurrent_state", recurrent_state, self.recurrent_state))  # fmt: skip
-        for name, new, old in pairs:
-            _checks.float_tensor(owner, name, new)
-            if old is not None and (new.shape != old.shape or new.dtype != old.dtype):
-                raise ValueError(
-                    f"{owner}: expected a {name} of the held one's shape {tuple(old.shape)} "
-                    f"({old.dtype}): the states keep their size, got {tuple(new.shape)} "
-                    f"({new.dtype}); a cache belongs to one layer and one batch"
-                )
-        self.conv_state, self.recurrent_state = conv_state, recurrent_state
-        self._seen += num_new
-
-    def _why_not_crop(self, length: int) -> str | None:
-        if length == self._seen:
-            return None  # nothing to forget
-        return (
-            f"the recurrent state has folded all {self._seen} tokens seen into a fixed "
-            "size and cannot take any of them out; keep a copy of the states to go back "
-            "to, or crop to 0 to start again"
-        )
-
-    def _forget(self, length: int) -> None:
-        if not length:
-            self.conv_state = self.recurrent_state = None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(seen_tokens={self._seen}, nbytes={self.nbytes})"
+        self._replace(num_new, conv_state=conv_state, recurrent_state=recurrent_state)
 
 
 class GatedDeltaNet(nn.Module):

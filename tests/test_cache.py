@@ -215,7 +215,8 @@ def test_every_per_sequence_cache_implements_the_protocol(cls):
 
 def test_no_cache_subclasses_another_to_pass_a_type_check():
     """KVCache, StreamingCache and QuantizedKVCache share no base but the protocols and
-    the private base that writes the members every cache shares. SparseLatentCache
+    the private base that writes the members every cache shares (and Gated DeltaNet's
+    and Mamba-2's caches the private base of two fixed states). SparseLatentCache
     extends LatentCache with its indexer's keys (shared code)."""
     for cls in discovered():
         bases = {base for base in cls.__mro__[1:] if base.__name__.endswith("Cache")}
