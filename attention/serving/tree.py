@@ -69,21 +69,27 @@ __all__ = [
 _PARENTS = "parents must be a list of ints, each node's parent's index or -1"
 
 
+def _int_list(owner: str, values: object, expected: str, name: str, each: str) -> list[int]:
+    """``values``, a list (or 1-D integer tensor) of ints, as a list; ``expected`` and
+    ``each`` (what one item is) say what was wanted in the errors."""
+    if isinstance(values, torch.Tensor):
+        if values.dim() != 1 or values.is_floating_point() or values.dtype == torch.bool:
+            raise TypeError(
+                f"{owner}: {expected}, got a tensor of shape {tuple(values.shape)} and "
+                f"dtype {values.dtype}"
+            )
+        values = values.tolist()
+    if not isinstance(values, Sequence) or isinstance(values, str | bytes):
+        raise TypeError(f"{owner}: {expected}, got {type(values).__name__}")
+    return [
+        _checks.whole_number(owner, v, f"{name}[{i}] must be an int ({each})")
+        for i, v in enumerate(values)
+    ]
+
+
 def _tree(owner: str, parents: object) -> tuple[list[int], list[int]]:
     """Check ``parents``; return it as a list of ints, and each node's depth (roots: 0)."""
-    if isinstance(parents, torch.Tensor):
-        if parents.dim() != 1 or parents.is_floating_point() or parents.dtype == torch.bool:
-            raise TypeError(
-                f"{owner}: {_PARENTS}, got a tensor of shape {tuple(parents.shape)} and "
-                f"dtype {parents.dtype}"
-            )
-        parents = parents.tolist()
-    if not isinstance(parents, Sequence) or isinstance(parents, str | bytes):
-        raise TypeError(f"{owner}: {_PARENTS}, got {type(parents).__name__}")
-    checked = [
-        _checks.whole_number(owner, p, f"parents[{i}] must be an int (a node's index, or -1)")
-        for i, p in enumerate(parents)
-    ]
+    checked = _int_list(owner, parents, _PARENTS, "parents", "a node's index, or -1")
     n = len(checked)
     for i, p in enumerate(checked):
         if not -1 <= p < n:
@@ -419,19 +425,7 @@ class Acceptance:
 def _tokens(owner: str, name: str, tokens: object, *, vocab: int | None = None) -> list[int]:
     """Check a list (or 1-D integer tensor) of token ids; return it as a list of ints."""
     expected = f"{name} must be a list of ints (token ids)"
-    if isinstance(tokens, torch.Tensor):
-        if tokens.dim() != 1 or tokens.is_floating_point() or tokens.dtype == torch.bool:
-            raise TypeError(
-                f"{owner}: {expected}, got a tensor of shape {tuple(tokens.shape)} and "
-                f"dtype {tokens.dtype}"
-            )
-        tokens = tokens.tolist()
-    if not isinstance(tokens, Sequence) or isinstance(tokens, str | bytes):
-        raise TypeError(f"{owner}: {expected}, got {type(tokens).__name__}")
-    checked = [
-        _checks.whole_number(owner, t, f"{name}[{i}] must be an int (a token id)")
-        for i, t in enumerate(tokens)
-    ]
+    checked = _int_list(owner, tokens, expected, name, "a token id")
     if vocab is not None:
         for i, t in enumerate(checked):
             if not 0 <= t < vocab:
