@@ -29,6 +29,20 @@ request's ``DynamicCache``, every layer's keys and values), the prefix cache's h
 rate (the share of the admitted requests' blocks found cached), and how many
 requests get the same tokens from the engine as from ``generate``.
 
+Speculative decoding (:func:`~attention.serving.speculative_decode`), untimed: every
+prompt of the trace, ``--max-new-tokens`` tokens, greedy, a draft tree of
+``--branching`` (2,2: two guesses, then two after each) verified by the same target
+model a step. The target is the benchmark's model as a
+:class:`~attention.serving.Decoder` (:meth:`~attention.serving.Decoder.from_transformers`)
+in float64, so that verifying a tree and decoding one token at a time cannot differ by
+rounding at a near tie. Two drafts: ``small_config``, its own random weights from a
+smaller config (1 layer of width 32, 2 query heads over 1 key/value head of 16, the
+target's vocabulary), the draft the issue asks for; and ``first_layer``, the target's
+embedding, first block, final norm and head, a draft that resembles its target as a
+trained one would. Reported for each: the tokens accepted per target call (the bonus
+token included), pooled over the trace and as quartiles of each prompt's mean, the
+target calls, and how many prompts get exactly ``greedy_decode``'s tokens (all should).
+
 **Target** (issue 45): the engine at least matches ``generate_batch`` in tokens per
 second on the CPU, with no more peak cache. A missed target is reported, not an
 error; timings on a shared machine are noisy, and the JSON names the machine.
@@ -43,6 +57,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import copy
 import logging
 import random
 from pathlib import Path
@@ -53,7 +68,13 @@ from harness import quartiles, ratios, say
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-from attention.serving import Engine, ModelRunner
+from attention.serving import (
+    Decoder,
+    Engine,
+    ModelRunner,
+    greedy_decode,
+    speculative_decode,
+)
 
 SIDES = ("engine", "generate_batch", "generate")
 
@@ -73,6 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--block-size", type=int, default=16, help="tokens per block, both engines")
     add("--max-batch-tokens", type=int, default=256, help="tokens per step, both engines")
     add("--threads", type=int, default=1, help="torch intra-op threads (see above)")
+    add("--branching", default="2,2", help="speculative draft tree: children per depth")
     add("--out", type=Path, help="also write the JSON results here")
     args = parser.parse_args(argv)
     if args.quick:
@@ -81,6 +103,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sizes += ("block_size", "max_batch_tokens", "threads", "rounds")
     if min(getattr(args, name) for name in sizes) < 1 or args.warmup < 0:
         parser.error("every size and --rounds must be >= 1, --warmup >= 0")
+    try:
+        args.branching = tuple(int(width) for width in args.branching.split(","))
+    except ValueError:
+        parser.error(f"--branching must be ints joined by commas, got {args.branching!r}")
+    if min(args.branching) < 1:
+        parser.error(f"every --branching width must be >= 1, got {args.branching}")
     return args
 
 
@@ -99,6 +127,50 @@ def tiny_model(seed: int) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return LlamaForCausalLM(config).eval()
+
+
+def small_draft_model(seed: int) -> torch.nn.Module:
+    """The speculative draft: 1 layer of width 32, 2 query heads over 1 key/value head."""
+    config = LlamaConfig(
+        vocab_size=256,  # the target's: the draft proposes the target's tokens
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=1024,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config).eval()
+
+
+def speculative(model, prompts, args) -> dict:
+    """Accepted tokens per target call, each draft, over every prompt; float64 (see above)."""
+    target = Decoder.from_transformers(copy.deepcopy(model).double())
+    drafts = {
+        "small_config": Decoder.from_transformers(small_draft_model(args.seed + 1).double()),
+        "first_layer": Decoder(target.embedding, [target.blocks[0]], target.norm, target.head),
+    }
+    greedy = [greedy_decode(target, prompt, args.max_new_tokens) for prompt in prompts]
+    figures = {}
+    for name, draft in drafts.items():
+        outputs = [
+            speculative_decode(target, draft, p, args.max_new_tokens, branching=args.branching)
+            for p in prompts
+        ]
+        steps = [n for out in outputs for n in out.accepted_per_step]
+        figures[name] = {
+            "mean_accepted": sum(steps) / len(steps),
+            "per_prompt_mean_accepted": quartiles([out.mean_accepted for out in outputs]),
+            "accepted_per_step": [out.accepted_per_step for out in outputs],
+            "target_calls": len(steps),
+            "same_tokens_as_greedy": sum(
+                out.tokens == tokens for out, tokens in zip(outputs, greedy, strict=True)
+            ),
+        }
+    return {"branching": list(args.branching), "drafts": figures}
 
 
 def trace(args: argparse.Namespace) -> list[list[int]]:
@@ -228,6 +300,7 @@ def main(argv: list[str] | None = None) -> dict:
         "preemptions": sum(len(r.preempted) for r in engine.records),
         "same_tokens_as_generate": sum(a == b for a, b in zip(ours, theirs, strict=True)),
         "same_tokens_as_generate_batch": sum(a == b for a, b in zip(ours, batched, strict=True)),
+        "speculative": speculative(model, prompts, args),
         "speed_target_met": quartiles(round_ratios["engine_over_generate_batch"])["median"] >= 1,
         "memory_target_met": peak["engine"] <= peak["generate_batch"],
         "times_s": timed.times,
@@ -256,6 +329,15 @@ def report(results: dict) -> None:
         f"{results['same_tokens_as_generate_batch']}; targets met: speed "
         f"{results['speed_target_met']}, memory {results['memory_target_met']}"
     )
+    spec = results["speculative"]
+    for name, entry in spec["drafts"].items():
+        per_prompt = entry["per_prompt_mean_accepted"]
+        say(
+            f"speculative, draft {name}, tree {spec['branching']}: {entry['mean_accepted']:.2f} "
+            f"tokens per target call (per prompt: median {per_prompt['median']:.2f}, q1 "
+            f"{per_prompt['q1']:.2f}, q3 {per_prompt['q3']:.2f}), {entry['target_calls']} "
+            f"calls; same tokens as greedy: {entry['same_tokens_as_greedy']}"
+        )
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 No timing is compared with anything; what is checked is that the trace is the one
 described (shared system prompts), that the three ways serve it, that the ratios are
-the round-by-round ratios of the raw times the report holds, and that the peak cache
-figures follow from the engine's blocks and the longest request.
+the round-by-round ratios of the raw times the report holds, that the peak cache
+figures follow from the engine's blocks and the longest request, and that speculative
+decoding's figures are its accepted tokens per step, with greedy decoding's tokens.
 """
 
 from __future__ import annotations
@@ -56,3 +57,32 @@ def test_a_tiny_run_serves_the_trace_three_ways_and_reports_its_own_times(engine
     assert peak["engine"] % per_block == 0 and 0 < peak["engine"] <= peak["engine_pool"]
     longest = max(results["prompt_lengths"]) + 3 - 1
     assert peak["generate"] == longest * per_block // 4
+
+
+def test_speculative_decoding_reports_the_tokens_each_target_call_accepted(engine):
+    results = engine.main([*TINY, "--branching", "2,1"])
+    spec = results["speculative"]
+    assert spec["branching"] == [2, 1]
+    assert set(spec["drafts"]) == {"small_config", "first_layer"}
+    for entry in spec["drafts"].values():
+        per_prompt = entry["accepted_per_step"]
+        assert len(per_prompt) == 4  # every prompt of the trace
+        # Each call accepts the path (at most the tree's depth, 2) and the bonus token,
+        # and the calls stop once the 3 tokens asked for are made.
+        assert all(1 <= n <= 3 for steps in per_prompt for n in steps)
+        assert all(sum(steps) - 2 <= 3 <= sum(steps) for steps in per_prompt)
+        steps = [n for steps in per_prompt for n in steps]
+        assert entry["target_calls"] == len(steps)
+        assert entry["mean_accepted"] == pytest.approx(sum(steps) / len(steps))
+        means = [sum(s) / len(s) for s in per_prompt]
+        assert entry["per_prompt_mean_accepted"]["median"] == pytest.approx(
+            statistics.median(means)
+        )
+        assert entry["same_tokens_as_greedy"] == 4  # float64: exactly the target's tokens
+
+
+def test_a_branching_that_is_not_a_list_of_positive_ints_is_refused(engine, capsys):
+    for bad in ("2,x", "2,0"):
+        with pytest.raises(SystemExit):
+            engine.parse_args([*TINY, "--branching", bad])
+        assert "--branching" in capsys.readouterr().err

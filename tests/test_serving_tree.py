@@ -11,12 +11,14 @@
   verified in a forked scratch) leaves what running the accepted tokens as a chain
   leaves (float64, 1e-10), and frees every rejected block.
 * On a tiny ``transformers`` Llama built from a config (float64, its attention the
-  package's through ``from_transformers``), the :class:`Decoder` is the model (logits
+  package's through ``Decoder.from_transformers``), the :class:`Decoder` is the model (logits
   to float32's tolerance, since ``transformers`` computes RoPE's angles in float32;
   greedy tokens equal to ``generate``'s), and greedy speculative decoding gives
   exactly the target's greedy tokens, for a draft from a smaller config, a draft that
   shares the target's first layer, and the target as its own draft (which accepts
-  every guess), over chains and trees.
+  every guess), over chains and trees. ``Decoder.from_transformers`` shares the model's
+  embedding, MLPs and head, keeps its dtype and mode, serves Qwen3 too, and refuses
+  what is not a supported ``transformers`` model.
 """
 
 from __future__ import annotations
@@ -27,13 +29,11 @@ from helpers import assert_tight, expect, make_gqa
 from hf_models import FLOAT32_STEP
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen3Config
 
-from attention import KVCache, PagedKVCache, RMSNorm, causal_mask
-from attention.models import from_transformers
+from attention import KVCache, PagedKVCache, causal_mask
 from attention.serving import (
     Decoder,
-    DecoderBlock,
     attention_at_positions,
     greedy_accept,
     greedy_decode,
@@ -320,31 +320,10 @@ def llama(seed: int, **sizes: int) -> AutoModelForCausalLM:
         return AutoModelForCausalLM.from_config(config).to(F64).eval()
 
 
-def float64_norm(theirs) -> RMSNorm:
-    """``transformers``' RMS norm (which normalizes in float32) as the package's, in float64."""
-    norm = RMSNorm(theirs.weight.shape[0], eps=theirs.variance_epsilon).to(F64)
-    norm.weight.data.copy_(theirs.weight.detach())
-    return norm
-
-
-def decoder_of(model) -> Decoder:
-    """The model as a :class:`Decoder`: its attention the package's, its norms in float64."""
-    blocks = [
-        DecoderBlock(
-            from_transformers(layer.self_attn),
-            layer.mlp,
-            float64_norm(layer.input_layernorm),
-            float64_norm(layer.post_attention_layernorm),
-        )
-        for layer in model.model.layers
-    ]
-    return Decoder(model.model.embed_tokens, blocks, float64_norm(model.model.norm), model.lm_head)
-
-
 TARGET_MODEL = llama(0)
-TARGET = decoder_of(TARGET_MODEL)
+TARGET = Decoder.from_transformers(TARGET_MODEL)
 #: The draft: a smaller config (one layer, half the width), its own random weights.
-SMALL_DRAFT = decoder_of(
+SMALL_DRAFT = Decoder.from_transformers(
     llama(
         1,
         hidden_size=8,
@@ -368,6 +347,47 @@ def test_the_decoder_is_the_transformers_model_and_greedy_decoding_is_generate()
         )
     torch.testing.assert_close(ours, theirs, **FLOAT32_STEP)
     assert greedy_decode(TARGET, prompt, 12) == generated[0, len(prompt) :].tolist()
+
+
+def test_from_transformers_shares_the_models_modules_in_its_dtype_and_serves_qwen3():
+    assert TARGET.embedding is TARGET_MODEL.model.embed_tokens
+    assert TARGET.head is TARGET_MODEL.lm_head
+    assert TARGET.blocks[1].mlp is TARGET_MODEL.model.layers[1].mlp
+    norm = TARGET.blocks[0].attention_norm
+    assert norm.weight.dtype == F64 and not TARGET.training
+    theirs = TARGET_MODEL.model.layers[0].input_layernorm
+    assert torch.equal(norm.weight, theirs.weight) and norm.eps == theirs.variance_epsilon
+    qwen3 = AutoModelForCausalLM.from_config(
+        Qwen3Config(
+            vocab_size=48,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=4,
+        )
+    ).to(F64)
+    decoder = Decoder.from_transformers(qwen3)
+    assert decoder.training  # the model's mode, here training (no dropout in either)
+    prompt = [3, 14, 15, 9]
+    with torch.no_grad():
+        ours = decoder.run_tree(prompt, [-1, 0, 1, 2], decoder.new_caches())
+        expected = qwen3(torch.tensor([prompt])).logits[0]
+    torch.testing.assert_close(ours, expected, **FLOAT32_STEP)
+
+
+def test_from_transformers_refuses_what_is_not_a_supported_model():
+    with expect(
+        "Decoder.from_transformers: model must be a transformers causal language model, got Linear",
+        TypeError,
+    ):
+        Decoder.from_transformers(torch.nn.Linear(2, 2))
+    gpt2 = AutoModelForCausalLM.from_config(
+        GPT2Config(vocab_size=48, n_embd=16, n_layer=1, n_head=2, n_positions=32)
+    )
+    with expect("Decoder.from_transformers: model_type must be one of ('llama', 'qwen3'), "):
+        Decoder.from_transformers(gpt2)
 
 
 def verified(

@@ -32,13 +32,15 @@ guess. The tokens are the target's in every case: only the acceptance changes.
 
 :class:`Decoder` is the smallest decoder-only language model around the package's
 attention layers (Llama's layout: pre-norm blocks of attention and an MLP), built from
-any embedding, norms, MLPs and head, such as those of a ``transformers`` Llama.
+any embedding, norms, MLPs and head; :meth:`Decoder.from_transformers` builds one from a
+``transformers`` Llama or Qwen3, its attention the package's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -47,7 +49,10 @@ from attention import _checks
 from attention.cache import KeyValueCache
 from attention.gqa import GroupedQueryAttention
 from attention.kv_cache import KVCache
+from attention.models.weights import from_transformers
+from attention.norms import RMSNorm
 from attention.paged import PagedKVCache
+from attention.serving.runner import SUPPORTED_MODEL_TYPES
 from attention.step import attend
 
 __all__ = [
@@ -756,6 +761,98 @@ class Decoder(nn.Module):
                 )
         self.embedding, self.norm, self.head = embedding, norm, head
         self.blocks = nn.ModuleList(blocks)
+
+    @classmethod
+    def from_transformers(cls, model: nn.Module) -> Decoder:
+        """A ``transformers`` Llama-family causal language model as a :class:`Decoder`.
+
+        Each decoder layer becomes a :class:`DecoderBlock`: its attention is the
+        package's (:func:`~attention.models.from_transformers`, the same weights), its MLP
+        the model's own module, and its two RMS norms the package's
+        :class:`~attention.RMSNorm` with the same scale and ``eps``. ``transformers``' RMS
+        norms compute in float32 whatever the input; the package's compute in the model's
+        dtype, so a float64 model stays float64 throughout. The embedding and the head
+        are the model's own modules, shared, not copied: changing the model's weights
+        changes the decoder's.
+
+        Parameters
+        ----------
+        model : transformers.PreTrainedModel
+            A causal language model of one of
+            :data:`~attention.serving.SUPPORTED_MODEL_TYPES` (``LlamaForCausalLM``,
+            ``Qwen3ForCausalLM``), built from a config or loaded, with full causal
+            attention (no sliding window).
+
+        Returns
+        -------
+        Decoder
+            In the model's dtype and training mode. Its logits after ``n`` tokens,
+            ``(n, vocab_size)``, are the model's; in float64 they agree to float32's
+            tolerance, since ``transformers`` computes RoPE's angles in float32.
+
+        Raises
+        ------
+        TypeError
+            For a ``model`` that is not a ``transformers`` model (no ``config``).
+        ValueError
+            For a model type other than those supported.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> _ = torch.manual_seed(0)
+        >>> config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+        ...                      num_hidden_layers=2, num_attention_heads=4,
+        ...                      num_key_value_heads=2)
+        >>> model = LlamaForCausalLM(config).double().eval()
+        >>> decoder = Decoder.from_transformers(model)
+        >>> prompt = [5, 6, 7, 8]
+        >>> with torch.no_grad():
+        ...     ours = decoder.run_tree(prompt, [-1, 0, 1, 2], decoder.new_caches())
+        ...     theirs = model(torch.tensor([prompt])).logits[0]
+        >>> ours.shape, torch.allclose(ours, theirs, atol=1e-5, rtol=0)
+        (torch.Size([4, 32]), True)
+        >>> Decoder.from_transformers(torch.nn.Linear(2, 2))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+            ...
+        TypeError: Decoder.from_transformers: model must be a transformers causal ... got Linear
+        """
+        owner = f"{cls.__name__}.from_transformers"
+        model_type = getattr(getattr(model, "config", None), "model_type", None)
+        if not isinstance(model, nn.Module) or model_type is None:
+            raise TypeError(
+                f"{owner}: model must be a transformers causal language model, got "
+                f"{type(model).__name__}"
+            )
+        if model_type not in SUPPORTED_MODEL_TYPES:
+            raise ValueError(
+                f"{owner}: model_type must be one of {SUPPORTED_MODEL_TYPES}, got {model_type!r}"
+            )
+        # transformers' modules, read by their public attribute names
+        causal_lm: Any = model
+        decoder: Any = causal_lm.model
+
+        def norm(theirs: Any) -> RMSNorm:
+            ours = RMSNorm(theirs.weight.shape[0], eps=theirs.variance_epsilon)
+            ours = ours.to(device=theirs.weight.device, dtype=theirs.weight.dtype)
+            ours.weight.data.copy_(theirs.weight.detach())
+            return ours
+
+        # from_transformers may return other kinds of layer; DecoderBlock checks it is
+        # a GroupedQueryAttention, as every supported model type's is.
+        attention: list[Any] = [from_transformers(layer.self_attn) for layer in decoder.layers]
+        blocks = [
+            DecoderBlock(
+                layer_attention,
+                layer.mlp,
+                norm(layer.input_layernorm),
+                norm(layer.post_attention_layernorm),
+            )
+            for layer, layer_attention in zip(decoder.layers, attention, strict=True)
+        ]
+        built = cls(decoder.embed_tokens, blocks, norm(decoder.norm), causal_lm.lm_head)
+        return built.train(model.training)
 
     def new_caches(self) -> list[KVCache]:
         """One empty :class:`~attention.KVCache` per block."""
