@@ -716,5 +716,5 @@ def deepseek_v4_step(theirs, config, rotary, x, start, cache):
     seen = (gap >= 0) & (gap < config.sliding_window)
     mask = torch.zeros(x.shape[0], 1, num_tokens, len(keys), dtype=F64)
     mask = mask.masked_fill(~seen, float("-inf"))  # (batch, 1, n, keys), as the model's
-    out, _ = theirs(x, tables, positions, mask, past_key_values=cache)
+    out, _ = theirs(x, tables, positions, mask, cache)  # 5th: the cache, by any name
     return out

@@ -509,7 +509,7 @@ def test_our_csa_layer_always_applies_its_top_k_where_transformers_needs_a_mask(
                 continue
             positions = torch.tensor([[16]])
             tables = {k: rotary(x[:, 16:], positions, layer_type=k) for k in ("main", "compress")}
-            outputs[masked], _ = theirs(x[:, 16:], tables, positions, None, past_key_values=cache)
+            outputs[masked], _ = theirs(x[:, 16:], tables, positions, None, cache)
     torch.testing.assert_close(picked, outputs[True], **EXACT)
     assert not torch.allclose(picked, outputs[False])
     # Without a mask, theirs is ours with a top_k that keeps every entry

@@ -138,7 +138,7 @@ def minimax_step(theirs, x, start, cache=None):
     positions = torch.arange(start, start + x.shape[1])[None]
     cos, sin = half_split_cos_sin(positions, layer_rotary_dim(), BASE)
     with float64_casts(), float64_softmax(), torch.no_grad():
-        out, _ = theirs(x, (cos, sin), None, past_key_values=cache, position_ids=positions)
+        out, _ = theirs(x, (cos, sin), None, cache, position_ids=positions)
     return out
 
 
@@ -371,7 +371,7 @@ def qwen4_step(theirs, x, start, cache=None):
     mask = torch.zeros(x.shape[0], 1, x.shape[1], stop, dtype=F64)
     mask = mask.masked_fill(~causal_4d(x.shape[1], stop), torch.finfo(F64).min)
     with float64_casts(), float64_softmax(), torch.no_grad():
-        out, _ = theirs(x, (cos, sin), mask, past_key_values=cache)
+        out, _ = theirs(x, (cos, sin), mask, cache)
     return out
 
 

@@ -400,7 +400,9 @@ def mixer_config(kind: str, layer: Mamba2):
             conv_kernel=layer.conv_size,
             chunk_size=layer.chunk_size,
             layer_norm_epsilon=layer.eps,
+            # the clamp: time_step_min's up to transformers 5.23, time_step_limit's after
             time_step_min=layer.time_step_limit[0],
+            time_step_limit=layer.time_step_limit,
         )
     mamba = {
         "mamba_d_state": layer.state_size,

@@ -477,6 +477,10 @@ def from_transformers(module: nn.Module, *, config: object = None) -> nn.Module:
     layer: nn.Module
     if cls in MAMBA2_CLASSES.values():
         layer = _mamba2_layer_at(facts, index, cls)
+        # The clamp of the step is the module's own: Nemotron-H's mixer took it from
+        # time_step_min up to transformers 5.23, and from time_step_limit since 5.24.
+        low, high = getattr(module, "time_step_limit", layer.time_step_limit)
+        layer.time_step_limit = (float(low), float(high))
     else:
         layer = layer_for(facts, index)
     expected = _expected_layer(cls)
