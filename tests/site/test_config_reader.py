@@ -124,7 +124,7 @@ def test_a_pasted_file_a_chosen_file_and_bad_files(browser, base_url: str, tmp_p
 
     for text, says in [
         ('{"model_type": "llama", "num_hidden_layers": 4,', "not JSON"),
-        ('{"model_type": "mamba2", "num_hidden_layers": 4}', "model_type='mamba2'"),
+        ('{"model_type": "rwkv", "num_hidden_layers": 4}', "RWKV's recurrence"),
         ('{"hidden_size": 64}', "model_type"),
     ]:
         shown = read(page, box, text=text)
